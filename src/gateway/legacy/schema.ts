@@ -1,0 +1,270 @@
+/**
+ * Zod schemas of the legacy /v0.2 request bodies (spec/interface.md "Legacy create-stream request",
+ * spec/legacy-clients.md). Shape rules only; the v0.2 → v1beta meaning lives in translate.ts.
+ *
+ * The vendor token (`source.type` of a customer room) and the brand token (`inference.backend`) are
+ * configuration, hence the factory. Parsed output uses the neutral source type `room` whatever the
+ * vendor is called on the wire, so nothing downstream sees the configured name.
+ *
+ * Decisions where the contract is silent:
+ * - clip processing with neither `target_fps` nor the `fps` + `sampling_ratio` pair is accepted and
+ *   later defaults to 1 fps: the contract types `target_fps` as "integer or null" (not required), and 1
+ *   is the default `max_fps` of a v1beta video part.
+ * - `mode` omitted or null: clip or frame is detected from the processing keys that carry a value
+ *   (null-valued keys do not count, so serialisers that emit every optional field still work).
+ * - `inference.backend` may be omitted (→ brand backend) but not null (the contract does not say nullable).
+ */
+import { z } from 'zod';
+import type { Brand } from '../../brand';
+import { INTEGER_EXPECTED } from './validate';
+
+export type LegacyMode = 'clip' | 'frame';
+
+/** Source after parsing; `room` is the neutral name of the configured vendor's source type. */
+export type LegacySource =
+  | { type: 'webrtc'; sdp: string }
+  | { type: 'room'; url: string; token: string }
+  | { type: 'native' };
+
+export interface ClipProcessing {
+  target_fps: number | null;
+  sampling_ratio: number | null;
+  fps: number | null;
+  clip_length_seconds: number;
+  delay_seconds: number;
+}
+
+export interface FrameProcessing {
+  interval_seconds: number;
+}
+
+export interface LegacyInference {
+  prompt: string;
+  model: string;
+  /** `thirdparty` or the configured brand backend. */
+  backend: string;
+  output_schema_json: Record<string, unknown> | null;
+  max_output_tokens: number | null;
+}
+
+interface LegacyCreateCommon {
+  source: LegacySource | null;
+  /** Deprecated top-level offer (never together with `source`). */
+  webrtc: { type: 'offer'; sdp: string } | null;
+  inference: LegacyInference;
+  client: { request_id: string | null } | null;
+}
+
+/** A valid create body; `mode` is always resolved (explicit or detected). */
+export type LegacyCreateRequest = LegacyCreateCommon &
+  ({ mode: 'clip'; processing: ClipProcessing } | { mode: 'frame'; processing: FrameProcessing });
+
+export interface LegacyPromptPatch {
+  prompt: string;
+}
+
+export interface LegacyFeedbackBody {
+  rating: number;
+  category: string;
+  feedback: string;
+}
+
+const nonEmpty = z.string().min(1);
+/** An integer field; the marker message keeps wrong-typed input reported as `int_type`. */
+const int = () => z.int({ error: (iss) => (iss.code === 'invalid_type' ? INTEGER_EXPECTED : undefined) });
+
+export const CLIP_KEYS = ['target_fps', 'sampling_ratio', 'fps', 'clip_length_seconds', 'delay_seconds'] as const;
+export const FRAME_KEYS = ['interval_seconds'] as const;
+
+export const clipProcessingSchema: z.ZodType<ClipProcessing, unknown> = z
+  .strictObject({
+    target_fps: int().min(1).max(30).nullish(),
+    sampling_ratio: z.number().min(0.1).max(1).nullish(),
+    fps: int().positive().nullish(),
+    clip_length_seconds: z.number().min(0.1).max(60),
+    delay_seconds: z.number().positive(),
+  })
+  .superRefine((p, ctx) => {
+    const hasTarget = p.target_fps != null;
+    const hasFps = p.fps != null;
+    const hasRatio = p.sampling_ratio != null;
+    const fail = (message: string) => ctx.addIssue({ code: 'custom', message, params: { type: 'value_error' } });
+    if (hasTarget && (hasFps || hasRatio)) {
+      fail('target_fps cannot be combined with the deprecated fps/sampling_ratio pair; send only target_fps');
+    } else if (hasFps && !hasRatio) {
+      fail('fps requires sampling_ratio (target_fps = fps * sampling_ratio); prefer target_fps');
+    } else if (hasRatio && !hasFps) {
+      fail('sampling_ratio requires fps (target_fps = fps * sampling_ratio); prefer target_fps');
+    }
+  })
+  .transform((p) => ({
+    target_fps: p.target_fps ?? null,
+    sampling_ratio: p.sampling_ratio ?? null,
+    fps: p.fps ?? null,
+    clip_length_seconds: p.clip_length_seconds,
+    delay_seconds: p.delay_seconds,
+  }));
+
+export const frameProcessingSchema: z.ZodType<FrameProcessing, unknown> = z.strictObject({
+  interval_seconds: z.number().positive().max(60),
+});
+
+type Kind = LegacyMode | 'mixed' | 'unknown';
+
+/** Which processing object was sent, judged by the keys that carry a value. */
+export function detectProcessingKind(processing: Record<string, unknown>): Kind {
+  const has = (keys: readonly string[]) => keys.some((k) => processing[k] !== undefined && processing[k] !== null);
+  const clip = has(CLIP_KEYS);
+  const frame = has(FRAME_KEYS);
+  if (clip && frame) return 'mixed';
+  if (clip) return 'clip';
+  if (frame) return 'frame';
+  return 'unknown';
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Reserved legacy names the configured vendor token must not shadow. */
+const RESERVED_VENDOR_TOKENS = ['webrtc', 'native', 'lease', 'stream_id', 'turn_servers'];
+
+export function createLegacySchemas(brand: Brand) {
+  if (RESERVED_VENDOR_TOKENS.includes(brand.room)) {
+    throw new Error(`room vendor token "${brand.room}" collides with a legacy field or source type`);
+  }
+
+  const source = z
+    .discriminatedUnion('type', [
+      z.strictObject({ type: z.literal('webrtc'), sdp: nonEmpty }),
+      z.strictObject({ type: z.literal(brand.room), url: nonEmpty, token: nonEmpty }),
+      z.strictObject({ type: z.literal('native') }),
+    ])
+    .transform((s): LegacySource => {
+      if ('sdp' in s) return { type: 'webrtc', sdp: s.sdp };
+      if ('url' in s) return { type: 'room', url: s.url, token: s.token };
+      return { type: 'native' };
+    });
+
+  const offer = z.strictObject({ type: z.literal('offer'), sdp: nonEmpty });
+
+  const backends = [...new Set(['thirdparty', brand.backend])] as [string, ...string[]];
+  const inference = z
+    .strictObject({
+      prompt: nonEmpty,
+      model: nonEmpty,
+      backend: z.enum(backends).optional(),
+      output_schema_json: z.record(z.string(), z.unknown()).nullish(),
+      max_output_tokens: int().positive().nullish(),
+    })
+    .transform(
+      (i): LegacyInference => ({
+        prompt: i.prompt,
+        model: i.model,
+        backend: i.backend ?? brand.backend,
+        output_schema_json: i.output_schema_json ?? null,
+        max_output_tokens: i.max_output_tokens ?? null,
+      }),
+    );
+
+  const client = z.strictObject({ request_id: z.string().nullish() });
+
+  /** Everything but the inside of `processing`, which needs the mode first. */
+  const head = z.strictObject({
+    source: source.nullish(),
+    webrtc: offer.nullish(),
+    mode: z.enum(['clip', 'frame']).nullish(),
+    processing: z.looseObject({}),
+    inference,
+    client: client.nullish(),
+  });
+
+  /**
+   * The create body. One pass reports the issues of the head and of `processing` together, so a
+   * client fixing its body sees every problem at once.
+   */
+  const createStream = z.unknown().transform((body, ctx): LegacyCreateRequest => {
+    const issues: z.core.$ZodIssue[] = [];
+    const headResult = head.safeParse(body, { reportInput: true });
+    if (!headResult.success) issues.push(...headResult.error.issues);
+
+    const raw = isPlainObject(body) ? body : {};
+    const rawMode = raw.mode === 'clip' || raw.mode === 'frame' ? raw.mode : null;
+    let processing: { mode: 'clip'; value: ClipProcessing } | { mode: 'frame'; value: FrameProcessing } | null = null;
+
+    if (isPlainObject(raw.processing)) {
+      const kind = detectProcessingKind(raw.processing);
+      let mode: LegacyMode | null = rawMode;
+      const processingIssue = (message: string) =>
+        issues.push({ code: 'custom', message, path: ['processing'], params: { type: 'value_error' } } as z.core.$ZodIssue);
+      if (mode !== null && (kind === 'clip' || kind === 'frame') && kind !== mode) {
+        processingIssue(`mode is '${mode}' but processing is a ${kind} configuration (${describeKeys(kind)})`);
+        mode = null;
+      } else if (mode === null && kind === 'mixed') {
+        processingIssue(
+          `processing mixes clip fields (${describeKeys('clip')}) and frame fields (${describeKeys('frame')}); send one configuration`,
+        );
+      } else if (mode === null && kind === 'unknown') {
+        processingIssue(
+          `cannot tell clip from frame processing: send clip fields (${describeKeys('clip')}) or frame fields (${describeKeys('frame')}), or set mode`,
+        );
+      } else {
+        mode ??= kind as LegacyMode;
+      }
+      // The explicit mode check above only runs for a known mode; an invalid `mode` is reported by the head.
+      if (mode === 'clip') {
+        const r = clipProcessingSchema.safeParse(raw.processing, { reportInput: true });
+        if (r.success) processing = { mode: 'clip', value: r.data };
+        else issues.push(...prefix('processing', r.error.issues));
+      } else if (mode === 'frame') {
+        const r = frameProcessingSchema.safeParse(raw.processing, { reportInput: true });
+        if (r.success) processing = { mode: 'frame', value: r.data };
+        else issues.push(...prefix('processing', r.error.issues));
+      }
+    }
+
+    if (raw.source != null && raw.webrtc != null) {
+      issues.push({
+        code: 'custom',
+        message: 'send either source or the deprecated top-level webrtc offer, not both',
+        path: ['webrtc'],
+        params: { type: 'value_error' },
+      } as z.core.$ZodIssue);
+    }
+
+    if (issues.length > 0 || !headResult.success || processing === null) {
+      ctx.issues.push(...(issues as never[]));
+      return z.NEVER;
+    }
+    const h = headResult.data;
+    const common: LegacyCreateCommon = {
+      source: h.source ?? null,
+      webrtc: h.webrtc ?? null,
+      inference: h.inference,
+      client: h.client ? { request_id: h.client.request_id ?? null } : null,
+    };
+    return processing.mode === 'clip'
+      ? { ...common, mode: 'clip', processing: processing.value }
+      : { ...common, mode: 'frame', processing: processing.value };
+  });
+
+  const promptPatch: z.ZodType<LegacyPromptPatch, unknown> = z.strictObject({ prompt: nonEmpty });
+
+  const feedback: z.ZodType<LegacyFeedbackBody, unknown> = z.strictObject({
+    rating: int().min(1).max(5),
+    category: nonEmpty,
+    feedback: z.string(),
+  });
+
+  return { createStream, promptPatch, feedback, source, inference };
+}
+
+export type LegacySchemas = ReturnType<typeof createLegacySchemas>;
+
+function describeKeys(kind: LegacyMode): string {
+  return (kind === 'clip' ? CLIP_KEYS : FRAME_KEYS).join(', ');
+}
+
+function prefix(key: string, issues: readonly z.core.$ZodIssue[]): z.core.$ZodIssue[] {
+  return issues.map((i) => ({ ...i, path: [key, ...i.path] }));
+}
