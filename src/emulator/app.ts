@@ -1,0 +1,76 @@
+import type http from 'node:http';
+import type { Duplex } from 'node:stream';
+import express from 'express';
+import type { Express } from 'express';
+import { brandOf } from '../brand';
+import type { Config } from '../config';
+import { detailError } from '../lib/errors';
+import type { Logger } from '../lib/logger';
+import { Accounts } from './accounts';
+import { billingRouter } from './billing';
+import { completionsRouter } from './completions';
+import type { EmulatorContext } from './context';
+import { controlRouter } from './control';
+import { FaultInjector } from './faults';
+import { errorHandler, regionCheck } from './http';
+import { ModelRegistry, modelsRouter } from './models/registry';
+import { SyntheticPublishers } from './publishers';
+import { StreamRegistry } from './streams';
+import { streamsRouter } from './streams-routes';
+
+export interface Emulator {
+  app: Express;
+  ctx: EmulatorContext;
+  publishers: SyntheticPublishers;
+  /** Routes a WebSocket upgrade (the media room); false when the path is not the emulator's. */
+  handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean;
+  close(): Promise<void>;
+}
+
+/** Builds the emulator (no listen): state, routes and the media room. */
+export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => string): Emulator {
+  const streams = new StreamRegistry(cfg.emulator);
+  const ctx: EmulatorContext = {
+    cfg,
+    brand: brandOf(cfg),
+    logger,
+    accounts: new Accounts(cfg.emulator.accounts),
+    streams,
+    models: new ModelRegistry(cfg.emulator.models),
+    faults: new FaultInjector(),
+    roomKeys: { apiKey: cfg.emulator.room.apiKey, apiSecret: cfg.emulator.room.apiSecret },
+    publishUrl,
+  };
+  const publishers = new SyntheticPublishers(streams, logger, cfg.emulator.autoPublish);
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use(express.json({ limit: cfg.emulator.maxBodyBytes, type: ['application/json', 'application/*+json'] }));
+  app.get('/healthz', (_req, res) => {
+    res.type('text/plain').send('ok');
+  });
+  const region = regionCheck(ctx);
+  app.use('/v1beta/streams', region);
+  app.use('/v1beta/chat', region);
+  app.use('/v1beta', streamsRouter(ctx));
+  app.use('/v1beta', completionsRouter(ctx));
+  app.use('/v1beta', modelsRouter(ctx));
+  app.use('/billing', billingRouter(ctx));
+  if (cfg.emulator.controlApi) app.use('/_emulator', controlRouter(ctx, publishers));
+  app.use((req) => {
+    throw detailError(404, 'not_found', `No route for ${req.method} ${req.path}`);
+  });
+  app.use(errorHandler(ctx));
+
+  return {
+    app,
+    ctx,
+    publishers,
+    handleUpgrade: () => false,
+    async close() {
+      publishers.stopAll();
+      streams.close();
+    },
+  };
+}

@@ -1,0 +1,22 @@
+import type { Brand } from '../brand';
+import type { Config } from '../config';
+import type { Logger } from '../lib/logger';
+import type { Accounts } from './accounts';
+import type { FaultInjector } from './faults';
+import type { ModelRegistry } from './models/registry';
+import type { StreamRegistry } from './streams';
+import type { RoomKeys } from './room/tokens';
+
+/** Everything the emulator's route modules share; built once per emulator instance (no module state). */
+export interface EmulatorContext {
+  cfg: Config;
+  brand: Brand;
+  logger: Logger;
+  accounts: Accounts;
+  streams: StreamRegistry;
+  models: ModelRegistry;
+  faults: FaultInjector;
+  roomKeys: RoomKeys;
+  /** ws:// URL of the media room handed out as `publish.url` (set once the server listens). */
+  publishUrl(): string;
+}

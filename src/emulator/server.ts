@@ -1,0 +1,39 @@
+import http from 'node:http';
+import type { Config } from '../config';
+import { closeServer, dialHost, listen } from '../lib/listen';
+import type { Logger } from '../lib/logger';
+import { createEmulator } from './app';
+import type { Emulator } from './app';
+
+export interface RunningEmulator {
+  /** Base URL (http://host:port) of the emulator's /v1beta + /billing. */
+  url: string;
+  port: number;
+  emulator: Emulator;
+  close(): Promise<void>;
+}
+
+/** Starts the emulator on its own HTTP server (port 0 picks a free port). */
+export async function startEmulator(cfg: Config, logger: Logger): Promise<RunningEmulator> {
+  let base = '';
+  const publishUrl = () => (cfg.emulator.publicUrl ?? base).replace(/^http/, 'ws');
+  const emulator = createEmulator(cfg, logger, publishUrl);
+  const server = http.createServer(emulator.app);
+  server.on('upgrade', (req, socket, head) => {
+    socket.on('error', () => socket.destroy());
+    if (!emulator.handleUpgrade(req, socket, head)) {
+      socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+    }
+  });
+  const port = await listen(server, cfg.emulator.port, cfg.emulator.host);
+  base = `http://${dialHost(cfg.emulator.host)}:${port}`;
+  return {
+    url: base,
+    port,
+    emulator,
+    async close() {
+      await emulator.close();
+      await closeServer(server);
+    },
+  };
+}

@@ -1,0 +1,64 @@
+import express from 'express';
+import type { Router } from 'express';
+import type { EmulatorContext } from './context';
+import { accountOf, requireAccount, uuidParam } from './http';
+import type { EmulatedStream } from './streams';
+import { mintPublishToken } from './room/tokens';
+
+/** Publish token for a stream's room: room = stream id, one publisher identity per stream. */
+function publishToken(ctx: EmulatorContext, stream: EmulatedStream): Promise<string> {
+  return mintPublishToken(ctx.roomKeys, stream.id, `publisher-${stream.id}`, ctx.cfg.emulator.room.tokenTtlSeconds);
+}
+
+/** POST/GET/DELETE /streams and POST /streams/{id}/keepalive of the current interface. */
+export function streamsRouter(ctx: EmulatorContext): Router {
+  const r = express.Router();
+  r.use('/streams', requireAccount(ctx));
+
+  r.post('/streams', async (_req, res) => {
+    const account = accountOf(res);
+    // Creation requires credits (402 otherwise), like the provider.
+    if (!ctx.accounts.canPay(account.id, 1)) {
+      res.status(402).json({
+        detail: { error: { message: 'Insufficient credits to create a stream', type: 'billing_error', code: 'billing_denied' } },
+      });
+      return;
+    }
+    const stream = ctx.streams.create(account);
+    const token = await publishToken(ctx, stream);
+    res.status(201).json({
+      id: stream.id,
+      state: stream.state,
+      publish: { type: ctx.brand.room, url: ctx.publishUrl(), token },
+      expires_at_ms: stream.expiresAtMs,
+      ttl_seconds: stream.ttlSeconds,
+    });
+  });
+
+  r.get('/streams/:id', (req, res) => {
+    const stream = ctx.streams.require(uuidParam(req.params.id), accountOf(res));
+    res.json(ctx.streams.view(stream));
+  });
+
+  r.post('/streams/:id/keepalive', async (req, res) => {
+    const stream = ctx.streams.require(uuidParam(req.params.id), accountOf(res));
+    ctx.streams.keepalive(stream);
+    const token = await publishToken(ctx, stream);
+    res.json({
+      id: stream.id,
+      state: stream.state,
+      expires_at_ms: stream.expiresAtMs,
+      ttl_seconds: stream.ttlSeconds,
+      stream_time_ms: stream.frames.streamTimeMs(),
+      publish: { type: ctx.brand.room, url: ctx.publishUrl(), token },
+    });
+  });
+
+  r.delete('/streams/:id', (req, res) => {
+    const stream = ctx.streams.require(uuidParam(req.params.id), accountOf(res));
+    ctx.streams.end(stream, 'deleted');
+    res.json({ id: stream.id, deleted: true });
+  });
+
+  return r;
+}

@@ -1,0 +1,197 @@
+import { randomUUID } from 'node:crypto';
+import type { EmulatorConfig } from '../config';
+import { streamError, detailError } from '../lib/errors';
+import type { Account } from './accounts';
+import { FrameBuffer } from './frames/buffer';
+
+export type StreamState = 'active' | 'ended';
+export type EndReason = 'expired' | 'deleted';
+
+/** The Stream resource of the contract (GET /v1beta/streams/{id}). */
+export interface StreamView {
+  id: string;
+  state: StreamState;
+  stream_time_ms: number;
+  first_frame_at_ms: number | null;
+  last_frame_at_ms: number | null;
+  last_frame_index: number | null;
+  first_available_frame_at_ms: number | null;
+  first_available_frame_index: number | null;
+  created_at_ms: number;
+  recent_fps: number;
+  retained_frame_count: number;
+  evicted_frame_count: number;
+  expires_at_ms: number | null;
+  ttl_seconds: number;
+  ended_at_ms: number | null;
+  end_reason: EndReason | null;
+  audio: false;
+}
+
+export interface EmulatedStream {
+  readonly id: string;
+  readonly accountId: string;
+  readonly createdAtMs: number;
+  readonly ttlSeconds: number;
+  readonly frames: FrameBuffer;
+  state: StreamState;
+  expiresAtMs: number;
+  endedAtMs: number | null;
+  endReason: EndReason | null;
+  /** Final values, taken when the stream ended (contract rule 4). */
+  snapshot: StreamView | null;
+}
+
+export type StreamEndListener = (stream: EmulatedStream) => void;
+
+/**
+ * Streams and their leases. A stream lives `active` while keepalives come within its TTL, then
+ * `ended` (expired or deleted) with its values snapshotted, readable as a tombstone for
+ * `tombstoneSeconds`, then gone (404).
+ */
+export class StreamRegistry {
+  private readonly streams = new Map<string, EmulatedStream>();
+  private readonly leaseTimers = new Map<string, NodeJS.Timeout>();
+  private readonly tombstoneTimers = new Map<string, NodeJS.Timeout>();
+  private readonly endListeners: StreamEndListener[] = [];
+  private readonly createListeners: ((s: EmulatedStream) => void)[] = [];
+  private readonly now: () => number;
+
+  constructor(
+    private readonly cfg: EmulatorConfig,
+    now?: () => number,
+  ) {
+    this.now = now ?? Date.now;
+  }
+
+  onEnd(listener: StreamEndListener): void {
+    this.endListeners.push(listener);
+  }
+
+  onCreate(listener: (s: EmulatedStream) => void): void {
+    this.createListeners.push(listener);
+  }
+
+  create(account: Account): EmulatedStream {
+    const now = this.now();
+    const ttl = this.cfg.leaseTtlSeconds;
+    const stream: EmulatedStream = {
+      id: randomUUID(),
+      accountId: account.id,
+      createdAtMs: now,
+      ttlSeconds: ttl,
+      frames: new FrameBuffer({
+        retentionMs: this.cfg.frameRetentionSeconds * 1000,
+        maxBytes: this.cfg.maxFrameBytesPerStream,
+        storeWidth: this.cfg.frameStoreWidth,
+        jpegQuality: this.cfg.jpegQuality,
+        fpsWindowMs: this.cfg.fpsWindowMs,
+        now: this.now,
+      }),
+      state: 'active',
+      expiresAtMs: now + ttl * 1000,
+      endedAtMs: null,
+      endReason: null,
+      snapshot: null,
+    };
+    this.streams.set(stream.id, stream);
+    this.armLease(stream);
+    for (const l of this.createListeners) l(stream);
+    return stream;
+  }
+
+  /** Any stream still known (active or tombstone). */
+  get(id: string): EmulatedStream | undefined {
+    return this.streams.get(id);
+  }
+
+  active(): EmulatedStream[] {
+    return [...this.streams.values()].filter((s) => s.state === 'active');
+  }
+
+  /** The stream for a caller: 404 `stream_not_found` when unknown or gone, 403 for another account's. */
+  require(id: string, account: Account): EmulatedStream {
+    const s = this.streams.get(id);
+    if (!s) throw streamError(404, 'stream_not_found', `Stream ${id} not found`);
+    if (s.accountId !== account.id) throw detailError(403, 'forbidden', 'This API key cannot access this stream');
+    return s;
+  }
+
+  /** Renews the lease; 404 on an ended stream (streams cannot be revived). */
+  keepalive(stream: EmulatedStream): void {
+    if (stream.state !== 'active') {
+      throw streamError(404, 'stream_not_found', `Stream ${stream.id} has ended and cannot be renewed`);
+    }
+    stream.expiresAtMs = this.now() + stream.ttlSeconds * 1000;
+    this.armLease(stream);
+  }
+
+  /** Ends a stream once; later calls are no-ops (delete is idempotent). */
+  end(stream: EmulatedStream, reason: EndReason): void {
+    if (stream.state === 'ended') return;
+    const now = this.now();
+    clearTimeout(this.leaseTimers.get(stream.id));
+    this.leaseTimers.delete(stream.id);
+    stream.state = 'ended';
+    stream.endedAtMs = now;
+    stream.endReason = reason;
+    stream.frames.seal();
+    stream.snapshot = this.liveView(stream, now);
+    // Retained frames are dropped either way: an ended stream can no longer be referenced.
+    stream.frames.clear();
+    const t = setTimeout(() => this.forget(stream.id), this.cfg.tombstoneSeconds * 1000);
+    t.unref();
+    this.tombstoneTimers.set(stream.id, t);
+    for (const l of this.endListeners) l(stream);
+  }
+
+  private forget(id: string): void {
+    this.streams.delete(id);
+    this.tombstoneTimers.delete(id);
+  }
+
+  private armLease(stream: EmulatedStream): void {
+    clearTimeout(this.leaseTimers.get(stream.id));
+    const t = setTimeout(() => this.end(stream, 'expired'), Math.max(0, stream.expiresAtMs - this.now()));
+    t.unref();
+    this.leaseTimers.set(stream.id, t);
+  }
+
+  view(stream: EmulatedStream): StreamView {
+    return stream.snapshot ?? this.liveView(stream, this.now());
+  }
+
+  private liveView(stream: EmulatedStream, now: number): StreamView {
+    const f = stream.frames;
+    f.evict(now);
+    const ended = stream.state === 'ended';
+    const oldest = f.oldestFrame;
+    return {
+      id: stream.id,
+      state: stream.state,
+      stream_time_ms: f.streamTimeMs(ended ? (stream.endedAtMs ?? now) : now),
+      first_frame_at_ms: f.firstFrameAtMs,
+      last_frame_at_ms: f.lastFrameAtMs,
+      last_frame_index: f.lastFrameIndex,
+      first_available_frame_at_ms: oldest?.capturedAtMs ?? null,
+      first_available_frame_index: oldest?.index ?? null,
+      created_at_ms: stream.createdAtMs,
+      recent_fps: ended ? 0 : f.recentFps(now),
+      retained_frame_count: f.retainedCount,
+      evicted_frame_count: f.evictedCount,
+      expires_at_ms: ended ? null : stream.expiresAtMs,
+      ttl_seconds: stream.ttlSeconds,
+      ended_at_ms: stream.endedAtMs,
+      end_reason: stream.endReason,
+      audio: false,
+    };
+  }
+
+  /** Ends every stream and cancels every timer (shutdown). */
+  close(): void {
+    for (const s of this.streams.values()) if (s.state === 'active') this.end(s, 'deleted');
+    for (const t of this.tombstoneTimers.values()) clearTimeout(t);
+    this.tombstoneTimers.clear();
+    this.streams.clear();
+  }
+}
