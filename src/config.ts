@@ -5,6 +5,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { validate as validCron } from 'node-cron';
 import { z } from 'zod';
 
 const port = z.number().int().min(0).max(65535);
@@ -110,6 +111,43 @@ const legacySchema = z.strictObject({
     .default([]),
 });
 
+const instant = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'must be an ISO 8601 date or date-time');
+const timezone = z.string().refine((tz) => {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+}, 'must be an IANA time zone such as UTC or Europe/Berlin');
+
+/** What every /v0.2 response (and results-socket upgrade) announces: RFC 9745, RFC 8594, RFC 8288. */
+const deprecationSchema = z
+  .strictObject({
+    /** When /v0.2 was deprecated: `Deprecation: @<unix seconds>`. */
+    date: instant.default('2026-01-01T00:00:00Z'),
+    /** When /v0.2 stops: `Sunset: <IMF-fixdate>`; not earlier than `date`. */
+    sunset: instant.default('2026-12-31T00:00:00Z'),
+    /** Migration guide: `Link: <link>; rel="deprecation"`. The default is the guide this gateway serves. */
+    link: z.string().min(1).default('/docs/migration'),
+  })
+  .refine((d) => Date.parse(d.sunset) >= Date.parse(d.date), { message: 'must not be earlier than deprecation.date', path: ['sunset'] });
+
+const adminSchema = z.strictObject({
+  /** Bearer token of the /admin endpoints; unset → they answer 404. */
+  token: z.string().min(16, 'use at least 16 characters').optional(),
+});
+
+const telemetrySchema = z.strictObject({
+  /** When the deprecation counters are rolled up and a summary is logged (node-cron syntax). */
+  rollupCron: z.string().refine((e) => validCron(e), 'not a valid cron expression').default('5 0 * * *'),
+  rollupTimezone: timezone.default('UTC'),
+  /** Serve Prometheus metrics at /metrics. */
+  metrics: z.boolean().default(true),
+  /** One access-log line per HTTP request (pino-http). */
+  requestLog: z.boolean().default(true),
+});
+
 export const configSchema = z.strictObject({
   port: port.default(8080),
   host: z.string().default('0.0.0.0'),
@@ -124,6 +162,9 @@ export const configSchema = z.strictObject({
   shutdownGraceMs: positiveInt.default(10_000),
   legacy: legacySchema.prefault({}),
   emulator: emulatorSchema.prefault({}),
+  deprecation: deprecationSchema.prefault({}),
+  admin: adminSchema.prefault({}),
+  telemetry: telemetrySchema.prefault({}),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -131,6 +172,8 @@ export type EmulatorConfig = Config['emulator'];
 export type LegacyConfig = Config['legacy'];
 export type ModelConfig = EmulatorConfig['models'][number];
 export type AccountConfig = EmulatorConfig['accounts'][number];
+export type DeprecationConfig = Config['deprecation'];
+export type TelemetryConfig = Config['telemetry'];
 
 /** Environment variable → config path, and how to parse it. */
 const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean' }> = {
@@ -157,7 +200,20 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   LEGACY_LEASE_TTL_SECONDS: { path: ['legacy', 'leaseTtlSeconds'], type: 'number' },
   LEGACY_MAX_STREAMS_PER_KEY: { path: ['legacy', 'maxStreamsPerKey'], type: 'number' },
   LEGACY_TOMBSTONE_SECONDS: { path: ['legacy', 'tombstoneSeconds'], type: 'number' },
+  DEPRECATION_DATE: { path: ['deprecation', 'date'], type: 'string' },
+  DEPRECATION_SUNSET: { path: ['deprecation', 'sunset'], type: 'string' },
+  DEPRECATION_LINK: { path: ['deprecation', 'link'], type: 'string' },
+  ADMIN_TOKEN: { path: ['admin', 'token'], type: 'string' },
+  TELEMETRY_ROLLUP_CRON: { path: ['telemetry', 'rollupCron'], type: 'string' },
+  TELEMETRY_ROLLUP_TIMEZONE: { path: ['telemetry', 'rollupTimezone'], type: 'string' },
+  TELEMETRY_METRICS: { path: ['telemetry', 'metrics'], type: 'boolean' },
+  TELEMETRY_REQUEST_LOG: { path: ['telemetry', 'requestLog'], type: 'boolean' },
 };
+
+/** Names of the configuration environment variables set in `env` (for the boot log; never their values). */
+export function configEnvNames(env: NodeJS.ProcessEnv = process.env): string[] {
+  return Object.keys(ENV).filter((name) => env[name] !== undefined && env[name] !== '');
+}
 
 export class ConfigError extends Error {
   override name = 'ConfigError';

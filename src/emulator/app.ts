@@ -36,7 +36,7 @@ export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => st
     logger,
     accounts: new Accounts(cfg.emulator.accounts),
     streams,
-    models: new ModelRegistry(cfg.emulator.models),
+    models: new ModelRegistry(cfg.emulator.models, cfg.emulator.charsPerToken),
     faults: new FaultInjector(),
     roomKeys: { apiKey: cfg.emulator.room.apiKey, apiSecret: cfg.emulator.room.apiSecret },
     publishUrl,

@@ -32,6 +32,12 @@ export interface AnalyzerRequest {
   contexts: VisualContext[];
   variant: 'full' | 'mini';
   responseFormat?: ResponseFormat;
+  /**
+   * Output budget in characters. Like a model asked for a short answer, the analyzer says less
+   * rather than being cut off: full prose → terse prose → the tails alone. Only when even the tails
+   * do not fit does the completion layer truncate.
+   */
+  maxChars?: number;
 }
 
 export interface ContextAnalysis {
@@ -100,7 +106,7 @@ export const EMPTY_TAIL = '[frames=0 index=none span_ms=0 pattern=none]';
 export async function analyze(req: AnalyzerRequest, opts: AnalyzeOptions = {}): Promise<AnalyzerResult> {
   const analyses: ContextAnalysis[] = [];
   for (const ctx of req.contexts) analyses.push(await analyzeContext(ctx, opts));
-  const prose = req.variant === 'mini' ? miniProse(req.prompt, analyses) : fullProse(req.prompt, analyses);
+  let prose = req.variant === 'mini' ? miniProse(req.prompt, analyses) : fullProse(req.prompt, analyses);
 
   const fmt = req.responseFormat;
   if (fmt?.type === 'json_object') return { text: JSON.stringify(jsonObjectAnswer(prose, analyses)), analyses };
@@ -108,8 +114,11 @@ export async function analyze(req: AnalyzerRequest, opts: AnalyzeOptions = {}): 
     const { value } = conformingInstance(fmt.schema, analysisFiller(prose, req.prompt, analyses), opts.validators);
     return { text: JSON.stringify(value), analyses };
   }
-  const tails = analyses.length > 0 ? analyses.map((a) => a.tail) : [EMPTY_TAIL];
-  return { text: `${prose}\n${tails.join('\n')}`, analyses };
+  const tails = (analyses.length > 0 ? analyses.map((a) => a.tail) : [EMPTY_TAIL]).join('\n');
+  const budget = req.maxChars ?? Infinity;
+  if (prose.length + 1 + tails.length > budget) prose = miniProse(req.prompt, analyses);
+  if (prose.length + 1 + tails.length > budget) return { text: tails, analyses };
+  return { text: `${prose}\n${tails}`, analyses };
 }
 
 async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {

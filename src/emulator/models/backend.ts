@@ -5,6 +5,7 @@
 import type { StoredFrame } from '../frames/types';
 import { analyze } from './analyzer';
 import type { FrameStats } from './frame-stats';
+import { SchemaValidators } from './json-instance';
 
 /** One resolved reference: the frames of one stream, a separate visual context for the model. */
 export interface VisualContext {
@@ -53,14 +54,20 @@ export interface ModelBackend {
 export class AnalyzerBackend implements ModelBackend {
   /** Per-frame measurements, so overlapping windows decode each frame once; entries go with their frames. */
   private readonly stats = new WeakMap<Buffer, FrameStats | null>();
+  /** Compiled response schemas: a fresh ajv per answer would cost tens of ms. */
+  private readonly validators = new SchemaValidators();
 
-  constructor(private readonly variant: 'full' | 'mini') {}
+  constructor(
+    private readonly variant: 'full' | 'mini',
+    private readonly charsPerToken = 4,
+  ) {}
 
   async complete(req: ModelRequest): Promise<ModelResult> {
     const { text } = await analyze({
       prompt: req.prompt,
       contexts: req.contexts.map((c) => ({ streamId: c.streamId, kind: c.kind, frames: c.frames })),
       variant: this.variant,
+      ...(req.maxOutputTokens !== undefined ? { maxChars: req.maxOutputTokens * this.charsPerToken } : {}),
       ...(req.responseFormat
         ? {
             responseFormat:
@@ -69,7 +76,7 @@ export class AnalyzerBackend implements ModelBackend {
                 : { type: 'json_object' as const },
           }
         : {}),
-    }, { cache: this.stats });
+    }, { cache: this.stats, validators: this.validators });
     return { text, finishReason: 'stop' };
   }
 }

@@ -61,7 +61,7 @@ export function uuidV5(name: string, namespace: string = PRICING_NAMESPACE): str
 
 const providerOf = (id: string): string => id.slice(0, id.indexOf('/'));
 
-function backendOf(c: ModelConfig): ModelBackend {
+function backendOf(c: ModelConfig, charsPerToken: number): ModelBackend {
   if (c.backend === 'openai') {
     if (!c.baseUrl || !c.remoteModel) throw new Error(`model ${c.id}: backend openai needs baseUrl and remoteModel`);
     return new OpenAIBackend({
@@ -72,13 +72,14 @@ function backendOf(c: ModelConfig): ModelBackend {
       ...(c.apiKey ? { apiKey: c.apiKey } : {}),
     });
   }
-  return new AnalyzerBackend(c.variant);
+  return new AnalyzerBackend(c.variant, charsPerToken);
 }
 
 export class ModelRegistry {
   private readonly models = new Map<string, RegisteredModel>();
 
-  constructor(models: ModelConfig[]) {
+  /** `charsPerToken` is the emulator's token estimate, so the analyzer can size answers to a budget. */
+  constructor(models: ModelConfig[], charsPerToken = 4) {
     const bootSeconds = Math.floor(Date.now() / 1000);
     for (const c of models) {
       // `created` follows the pricing version date so the list is stable across restarts.
@@ -97,7 +98,7 @@ export class ModelRegistry {
           cached_input_microcents_per_token: c.pricing.cached_input_microcents_per_token,
           public: c.pricing.public,
         },
-        backend: backendOf(c),
+        backend: backendOf(c, charsPerToken),
       });
     }
   }

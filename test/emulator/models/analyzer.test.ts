@@ -117,6 +117,18 @@ describe('analyze: prose and tails', () => {
     expect(mini.text.split('\n')[0]).toMatch(/^5 frames 100\.\.104, 400 ms, pattern 100\.\.104, blue #[0-9a-f]{6}, brightness \d+, moving\.$/);
   });
 
+  it('says less within a character budget: full, then terse, then the tail alone', async () => {
+    const frames = await patternFrames(window(100, 5, 100), 320, 240);
+    const req = { prompt: 'What do you see?', contexts: [video(frames)], variant: 'full' as const };
+    const full = await analyze(req);
+    const tail = lastLine(full.text);
+    expect((await analyze({ ...req, maxChars: full.text.length })).text).toBe(full.text);
+    const terse = await analyze({ ...req, maxChars: full.text.length - 1 });
+    expect(terse.text.length).toBeLessThan(full.text.length);
+    expect(lastLine(terse.text)).toBe(tail);
+    expect((await analyze({ ...req, maxChars: tail.length + 5 })).text).toBe(tail);
+  });
+
   it('answers a text-only request and uses the empty tail', async () => {
     const { text, analyses } = await analyze({ prompt: 'Hello, are you there?', contexts: [], variant: 'full' });
     expect(analyses).toEqual([]);

@@ -250,7 +250,7 @@ test('bad join_request → 400; other paths are not handled', async () => {
   expect(h.server.handleUpgrade(req, undefined as never, Buffer.alloc(0))).toBe(false);
 });
 
-test('a silent client is dropped after the ping timeout; close() ends the rest', async () => {
+test('a silent client, or one leaving an offer unanswered, is dropped after the ping timeout; close() ends the rest', async () => {
   const quick = await startRoomHarness({ pingIntervalSeconds: 1, pingTimeoutSeconds: 2 });
   try {
     quick.openRoom('s-quiet');
@@ -265,13 +265,17 @@ test('a silent client is dropped after the ping timeout; close() ends the rest',
     expect(Date.now() - t0).toBeGreaterThanOrEqual(1500);
 
     const chatty = await RawClient.connect(`${quick.wsUrl}/rtc?access_token=${token}`);
-    clients.push(chatty);
+    const noAnswer = await RawClient.connect(`${quick.wsUrl}/rtc?access_token=${await subscribeToken('s-quiet')}`);
+    clients.push(chatty, noAnswer);
     await chatty.next('join');
+    await noAnswer.next('offer');
     for (let i = 0; i < 6; i += 1) {
-      chatty.send({ case: 'ping', value: protoInt64.parse(Date.now()) });
+      for (const c of [chatty, noAnswer]) c.send({ case: 'ping', value: protoInt64.parse(Date.now()) });
       await sleep(500);
     }
     expect(chatty.closed).toBe(false);
+    const dropped = await noAnswer.next('leave');
+    expect([dropped.action, dropped.reason]).toEqual([LeaveRequest_Action.RECONNECT, DisconnectReason.MEDIA_FAILURE]);
     await quick.close();
     expect((await chatty.next('leave')).reason).toBe(DisconnectReason.SERVER_SHUTDOWN);
     await chatty.waitClosed();

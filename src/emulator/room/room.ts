@@ -1,0 +1,182 @@
+import { DisconnectReason } from '@livekit/protocol';
+import type { ParticipantInfo, Room as RoomProto, TrackInfo } from '@livekit/protocol';
+import type { RawFrame } from '../frames/types';
+import type { Logger } from '../../lib/logger';
+import type { Participant } from './participant';
+import { VideoRelay } from './relay';
+import { newSid } from './signal';
+import type { RoomFrameSink, RoomStats } from './types';
+
+/** The room's one live video: whose it is, its TrackInfo and the decoder/relay behind it. */
+export interface Publication {
+  participant: Participant;
+  info: TrackInfo;
+  relay: VideoRelay;
+}
+
+/**
+ * One media room (room name = stream id): any number of participants, one publisher slot, and at
+ * most one live video publication whose decoded frames go to the stream's sink and to subscribers.
+ */
+export class MediaRoom {
+  readonly sid = newSid('RM_');
+  readonly createdAtMs = Date.now();
+  private readonly participants = new Map<string, Participant>();
+  private publisher: Participant | undefined;
+  private publication: Publication | undefined;
+  private framesIn = 0;
+  private width = 0;
+  private height = 0;
+  private sinkErrors = 0;
+  private closed = false;
+
+  constructor(
+    readonly name: string,
+    private sink: RoomFrameSink,
+    private readonly logger: Logger,
+  ) {}
+
+  /** The stream may hand out a new sink object over time; the latest one gets the frames. */
+  setSink(sink: RoomFrameSink): void {
+    this.sink = sink;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Adds a participant. Like LiveKit, a second connection of one identity replaces the first. */
+  add(participant: Participant): void {
+    for (const other of [...this.participants.values()]) {
+      if (other.identity === participant.identity) {
+        other.end('duplicate identity', DisconnectReason.DUPLICATE_IDENTITY);
+      }
+    }
+    this.participants.set(participant.sid, participant);
+    this.broadcast([participant.info()], participant);
+  }
+
+  /** Called once per participant when it goes, whatever the path. */
+  remove(participant: Participant): void {
+    if (this.participants.get(participant.sid) !== participant) return;
+    this.participants.delete(participant.sid);
+    if (this.publication?.participant === participant) this.endPublication(participant);
+    if (this.publisher === participant) this.publisher = undefined;
+    this.broadcast([participant.info()], participant);
+  }
+
+  /**
+   * The publisher slot goes to the first participant that publishes video and stays until it
+   * leaves. A participant of another identity asking meanwhile is refused (same identity is
+   * handled by `add`, which replaces the old connection).
+   */
+  claimPublisher(participant: Participant): boolean {
+    if (this.publisher && this.publisher !== participant) return false;
+    this.publisher = participant;
+    return true;
+  }
+
+  get currentPublication(): Publication | undefined {
+    return this.publication;
+  }
+
+  /** The publisher's video track arrived: decode it, tell everyone, feed the subscribers. */
+  startPublication(participant: Participant, info: TrackInfo, track: MediaStreamTrack): void {
+    if (this.closed || this.publisher !== participant) return;
+    if (this.publication) this.endPublication(this.publication.participant);
+    const relay = new VideoRelay(
+      track,
+      (frame) => this.onFrame(frame.width, frame.height, frame.data),
+      (err) => this.onSinkError(err),
+    );
+    this.publication = { participant, info, relay };
+    this.logger.info({ participant: participant.sid, track: info.sid }, 'video publication started');
+    this.broadcast([participant.info()], participant);
+    for (const other of this.participants.values()) {
+      if (other !== participant) other.publicationStarted(this.publication);
+    }
+  }
+
+  /** The publisher unpublished or left: subscribers drop the track; the stream keeps its frames. */
+  endPublication(participant: Participant): void {
+    const publication = this.publication;
+    if (!publication || publication.participant !== participant) return;
+    this.publication = undefined;
+    for (const other of this.participants.values()) {
+      if (other !== participant) other.publicationEnded(publication);
+    }
+    publication.relay.stop();
+    this.logger.info({ participant: participant.sid, track: publication.info.sid }, 'video publication ended');
+    if (this.participants.has(participant.sid)) this.broadcast([participant.info()], participant);
+  }
+
+  /** Tells the publisher a subscriber now receives its track (LiveKit's `trackSubscribed`). */
+  notifySubscribed(trackSid: string): void {
+    this.publication?.participant.trackSubscribed(trackSid);
+  }
+
+  private onFrame(width: number, height: number, data: Uint8Array): void {
+    this.framesIn += 1;
+    if (width !== this.width || height !== this.height) {
+      this.logger.info({ width, height, frames: this.framesIn }, 'published frame size');
+      this.width = width;
+      this.height = height;
+    }
+    const raw: RawFrame = { width, height, format: 'i420', data };
+    this.sink.onFrame(raw);
+  }
+
+  /** A throwing sink must not stop the relay; log the first failure and then every 100th. */
+  private onSinkError(err: unknown): void {
+    this.sinkErrors += 1;
+    if (this.sinkErrors % 100 === 1) this.logger.warn({ err, failures: this.sinkErrors }, 'frame sink failed');
+  }
+
+  /** ParticipantInfo of everyone but `except` (for a join response). */
+  othersInfo(except: Participant): ParticipantInfo[] {
+    return [...this.participants.values()].filter((p) => p !== except).map((p) => p.info());
+  }
+
+  /** ↓ participantUpdate to everyone but `except`. */
+  private broadcast(infos: ParticipantInfo[], except: Participant): void {
+    for (const other of this.participants.values()) {
+      if (other !== except) other.sendParticipantUpdate(infos);
+    }
+  }
+
+  info(): Partial<RoomProto> {
+    const publishers = this.publication ? 1 : 0;
+    return {
+      sid: this.sid,
+      name: this.name,
+      creationTime: BigInt(Math.floor(this.createdAtMs / 1000)),
+      creationTimeMs: BigInt(this.createdAtMs),
+      numParticipants: this.participants.size,
+      numPublishers: publishers,
+      emptyTimeout: 0,
+      departureTimeout: 0,
+      maxParticipants: 0,
+    };
+  }
+
+  stats(): RoomStats {
+    let subscribers = 0;
+    for (const p of this.participants.values()) if (p !== this.publisher && p.canSubscribe) subscribers += 1;
+    return {
+      publishers: this.publisher ? 1 : 0,
+      subscribers,
+      framesIn: this.framesIn,
+      width: this.width,
+      height: this.height,
+    };
+  }
+
+  /** Ends every participant (↓ leave DISCONNECT) and the publication; resolves when sockets closed. */
+  async close(reason: DisconnectReason): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const ending = [...this.participants.values()].map((p) => p.end('room closed', reason));
+    if (this.publication) this.endPublication(this.publication.participant);
+    await Promise.all(ending);
+  }
+}

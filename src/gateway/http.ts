@@ -1,0 +1,95 @@
+import { randomUUID } from 'node:crypto';
+import type { NextFunction, Request, Response } from 'express';
+import { fromFrameworkError } from '../lib/errors';
+import { legacyErrorRequestId, legacyJsonInvalid } from './legacy/validate';
+import type { Logger } from '../lib/logger';
+
+/** Legacy clients build `base + path` without trimming, so `//v0.2//streams` occurs: fold slashes. */
+export function foldSlashes(req: Request, _res: Response, next: NextFunction): void {
+  if (req.url.includes('//')) {
+    const q = req.url.indexOf('?');
+    const path = q < 0 ? req.url : req.url.slice(0, q);
+    req.url = path.replace(/\/{2,}/g, '/') + (q < 0 ? '' : req.url.slice(q));
+  }
+  next();
+}
+
+/** A request id on every request and response (`x-request-id`, kept when the client sent one). */
+export function requestId(req: Request, res: Response, next: NextFunction): void {
+  const given = req.headers['x-request-id'];
+  const id = typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
+  res.locals.requestId = id;
+  res.setHeader('x-request-id', id);
+  next();
+}
+
+/**
+ * CORS for browser SDKs calling with `credentials: "include"`: echo the origin (never `*`), allow
+ * credentials, answer preflights.
+ */
+export function cors(req: Request, res: Response, next: NextFunction): void {
+  const origin = req.headers.origin;
+  if (origin) {
+    res.setHeader('access-control-allow-origin', origin);
+    res.setHeader('access-control-allow-credentials', 'true');
+    res.append('vary', 'Origin');
+    res.setHeader('access-control-expose-headers', 'x-request-id, deprecation, sunset, link');
+  }
+  if (req.method === 'OPTIONS' && origin) {
+    res.setHeader('access-control-allow-methods', 'GET, POST, PATCH, DELETE, OPTIONS');
+    res.setHeader(
+      'access-control-allow-headers',
+      (req.headers['access-control-request-headers'] as string | undefined) ?? 'authorization, content-type',
+    );
+    res.setHeader('access-control-max-age', '600');
+    res.status(204).end();
+    return;
+  }
+  next();
+}
+
+/** Bearer key of a request, or undefined. */
+export function bearerKey(req: { headers: Record<string, string | string[] | undefined> }): string | undefined {
+  const h = req.headers.authorization;
+  const m = typeof h === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(h) : null;
+  return m?.[1];
+}
+
+/** Renders errors outside /v0.2 (admin, health, 404s) in the current interface's `{detail}` shapes. */
+export function errorHandler(logger: Logger) {
+  return (err: unknown, req: Request, res: Response, _next: NextFunction): void => {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const known = fromFrameworkError(err);
+    if (known) {
+      for (const [k, v] of Object.entries(known.options.headers ?? {})) res.setHeader(k, v);
+      res.status(known.status).json(known.toBody());
+      return;
+    }
+    (req.log ?? logger).error({ err, path: req.path }, 'unhandled error');
+    res.status(500).json({ detail: 'Internal server error' });
+  };
+}
+
+/** Renders errors under /v0.2 in the legacy shape `{error, message, request_id, details}`. */
+export function legacyErrorHandler(logger: Logger) {
+  return (err: unknown, req: Request, res: Response, _next: NextFunction): void => {
+    const reqId = (res.locals.requestId as string | undefined) ?? null;
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    let known = fromFrameworkError(err);
+    if (known?.code === 'invalid_json') known = legacyJsonInvalid(known.message, reqId);
+    if (known) {
+      for (const [k, v] of Object.entries(known.options.headers ?? {})) res.setHeader(k, v);
+      const fallback = (res.locals.legacyRequestId as string | undefined) ?? reqId;
+      res.status(known.status).json(known.toLegacyBody(legacyErrorRequestId(known, fallback)));
+      return;
+    }
+    (req.log ?? logger).error({ err, path: req.path, reqId }, 'unhandled error');
+    res.status(500).json({ error: 'internal_error', message: 'Internal server error', request_id: reqId, details: null });
+  };
+}

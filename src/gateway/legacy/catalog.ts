@@ -1,0 +1,110 @@
+import type { UpstreamClient, ModelList, ModelPricing } from '../../upstream/client';
+import { isUpstreamStatus } from '../../upstream/client';
+import { keyHash } from '../../lib/keys';
+import { legacyError } from './validate';
+
+/**
+ * What the adapter knows about keys, models and prices, cached briefly so a legacy request costs as
+ * few upstream calls as possible. Nothing here holds a raw key: caches are keyed by its hash.
+ */
+export class UpstreamCatalog {
+  private models: { list: ModelList; atMs: number } | undefined;
+  private modelsInFlight: Promise<ModelList> | undefined;
+  private readonly prices = new Map<string, Promise<ModelPricing | undefined>>();
+  private readonly accounts = new Map<string, { accountId: string; atMs: number }>();
+  /** Recent outcomes per model (true = answered), for the legacy degraded/saturated statuses. */
+  private readonly outcomes = new Map<string, boolean[]>();
+
+  constructor(
+    private readonly upstream: UpstreamClient,
+    private readonly opts: { modelsCacheMs: number; accountCacheMs: number },
+  ) {}
+
+  async modelList(): Promise<ModelList> {
+    const now = Date.now();
+    if (this.models && now - this.models.atMs < this.opts.modelsCacheMs) return this.models.list;
+    // One upstream call however many requests arrive at once.
+    this.modelsInFlight ??= this.upstream
+      .listModels()
+      .then((list) => {
+        this.models = { list, atMs: Date.now() };
+        return list;
+      })
+      .finally(() => {
+        this.modelsInFlight = undefined;
+      });
+    return this.modelsInFlight;
+  }
+
+  async modelStatus(id: string): Promise<string | undefined> {
+    const list = await this.modelList();
+    return list.data.find((m) => m.id === id)?.status;
+  }
+
+  async isReady(id: string): Promise<boolean> {
+    return (await this.modelStatus(id)) === 'ready';
+  }
+
+  /** 422 for an unknown model, 503 for a known one that is not ready. */
+  async requireReadyModel(id: string): Promise<void> {
+    const status = await this.modelStatus(id);
+    if (status === undefined) {
+      throw legacyError(422, 'validation_error', `Unknown model ${JSON.stringify(id)}`, [
+        { loc: ['body', 'inference', 'model'], msg: `Unknown model ${JSON.stringify(id)}`, type: 'value_error' },
+      ]);
+    }
+    if (status !== 'ready') throw legacyError(503, 'model_unavailable', `Model ${id} is ${status}`);
+  }
+
+  pricing(model: string): Promise<ModelPricing | undefined> {
+    let p = this.prices.get(model);
+    if (!p) {
+      p = this.upstream.pricing(model).catch(() => {
+        this.prices.delete(model); // retry next time
+        return undefined;
+      });
+      this.prices.set(model, p);
+    }
+    return p;
+  }
+
+  /**
+   * The upstream account of a key (its balance's `user_id`): 401 when the upstream refuses the key.
+   * Cached so WebSocket auth and keepalives do not each cost a call.
+   */
+  async accountOf(apiKey: string): Promise<string> {
+    const h = keyHash(apiKey);
+    const hit = this.accounts.get(h);
+    if (hit && Date.now() - hit.atMs < this.opts.accountCacheMs) return hit.accountId;
+    try {
+      const b = await this.upstream.balance(apiKey);
+      this.accounts.set(h, { accountId: b.user_id, atMs: Date.now() });
+      return b.user_id;
+    } catch (err) {
+      if (isUpstreamStatus(err, 401) || isUpstreamStatus(err, 403)) {
+        this.accounts.delete(h);
+        throw legacyError(401, 'unauthorized', 'Invalid or revoked API key');
+      }
+      throw err;
+    }
+  }
+
+  recordOutcome(model: string, answered: boolean): void {
+    const list = this.outcomes.get(model) ?? [];
+    list.push(answered);
+    if (list.length > 50) list.shift();
+    this.outcomes.set(model, list);
+  }
+
+  /** Ready models the gateway saw failing: ≥ 20 % of recent calls → degraded, ≥ 80 % → saturated. */
+  observed(): Map<string, 'degraded' | 'saturated'> {
+    const out = new Map<string, 'degraded' | 'saturated'>();
+    for (const [model, list] of this.outcomes) {
+      if (list.length < 5) continue;
+      const failed = list.filter((ok) => !ok).length / list.length;
+      if (failed >= 0.8) out.set(model, 'saturated');
+      else if (failed >= 0.2) out.set(model, 'degraded');
+    }
+    return out;
+  }
+}

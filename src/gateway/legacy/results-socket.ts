@@ -1,0 +1,148 @@
+import type http from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer } from 'ws';
+import type WebSocket from 'ws';
+import type { LegacyConfig } from '../../config';
+import type { Logger } from '../../lib/logger';
+import type { SessionRecord, Store } from '../store/store';
+
+/** Channel of a stream's results; messages are `r<result json>` or `e<end reason>`. */
+export const resultsChannel = (streamId: string): string => `results:${streamId}`;
+export const resultEnvelope = (json: string): string => `r${json}`;
+export const endEnvelope = (reason: string): string => `e${reason}`;
+
+export type SocketAuth =
+  | { ok: true; record: SessionRecord }
+  | { ok: false; reason: string };
+
+export interface ResultsSocketHooks {
+  onOpen?(streamId: string): void;
+  onClose?(streamId: string): void;
+  onShed?(streamId: string): void;
+}
+
+export interface ResultsSocketOptions {
+  cfg: LegacyConfig;
+  logger: Logger;
+  store: Store;
+  /** Checks the first message's key against the stream (valid key, same account). */
+  authorize(apiKey: string, streamId: string): Promise<SocketAuth>;
+  /** Extra headers on the 101 response (deprecation headers). */
+  upgradeHeaders?: () => string[];
+  hooks?: ResultsSocketHooks;
+}
+
+const PATH = /^\/+v0\.2\/+ws\/+streams\/+([^/?]+)\/*(?:\?.*)?$/;
+
+/**
+ * `WS /v0.2/ws/streams/{id}`: authenticate with the first message, then push every later result of
+ * the stream. Close 1008 on failed auth; 1001 with the end reason when the stream ends (at once for
+ * a tombstone). Slow consumers are shed, never allowed to hold memory or block other sockets.
+ */
+export class ResultsSockets {
+  private readonly wss: WebSocketServer;
+  private readonly alive = new WeakMap<WebSocket, boolean>();
+  private readonly heartbeat: NodeJS.Timeout;
+
+  constructor(private readonly opts: ResultsSocketOptions) {
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: opts.cfg.wsMaxPayloadBytes, clientTracking: true });
+    if (opts.upgradeHeaders) {
+      const extra = opts.upgradeHeaders;
+      this.wss.on('headers', (headers) => headers.push(...extra()));
+    }
+    this.heartbeat = setInterval(() => this.sweep(), opts.cfg.wsHeartbeatMs);
+    this.heartbeat.unref();
+  }
+
+  /** Takes the upgrade if the path is a results socket; false otherwise. */
+  handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    const m = PATH.exec(req.url ?? '');
+    if (!m) return false;
+    const streamId = decodeURIComponent(m[1]!);
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, streamId));
+    return true;
+  }
+
+  private accept(ws: WebSocket, streamId: string): void {
+    const { cfg, logger } = this.opts;
+    this.alive.set(ws, true);
+    ws.on('pong', () => this.alive.set(ws, true));
+    ws.on('error', (err) => logger.debug({ err, streamId }, 'results socket error'));
+    const authTimer = setTimeout(() => ws.close(1008, 'authentication timeout'), cfg.wsAuthTimeoutMs);
+    ws.once('close', () => clearTimeout(authTimer));
+    ws.once('message', (data, isBinary) => {
+      clearTimeout(authTimer);
+      const key = isBinary ? undefined : apiKeyOf(data.toString());
+      if (!key) {
+        ws.close(1008, 'first message must be {"api_key": "..."}');
+        return;
+      }
+      this.opts
+        .authorize(key, streamId)
+        .then((auth) => (auth.ok ? this.attach(ws, streamId) : ws.close(1008, auth.reason)))
+        .catch((err: unknown) => {
+          logger.warn({ err, streamId }, 'results socket authorization failed');
+          ws.close(1011, 'authorization unavailable');
+        });
+    });
+  }
+
+  private async attach(ws: WebSocket, streamId: string): Promise<void> {
+    if (ws.readyState !== ws.OPEN) return;
+    const { store, hooks, cfg } = this.opts;
+    const unsubscribe = store.subscribe(resultsChannel(streamId), (msg) => {
+      if (ws.readyState !== ws.OPEN) return;
+      if (msg.charCodeAt(0) === 101 /* e */) {
+        ws.close(1001, msg.slice(1));
+        return;
+      }
+      if (ws.bufferedAmount > cfg.wsMaxBufferedBytes) {
+        hooks?.onShed?.(streamId);
+        return;
+      }
+      ws.send(msg.slice(1));
+    });
+    hooks?.onOpen?.(streamId);
+    ws.once('close', () => {
+      unsubscribe();
+      hooks?.onClose?.(streamId);
+    });
+    // Subscribed first, then checked: an end published in between is not missed.
+    const rec = await store.getSession(streamId);
+    if (!rec) ws.close(1008, 'stream_not_found');
+    else if (rec.state === 'ended') ws.close(1001, rec.endReason ?? 'ended');
+  }
+
+  /** Heartbeat: a socket that did not answer the last ping is dead. */
+  private sweep(): void {
+    for (const ws of this.wss.clients) {
+      if (!this.alive.get(ws)) {
+        ws.terminate();
+        continue;
+      }
+      this.alive.set(ws, false);
+      ws.ping();
+    }
+  }
+
+  get connections(): number {
+    return this.wss.clients.size;
+  }
+
+  /** Closes every socket (shutdown) with 1001. */
+  async close(reason = 'server_shutdown'): Promise<void> {
+    clearInterval(this.heartbeat);
+    for (const ws of this.wss.clients) ws.close(1001, reason);
+    await new Promise<void>((resolve) => this.wss.close(() => resolve()));
+  }
+}
+
+function apiKeyOf(text: string): string | undefined {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    const key = (parsed as { api_key?: unknown } | null)?.api_key;
+    return typeof key === 'string' && key.length > 0 ? key : undefined;
+  } catch {
+    return undefined;
+  }
+}

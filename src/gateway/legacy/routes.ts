@@ -1,0 +1,166 @@
+import { randomUUID } from 'node:crypto';
+import express from 'express';
+import type { Request, Response, Router } from 'express';
+import type { Brand } from '../../brand';
+import type { LegacyConfig } from '../../config';
+import { keyHash } from '../../lib/keys';
+import type { Store } from '../store/store';
+import { bearerKey } from '../http';
+import type { UpstreamCatalog } from './catalog';
+import { createLegacySchemas } from './schema';
+import type { LegacySessions } from './sessions';
+import type { SessionSpec } from './translate';
+import {
+  legacyStreamState,
+  normalizeCreate,
+  toLegacyCreateResponse,
+  toLegacyFeedback,
+  toLegacyKeepalive,
+  toLegacyModels,
+  toLegacyPromptResponse,
+} from './translate';
+import { legacyError, parseLegacy } from './validate';
+
+export interface LegacyRouteDeps {
+  cfg: LegacyConfig;
+  brand: Brand;
+  store: Store;
+  sessions: LegacySessions;
+  catalog: UpstreamCatalog;
+  /** Counts one legacy request by endpoint (deprecation telemetry), e.g. `POST /v0.2/streams/:id/keepalive`. */
+  onRequest?(keyHash: string | undefined, endpoint: string, accountId?: string): void;
+}
+
+interface Caller {
+  apiKey: string;
+  accountId: string;
+}
+
+const STREAM_ID = /^[\w-]{1,128}$/;
+
+/** The `/v0.2` interface, served on /v1beta through LegacySessions. */
+export function legacyRouter(deps: LegacyRouteDeps): Router {
+  const { brand, sessions, catalog, store, cfg } = deps;
+  const schemas = createLegacySchemas(brand);
+  const r = express.Router();
+
+  /** 401 unless the bearer key is well-formed and the upstream knows it. */
+  async function caller(req: Request): Promise<Caller> {
+    const apiKey = bearerKey(req);
+    if (!apiKey) throw legacyError(401, 'unauthorized', 'Missing API key: send Authorization: Bearer <api_key>');
+    if (!apiKey.startsWith(brand.keyPrefix)) throw legacyError(401, 'unauthorized', 'Invalid API key');
+    const who = { apiKey, accountId: await catalog.accountOf(apiKey) };
+    deps.onRequest?.(keyHash(apiKey), endpointOf(req), who.accountId);
+    return who;
+  }
+
+  const endpointOf = (req: Request) => `${req.method} ${req.baseUrl}${(req.route as { path?: string } | undefined)?.path ?? req.path}`;
+
+  function streamId(req: Request): string {
+    const id = req.params.id;
+    if (typeof id !== 'string' || !STREAM_ID.test(id)) throw legacyError(404, 'stream_not_found', 'Stream not found');
+    return id;
+  }
+
+  r.post('/streams', async (req: Request, res: Response) => {
+    const fallbackId = res.locals.requestId as string;
+    const who = await caller(req);
+    const parsed = parseLegacy(schemas.createStream, req.body ?? {}, fallbackId);
+    const spec = normalizeCreate(parsed, { maxTokensPerSecond: cfg.maxTokensPerSecond }, fallbackId);
+    res.locals.legacyRequestId = spec.requestId;
+    await catalog.requireReadyModel(spec.model);
+    const out = await sessions.create({ apiKey: who.apiKey, accountId: who.accountId, spec });
+    res.status(201).json(toLegacyCreateResponse({ streamId: out.streamId, ttlSeconds: out.ttlSeconds, media: out.media }, brand));
+  });
+
+  r.get('/models', async (req, res) => {
+    // No key needed here; clients send theirs anyway: count it for telemetry, never blocking the answer.
+    if (deps.onRequest && bearerKey(req)) void caller(req).catch(() => undefined);
+    const list = await catalog.modelList();
+    res.json(toLegacyModels(list, catalog.observed()));
+  });
+
+  // Before /streams/:id so `feedback` is never taken for a stream id.
+  r.get('/streams/feedback', async (req, res) => {
+    const who = await caller(req);
+    const entries = await store.feedbackOf(who.accountId);
+    res.json(
+      entries.map((f) =>
+        toLegacyFeedback({
+          id: f.id,
+          streamId: f.stream_id,
+          rating: f.rating,
+          category: f.category,
+          feedback: f.feedback,
+          createdAtMs: Date.parse(f.created_at),
+          updatedAtMs: Date.parse(f.updated_at),
+        }),
+      ),
+    );
+  });
+
+  r.post('/streams/:id/keepalive', async (req, res) => {
+    const id = streamId(req);
+    const who = await caller(req);
+    const ka = await sessions.keepalive(id, who.apiKey, who.accountId);
+    res.json(
+      toLegacyKeepalive(
+        {
+          streamId: ka.streamId,
+          ttlSeconds: ka.ttlSeconds,
+          creditsRemainingCents: ka.creditsRemainingCents,
+          costCents: ka.costCents,
+          secondsCharged: ka.secondsCharged,
+          state: legacyStreamState({ last_frame_at_ms: ka.lastFrameAtMs }, Date.now()),
+          roomToken: ka.roomToken,
+        },
+        brand,
+      ),
+    );
+  });
+
+  r.delete('/streams/:id', async (req, res) => {
+    const id = streamId(req);
+    const who = await caller(req);
+    const rec = await sessions.recordFor(id, who.accountId);
+    if (rec.state === 'ended') {
+      res.status(204).end();
+      return;
+    }
+    await sessions.end(id, 'client_requested');
+    res.json({ status: 'ok' });
+  });
+
+  r.patch('/streams/:id/config/prompt', async (req, res) => {
+    const id = streamId(req);
+    const who = await caller(req);
+    const { prompt } = parseLegacy(schemas.promptPatch, req.body ?? {}, res.locals.requestId as string);
+    const rec = await sessions.updatePrompt(id, who.accountId, prompt);
+    res.json(
+      toLegacyPromptResponse({
+        id: rec.streamId,
+        streamId: rec.streamId,
+        prompt: rec.prompt,
+        spec: rec.spec as SessionSpec,
+        createdAtMs: rec.createdAtMs,
+        updatedAtMs: rec.promptUpdatedAtMs,
+      }),
+    );
+  });
+
+  r.post('/streams/:id/feedback', async (req, res) => {
+    const id = streamId(req);
+    const who = await caller(req);
+    const body = parseLegacy(schemas.feedback, req.body ?? {}, res.locals.requestId as string);
+    await sessions.recordFor(id, who.accountId);
+    const now = new Date().toISOString();
+    await store.addFeedback({ id: randomUUID(), stream_id: id, accountId: who.accountId, ...body, created_at: now, updated_at: now });
+    res.json({ status: 'ok' });
+  });
+
+  r.use((req) => {
+    throw legacyError(404, 'not_found', `No route for ${req.method} /v0.2${req.path}`);
+  });
+
+  return r;
+}

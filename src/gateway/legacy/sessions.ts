@@ -1,0 +1,496 @@
+import { randomUUID } from 'node:crypto';
+import Ajv from 'ajv';
+import type { ValidateFunction } from 'ajv';
+import type { Brand } from '../../brand';
+import type { LegacyConfig } from '../../config';
+import { keyHash } from '../../lib/keys';
+import type { Logger } from '../../lib/logger';
+import type { UpstreamClient, ChatCompletionRequest, ChatCompletionResponse } from '../../upstream/client';
+import { UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
+import type { SessionRecord, Store } from '../store/store';
+import type { UpstreamCatalog } from './catalog';
+import { endEnvelope, resultEnvelope, resultsChannel } from './results-socket';
+import { Ticker } from './ticker';
+import type { TickInfo } from './ticker';
+import type { LegacyMedia, SessionSpec } from './translate';
+import { buildCompletionRequest, legacyEndReasons, toLegacyResult } from './translate';
+import { legacyError } from './validate';
+
+/** What the gateway observes of legacy sessions (metrics, deprecation telemetry). All optional. */
+export interface LegacyObserver {
+  streamCreated?(keyHash: string, spec: SessionSpec): void;
+  streamEnded?(keyHash: string, reason: string): void;
+  inference?(e: { keyHash: string; model: string; ok: boolean; tokens: number; inferenceMs: number; totalMs: number; overheadMs: number }): void;
+  tickSkipped?(streamId: string): void;
+  tickLateness?(ms: number): void;
+  upstreamError?(status: number): void;
+}
+
+/** The media side of a stream (webrtc / customer room relays); native streams have none. */
+export interface MediaRelay {
+  /** Starts relaying; resolves with what the create response needs. `onLost` ends the stream. */
+  start(input: { spec: SessionSpec; streamId: string; publishUrl: string; publishToken: string; onLost: () => void }): Promise<LegacyMedia>;
+  /** Hands a renewed upstream publish token to a running relay. */
+  renewToken?(streamId: string, token: string): void;
+  stop(streamId: string): Promise<void> | void;
+}
+
+export interface SessionDeps {
+  cfg: LegacyConfig;
+  brand: Brand;
+  logger: Logger;
+  store: Store;
+  upstream: UpstreamClient;
+  catalog: UpstreamCatalog;
+  media?: MediaRelay;
+  observer?: LegacyObserver;
+}
+
+/** A running legacy stream in this process: its timers, scheduler and the key it acts with. */
+interface LiveSession {
+  streamId: string;
+  /** The client's key, held in memory only: the scheduler calls the upstream on its behalf. */
+  apiKey: string;
+  keyHash: string;
+  slotId: string;
+  accountId: string;
+  spec: SessionSpec;
+  prompt: string;
+  threadId: string;
+  validate?: ValidateFunction;
+  ticker?: Ticker;
+  leaseTimer?: NodeJS.Timeout;
+  upstreamKeepalive?: NodeJS.Timeout;
+  firstFramePoll?: NodeJS.Timeout;
+  abort: AbortController;
+  publishToken: string;
+  /** Usage since the last legacy keepalive (microcents). */
+  costMicrocents: number;
+  lastKeepaliveAtMs: number;
+  ending: boolean;
+}
+
+export interface CreateInput {
+  apiKey: string;
+  accountId: string;
+  spec: SessionSpec;
+}
+
+export interface CreateOutput {
+  streamId: string;
+  ttlSeconds: number;
+  media: LegacyMedia;
+}
+
+const ajv = new Ajv({ strict: false, allErrors: false });
+
+/** Compiles a legacy output schema, or throws the 422 a client must see for an invalid one. */
+export function compileOutputSchema(schema: Record<string, unknown>): ValidateFunction {
+  try {
+    return ajv.compile(schema);
+  } catch (err) {
+    throw legacyError(422, 'validation_error', `output_schema_json is not a valid JSON Schema: ${(err as Error).message}`, [
+      { loc: ['body', 'inference', 'output_schema_json'], msg: (err as Error).message, type: 'value_error' },
+    ]);
+  }
+}
+
+/**
+ * Legacy sessions: create (slot → upstream stream → scheduler), leases, keepalives, inference ticks,
+ * and the one idempotent end path every exit goes through.
+ */
+export class LegacySessions {
+  private readonly live = new Map<string, LiveSession>();
+  private readonly reasons;
+  private closing = false;
+
+  constructor(private readonly deps: SessionDeps) {
+    this.reasons = legacyEndReasons(deps.brand);
+  }
+
+  get activeCount(): number {
+    return this.live.size;
+  }
+
+  /** Creates a legacy stream. Throws legacy ServiceErrors (429, 401/402/403, 503, 502). */
+  async create(input: CreateInput): Promise<CreateOutput> {
+    const { cfg, store, upstream } = this.deps;
+    if (this.closing) throw legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance');
+    const validate = input.spec.outputSchema ? compileOutputSchema(input.spec.outputSchema) : undefined;
+    const kh = keyHash(input.apiKey);
+    const slotId = randomUUID();
+    if (!(await store.acquireSlot(kh, slotId, cfg.maxStreamsPerKey))) {
+      throw legacyError(429, 'concurrent_stream_limit', `Concurrent stream limit reached (${cfg.maxStreamsPerKey} per API key)`, {
+        limit: cfg.maxStreamsPerKey,
+      });
+    }
+    let created;
+    try {
+      created = await upstream.createStream(input.apiKey);
+    } catch (err) {
+      await store.releaseSlot(kh, slotId);
+      throw this.mapUpstreamError(err, 'create the stream');
+    }
+    const now = Date.now();
+    const session: LiveSession = {
+      streamId: created.id,
+      apiKey: input.apiKey,
+      keyHash: kh,
+      slotId,
+      accountId: input.accountId,
+      spec: input.spec,
+      prompt: input.spec.prompt,
+      threadId: `legacy-${created.id}`,
+      validate,
+      abort: new AbortController(),
+      publishToken: created.publish.token,
+      costMicrocents: 0,
+      lastKeepaliveAtMs: now,
+      ending: false,
+    };
+    this.live.set(created.id, session);
+    const record: SessionRecord = {
+      streamId: created.id,
+      keyHash: kh,
+      slotId,
+      accountId: input.accountId,
+      state: 'active',
+      endReason: null,
+      createdAtMs: now,
+      endedAtMs: null,
+      leaseExpiresAtMs: now + cfg.leaseTtlSeconds * 1000,
+      prompt: input.spec.prompt,
+      promptUpdatedAtMs: now,
+      spec: input.spec,
+    };
+    await store.putSession(record);
+
+    let media: LegacyMedia = { transport: 'native', url: created.publish.url, token: created.publish.token };
+    if (input.spec.transport !== 'native') {
+      try {
+        if (!this.deps.media) throw legacyError(422, 'unsupported_source', `Source ${input.spec.transport} is not available on this gateway`);
+        media = await this.deps.media.start({
+          spec: input.spec,
+          streamId: created.id,
+          publishUrl: created.publish.url,
+          publishToken: created.publish.token,
+          onLost: () => void this.end(created.id, input.spec.transport === 'webrtc' ? this.reasons.webrtcDisconnected : this.reasons.roomDisconnected),
+        });
+      } catch (err) {
+        await this.end(created.id, this.reasons.clientRequested);
+        throw err;
+      }
+    }
+    this.armLease(session, record.leaseExpiresAtMs);
+    this.armUpstreamKeepalive(session);
+    this.waitForFirstFrame(session, cfg.firstFramePollMs);
+    this.deps.observer?.streamCreated?.(kh, input.spec);
+    return { streamId: created.id, ttlSeconds: cfg.leaseTtlSeconds, media };
+  }
+
+  /** A session record for a caller: 404 unknown, 403 another account's. */
+  async recordFor(streamId: string, accountId: string): Promise<SessionRecord> {
+    const rec = await this.deps.store.getSession(streamId);
+    if (!rec) throw legacyError(404, 'stream_not_found', `Stream ${streamId} not found`);
+    if (rec.accountId !== accountId) throw legacyError(403, 'forbidden', 'This API key cannot access this stream');
+    return rec;
+  }
+
+  /** Legacy keepalive: renews the legacy lease and reports credits, cost and state. */
+  async keepalive(streamId: string, apiKey: string, accountId: string) {
+    const { store, upstream, cfg } = this.deps;
+    const rec = await this.recordFor(streamId, accountId);
+    if (rec.state === 'ended') {
+      throw legacyError(404, 'stream_not_found', `Stream ${streamId} has ended (${rec.endReason ?? 'ended'})`);
+    }
+    const balance = await upstream.balance(apiKey).catch((err: unknown) => {
+      throw this.mapUpstreamError(err, 'read the balance');
+    });
+    if (balance.balance_microcents <= 0) {
+      // No credits: the lease is not renewed and the stream ends, as the service did.
+      await this.end(streamId, this.reasons.insufficientCredits);
+      throw legacyError(402, 'insufficient_credits', 'Insufficient credits');
+    }
+    const now = Date.now();
+    const leaseExpiresAtMs = now + cfg.leaseTtlSeconds * 1000;
+    await store.updateSession(streamId, { leaseExpiresAtMs });
+    const session = this.live.get(streamId);
+    let upstreamStream;
+    try {
+      // The upstream keepalive also hands out a fresh publish token.
+      const ka = await upstream.keepalive(apiKey, streamId);
+      if (session) {
+        session.publishToken = ka.publish.token;
+        this.deps.media?.renewToken?.(streamId, ka.publish.token);
+      }
+      upstreamStream = await upstream.getStream(apiKey, streamId);
+    } catch (err) {
+      if (isUpstreamStatus(err, 404)) {
+        await this.end(streamId, this.reasons.leaseExpired);
+        throw legacyError(404, 'stream_not_found', `Stream ${streamId} has ended upstream`);
+      }
+      throw this.mapUpstreamError(err, 'renew the stream');
+    }
+    const cost = session?.costMicrocents ?? 0;
+    const since = session?.lastKeepaliveAtMs ?? rec.createdAtMs;
+    if (session) {
+      session.costMicrocents = 0;
+      session.lastKeepaliveAtMs = now;
+      this.armLease(session, leaseExpiresAtMs);
+    }
+    return {
+      streamId,
+      ttlSeconds: cfg.leaseTtlSeconds,
+      creditsRemainingCents: balance.balance_cents,
+      costCents: cost / 1_000_000,
+      secondsCharged: Math.max(0, Math.round((now - since) / 1000)),
+      lastFrameAtMs: upstreamStream.last_frame_at_ms,
+      roomToken: rec.spec && (rec.spec as SessionSpec).transport === 'native' ? (session?.publishToken ?? null) : null,
+    };
+  }
+
+  async updatePrompt(streamId: string, accountId: string, prompt: string): Promise<SessionRecord> {
+    const rec = await this.recordFor(streamId, accountId);
+    if (rec.state === 'ended') throw legacyError(404, 'stream_not_found', `Stream ${streamId} has ended`);
+    const session = this.live.get(streamId);
+    if (session) session.prompt = prompt;
+    return (await this.deps.store.updateSession(streamId, { prompt, promptUpdatedAtMs: Date.now() }))!;
+  }
+
+  /**
+   * The one end path: stop the scheduler and media, release the slot, close sockets with 1001 and
+   * the reason, delete the upstream stream, keep a tombstone. Idempotent.
+   */
+  async end(streamId: string, reason: string, opts: { deleteUpstream?: boolean } = {}): Promise<boolean> {
+    const { store, upstream, logger, cfg } = this.deps;
+    const session = this.live.get(streamId);
+    if (!session || session.ending) return false;
+    session.ending = true;
+    this.live.delete(streamId);
+    session.ticker?.stop();
+    clearTimeout(session.leaseTimer);
+    clearInterval(session.upstreamKeepalive);
+    clearTimeout(session.firstFramePoll);
+    session.abort.abort();
+    try {
+      await this.deps.media?.stop(streamId);
+    } catch (err) {
+      logger.warn({ err, streamId }, 'media relay did not stop cleanly');
+    }
+    await store.updateSession(streamId, { state: 'ended', endReason: reason, endedAtMs: Date.now() });
+    await store.expireSession(streamId, cfg.tombstoneSeconds * 1000);
+    await store.releaseSlot(session.keyHash, session.slotId);
+    await store.publish(resultsChannel(streamId), endEnvelope(reason));
+    this.deps.observer?.streamEnded?.(session.keyHash, reason);
+    logger.info({ streamId, reason, key: session.keyHash }, 'legacy stream ended');
+    if (opts.deleteUpstream !== false) {
+      await upstream.deleteStream(session.apiKey, streamId).catch((err: unknown) => {
+        logger.warn({ err, streamId }, 'upstream delete failed; its lease will expire it');
+      });
+    }
+    return true;
+  }
+
+  /** Ends every live session (shutdown). */
+  async closeAll(reason = 'server_shutdown'): Promise<void> {
+    this.closing = true;
+    await Promise.all([...this.live.keys()].map((id) => this.end(id, reason)));
+  }
+
+  private armLease(session: LiveSession, expiresAtMs: number): void {
+    clearTimeout(session.leaseTimer);
+    session.leaseTimer = setTimeout(() => void this.checkLease(session), Math.max(0, expiresAtMs - Date.now()));
+    session.leaseTimer.unref();
+  }
+
+  /** The store's lease is the truth (a keepalive may have landed on another replica). */
+  private async checkLease(session: LiveSession): Promise<void> {
+    if (session.ending) return;
+    const rec = await this.deps.store.getSession(session.streamId);
+    if (rec && rec.state === 'active' && rec.leaseExpiresAtMs > Date.now()) {
+      this.armLease(session, rec.leaseExpiresAtMs);
+      return;
+    }
+    await this.end(session.streamId, this.reasons.leaseExpired);
+  }
+
+  /** Keeps the upstream lease (300 s) alive on our own, well inside it. */
+  private armUpstreamKeepalive(session: LiveSession): void {
+    session.upstreamKeepalive = setInterval(() => {
+      this.deps.upstream
+        .keepalive(session.apiKey, session.streamId, { signal: session.abort.signal })
+        .then((ka) => {
+          session.publishToken = ka.publish.token;
+          this.deps.media?.renewToken?.(session.streamId, ka.publish.token);
+        })
+        .catch((err: unknown) => this.onUpstreamLoss(session, err));
+    }, this.deps.cfg.upstreamKeepaliveSeconds * 1000);
+    session.upstreamKeepalive.unref();
+  }
+
+  /** Upstream stream gone or unrenewable: end with the reason that matches why. */
+  private async onUpstreamLoss(session: LiveSession, err: unknown): Promise<void> {
+    if (session.ending) return;
+    if (isUpstreamStatus(err, 402)) return void this.end(session.streamId, this.reasons.insufficientCredits);
+    if (isUpstreamStatus(err, 404) || isUpstreamCode(err, 'stream_not_found')) {
+      const reason = await this.upstreamEndReason(session);
+      return void this.end(session.streamId, reason, { deleteUpstream: false });
+    }
+    this.deps.logger.warn({ err, streamId: session.streamId }, 'upstream keepalive failed');
+  }
+
+  private async upstreamEndReason(session: LiveSession): Promise<string> {
+    try {
+      const s = await this.deps.upstream.getStream(session.apiKey, session.streamId);
+      return s.end_reason === 'deleted' ? this.reasons.clientRequested : this.reasons.leaseExpired;
+    } catch {
+      return this.reasons.leaseExpired;
+    }
+  }
+
+  /** Polls (cheaply, backing off) until the upstream reports a first frame, then starts ticking. */
+  private waitForFirstFrame(session: LiveSession, delayMs: number): void {
+    session.firstFramePoll = setTimeout(() => {
+      this.deps.upstream
+        .getStream(session.apiKey, session.streamId, { signal: session.abort.signal })
+        .then((s) => {
+          if (session.ending) return;
+          if (s.state === 'ended') return void this.onUpstreamLoss(session, new UpstreamError({ status: 404, kind: 'http', upstreamCode: 'stream_not_found', message: 'stream ended upstream' }));
+          if (s.last_frame_at_ms === null) return this.waitForFirstFrame(session, Math.min(delayMs * 1.5, 2000));
+          this.startTicker(session);
+        })
+        .catch((err: unknown) => {
+          if (session.ending) return;
+          if (isUpstreamStatus(err, 404)) return void this.onUpstreamLoss(session, err);
+          this.waitForFirstFrame(session, Math.min(delayMs * 2, 5000));
+        });
+    }, delayMs);
+    session.firstFramePoll.unref();
+  }
+
+  private startTicker(session: LiveSession): void {
+    const { cfg, observer, logger } = this.deps;
+    session.ticker = new Ticker({
+      periodMs: session.spec.intervalMs,
+      maxInFlight: cfg.maxInFlight,
+      onTick: (tick) => this.infer(session, tick),
+      onSkip: () => observer?.tickSkipped?.(session.streamId),
+      onError: (err) => logger.error({ err, streamId: session.streamId }, 'inference tick failed'),
+    });
+    session.ticker.start();
+  }
+
+  /** One tick: a chat completion about the current window, published as one legacy result. */
+  private async infer(session: LiveSession, tick: TickInfo): Promise<void> {
+    const { upstream, brand, catalog, cfg, observer, store } = this.deps;
+    observer?.tickLateness?.(tick.latenessMs);
+    const prompt = session.prompt;
+    const body: ChatCompletionRequest = {
+      ...buildCompletionRequest(session.spec, session.streamId, brand, { threadId: session.threadId, prompt }),
+    };
+    const started = Date.now();
+    let response: ChatCompletionResponse | undefined;
+    let model = session.spec.model;
+    let error: string | null = null;
+    try {
+      const r = await upstream.chatCompletion(session.apiKey, body, {
+        signal: session.abort.signal,
+        fallbackModels: cfg.fallbackModels.filter((m) => m !== session.spec.model),
+        isModelReady: (id) => catalog.isReady(id),
+      });
+      response = r.response;
+      model = r.model;
+      catalog.recordOutcome(model, true);
+    } catch (err) {
+      if (session.ending) return;
+      if (err instanceof UpstreamError) observer?.upstreamError?.(err.status);
+      if (isUpstreamCode(err, 'frame_not_yet_produced')) return; // nothing to look at yet: skip quietly
+      if (isUpstreamStatus(err, 402)) return void this.end(session.streamId, this.reasons.insufficientCredits);
+      if (isUpstreamStatus(err, 404) && isUpstreamCode(err, 'stream_not_found')) return void this.onUpstreamLoss(session, err);
+      if (err instanceof UpstreamError && (err.status === 503 || err.kind !== 'http')) catalog.recordOutcome(model, false);
+      error = describeFailure(err);
+    }
+    if (session.ending) return;
+    const answeredAt = Date.now();
+    const inferenceMs = answeredAt - started;
+    if (response && session.validate) {
+      const text = response.choices?.[0]?.message?.content;
+      error = schemaMismatch(session.validate, text);
+    }
+    if (response?.usage) session.costMicrocents += await this.costOf(model, response);
+    const result = toLegacyResult({
+      id: randomUUID(),
+      streamId: session.streamId,
+      spec: session.spec,
+      prompt,
+      completion: error ? null : response,
+      error,
+      modelName: model,
+      inferenceLatencyMs: inferenceMs,
+      totalLatencyMs: Date.now() - tick.dueAtMs,
+    });
+    await store.publish(resultsChannel(session.streamId), resultEnvelope(JSON.stringify(result)));
+    observer?.inference?.({
+      keyHash: session.keyHash,
+      model,
+      ok: result.ok,
+      tokens: response?.usage?.completion_tokens ?? 0,
+      inferenceMs,
+      totalMs: result.total_latency_ms,
+      overheadMs: Date.now() - answeredAt,
+    });
+  }
+
+  private async costOf(model: string, response: ChatCompletionResponse): Promise<number> {
+    const price = await this.deps.catalog.pricing(model);
+    const usage = response.usage;
+    if (!price || !usage) return 0;
+    const cached = (response[this.deps.brand.responseField] as { cache?: { cached_input_tokens?: number } } | undefined)?.cache?.cached_input_tokens ?? 0;
+    return (
+      (usage.prompt_tokens - cached) * price.input_microcents_per_token +
+      cached * price.cached_input_microcents_per_token +
+      usage.completion_tokens * price.output_microcents_per_token
+    );
+  }
+
+  /** Upstream failures → the legacy status and body a client expects. */
+  mapUpstreamError(err: unknown, what: string): Error {
+    if (!(err instanceof UpstreamError)) return err as Error;
+    this.deps.observer?.upstreamError?.(err.status);
+    switch (err.status) {
+      case 401:
+        return legacyError(401, 'unauthorized', 'Invalid or revoked API key');
+      case 402:
+        return legacyError(402, 'insufficient_credits', 'Insufficient credits');
+      case 403:
+        return legacyError(403, 'forbidden', 'This API key cannot access this resource');
+      case 503:
+        return legacyError(503, 'upstream_unavailable', `The service could not ${what}; retry later`);
+      case 504:
+        return legacyError(504, 'upstream_timeout', `The service did not answer in time to ${what}`);
+      default:
+        return legacyError(502, 'upstream_error', `The service failed to ${what} (${err.status})`);
+    }
+  }
+}
+
+function describeFailure(err: unknown): string {
+  if (err instanceof UpstreamError) {
+    return err.kind === 'http' ? `upstream error ${err.status}${err.code ? ` (${err.code})` : ''}: ${err.message}` : `upstream ${err.kind} error: ${err.message}`;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** Null when the answer is JSON matching the output schema, else why not. */
+function schemaMismatch(validate: ValidateFunction, text: unknown): string | null {
+  if (typeof text !== 'string') return 'model returned no text';
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return 'model output is not valid JSON for output_schema_json';
+  }
+  if (validate(value)) return null;
+  const first = validate.errors?.[0];
+  return `model output does not match output_schema_json: ${first ? `${first.instancePath || '/'} ${first.message ?? ''}` : 'invalid'}`.trim();
+}

@@ -1,0 +1,83 @@
+export interface TickInfo {
+  /** Tick number since start (0-based); ticks skipped for lateness are not renumbered. */
+  n: number;
+  /** When the tick was due (wall-clock ms). */
+  dueAtMs: number;
+  /** How late it fired (ms). */
+  latenessMs: number;
+}
+
+export interface TickerOptions {
+  periodMs: number;
+  /** Runs on every tick that is not skipped. */
+  onTick(tick: TickInfo): Promise<void>;
+  /** Ticks allowed to run at once; a tick finding this many running is skipped. */
+  maxInFlight: number;
+  onSkip?(tick: TickInfo): void;
+  onError?(err: unknown): void;
+  now?: () => number;
+}
+
+/**
+ * A fixed-rate ticker anchored in time: tick n is due at start + n × period, whatever the previous
+ * ticks cost, so cadence never drifts. A tick that finds `maxInFlight` runs still going is skipped
+ * (and reported), never queued: a slow upstream must not build a backlog.
+ */
+export class Ticker {
+  private timer: NodeJS.Timeout | undefined;
+  private startAtMs = 0;
+  private n = 0;
+  private inFlight = 0;
+  private stopped = true;
+  private readonly now: () => number;
+
+  constructor(private readonly opts: TickerOptions) {
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Starts with the first tick due at `firstAtMs` (default: now). */
+  start(firstAtMs: number = this.now()): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.startAtMs = firstAtMs;
+    this.n = 0;
+    this.arm();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  get running(): number {
+    return this.inFlight;
+  }
+
+  private arm(): void {
+    if (this.stopped) return;
+    const due = this.startAtMs + this.n * this.opts.periodMs;
+    this.timer = setTimeout(() => this.fire(due), Math.max(0, due - this.now()));
+  }
+
+  private fire(dueAtMs: number): void {
+    if (this.stopped) return;
+    const now = this.now();
+    const tick: TickInfo = { n: this.n, dueAtMs, latenessMs: Math.max(0, now - dueAtMs) };
+    // Ticks missed entirely (process paused longer than a period) are dropped, not replayed.
+    const behind = Math.floor((now - dueAtMs) / this.opts.periodMs);
+    this.n += 1 + Math.max(0, behind);
+    this.arm();
+    if (this.inFlight >= this.opts.maxInFlight) {
+      this.opts.onSkip?.(tick);
+      return;
+    }
+    this.inFlight++;
+    this.opts
+      .onTick(tick)
+      .catch((err: unknown) => this.opts.onError?.(err))
+      .finally(() => {
+        this.inFlight--;
+      });
+  }
+}

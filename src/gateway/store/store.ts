@@ -1,0 +1,72 @@
+/**
+ * All cross-request state of the gateway goes through this interface, so a Redis implementation
+ * lets several replicas share it (a keepalive or WebSocket may land on any replica). Methods are
+ * async even in memory so callers are already written for a networked store.
+ */
+
+/** What the store keeps of a legacy session (serialisable; the live scheduler stays in its process). */
+export interface SessionRecord {
+  streamId: string;
+  /** sha256 prefix of the owning API key (slots and telemetry are per key). */
+  keyHash: string;
+  /** The concurrency slot this stream holds (released exactly once when it ends). */
+  slotId: string;
+  /** Upstream account id (from the balance endpoint), for the 403 rule across keys of one account. */
+  accountId: string;
+  state: 'active' | 'ended';
+  endReason: string | null;
+  createdAtMs: number;
+  endedAtMs: number | null;
+  /** Legacy lease expiry. */
+  leaseExpiresAtMs: number;
+  prompt: string;
+  promptUpdatedAtMs: number;
+  /** The normalized legacy configuration (SessionSpec), stored as JSON. */
+  spec: unknown;
+}
+
+export interface FeedbackRecord {
+  id: string;
+  stream_id: string;
+  accountId: string;
+  rating: number;
+  category: string;
+  feedback: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export type Unsubscribe = () => void;
+
+export interface Store {
+  /** Takes one of `limit` concurrency slots of a key for a stream, atomically. False when full. */
+  acquireSlot(keyHash: string, streamId: string, limit: number): Promise<boolean>;
+  /** Releases a stream's slot; true only the first time (so it is released exactly once). */
+  releaseSlot(keyHash: string, streamId: string): Promise<boolean>;
+  slotsInUse(keyHash: string): Promise<number>;
+
+  putSession(rec: SessionRecord): Promise<void>;
+  getSession(streamId: string): Promise<SessionRecord | undefined>;
+  /** Updates a session with `patch` if it exists; returns the new record. */
+  updateSession(streamId: string, patch: Partial<SessionRecord>): Promise<SessionRecord | undefined>;
+  /** Removes the record after `afterMs` (tombstone window). */
+  expireSession(streamId: string, afterMs: number): Promise<void>;
+  sessionsOf(accountId: string): Promise<SessionRecord[]>;
+
+  addFeedback(rec: FeedbackRecord): Promise<void>;
+  feedbackOf(accountId: string): Promise<FeedbackRecord[]>;
+
+  /** Result fan-out: every subscriber of a channel gets every later message, in publish order. */
+  publish(channel: string, message: string): Promise<void>;
+  subscribe(channel: string, onMessage: (message: string) => void): Unsubscribe;
+
+  /** Telemetry counters: `hash` fields incremented by `by`; `setMax`/`setMin` for first/last seen. */
+  hincr(key: string, field: string, by?: number): Promise<void>;
+  hsetMin(key: string, field: string, value: number): Promise<void>;
+  hsetMax(key: string, field: string, value: number): Promise<void>;
+  hgetall(key: string): Promise<Record<string, number>>;
+  keys(prefix: string): Promise<string[]>;
+
+  ready(): Promise<boolean>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,192 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Seconds buckets for request-scale latencies (1 ms … 30 s). */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** Seconds buckets for the gateway's own small delays (scheduler lateness, fan-out). */
+const SMALL_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+
+export interface MetricsSources {
+  /** Live legacy sessions in this process. */
+  activeStreams(): number;
+  /** Open results sockets in this process. */
+  socketConnections(): number;
+  /** Distinct API keys (hashes) that ever used /v0.2 (from the store). */
+  deprecatedKeys?(): Promise<number>;
+}
+
+/**
+ * Every Prometheus metric of one gateway, in its own registry (no global state: several gateways
+ * can live in one process). Labels never carry keys; per-key usage lives in the deprecation report.
+ */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+
+  readonly httpRequests: Counter<'method' | 'route' | 'status'>;
+  readonly httpDuration: Histogram<'method' | 'route'>;
+  readonly passthroughRequests: Counter<'prefix' | 'outcome'>;
+  readonly passthroughUpstreamHeaders: Histogram<'prefix'>;
+  readonly legacyRequests: Counter<'endpoint'>;
+  readonly streamsCreated: Counter<'source' | 'mode'>;
+  readonly streamsEnded: Counter<'reason'>;
+  readonly deprecatedFields: Counter<'field'>;
+  readonly inferences: Counter<'model' | 'outcome'>;
+  readonly outputTokens: Counter<'model'>;
+  readonly inferenceLatency: Histogram<'model'>;
+  readonly totalLatency: Histogram<'model'>;
+  readonly resultOverhead: Histogram;
+  readonly tickLateness: Histogram;
+  readonly ticksSkipped: Counter;
+  readonly socketsOpened: Counter;
+  readonly socketsShed: Counter;
+  readonly upstreamErrors: Counter<'source' | 'status'>;
+
+  constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+
+    this.httpRequests = new Counter({
+      name: 'gateway_http_requests_total',
+      help: 'HTTP requests by method, route template and status (499: the client went away first)',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.httpDuration = new Histogram({
+      name: 'gateway_http_request_duration_seconds',
+      help: 'Time from request to the end of the response, by route template',
+      labelNames: ['method', 'route'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.passthroughRequests = new Counter({
+      name: 'gateway_passthrough_requests_total',
+      help: '/v1beta and /billing requests passed through, by outcome (ok, client_abort, upstream_unreachable, upstream_timeout, upstream_reset)',
+      labelNames: ['prefix', 'outcome'],
+      registers,
+    });
+    this.passthroughUpstreamHeaders = new Histogram({
+      name: 'gateway_passthrough_upstream_headers_seconds',
+      help: 'Time until the upstream answered with headers (time to first byte seen by the gateway)',
+      labelNames: ['prefix'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.legacyRequests = new Counter({
+      name: 'gateway_legacy_requests_total',
+      help: 'Authenticated /v0.2 requests and results-socket connections, by endpoint (deprecated usage)',
+      labelNames: ['endpoint'],
+      registers,
+    });
+    new Gauge({
+      name: 'gateway_legacy_streams_active',
+      help: 'Legacy streams running in this process',
+      registers,
+      collect() {
+        this.set(sources.activeStreams());
+      },
+    });
+    this.streamsCreated = new Counter({
+      name: 'gateway_legacy_streams_created_total',
+      help: 'Legacy streams created, by media source and processing mode',
+      labelNames: ['source', 'mode'],
+      registers,
+    });
+    this.streamsEnded = new Counter({
+      name: 'gateway_legacy_streams_ended_total',
+      help: 'Legacy streams ended, by end reason',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.deprecatedFields = new Counter({
+      name: 'gateway_legacy_deprecated_fields_total',
+      help: 'Legacy streams created with a deprecated request field (webrtc, sampling_ratio, fps)',
+      labelNames: ['field'],
+      registers,
+    });
+    this.inferences = new Counter({
+      name: 'gateway_legacy_inferences_total',
+      help: 'Scheduled legacy inferences, by answering model and outcome (ok, error)',
+      labelNames: ['model', 'outcome'],
+      registers,
+    });
+    this.outputTokens = new Counter({
+      name: 'gateway_legacy_output_tokens_total',
+      help: 'Completion tokens of legacy inferences, by model',
+      labelNames: ['model'],
+      registers,
+    });
+    this.inferenceLatency = new Histogram({
+      name: 'gateway_legacy_inference_latency_seconds',
+      help: 'Upstream chat-completion time of a legacy inference (retries and fallbacks included)',
+      labelNames: ['model'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.totalLatency = new Histogram({
+      name: 'gateway_legacy_total_latency_seconds',
+      help: 'From the tick being due to the result being published (total_latency_ms of results)',
+      labelNames: ['model'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.resultOverhead = new Histogram({
+      name: 'gateway_legacy_result_overhead_seconds',
+      help: "The gateway's own time between an upstream answer and the published result",
+      buckets: SMALL_BUCKETS,
+      registers,
+    });
+    this.tickLateness = new Histogram({
+      name: 'gateway_legacy_tick_lateness_seconds',
+      help: 'How late scheduler ticks fire against their due time',
+      buckets: SMALL_BUCKETS,
+      registers,
+    });
+    this.ticksSkipped = new Counter({
+      name: 'gateway_legacy_ticks_skipped_total',
+      help: 'Scheduler ticks skipped because the previous inference of the stream was still running',
+      registers,
+    });
+    new Gauge({
+      name: 'gateway_ws_connections',
+      help: 'Open results sockets (/v0.2/ws/streams/{id}) in this process',
+      registers,
+      collect() {
+        this.set(sources.socketConnections());
+      },
+    });
+    this.socketsOpened = new Counter({
+      name: 'gateway_ws_connections_total',
+      help: 'Results sockets authenticated and attached to a stream',
+      registers,
+    });
+    this.socketsShed = new Counter({
+      name: 'gateway_ws_messages_shed_total',
+      help: 'Result messages dropped for a slow results-socket consumer',
+      registers,
+    });
+    this.upstreamErrors = new Counter({
+      name: 'gateway_upstream_errors_total',
+      help: 'Upstream failures by source (legacy adapter, passthrough) and status (0: no answer)',
+      labelNames: ['source', 'status'],
+      registers,
+    });
+    if (sources.deprecatedKeys) {
+      const count = sources.deprecatedKeys;
+      new Gauge({
+        name: 'gateway_deprecated_api_keys',
+        help: 'Distinct API keys that used /v0.2 (from the deprecation counters in the store)',
+        registers,
+        async collect() {
+          this.set(await count().catch(() => 0));
+        },
+      });
+    }
+  }
+
+  contentType(): string {
+    return this.registry.contentType;
+  }
+
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+}

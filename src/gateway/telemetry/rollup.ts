@@ -1,0 +1,81 @@
+import { schedule } from 'node-cron';
+import type { ScheduledTask } from 'node-cron';
+import type { Logger } from '../../lib/logger';
+import type { DayUsage, DeprecationReport, DeprecationUsage } from './usage';
+import { utcDay } from './usage';
+
+const DAY_MS = 86_400_000;
+
+export interface RollupSummary {
+  /** The UTC day summarised (the day before the run). */
+  day: DayUsage;
+  totals: DeprecationReport['totals'];
+  days_to_sunset: number;
+  /** The keys with the most requests, for the operator's first mails. */
+  top_keys: { key_hash: string; account_ids: string[]; requests_total: number; last_seen_at: string | null }[];
+}
+
+export interface RollupOptions {
+  usage: DeprecationUsage;
+  logger: Logger;
+  deprecation: DeprecationReport['deprecation'];
+  cron: string;
+  timezone: string;
+  now?: () => number;
+}
+
+/**
+ * The daily roll-up: a node-cron job that summarises the previous UTC day and the all-time counters
+ * of /v0.2 usage and logs it as one structured line (also run once at shutdown, for the day so far).
+ */
+export class DeprecationRollup {
+  private task: ScheduledTask | undefined;
+  private readonly now: () => number;
+
+  constructor(private readonly opts: RollupOptions) {
+    this.now = opts.now ?? Date.now;
+  }
+
+  start(): void {
+    if (this.task) return;
+    this.task = schedule(this.opts.cron, () => this.run().then(() => undefined), {
+      name: 'deprecation-rollup',
+      timezone: this.opts.timezone,
+      noOverlap: true,
+      unref: true,
+    });
+  }
+
+  /** Summarises `day` (default: yesterday, UTC) and logs it. Never throws. */
+  async run(day = utcDay(this.now() - DAY_MS)): Promise<RollupSummary | undefined> {
+    const { usage, logger, deprecation } = this.opts;
+    try {
+      await usage.flush();
+      const report = await usage.report(deprecation, { days: 0 });
+      const summary: RollupSummary = {
+        day: await usage.dayUsage(day),
+        totals: report.totals,
+        days_to_sunset: Math.max(0, Math.ceil((Date.parse(deprecation.sunset) - this.now()) / DAY_MS)),
+        top_keys: [...report.keys]
+          .sort((a, b) => b.requests_total - a.requests_total)
+          .slice(0, 10)
+          .map((k) => ({ key_hash: k.key_hash, account_ids: k.account_ids, requests_total: k.requests_total, last_seen_at: k.last_seen_at })),
+      };
+      logger.info(
+        { rollup: summary },
+        `/v0.2 usage on ${day}: ${summary.day.active_keys} keys, ${summary.day.requests} requests, ${summary.day.streams} streams; ` +
+          `${summary.totals.keys} keys in total, ${summary.days_to_sunset} days to sunset`,
+      );
+      return summary;
+    } catch (err) {
+      logger.warn({ err }, 'deprecation roll-up failed');
+      return undefined;
+    }
+  }
+
+  async stop(): Promise<void> {
+    const task = this.task;
+    this.task = undefined;
+    await task?.destroy();
+  }
+}

@@ -1,0 +1,159 @@
+import WebSocket from 'ws';
+import { loadConfig } from '../../src/config';
+import type { Config } from '../../src/config';
+import { createLogger } from '../../src/lib/logger';
+import { startEmulator } from '../../src/emulator/server';
+import type { RunningEmulator } from '../../src/emulator/server';
+import { startGateway } from '../../src/gateway/server';
+import type { RunningGateway } from '../../src/gateway/server';
+import type { GatewayOptions } from '../../src/gateway/app';
+
+export const KEY = 'svc-local-dev';
+export const KEY_B = 'svc-local-dev2';
+export const KEY_BROKE = 'svc-local-broke';
+export const KEY_REVOKED = 'svc-local-revoked';
+
+export interface Stack {
+  cfg: Config;
+  emulator: RunningEmulator;
+  gateway: RunningGateway;
+  /** Gateway base URL. */
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * A real emulator and a real gateway on loopback port 0, tuned for fast tests: synthetic publisher
+ * on every stream (10 fps, small frames), quick first-frame polling, shrunk retry waits.
+ */
+export async function startStack(overrides: Record<string, unknown> = {}, gwOpts: Omit<GatewayOptions, 'upstreamUrl'> = {}): Promise<Stack> {
+  const base = {
+    port: 0,
+    host: '127.0.0.1',
+    logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
+    emulator: { port: 0, controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } },
+    legacy: { firstFramePollMs: 50 },
+  };
+  const cfg = loadConfig({ env: {}, overrides: mergeOverrides(base, overrides) });
+  const logger = createLogger(cfg.logLevel);
+  const emulator = await startEmulator(cfg, logger);
+  const gateway = await startGateway(cfg, logger, emulator.url, { retry: { scale: 0.01 }, ...gwOpts });
+  return {
+    cfg,
+    emulator,
+    gateway,
+    url: gateway.url,
+    async close() {
+      await gateway.close();
+      await emulator.close();
+    },
+  };
+}
+
+function mergeOverrides(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...a };
+  for (const [k, v] of Object.entries(b)) {
+    const cur = out[k];
+    out[k] =
+      v && typeof v === 'object' && !Array.isArray(v) && cur && typeof cur === 'object' && !Array.isArray(cur)
+        ? mergeOverrides(cur as Record<string, unknown>, v as Record<string, unknown>)
+        : v;
+  }
+  return out;
+}
+
+export interface Http {
+  status: number;
+  body: unknown;
+  headers: Headers;
+}
+
+export async function http(url: string, method: string, path: string, opts: { key?: string | null; body?: unknown; raw?: string } = {}): Promise<Http> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (opts.key !== null) headers.authorization = `Bearer ${opts.key ?? KEY}`;
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers,
+    body: opts.raw ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body)),
+  });
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    /* not JSON: keep the text */
+  }
+  return { status: res.status, body, headers: res.headers };
+}
+
+export const clipBody = (over: Record<string, unknown> = {}, inference: Record<string, unknown> = {}) => ({
+  mode: 'clip',
+  processing: { target_fps: 2, clip_length_seconds: 1, delay_seconds: 0.5, ...over },
+  inference: { prompt: 'What happens?', model: 'local/analyzer', ...inference },
+});
+
+export const frameBody = (over: Record<string, unknown> = {}, inference: Record<string, unknown> = {}) => ({
+  mode: 'frame',
+  processing: { interval_seconds: 0.5, ...over },
+  inference: { prompt: 'Describe the frame', model: 'local/analyzer', ...inference },
+});
+
+export interface ResultSocket {
+  ws: WebSocket;
+  messages: Record<string, unknown>[];
+  closed: Promise<{ code: number; reason: string }>;
+  /** Resolves once `n` messages have arrived (or rejects after `timeoutMs`). */
+  waitFor(n: number, timeoutMs?: number): Promise<Record<string, unknown>[]>;
+}
+
+export function openResults(url: string, streamId: string, key: string | null = KEY): Promise<ResultSocket> {
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v0.2/ws/streams/${streamId}`);
+  const messages: Record<string, unknown>[] = [];
+  const waiters: (() => void)[] = [];
+  ws.on('message', (d) => {
+    messages.push(JSON.parse(d.toString()) as Record<string, unknown>);
+    for (const w of waiters.splice(0)) w();
+  });
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.on('close', (code, reason) => {
+      resolve({ code, reason: reason.toString() });
+      for (const w of waiters.splice(0)) w();
+    }),
+  );
+  const waitFor = (n: number, timeoutMs = 10_000) =>
+    new Promise<Record<string, unknown>[]>((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`only ${messages.length}/${n} results after ${timeoutMs} ms`)), timeoutMs);
+      const check = () => {
+        if (messages.length >= n) {
+          clearTimeout(t);
+          resolve(messages.slice(0, n));
+        } else if (ws.readyState === ws.CLOSED) {
+          clearTimeout(t);
+          reject(new Error(`socket closed after ${messages.length}/${n} results`));
+        } else waiters.push(check);
+      };
+      check();
+    });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => {
+      if (key !== null) ws.send(JSON.stringify({ api_key: key }));
+      resolve({ ws, messages, closed, waitFor });
+    });
+    ws.once('error', reject);
+  });
+}
+
+/** Parses the analyzer's machine-readable tail. */
+export function tail(text: string): { frames: number; first: number; last: number; spanMs: number; pattern: [number, number] | null } {
+  const m = /\[frames=(\d+) index=(\d+)\.\.(\d+) span_ms=(\d+) pattern=(?:(\d+)\.\.(\d+)|none)\]\s*$/.exec(text);
+  if (!m) throw new Error(`no analyzer tail in ${JSON.stringify(text)}`);
+  return {
+    frames: Number(m[1]),
+    first: Number(m[2]),
+    last: Number(m[3]),
+    spanMs: Number(m[4]),
+    pattern: m[5] === undefined ? null : [Number(m[5]), Number(m[6])],
+  };
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
