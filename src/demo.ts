@@ -98,15 +98,18 @@ export async function runDemo(cfg: Config, argv: string[]): Promise<void> {
       .catch((err: unknown) => console.error(`keepalive failed: ${(err as Error).message}`));
   }, (res.lease.ttl_seconds * 1000) / 2);
 
+  let finishing = false;
   const finish = async (why: string) => {
+    finishing = true;
     clearInterval(keepalive);
     const del = await call(o, 'DELETE', `/v0.2/streams/${id}`).catch(() => ({ status: 0, json: null }));
     console.log(`${why}; deleted stream (${del.status}); ${n} results received`);
+    process.exit(0);
   };
   ws.on('close', (code, reason) => {
     clearInterval(keepalive);
     console.log(`socket closed ${code} ${reason.toString()}`);
-    process.exit(0);
+    if (!finishing) process.exit(code === 1001 ? 0 : 1);
   });
   process.once('SIGINT', () => void finish('interrupted'));
   if (o.seconds > 0) setTimeout(() => void finish(`${o.seconds}s elapsed`), o.seconds * 1000);

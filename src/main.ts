@@ -3,7 +3,6 @@
  * CLI: `serve` (the gateway; starts the embedded emulator when no upstream is configured),
  * `emulator` (the emulator alone), `demo` (a legacy terminal client), `bench` (benchmarks).
  */
-import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config';
 import type { Config } from './config';
 import { createLogger } from './lib/logger';
@@ -86,17 +85,31 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
   );
 }
 
+/** Splits `[command] [--config FILE] [-h] …rest`: the rest belongs to the command (demo, bench). */
+function splitArgs(argv: string[]): { command: string; config?: string; help: boolean; rest: string[] } {
+  const rest: string[] = [];
+  let command: string | undefined;
+  let config: string | undefined;
+  let help = false;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--config' || a === '-c') config = argv[++i];
+    else if (a.startsWith('--config=')) config = a.slice('--config='.length);
+    else if (a === '--help' || a === '-h') help = true;
+    else if (command === undefined && !a.startsWith('-')) command = a;
+    else rest.push(a);
+  }
+  return { command: command ?? 'serve', config, help, rest };
+}
+
 async function main(argv: string[]): Promise<void> {
-  const { positionals, values } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
-  });
-  const command = positionals[0] ?? 'serve';
-  if (values.help) {
+  const { command, config, help, rest } = splitArgs(argv);
+  if (help) {
     process.stdout.write(USAGE);
     return;
   }
+  const values = { config };
+  const positionals = [command, ...rest];
   let cfg: Config;
   try {
     cfg = loadConfig({ file: values.config });

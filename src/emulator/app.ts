@@ -15,6 +15,7 @@ import { FaultInjector } from './faults';
 import { errorHandler, regionCheck } from './http';
 import { ModelRegistry, modelsRouter } from './models/registry';
 import { SyntheticPublishers } from './publishers';
+import { MediaRoomServer } from './room';
 import { StreamRegistry } from './streams';
 import { streamsRouter } from './streams-routes';
 
@@ -42,11 +43,28 @@ export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => st
     publishUrl,
   };
   const publishers = new SyntheticPublishers(streams, logger, cfg.emulator.autoPublish);
+  // The media room behind `publish.url`: stock LiveKit clients publish into a stream's room.
+  const room = new MediaRoomServer({
+    keys: ctx.roomKeys,
+    logger: logger.child({ component: 'room' }),
+    resolveRoom: (name) => {
+      const stream = streams.get(name);
+      if (!stream || stream.state !== 'active') return undefined;
+      return {
+        onFrame: (raw) => {
+          stream.frames.ingest(raw).catch((err: unknown) => logger.warn({ err, stream: name }, 'room frame dropped'));
+        },
+      };
+    },
+  });
+  // A stream that ends takes its room down (publisher and subscribers are told to leave).
+  streams.onEnd((s) => room.closeRoom(s.id));
 
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(express.json({ limit: cfg.emulator.maxBodyBytes, type: ['application/json', 'application/*+json'] }));
+  app.use(room.router());
   app.get('/healthz', (_req, res) => {
     res.type('text/plain').send('ok');
   });
@@ -67,10 +85,11 @@ export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => st
     app,
     ctx,
     publishers,
-    handleUpgrade: () => false,
+    handleUpgrade: (req, socket, head) => room.handleUpgrade(req, socket, head),
     async close() {
       publishers.stopAll();
       streams.close();
+      await room.close();
     },
   };
 }

@@ -155,10 +155,44 @@ export function storedSize(width: number, height: number, storeWidth: number): {
   return { width: w, height: Math.max(1, Math.round((height * w) / width)) };
 }
 
+/**
+ * Keeps every k-th pixel of an I420 frame (k ≥ 2), still I420. Converting a 1280×720 frame to RGB
+ * only to shrink it to 320 wide costs ~16× the work; sharp's resize smooths what this leaves.
+ */
+export function decimateI420(width: number, height: number, src: Uint8Array, k: number): RawFrame {
+  const w = Math.floor(width / k);
+  const h = Math.floor(height / k);
+  const cw = (w + 1) >> 1;
+  const ch = (h + 1) >> 1;
+  const scw = (width + 1) >> 1;
+  const sch = (height + 1) >> 1;
+  const out = new Uint8Array(w * h + 2 * cw * ch);
+  for (let y = 0; y < h; y++) {
+    const row = y * k * width;
+    const o = y * w;
+    for (let x = 0; x < w; x++) out[o + x] = src[row + x * k]!;
+  }
+  const su = width * height;
+  const sv = su + scw * sch;
+  const du = w * h;
+  const dv = du + cw * ch;
+  for (let y = 0; y < ch; y++) {
+    const sy = Math.min(sch - 1, y * k) * scw;
+    for (let x = 0; x < cw; x++) {
+      const sx = Math.min(scw - 1, x * k);
+      out[du + y * cw + x] = src[su + sy + sx]!;
+      out[dv + y * cw + x] = src[sv + sy + sx]!;
+    }
+  }
+  return { width: w, height: h, format: 'i420', data: out };
+}
+
 /** Raw frame → downscaled JPEG. Rejects (ServiceError) on inconsistent input; never throws synchronously. */
 export async function encodeFrame(raw: RawFrame, opts: EncodeOptions): Promise<Buffer> {
   checkRawFrame(raw);
   const quality = Math.min(100, Math.max(1, Math.round(opts.quality)));
+  const k = raw.format === 'i420' ? Math.floor(raw.width / Math.max(1, opts.storeWidth)) : 1;
+  if (k >= 2) raw = decimateI420(raw.width, raw.height, raw.data, k);
   const { width, height } = raw;
   let channels: 3 | 4 = 3;
   let data: Uint8Array;

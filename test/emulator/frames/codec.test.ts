@@ -1,6 +1,6 @@
 import sharp from 'sharp';
 import { ServiceError } from '../../../src/lib/errors';
-import { decodeJpeg, encodeFrame, i420ToRgb, rawToRgb, rgbToI420, storedSize } from '../../../src/emulator/frames/codec';
+import { decimateI420, decodeJpeg, encodeFrame, i420ToRgb, rawToRgb, rgbToI420, storedSize } from '../../../src/emulator/frames/codec';
 import { PatternRenderer, decodePattern, renderPatternRgb } from '../../../src/emulator/frames/pattern';
 import type { RawFrame } from '../../../src/emulator/frames/types';
 
@@ -153,5 +153,33 @@ describe('encodeFrame / decodeJpeg', () => {
       expect(err).toBeInstanceOf(ServiceError);
       expect((err as ServiceError).status).toBe(422);
     }
+  });
+});
+
+describe('large I420 frames are decimated before conversion', () => {
+  it('a 1280×720 pattern frame stored 320 wide keeps its index and colours', async () => {
+    const r = new PatternRenderer(1280, 720);
+    const raw: RawFrame = { width: 1280, height: 720, format: 'i420', data: r.renderI420(4242) };
+    const jpeg = await encodeFrame(raw, { storeWidth: 320, quality: 70 });
+    const px = await decodeJpeg(jpeg);
+    expect([px.width, px.height]).toEqual([320, 180]);
+    expect(decodePattern(px)).toBe(4242);
+    // Same picture as the full conversion path, up to sampling noise.
+    const full = await decodeJpeg(await encodeFrame({ width: 1280, height: 720, format: 'rgb', data: r.renderRgb(4242) }, { storeWidth: 320, quality: 70 }));
+    let diff = 0;
+    for (let i = 0; i < px.data.length; i++) diff += Math.abs(px.data[i]! - full.data[i]!);
+    expect(diff / px.data.length).toBeLessThan(12);
+  });
+
+  it('decimateI420 keeps every k-th sample of each plane', () => {
+    const w = 8, h = 4;
+    const src = new Uint8Array(w * h + 2 * 4 * 2);
+    src.forEach((_, i) => (src[i] = i % 251));
+    const out = decimateI420(w, h, src, 2);
+    expect([out.width, out.height]).toEqual([4, 2]);
+    expect(Array.from(out.data.subarray(0, 8))).toEqual([0, 2, 4, 6, 16, 18, 20, 22]);
+    // U plane of the source starts at 32 (4×2 samples), V at 40; the output keeps (0,0) and (2,0).
+    expect(Array.from(out.data.subarray(8, 10))).toEqual([32, 34]);
+    expect(Array.from(out.data.subarray(10, 12))).toEqual([40, 42]);
   });
 });
