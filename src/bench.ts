@@ -9,6 +9,31 @@ export function registerSection(name: string, load: () => Promise<Section>): voi
   SECTIONS[name] = load;
 }
 
+registerSection('pattern', async () => {
+  const m = await import('./bench/pattern');
+  return async () => {
+    await m.benchPattern();
+  };
+});
+registerSection('frame-memory', async () => (await import('./bench/frame-memory')).benchFrameMemory);
+registerSection('emulator', async () => {
+  const m = await import('./bench/emulator');
+  return async () => {
+    await m.benchReferences();
+    await m.benchCompletion();
+  };
+});
+registerSection('legacy', async () => {
+  const m = await import('./bench/legacy');
+  // The 1,000 streams, and a size at which a 2-core machine also runs the emulator and
+  // the clients without saturating (BENCH_STREAMS overrides both).
+  const sizes = process.env.BENCH_STREAMS ? [Number(process.env.BENCH_STREAMS)] : [300, 1000];
+  return async (cfg) => {
+    for (const streams of sizes) await m.benchLegacy(cfg, { streams });
+  };
+});
+registerSection('passthrough', async () => (await import('./bench/passthrough')).benchPassthrough);
+
 export async function runBench(cfg: Config, only: string[]): Promise<void> {
   const names = only.length ? only : Object.keys(SECTIONS);
   for (const name of names) {

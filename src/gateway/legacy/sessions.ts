@@ -411,8 +411,9 @@ export class LegacySessions {
       error = describeFailure(err);
     }
     if (session.ending) return;
-    const answeredAt = Date.now();
-    const inferenceMs = answeredAt - started;
+    // performance.now(): the gateway's own overhead per result is sub-millisecond.
+    const answeredAt = performance.now();
+    const inferenceMs = Date.now() - started;
     if (response && session.validate) {
       const text = response.choices?.[0]?.message?.content;
       error = schemaMismatch(session.validate, text);
@@ -437,7 +438,7 @@ export class LegacySessions {
       tokens: response?.usage?.completion_tokens ?? 0,
       inferenceMs,
       totalMs: result.total_latency_ms,
-      overheadMs: Date.now() - answeredAt,
+      overheadMs: performance.now() - answeredAt,
     });
   }
 

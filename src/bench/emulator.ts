@@ -5,23 +5,23 @@
  */
 import http from 'node:http';
 import express from 'express';
-import { brandOf } from '../src/brand';
-import { loadConfig } from '../src/config';
-import { Accounts } from '../src/emulator/accounts';
-import { billingRouter } from '../src/emulator/billing';
-import { completionsRouter } from '../src/emulator/completions';
-import type { EmulatorContext } from '../src/emulator/context';
-import { FaultInjector } from '../src/emulator/faults';
-import { FrameBuffer } from '../src/emulator/frames/buffer';
-import { renderPatternRgb } from '../src/emulator/frames/pattern';
-import { errorHandler } from '../src/emulator/http';
-import { ModelRegistry, modelsRouter } from '../src/emulator/models/registry';
-import { parseReference, resolveImage, resolveVideo } from '../src/emulator/references';
-import type { ImageReference, VideoReference } from '../src/emulator/references';
-import { StreamRegistry } from '../src/emulator/streams';
-import type { EmulatedStream } from '../src/emulator/streams';
-import { closeServer, listen } from '../src/lib/listen';
-import { createLogger } from '../src/lib/logger';
+import { brandOf } from '../brand';
+import { loadConfig } from '../config';
+import { Accounts } from '../emulator/accounts';
+import { billingRouter } from '../emulator/billing';
+import { completionsRouter } from '../emulator/completions';
+import type { EmulatorContext } from '../emulator/context';
+import { FaultInjector } from '../emulator/faults';
+import { FrameBuffer } from '../emulator/frames/buffer';
+import { renderPatternRgb } from '../emulator/frames/pattern';
+import { errorHandler } from '../emulator/http';
+import { ModelRegistry, modelsRouter } from '../emulator/models/registry';
+import { parseReference, resolveImage, resolveVideo } from '../emulator/references';
+import type { ImageReference, VideoReference } from '../emulator/references';
+import { StreamRegistry } from '../emulator/streams';
+import type { EmulatedStream } from '../emulator/streams';
+import { closeServer, listen } from '../lib/listen';
+import { createLogger } from '../lib/logger';
 
 export interface BenchFigures {
   name: string;

@@ -4,8 +4,8 @@
  * wide, as the frame buffer does by default). Prints figures; asserts nothing.
  */
 import { performance } from 'node:perf_hooks';
-import { decodeJpeg, encodeFrame, i420ToRgb } from '../src/emulator/frames/codec';
-import { PatternRenderer, decodePattern } from '../src/emulator/frames/pattern';
+import { decodeJpeg, encodeFrame, i420ToRgb } from '../emulator/frames/codec';
+import { PatternRenderer, decodePattern } from '../emulator/frames/pattern';
 
 export interface PatternBenchRow {
   size: string;
