@@ -1,0 +1,158 @@
+/**
+ * The results socket on its own: auth timeout, heartbeat, shedding a slow consumer without
+ * blocking the others, and ordering — on a real HTTP server with the memory store.
+ */
+import http from 'node:http';
+import WebSocket from 'ws';
+import { loadConfig } from '../../../src/config';
+import { closeServer, listen } from '../../../src/lib/listen';
+import { createLogger } from '../../../src/lib/logger';
+import { endEnvelope, resultEnvelope, resultsChannel, ResultsSockets } from '../../../src/gateway/legacy/results-socket';
+import { MemoryStore } from '../../../src/gateway/store/memory';
+import type { SessionRecord } from '../../../src/gateway/store/store';
+
+const record = (streamId: string): SessionRecord => ({
+  streamId,
+  keyHash: 'k',
+  slotId: 's',
+  accountId: 'a',
+  state: 'active',
+  endReason: null,
+  createdAtMs: Date.now(),
+  endedAtMs: null,
+  leaseExpiresAtMs: Date.now() + 60_000,
+  prompt: 'p',
+  promptUpdatedAtMs: Date.now(),
+  spec: {},
+});
+
+describe('ResultsSockets', () => {
+  let server: http.Server;
+  let url: string;
+  let store: MemoryStore;
+  let sockets: ResultsSockets;
+  let shed = 0;
+  const closedStreams: string[] = [];
+
+  beforeAll(async () => {
+    const cfg = loadConfig({ env: {}, overrides: { legacy: { wsAuthTimeoutMs: 300, wsHeartbeatMs: 200, wsMaxBufferedBytes: 64 * 1024 } } });
+    store = new MemoryStore();
+    await store.putSession(record('s1'));
+    await store.putSession(record('hb'));
+    sockets = new ResultsSockets({
+      cfg: cfg.legacy,
+      logger: createLogger('silent'),
+      store,
+      authorize: async (key, streamId) => {
+        const rec = await store.getSession(streamId);
+        return key === 'good' && rec ? { ok: true, record: rec } : { ok: false, reason: 'authentication failed' };
+      },
+      hooks: { onShed: () => shed++, onClose: (id) => closedStreams.push(id) },
+    });
+    server = http.createServer((_req, res) => res.end());
+    server.on('upgrade', (req, socket, head) => {
+      if (!sockets.handleUpgrade(req, socket, head)) socket.destroy();
+    });
+    url = `ws://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`;
+  });
+  afterAll(async () => {
+    await sockets.close();
+    await closeServer(server);
+    await store.close();
+  });
+
+  const open = (path = '/v0.2/ws/streams/s1') =>
+    new Promise<WebSocket>((resolve, reject) => {
+      const ws = new WebSocket(url + path);
+      ws.once('open', () => resolve(ws));
+      ws.once('error', reject);
+    });
+  const closed = (ws: WebSocket) => new Promise<[number, string]>((r) => ws.once('close', (c, b) => r([c, b.toString()])));
+  const authed = async () => {
+    const ws = await open();
+    ws.send(JSON.stringify({ api_key: 'good' }));
+    await new Promise((r) => setTimeout(r, 50));
+    return ws;
+  };
+
+  test('no first message within the timeout → 1008', async () => {
+    const ws = await open();
+    const t0 = Date.now();
+    expect(await closed(ws)).toEqual([1008, 'authentication timeout']);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(250);
+  });
+
+  test('a wrong key → 1008; binary or non-object first frames → 1008', async () => {
+    const a = await open();
+    a.send(JSON.stringify({ api_key: 'bad' }));
+    expect((await closed(a))[0]).toBe(1008);
+    const b = await open();
+    b.send(Buffer.from([1, 2, 3]));
+    expect((await closed(b))[0]).toBe(1008);
+    const c = await open();
+    c.send('[]');
+    expect((await closed(c))[0]).toBe(1008);
+  });
+
+  test('double slashes in the path are accepted; other paths are not taken', async () => {
+    const ws = await open('//v0.2//ws/streams/s1');
+    ws.send(JSON.stringify({ api_key: 'good' }));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(ws.readyState).toBe(WebSocket.OPEN);
+    ws.close();
+    await expect(open('/v0.2/other')).rejects.toThrow();
+  });
+
+  test('results arrive in publish order on every socket; an end closes all with 1001 and the reason', async () => {
+    const a = await authed();
+    const b = await authed();
+    const got: [string[], string[]] = [[], []];
+    a.on('message', (d) => got[0].push(d.toString()));
+    b.on('message', (d) => got[1].push(d.toString()));
+    for (let i = 0; i < 50; i++) await store.publish(resultsChannel('s1'), resultEnvelope(JSON.stringify({ i })));
+    await new Promise((r) => setTimeout(r, 100));
+    const expected = Array.from({ length: 50 }, (_, i) => JSON.stringify({ i }));
+    expect(got).toEqual([expected, expected]);
+    const ends = [closed(a), closed(b)];
+    await store.publish(resultsChannel('s1'), endEnvelope('lease_expired'));
+    expect(await Promise.all(ends)).toEqual([
+      [1001, 'lease_expired'],
+      [1001, 'lease_expired'],
+    ]);
+  });
+
+  test('a socket that answers no pings is terminated by the heartbeat', async () => {
+    const ws = await open('/v0.2/ws/streams/hb');
+    ws.send(JSON.stringify({ api_key: 'good' }));
+    await new Promise((r) => setTimeout(r, 50));
+    // Stop the client from answering pings: pause its TCP socket (nothing read, nothing answered).
+    (ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    const t0 = Date.now();
+    while (!closedStreams.includes('hb') && Date.now() - t0 < 3000) await new Promise((r) => setTimeout(r, 50));
+    // Gone server-side within two or three heartbeat periods (200 ms each).
+    expect(closedStreams).toContain('hb');
+    expect(Date.now() - t0).toBeLessThan(1000);
+    ws.terminate();
+  });
+
+  test('a slow consumer is shed (bounded memory) while a fast one gets everything', async () => {
+    shed = 0;
+    const slow = await authed();
+    const fast = await authed();
+    (slow as unknown as { _socket: { pause(): void } })._socket.pause();
+    let fastCount = 0;
+    fast.on('message', () => fastCount++);
+    // 32 MiB in 8 KiB results: far more than loopback's kernel buffers hold for the paused reader.
+    const msg = resultEnvelope(JSON.stringify({ pad: 'x'.repeat(8 * 1024) }));
+    for (let i = 0; i < 4000; i++) {
+      await store.publish(resultsChannel('s1'), msg);
+      if (i % 8 === 0) await new Promise((r) => setTimeout(r, 0));
+    }
+    const t0 = Date.now();
+    while (fastCount < 4000 && Date.now() - t0 < 3000) await new Promise((r) => setTimeout(r, 20));
+    expect(shed).toBeGreaterThan(0);
+    expect(fastCount).toBe(4000);
+    slow.terminate();
+    fast.close();
+  });
+});
