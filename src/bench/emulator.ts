@@ -3,24 +3,13 @@
  * built-in model, both on a stream holding frames at 10 fps. Each prints p50/p99 latency and ops/s
  * and returns the figures.
  */
-import http from 'node:http';
-import express from 'express';
-import { brandOf } from '../brand';
 import { loadConfig } from '../config';
-import { Accounts } from '../emulator/accounts';
-import { billingRouter } from '../emulator/billing';
-import { completionsRouter } from '../emulator/completions';
-import type { EmulatorContext } from '../emulator/context';
-import { FaultInjector } from '../emulator/faults';
 import { FrameBuffer } from '../emulator/frames/buffer';
 import { renderPatternRgb } from '../emulator/frames/pattern';
-import { errorHandler } from '../emulator/http';
-import { ModelRegistry, modelsRouter } from '../emulator/models/registry';
 import { parseReference, resolveImage, resolveVideo } from '../emulator/references';
 import type { ImageReference, VideoReference } from '../emulator/references';
-import { StreamRegistry } from '../emulator/streams';
+import { startEmulator } from '../emulator/server';
 import type { EmulatedStream } from '../emulator/streams';
-import { closeServer, listen } from '../lib/listen';
 import { createLogger } from '../lib/logger';
 
 export interface BenchFigures {
@@ -94,27 +83,12 @@ export async function benchReferences(ops = 20_000): Promise<BenchFigures[]> {
 
 /** (b) Full completions over HTTP: a 10 s window at 1 fps on a stream holding 60 s of 320×240 frames at 10 fps. */
 export async function benchCompletion(ops = 200): Promise<BenchFigures[]> {
-  const cfg = loadConfig({ env: {} });
-  const streams = new StreamRegistry(cfg.emulator);
-  const ctx: EmulatorContext = {
-    cfg,
-    brand: brandOf(cfg),
-    logger: createLogger('silent'),
-    accounts: new Accounts(cfg.emulator.accounts),
-    streams,
-    models: new ModelRegistry(cfg.emulator.models),
-    faults: new FaultInjector(),
-    roomKeys: { apiKey: cfg.emulator.room.apiKey, apiSecret: cfg.emulator.room.apiSecret },
-    publishUrl: () => 'ws://127.0.0.1:0',
-  };
-  const app = express();
-  app.use(express.json());
-  app.use('/v1beta', completionsRouter(ctx));
-  app.use('/v1beta', modelsRouter(ctx));
-  app.use('/billing', billingRouter(ctx));
-  app.use(errorHandler(ctx));
-  const server = http.createServer(app);
-  const port = await listen(server, 0, '127.0.0.1');
+  const cfg = loadConfig({ env: {}, overrides: { logLevel: 'silent', emulator: { port: 0 } } });
+  // The real emulator (routes, middleware, media room), as clients meet it.
+  const emu = await startEmulator(cfg, createLogger('silent'));
+  const { ctx } = emu.emulator;
+  const streams = ctx.streams;
+  const port = emu.port;
   const key = `${cfg.brand}-local-dev`;
   const stream: EmulatedStream = streams.create(ctx.accounts.authenticate(`Bearer ${key}`));
   await fill(stream.frames, 600, 10, 320, 240);
@@ -145,8 +119,7 @@ export async function benchCompletion(ops = 200): Promise<BenchFigures[]> {
     const warm = await measure('completion: -10 s @ max_fps=1 on 10 fps (10 frames)', ops, complete);
     return [cold, warm];
   } finally {
-    streams.close();
-    await closeServer(server);
+    await emu.close();
   }
 }
 

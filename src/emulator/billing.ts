@@ -7,7 +7,7 @@ import type { Router } from 'express';
 import { detailError } from '../lib/errors';
 import type { EmulatorContext } from './context';
 import { accountOf, requireAccount } from './http';
-import type { ModelPricing } from './models/registry';
+import type { ModelPricing } from '../lib/wire';
 
 export interface TokenUsage {
   prompt_tokens: number;

@@ -3,30 +3,11 @@ import type { EmulatorConfig } from '../config';
 import { streamError, detailError } from '../lib/errors';
 import type { Account } from './accounts';
 import { FrameBuffer } from './frames/buffer';
+import type { Stream, StreamEndReason as EndReason, StreamState } from '../lib/wire';
 
-export type StreamState = 'active' | 'ended';
-export type EndReason = 'expired' | 'deleted';
-
+export type { StreamState, StreamEndReason as EndReason } from '../lib/wire';
 /** The Stream resource of the contract (GET /v1beta/streams/{id}). */
-export interface StreamView {
-  id: string;
-  state: StreamState;
-  stream_time_ms: number;
-  first_frame_at_ms: number | null;
-  last_frame_at_ms: number | null;
-  last_frame_index: number | null;
-  first_available_frame_at_ms: number | null;
-  first_available_frame_index: number | null;
-  created_at_ms: number;
-  recent_fps: number;
-  retained_frame_count: number;
-  evicted_frame_count: number;
-  expires_at_ms: number | null;
-  ttl_seconds: number;
-  ended_at_ms: number | null;
-  end_reason: EndReason | null;
-  audio: false;
-}
+export type StreamView = Stream;
 
 export interface EmulatedStream {
   readonly id: string;

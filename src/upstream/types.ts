@@ -3,8 +3,8 @@
  * spec/legacy-clients.md "/v1beta facts the contract leaves out").
  */
 
-export type StreamState = 'active' | 'ended';
-export type StreamEndReason = 'expired' | 'deleted';
+export type { Balance, ModelPricing, Stream, StreamEndReason, StreamState } from '../lib/wire';
+import type { StreamState } from '../lib/wire';
 
 export interface PublishInfo {
   /** The media-room vendor (`brandOf(cfg).room`). */
@@ -23,26 +23,6 @@ export interface CreateStreamResponse {
   ttl_seconds: number;
 }
 
-/** `GET /v1beta/streams/{id}`. Frame fields stay null until the first frame arrives. */
-export interface Stream {
-  id: string;
-  state: StreamState;
-  stream_time_ms: number;
-  first_frame_at_ms: number | null;
-  last_frame_at_ms: number | null;
-  last_frame_index: number | null;
-  first_available_frame_at_ms: number | null;
-  first_available_frame_index: number | null;
-  created_at_ms: number;
-  recent_fps: number;
-  retained_frame_count: number;
-  evicted_frame_count: number;
-  expires_at_ms: number | null;
-  ttl_seconds: number;
-  ended_at_ms: number | null;
-  end_reason: StreamEndReason | null;
-  audio: boolean;
-}
 
 /** The contract names three fields; the others are optional and may be absent. */
 export interface KeepaliveResponse {
@@ -130,19 +110,4 @@ export interface ModelList {
   data: ModelEntry[];
 }
 
-export interface Balance {
-  user_id: string;
-  balance_microcents: number;
-  balance_cents: number;
-}
 
-export interface ModelPricing {
-  id: string;
-  model: string;
-  provider: string;
-  version: string;
-  input_microcents_per_token: number;
-  output_microcents_per_token: number;
-  cached_input_microcents_per_token: number;
-  public: boolean;
-}

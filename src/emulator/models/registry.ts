@@ -7,6 +7,7 @@ import express from 'express';
 import type { Router } from 'express';
 import type { ModelConfig } from '../../config';
 import type { EmulatorContext } from '../context';
+import type { ModelPricing } from '../../lib/wire';
 import { AnalyzerBackend } from './backend';
 import type { ModelBackend } from './backend';
 import { OpenAIBackend } from './openai-backend';
@@ -26,17 +27,6 @@ export interface ModelList {
   data: ModelEntry[];
 }
 
-/** The contract's Model pricing object. */
-export interface ModelPricing {
-  id: string;
-  model: string;
-  provider: string;
-  version: string;
-  input_microcents_per_token: number;
-  output_microcents_per_token: number;
-  cached_input_microcents_per_token: number;
-  public: boolean;
-}
 
 interface RegisteredModel {
   config: ModelConfig;

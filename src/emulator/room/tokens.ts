@@ -6,28 +6,21 @@ export interface RoomKeys {
   apiSecret: string;
 }
 
-/** Mints a publish-only room token: room = stream id, one publisher identity. */
-export async function mintPublishToken(
-  keys: RoomKeys,
-  room: string,
-  identity: string,
-  ttlSeconds: number,
-): Promise<string> {
+/** A room token for one identity with exactly one of the publish or subscribe grants. */
+async function mintToken(keys: RoomKeys, room: string, identity: string, ttlSeconds: number, role: 'publish' | 'subscribe'): Promise<string> {
   const at = new AccessToken(keys.apiKey, keys.apiSecret, { identity, ttl: ttlSeconds });
-  at.addGrant({ room, roomJoin: true, canPublish: true, canSubscribe: false, canPublishData: false });
+  at.addGrant({ room, roomJoin: true, canPublish: role === 'publish', canSubscribe: role === 'subscribe', canPublishData: false });
   return at.toJwt();
 }
 
+/** Mints a publish-only room token: room = stream id, one publisher identity. */
+export function mintPublishToken(keys: RoomKeys, room: string, identity: string, ttlSeconds: number): Promise<string> {
+  return mintToken(keys, room, identity, ttlSeconds, 'publish');
+}
+
 /** Mints a subscribe token for a room (tests and the gateway's room source use customer rooms). */
-export async function mintSubscribeToken(
-  keys: RoomKeys,
-  room: string,
-  identity: string,
-  ttlSeconds: number,
-): Promise<string> {
-  const at = new AccessToken(keys.apiKey, keys.apiSecret, { identity, ttl: ttlSeconds });
-  at.addGrant({ room, roomJoin: true, canPublish: false, canSubscribe: true, canPublishData: false });
-  return at.toJwt();
+export function mintSubscribeToken(keys: RoomKeys, room: string, identity: string, ttlSeconds: number): Promise<string> {
+  return mintToken(keys, room, identity, ttlSeconds, 'subscribe');
 }
 
 /** Verifies signature and expiry; resolves the claims or rejects. */

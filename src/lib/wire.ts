@@ -1,0 +1,47 @@
+/**
+ * The contract's resource shapes (spec/interface.md "Resources and their fields"), shared by the
+ * emulator that produces them and the upstream client that consumes them, so the two sides cannot
+ * drift apart.
+ */
+
+export type StreamState = 'active' | 'ended';
+export type StreamEndReason = 'expired' | 'deleted';
+
+/** `GET /v1beta/streams/{id}`. Frame fields stay null until the first frame arrives. */
+export interface Stream {
+  id: string;
+  state: StreamState;
+  stream_time_ms: number;
+  first_frame_at_ms: number | null;
+  last_frame_at_ms: number | null;
+  last_frame_index: number | null;
+  first_available_frame_at_ms: number | null;
+  first_available_frame_index: number | null;
+  created_at_ms: number;
+  recent_fps: number;
+  retained_frame_count: number;
+  evicted_frame_count: number;
+  expires_at_ms: number | null;
+  ttl_seconds: number;
+  ended_at_ms: number | null;
+  end_reason: StreamEndReason | null;
+  audio: boolean;
+}
+
+export interface Balance {
+  user_id: string;
+  balance_microcents: number;
+  balance_cents: number;
+}
+
+/** The Model pricing object. */
+export interface ModelPricing {
+  id: string;
+  model: string;
+  provider: string;
+  version: string;
+  input_microcents_per_token: number;
+  output_microcents_per_token: number;
+  cached_input_microcents_per_token: number;
+  public: boolean;
+}
