@@ -87,6 +87,30 @@ const emulatorSchema = z.strictObject({
   models: z.array(modelSchema).default([]),
 });
 
+const relaySchema = z.strictObject({
+  /** Cap on frames relayed per second per stream, whatever the session asks for. */
+  maxFps: positive.max(60).default(30),
+  /** Floor of the frame-mode relay rate (keeps the newest upstream frame fresh on long intervals). */
+  minFps: positive.max(60).default(1),
+  /** Frame mode: frames relayed per `interval_seconds` (the tick reads the newest one). */
+  framesPerInterval: positive.max(30).default(2),
+  /** How long the webrtc answer waits for ICE gathering before it is sent with what it has. */
+  iceGatheringTimeoutMs: positiveInt.default(3000),
+  /** A webrtc peer that has not connected (ICE + DTLS) this long after the answer is lost. */
+  connectTimeoutMs: positiveInt.default(20_000),
+  /** How long a webrtc peer may stay ICE-`disconnected` before it counts as lost. */
+  disconnectGraceMs: positiveInt.default(5000),
+  /**
+   * A connected webrtc peer from which nothing (media, RTCP) arrived this long is lost: how a
+   * closed page is noticed (libwebrtc alone takes ~17 s).
+   */
+  peerSilenceMs: positiveInt.min(1000).default(5000),
+  /** ICE servers of the gateway's own peer connections (host candidates only when empty). */
+  iceServers: z
+    .array(z.strictObject({ urls: z.union([z.string(), z.array(z.string())]), username: z.string().optional(), credential: z.string().optional() }))
+    .default([]),
+});
+
 const legacySchema = z.strictObject({
   leaseTtlSeconds: positiveInt.default(45),
   maxStreamsPerKey: positiveInt.default(5),
@@ -109,6 +133,8 @@ const legacySchema = z.strictObject({
   turnServers: z
     .array(z.strictObject({ urls: z.string(), username: z.string(), credential: z.string() }))
     .default([]),
+  /** The gateway's media relay (webrtc and customer-room sources → the upstream room); see src/gateway/ingest/README.md. */
+  relay: relaySchema.prefault({}),
 });
 
 const instant = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'must be an ISO 8601 date or date-time');
@@ -170,6 +196,7 @@ export const configSchema = z.strictObject({
 export type Config = z.infer<typeof configSchema>;
 export type EmulatorConfig = Config['emulator'];
 export type LegacyConfig = Config['legacy'];
+export type RelayConfig = LegacyConfig['relay'];
 export type ModelConfig = EmulatorConfig['models'][number];
 export type AccountConfig = EmulatorConfig['accounts'][number];
 export type DeprecationConfig = Config['deprecation'];

@@ -3,7 +3,9 @@
  * CLI: `serve` (the gateway; starts the embedded emulator when no upstream is configured),
  * `emulator` (the emulator alone), `demo` (a legacy terminal client), `bench` (benchmarks).
  */
-import { ConfigError, loadConfig } from './config';
+import fs from 'node:fs';
+import path from 'node:path';
+import { ConfigError, DEFAULT_CONFIG_FILE, configEnvNames, loadConfig } from './config';
 import type { Config } from './config';
 import { createLogger } from './lib/logger';
 import type { Logger } from './lib/logger';
@@ -17,21 +19,33 @@ const USAGE = `usage: legacy-gateway <serve|emulator|demo|bench> [--config FILE]
   bench      run the benchmarks and print figures
 `;
 
-type Stopper = () => Promise<void>;
+type Stopper = (graceMs: number) => Promise<void>;
 
+/**
+ * SIGTERM / SIGINT: a graceful stop that must finish within `graceMs`; the process exits when it
+ * has (0), or when the grace period is over (1). A second signal exits at once.
+ */
 function onSignals(logger: Logger, stop: Stopper, graceMs: number): void {
   let stopping = false;
   const handler = (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
     stopping = true;
-    logger.info({ signal }, 'shutting down');
+    const started = Date.now();
+    logger.info({ signal, graceMs }, `${signal}: shutting down (grace ${graceMs} ms)`);
     const force = setTimeout(() => {
       logger.warn({ graceMs }, 'grace period over, exiting');
       process.exit(1);
-    }, graceMs + 1000);
+    }, graceMs);
     force.unref();
-    stop()
-      .then(() => process.exit(0))
+    // Keep a slice of the grace period for what runs after the stop (log flush, exit).
+    stop(Math.max(100, graceMs - Math.min(500, graceMs / 10)))
+      .then(() => {
+        logger.info({ ms: Date.now() - started }, `stopped in ${Date.now() - started} ms`);
+        process.exit(0);
+      })
       .catch((err: unknown) => {
         logger.error({ err }, 'shutdown failed');
         process.exit(1);
@@ -41,11 +55,26 @@ function onSignals(logger: Logger, stop: Stopper, graceMs: number): void {
   process.on('SIGINT', () => handler('SIGINT'));
 }
 
-async function runEmulator(cfg: Config, logger: Logger): Promise<void> {
+/** The configuration layers actually read, for the boot log (env names only, never values). */
+function configSources(configFile: string | undefined) {
+  return {
+    files: [...(fs.existsSync(DEFAULT_CONFIG_FILE) ? [DEFAULT_CONFIG_FILE] : []), ...(configFile ? [path.resolve(configFile)] : [])],
+    env: configEnvNames(),
+  };
+}
+
+async function runEmulator(cfg: Config, logger: Logger, configFile: string | undefined): Promise<void> {
   const emu = await startEmulator(cfg, logger);
   logger.info(
-    { url: emu.url, region: cfg.emulator.region, controlApi: cfg.emulator.controlApi, autoPublish: cfg.emulator.autoPublish.enabled },
-    `emulator listening on ${emu.url}`,
+    {
+      url: emu.url,
+      port: emu.port,
+      region: cfg.emulator.region,
+      controlApi: cfg.emulator.controlApi,
+      autoPublish: cfg.emulator.autoPublish.enabled,
+      config: configSources(configFile),
+    },
+    `emulator listening on ${emu.url} (region ${cfg.emulator.region})`,
   );
   onSignals(logger, () => emu.close(), cfg.shutdownGraceMs);
 }
@@ -53,7 +82,8 @@ async function runEmulator(cfg: Config, logger: Logger): Promise<void> {
 async function runServe(cfg: Config, logger: Logger, configFile: string | undefined): Promise<void> {
   const { startGateway } = await import('./gateway/server');
   let upstreamUrl = cfg.upstreamUrl;
-  let stopEmulator: Stopper = async () => {};
+  let emulator: { url: string; port: number; controlApi: boolean; autoPublish: boolean } | undefined;
+  let stopEmulator = async () => {};
   if (!upstreamUrl) {
     // The embedded default: a local emulator with the control API and a synthetic publisher, so a
     // fresh clone shows real results at once.
@@ -68,29 +98,49 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
     const emu = await startEmulator(embedded, logger.child({ component: 'emulator' }));
     upstreamUrl = emu.url;
     stopEmulator = () => emu.close();
-    logger.info({ url: emu.url }, `embedded emulator on ${emu.url} (no UPSTREAM_URL configured)`);
+    emulator = { url: emu.url, port: emu.port, controlApi: true, autoPublish: true };
   }
   const gw = await startGateway(cfg, logger, upstreamUrl);
+  const sources = configSources(configFile);
   logger.info(
-    { url: gw.url, upstream: upstreamUrl, embeddedEmulator: !cfg.upstreamUrl, configFile: configFile ?? 'config/default.json' },
-    `gateway listening on ${gw.url} → upstream ${upstreamUrl}`,
+    {
+      url: gw.url,
+      port: gw.port,
+      upstream: upstreamUrl,
+      embeddedEmulator: emulator ?? null,
+      config: sources,
+      brand: cfg.brand,
+      legacyLeaseSeconds: cfg.legacy.leaseTtlSeconds,
+      deprecation: cfg.deprecation,
+      metrics: cfg.telemetry.metrics ? '/metrics' : null,
+      adminReport: cfg.admin.token ? '/admin/deprecation' : null,
+      shutdownGraceMs: cfg.shutdownGraceMs,
+    },
+    [
+      `gateway listening on ${gw.url} (port ${gw.port})`,
+      `upstream ${upstreamUrl}${emulator ? ' = embedded emulator (no UPSTREAM_URL configured; control API and synthetic publisher on)' : ''}`,
+      `config ${sources.files.join(' + ') || '(defaults only)'}${sources.env.length ? ` + env ${sources.env.join(', ')}` : ''}`,
+    ].join('; '),
   );
   onSignals(
     logger,
-    async () => {
-      await gw.close();
+    async (graceMs) => {
+      await gw.close(graceMs);
       await stopEmulator();
     },
     cfg.shutdownGraceMs,
   );
 }
 
-/** Splits `[command] [--config FILE] [-h] …rest`: the rest belongs to the command (demo, bench). */
+/**
+ * The command, `--config`/`-c` and `--help`/`-h`; every other argument goes to the command
+ * (demo and bench take flags of their own, which a strict parser would refuse).
+ */
 function splitArgs(argv: string[]): { command: string; config?: string; help: boolean; rest: string[] } {
-  const rest: string[] = [];
   let command: string | undefined;
   let config: string | undefined;
   let help = false;
+  const rest: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === '--config' || a === '-c') config = argv[++i];
@@ -125,7 +175,7 @@ async function main(argv: string[]): Promise<void> {
     case 'serve':
       return runServe(cfg, logger, values.config);
     case 'emulator':
-      return runEmulator(cfg, logger);
+      return runEmulator(cfg, logger, values.config);
     case 'demo': {
       const { runDemo } = await import('./demo');
       return runDemo(cfg, positionals.slice(1));

@@ -104,7 +104,7 @@ const median = (xs: number[]) => quantile(xs, 0.5);
 export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOptions = {}): Promise<void> {
   const requests = opts.requests ?? Number(process.env.BENCH_PT_REQUESTS ?? 4000);
   const concurrency = opts.concurrency ?? Number(process.env.BENCH_PT_CONCURRENCY ?? 32);
-  const rounds = opts.rounds ?? 3;
+  const rounds = opts.rounds ?? 5;
   const latencyRequests = opts.latencyRequests ?? 1500;
   const sseRequests = opts.sseRequests ?? 300;
   const key = `${cfg.brand}-local-dev`;
@@ -186,7 +186,8 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
     );
     const verdicts: string[] = [];
     for (const s of scenarios) {
-      for (const t of [direct, via]) await throughput(t, s, Math.min(1000, requests), concurrency); // warm-up
+      // Warm-up (JIT, connection pools) on both sides before anything counts.
+      for (let w = 0; w < 2; w++) for (const t of [direct, via]) await throughput(t, s, Math.min(2000, requests), concurrency);
       const rps: Record<Target['name'], number[]> = { direct: [], 'via gateway': [] };
       let gwCpu = 0;
       for (let r = 0; r < rounds; r++) {

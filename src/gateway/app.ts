@@ -10,19 +10,20 @@ import type { Logger } from '../lib/logger';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
 import { adminRouter } from './admin';
-import { cors, errorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
+import { assignRequestId, cors, errorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
+import { IngestRelay } from './ingest';
 import { UpstreamCatalog } from './legacy/catalog';
 import { ResultsSockets } from './legacy/results-socket';
 import type { SocketAuth } from './legacy/results-socket';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
 import type { LegacyObserver, MediaRelay } from './legacy/sessions';
-import { createPassthrough } from './passthrough';
+import { createPassthrough, passthroughPrefix } from './passthrough';
 import type { Passthrough } from './passthrough';
 import { MemoryStore } from './store/memory';
 import type { Store } from './store/store';
 import { announceDeprecation, deprecationHeaderLines, deprecationHeaders } from './telemetry/deprecation';
-import { accessLog, requestMetrics } from './telemetry/http';
+import { accessLog, passthroughAccessLog, requestMetrics } from './telemetry/http';
 import { GatewayMetrics } from './telemetry/metrics';
 import { socketTelemetry, telemetryObserver } from './telemetry/observer';
 import { DeprecationRollup } from './telemetry/rollup';
@@ -41,6 +42,9 @@ export interface GatewayOptions {
 }
 
 export interface Gateway {
+  /** The server's request listener: /v1beta and /billing straight to the proxy, the rest to `app`. */
+  handler: http.RequestListener;
+  /** Everything, the passthrough included (what supertest drives). */
   app: Express;
   sessions: LegacySessions;
   sockets: ResultsSockets;
@@ -110,6 +114,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     socketConnections: () => parts.sockets?.connections ?? 0,
     deprecatedKeys: () => usage.keyCount(),
   });
+  // The default media relay (webrtc and customer-room sources); an injected one is closed by its owner.
+  const ingest = opts.media ? undefined : new IngestRelay({ cfg: cfg.legacy, logger: logger.child({ component: 'ingest' }) });
   const sessions = new LegacySessions({
     cfg: cfg.legacy,
     brand,
@@ -117,7 +123,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     store,
     upstream,
     catalog,
-    media: opts.media,
+    media: opts.media ?? ingest,
     observer: bothObservers(telemetryObserver(metrics, usage), opts.observer),
   });
 
@@ -158,11 +164,14 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
 
   const inFlight = { count: 0 };
   let draining = false;
+  const logRequest = accessLog(logger, cfg.telemetry.requestLog);
+  const logPassthrough = passthroughAccessLog(logger, cfg.telemetry.requestLog);
+  const countRequest = requestMetrics(cfg.telemetry.metrics ? metrics : undefined, inFlight);
 
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.use(requestId, accessLog(logger, cfg.telemetry.requestLog), requestMetrics(cfg.telemetry.metrics ? metrics : undefined, inFlight));
+  app.use(requestId, logRequest, countRequest);
   // Before any body parser: the proxy streams bodies through untouched.
   app.use(passthrough.handle);
   app.use(foldSlashes);
@@ -210,12 +219,33 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   });
   app.use(errorHandler(logger));
 
+  /**
+   * The passthrough skips Express (its per-request setup costs as much as the proxying): the same
+   * edge steps (request id, access log, metrics), then the proxy.
+   */
+  const noop = () => undefined;
+  const handler: http.RequestListener = (req, res) => {
+    if (!passthroughPrefix(req.url ?? '/')) {
+      app(req, res);
+      return;
+    }
+    assignRequestId(req, res);
+    logPassthrough(req, res, noop);
+    countRequest(req, res, noop);
+    passthrough.handle(req, res, (err) => {
+      logger.error({ err, url: req.url }, 'passthrough failed before proxying');
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ detail: 'Internal server error' }));
+    });
+  };
+
   parts.sessions = sessions;
   parts.sockets = sockets;
   rollup.start();
   let closed: Promise<void> | undefined;
 
   return {
+    handler,
     app,
     sessions,
     sockets,
@@ -241,6 +271,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
         draining = true;
         // Again: a create that was past its check when draining began has registered by now.
         await sessions.closeAll();
+        await ingest?.close();
         await sockets.close();
         await rollup.stop();
         await usage.flush();

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import { fromFrameworkError } from '../lib/errors';
 import { legacyErrorRequestId, legacyJsonInvalid } from './legacy/validate';
@@ -14,12 +15,19 @@ export function foldSlashes(req: Request, _res: Response, next: NextFunction): v
   next();
 }
 
+const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/** Sets `x-request-id` on the response (the client's own when well-formed) and returns it. */
+export function assignRequestId(req: IncomingMessage, res: ServerResponse): string {
+  const given = req.headers['x-request-id'];
+  const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+  res.setHeader('x-request-id', id);
+  return id;
+}
+
 /** A request id on every request and response (`x-request-id`, kept when the client sent one). */
 export function requestId(req: Request, res: Response, next: NextFunction): void {
-  const given = req.headers['x-request-id'];
-  const id = typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
-  res.locals.requestId = id;
-  res.setHeader('x-request-id', id);
+  res.locals.requestId = String(res.getHeader('x-request-id') ?? '') || assignRequestId(req, res);
   next();
 }
 

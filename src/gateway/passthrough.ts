@@ -13,7 +13,6 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import type { NextFunction, Request, Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Plugin } from 'http-proxy-middleware';
 import type { Logger } from '../lib/logger';
@@ -40,7 +39,7 @@ export interface PassthroughOptions {
 
 export interface Passthrough {
   /** Proxies /v1beta and /billing requests; calls `next()` for every other path. */
-  handle(req: Request, res: Response, next: NextFunction): void;
+  handle(req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void): void;
   /** Destroys the upstream connection pool. */
   close(): void;
 }
@@ -57,16 +56,18 @@ const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authe
 /** Removes hop-by-hop headers, including those the Connection header names. */
 export function stripHopByHop(headers: IncomingHttpHeaders, alsoFraming = false): void {
   const conn = headers.connection;
-  if (typeof conn === 'string') {
+  // The common values name no other header: skip the split.
+  if (typeof conn === 'string' && !/^\s*(keep-alive|close)\s*$/i.test(conn)) {
     for (const name of conn.split(',')) {
       const n = name.trim().toLowerCase();
       // Never let a client strip end-to-end headers the upstream needs by naming them.
       if (n && n !== 'authorization' && n !== 'content-length' && n !== 'content-type') delete headers[n];
     }
   }
-  for (const h of HOP_BY_HOP) delete headers[h];
+  // Checked first: deleting an absent key still costs the object its fast shape.
+  for (const h of HOP_BY_HOP) if (headers[h] !== undefined) delete headers[h];
   // The response framing is re-chosen by Node for the client connection.
-  if (alsoFraming) delete headers['transfer-encoding'];
+  if (alsoFraming && headers['transfer-encoding'] !== undefined) delete headers['transfer-encoding'];
 }
 
 interface Flight {
@@ -84,7 +85,7 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
   const target = new URL(opts.upstreamUrl);
   // Idle pooled sockets are closed before a typical upstream's keep-alive timeout (5 s in Node),
   // so a request never lands on a socket the upstream is closing.
-  const agentOpts = { keepAlive: true, timeout: 4000, scheduling: 'lifo' as const };
+  const agentOpts = { keepAlive: true, timeout: 4000, scheduling: 'lifo' as const, noDelay: true };
   const agent = target.protocol === 'https:' ? new https.Agent(agentOpts) : new http.Agent(agentOpts);
   const flights = new WeakMap<IncomingMessage, Flight>();
   const log = opts.logger.child({ component: 'passthrough' });
@@ -157,7 +158,7 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
 
   return {
     handle(req, res, next) {
-      const prefix = passthroughPrefix(req.url);
+      const prefix = passthroughPrefix(req.url ?? '/');
       if (!prefix) return next();
       const f: Flight = { prefix, startedAt: Date.now(), clientGone: false, timedOut: false, unreachable: false, broken: false };
       flights.set(req, f);

@@ -45,7 +45,7 @@ export async function startGateway(
   opts: Omit<GatewayOptions, 'upstreamUrl'> = {},
 ): Promise<RunningGateway> {
   const gateway = createGateway(cfg, logger, { ...opts, upstreamUrl });
-  const server = http.createServer(gateway.app);
+  const server = http.createServer(gateway.handler);
   // Upgraded sockets leave the server's own bookkeeping: track them so shutdown can cut them.
   const upgraded = new Set<Duplex>();
   server.on('upgrade', (req, socket, head) => {

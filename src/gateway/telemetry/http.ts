@@ -1,5 +1,4 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { pinoHttp } from 'pino-http';
 import type { Logger } from '../../lib/logger';
 import type { GatewayMetrics } from './metrics';
@@ -35,22 +34,26 @@ export function routeLabel(url: string): string {
   return 'other';
 }
 
+/** Connect-style step that works on plain Node requests too (the passthrough runs ahead of Express). */
+export type EdgeStep = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
+
 /**
  * Counts every HTTP request by route template and status when its response closes; a client that
  * left before the response ended is counted as 499. Also tracks requests in flight (shutdown).
  */
-export function requestMetrics(metrics: GatewayMetrics | undefined, inFlight: { count: number }): RequestHandler {
-  return (req: Request, res: Response, next: NextFunction): void => {
+export function requestMetrics(metrics: GatewayMetrics | undefined, inFlight: { count: number }): EdgeStep {
+  return (req, res, next) => {
     const started = process.hrtime.bigint();
-    const url = req.url;
+    const url = req.url ?? '/';
+    const method = req.method ?? 'GET';
     inFlight.count += 1;
     res.once('close', () => {
       inFlight.count -= 1;
       if (!metrics) return;
       const route = routeLabel(url);
       const status = res.writableFinished ? String(res.statusCode) : '499';
-      metrics.httpRequests.inc({ method: req.method, route, status });
-      metrics.httpDuration.observe({ method: req.method, route }, Number(process.hrtime.bigint() - started) / 1e9);
+      metrics.httpRequests.inc({ method, route, status });
+      metrics.httpDuration.observe({ method, route }, Number(process.hrtime.bigint() - started) / 1e9);
     });
     next();
   };
@@ -58,25 +61,52 @@ export function requestMetrics(metrics: GatewayMetrics | undefined, inFlight: { 
 
 const QUIET = /^\/(healthz|readyz|metrics)(\?|$)/;
 
+const levelOf = (status: number, err?: unknown) => (err || status === 500 ? 'error' : status >= 500 ? 'warn' : 'info');
+const messageOf = (method: string | undefined, url: string | undefined, res: ServerResponse, ms: number) =>
+  `${method} ${url} ${res.writableFinished ? res.statusCode : 'aborted'} ${ms}ms`;
+
 /**
  * One access-log line per request (pino-http) carrying the request id; `req.log` is a child logger
  * with the same `reqId`. Only method, URL and status are logged: never headers, so never keys.
  */
-export function accessLog(logger: Logger, enabled: boolean): RequestHandler {
+export function accessLog(logger: Logger, enabled: boolean): EdgeStep {
   const mw = pinoHttp({
     logger,
     genReqId: (_req: IncomingMessage, res: ServerResponse) => String(res.getHeader('x-request-id') ?? ''),
     quietReqLogger: true,
     autoLogging: enabled ? { ignore: (req: IncomingMessage) => QUIET.test(req.url ?? '') } : false,
-    customLogLevel: (_req: IncomingMessage, res: ServerResponse, err?: Error) =>
-      err || res.statusCode === 500 ? 'error' : res.statusCode >= 500 ? 'warn' : 'info',
-    customSuccessMessage: (req: IncomingMessage, res: ServerResponse, ms: number) =>
-      `${req.method} ${req.url} ${res.writableFinished ? res.statusCode : 'aborted'} ${ms}ms`,
+    customLogLevel: (_req: IncomingMessage, res: ServerResponse, err?: Error) => levelOf(res.statusCode, err),
+    customSuccessMessage: (req: IncomingMessage, res: ServerResponse, ms: number) => messageOf(req.method, req.url, res, ms),
     customErrorMessage: (req: IncomingMessage, res: ServerResponse) => `${req.method} ${req.url} ${res.statusCode}`,
     serializers: {
       req: (req: { method?: string; url?: string; remoteAddress?: string }) => ({ method: req.method, url: req.url, remoteAddress: req.remoteAddress }),
       res: (res: { statusCode?: number }) => ({ statusCode: res.statusCode }),
     },
   });
-  return mw as unknown as RequestHandler;
+  return mw as EdgeStep;
+}
+
+/**
+ * The same access line as `accessLog`, for the passthrough's lean path: no child loggers, one
+ * log call when the response closes (requests/s there are worth the few microseconds).
+ */
+export function passthroughAccessLog(logger: Logger, enabled: boolean): EdgeStep {
+  return (req, res, next) => {
+    if (enabled) {
+      const started = Date.now();
+      res.once('close', () => {
+        const ms = Date.now() - started;
+        logger[levelOf(res.statusCode)](
+          {
+            reqId: res.getHeader('x-request-id'),
+            req: { method: req.method, url: req.url, remoteAddress: req.socket.remoteAddress },
+            res: { statusCode: res.statusCode },
+            responseTime: ms,
+          },
+          messageOf(req.method, req.url, res, ms),
+        );
+      });
+    }
+    next();
+  };
 }

@@ -1,0 +1,234 @@
+/**
+ * @jest-environment ./test/media-environment.js
+ *
+ * Legacy customer-room streams end to end: the "customer room" is another emulator stream's room,
+ * where an rtc-node participant paints the emulator's index pattern; the gateway joins it as a
+ * subscriber and relays into the legacy stream's upstream room. The emulator's synthetic
+ * publisher is off, so every upstream frame came through the relay.
+ */
+import * as rtc from '@livekit/rtc-node';
+import { PatternRenderer } from '../../../src/emulator/frames/pattern';
+import { IngestRelay } from '../../../src/gateway/ingest';
+import type { SessionSpec } from '../../../src/gateway/legacy/translate';
+import { createLogger } from '../../../src/lib/logger';
+import { mintPublishToken, mintSubscribeToken } from '../../../src/emulator/room';
+import { signRoomJwt } from '../../emulator/room/harness';
+import { KEY_B, clipBody, http as call, openResults, sleep, startStack, tail } from '../../helpers/stack';
+import type { Stack } from '../../helpers/stack';
+
+let stack: Stack;
+
+beforeAll(async () => {
+  stack = await startStack({ emulator: { autoPublish: { enabled: false } } });
+});
+
+afterAll(async () => {
+  // Closing the gateway disposes rtc-node (process-wide): every participant here is gone by then.
+  await stack?.close();
+});
+
+const roomKeys = () => ({ apiKey: stack.cfg.emulator.room.apiKey, apiSecret: stack.cfg.emulator.room.apiSecret });
+
+/** A customer's camera: an rtc-node participant painting pattern indices from `first` at 10 fps. */
+class PatternCamera {
+  readonly room = new rtc.Room();
+  next: number;
+  private readonly renderer = new PatternRenderer(320, 240);
+  private source: rtc.VideoSource | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(first = 0) {
+    this.next = first;
+  }
+
+  async start(url: string, token: string): Promise<void> {
+    await this.room.connect(url, token, { autoSubscribe: false, dynacast: false });
+    this.source = new rtc.VideoSource(320, 240);
+    const track = rtc.LocalVideoTrack.createVideoTrack('camera', this.source);
+    await this.room.localParticipant!.publishTrack(track, new rtc.TrackPublishOptions({ source: rtc.TrackSource.SOURCE_CAMERA, simulcast: false }));
+    this.timer = setInterval(() => {
+      const data = this.renderer.renderI420(this.next++);
+      this.source?.captureFrame(new rtc.VideoFrame(data, 320, 240, rtc.VideoBufferType.I420));
+    }, 100);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.room.disconnect().catch(() => undefined);
+    await this.source?.close().catch(() => undefined);
+  }
+}
+
+/** A customer room: an emulator stream of another account, with its publish url and token. */
+async function customerRoom(): Promise<{ id: string; url: string; publishToken: string }> {
+  const r = await call(stack.emulator.url, 'POST', '/v1beta/streams', { key: KEY_B, body: {} });
+  expect(r.status).toBe(201);
+  const body = r.body as { id: string; publish: { url: string; token: string } };
+  return { id: body.id, url: body.publish.url, publishToken: body.publish.token };
+}
+
+async function roomCreate(url: string, token: string, processing: Record<string, unknown> = {}) {
+  return call(stack.url, 'POST', '/v0.2/streams', { body: { ...clipBody({ target_fps: 5, clip_length_seconds: 1, delay_seconds: 0.5, ...processing }), source: { type: 'room', url, token } } });
+}
+
+/** Waits for a result whose pattern range satisfies `ok`; returns it. */
+async function resultWhere(messages: Record<string, unknown>[], ok: (t: ReturnType<typeof tail>) => boolean, timeoutMs: number) {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const hit = messages.find((m) => m.ok === true && ok(tail(m.result as string)));
+    if (hit) return tail(hit.result as string);
+    if (Date.now() > until) throw new Error(`no matching result in ${messages.length}: ${messages.map((m) => String(m.result).slice(-60)).join(' | ')}`);
+    await sleep(100);
+  }
+}
+
+test('the gateway subscribes to the customer room and relays its pattern frames; a replaced track is followed; the room going away ends the stream', async () => {
+  const customer = await customerRoom();
+  const camera = new PatternCamera(0);
+  const next = new PatternCamera(5000);
+  try {
+    await camera.start(customer.url, customer.publishToken);
+    const token = await mintSubscribeToken(roomKeys(), customer.id, 'legacy-gateway', 120);
+    const t0 = Date.now();
+    const created = await roomCreate(customer.url, token);
+    expect(created.status).toBe(201);
+    const body = created.body as Record<string, any>;
+    expect(body).toMatchObject({ webrtc: null, turn_servers: null, room: null });
+    const id = body.stream_id as string;
+    const socket = await openResults(stack.url, id);
+    const results = await socket.waitFor(3, 15_000);
+    console.log(`room source: 3 results ${Date.now() - t0} ms after create`);
+
+    // Plausible pattern ranges: painted by the camera, in order, a clip (1 s at ≤ 5 fps) wide.
+    for (const r of results) {
+      expect(r).toMatchObject({ ok: true, stream_id: id });
+      const t = tail(r.result as string);
+      expect(t.pattern).not.toBeNull();
+      const [a, b] = t.pattern!;
+      expect(a).toBeLessThanOrEqual(b);
+      expect(b).toBeLessThan(camera.next);
+      expect(b - a).toBeLessThanOrEqual(15); // ≤ 1 s of a 10 fps camera, plus transit slack
+      expect(t.frames).toBeLessThanOrEqual(6);
+    }
+    const last = tail(results[2]!.result as string).pattern!;
+    expect(last[1]).toBeGreaterThan(tail(results[0]!.result as string).pattern![0]);
+
+    // Relayed at target_fps (5), not the camera's 10.
+    await sleep(1500);
+    const up = (await call(stack.emulator.url, 'GET', `/v1beta/streams/${id}`)).body as Record<string, any>;
+    expect(up.recent_fps).toBeGreaterThan(0.5);
+    expect(up.recent_fps).toBeLessThanOrEqual(5.5);
+
+    // The customer's camera is replaced by another participant's: the relay follows the new track.
+    await camera.close();
+    await next.start(customer.url, await mintPublishToken(roomKeys(), customer.id, 'camera-2', 60));
+    const switched = await resultWhere(socket.messages, (t) => t.pattern !== null && t.pattern[0] >= 5000, 15_000);
+    expect(switched.pattern![1]).toBeLessThan(next.next);
+
+    // The customer room goes away (its stream deleted): the legacy stream ends.
+    const tDelete = Date.now();
+    const del = await call(stack.emulator.url, 'DELETE', `/v1beta/streams/${customer.id}`, { key: KEY_B });
+    expect(del.status).toBe(200);
+    expect(await socket.closed).toEqual({ code: 1001, reason: 'room_disconnected' });
+    console.log(`room source: customer room deleted → stream ended in ${Date.now() - tDelete} ms`);
+    expect((await call(stack.emulator.url, 'GET', `/v1beta/streams/${id}`)).body).toMatchObject({ state: 'ended' });
+  } finally {
+    await camera.close();
+    await next.close();
+  }
+});
+
+test('room tokens that cannot subscribe, and rooms that cannot be joined, are refused with 422', async () => {
+  const activeIds = async () => ((await call(stack.emulator.url, 'GET', '/_emulator/state')).body as { streams: { id: string }[] }).streams.map((s) => s.id);
+  const before = await activeIds();
+  const customer = await customerRoom();
+  try {
+    const now = Math.floor(Date.now() / 1000);
+    const keys = roomKeys();
+    const cases: [string, string, string, RegExp][] = [
+      ['not a JWT', customer.url, 'not-a-token', /not a JWT/],
+      ['expired', customer.url, signRoomJwt(keys, { sub: 'g', exp: now - 60, video: { room: customer.id, roomJoin: true } }), /expired/],
+      ['publish-only', customer.url, await mintPublishToken(keys, customer.id, 'g', 60), /subscrib/],
+      ['no room join', customer.url, signRoomJwt(keys, { sub: 'g', exp: now + 60, video: { room: customer.id } }), /roomJoin/],
+      ['bad url', 'ftp://example.invalid/room', await mintSubscribeToken(keys, customer.id, 'g', 60), /ws:\/\/, wss:\/\//],
+      // Well-formed, but the room refuses it (wrong secret): found out by joining.
+      ['wrong secret', customer.url, signRoomJwt({ ...keys, apiSecret: 'another-secret-0123456789abcdef0123' }, { sub: 'g', exp: now + 60, video: { room: customer.id, roomJoin: true } }), /could not join/],
+    ];
+    for (const [name, url, token, message] of cases) {
+      const r = await roomCreate(url, token);
+      expect([name, r.status]).toEqual([name, 422]);
+      const body = r.body as Record<string, any>;
+      expect(body.error).toBe('validation_error');
+      expect([name, body.message]).toEqual([name, expect.stringMatching(message)]);
+      expect(body.details[0].loc[1]).toBe('source');
+    }
+    // Nothing is left behind: only the customer's own stream is new upstream.
+    expect((await activeIds()).filter((id) => !before.includes(id))).toEqual([customer.id]);
+  } finally {
+    await call(stack.emulator.url, 'DELETE', `/v1beta/streams/${customer.id}`, { key: KEY_B });
+  }
+});
+
+test('the relay itself: stats, stop on every path (also during setup), one onLost per loss', async () => {
+  const relay = new IngestRelay({ cfg: stack.cfg.legacy, logger: createLogger('silent') });
+  const customer = await customerRoom();
+  const camera = new PatternCamera(0);
+  const upstream = async () => {
+    const r = await call(stack.emulator.url, 'POST', '/v1beta/streams', { body: {} });
+    return r.body as { id: string; publish: { url: string; token: string } };
+  };
+  const spec = async (): Promise<SessionSpec> =>
+    ({
+      transport: 'room',
+      source: { transport: 'room', url: customer.url, token: await mintSubscribeToken(roomKeys(), customer.id, `relay-${Date.now()}`, 60) },
+      mode: 'clip',
+      clip: { targetFps: 5, clipLengthMs: 1000, delayMs: 500 },
+      intervalMs: 500,
+      deprecatedFields: [],
+      requestId: null,
+    }) as unknown as SessionSpec;
+  const readUpstream = async (id: string) => (await call(stack.emulator.url, 'GET', `/v1beta/streams/${id}`)).body as Record<string, any>;
+  try {
+    await camera.start(customer.url, customer.publishToken);
+    const up = await upstream();
+    const onLost = jest.fn();
+    const media = await relay.start({ spec: await spec(), streamId: up.id, publishUrl: up.publish.url, publishToken: up.publish.token, onLost });
+    expect(media).toEqual({ transport: 'room' });
+    const until = Date.now() + 10_000;
+    while ((relay.stats(up.id)?.framesRelayed ?? 0) < 8 && Date.now() < until) await sleep(100);
+    expect(relay.stats(up.id)).toMatchObject({ transport: 'room', fps: 5, width: 320, height: 240, upstreamConnected: true, upstreamReconnects: 0 });
+    expect(relay.stats(up.id)!.framesIn).toBeGreaterThan(relay.stats(up.id)!.framesRelayed);
+    expect((await readUpstream(up.id)).last_frame_index).not.toBeNull();
+
+    await relay.stop(up.id);
+    expect(relay.activeCount).toBe(0);
+    expect(relay.stats(up.id)).toBeUndefined();
+    await sleep(500);
+    const frozen = (await readUpstream(up.id)).last_frame_index;
+    await sleep(600);
+    expect((await readUpstream(up.id)).last_frame_index).toBe(frozen); // nothing publishes any more
+    expect(onLost).not.toHaveBeenCalled();
+
+    // A stop that lands while the relay is being set up: start releases what it built and throws.
+    const up2 = await upstream();
+    const starting = relay.start({ spec: await spec(), streamId: up2.id, publishUrl: up2.publish.url, publishToken: up2.publish.token, onLost });
+    await relay.stop(up2.id);
+    await expect(starting).rejects.toMatchObject({ status: 503 });
+    expect(relay.activeCount).toBe(0);
+
+    // The customer room goes: onLost once; the session's end path then stops the relay.
+    const up3 = await upstream();
+    await relay.start({ spec: await spec(), streamId: up3.id, publishUrl: up3.publish.url, publishToken: up3.publish.token, onLost });
+    await call(stack.emulator.url, 'DELETE', `/v1beta/streams/${customer.id}`, { key: KEY_B });
+    const lostBy = Date.now() + 5000;
+    while (onLost.mock.calls.length === 0 && Date.now() < lostBy) await sleep(50);
+    await sleep(200);
+    expect(onLost).toHaveBeenCalledTimes(1);
+    await relay.stop(up3.id);
+    expect(relay.activeCount).toBe(0);
+    for (const u of [up, up2, up3]) await call(stack.emulator.url, 'DELETE', `/v1beta/streams/${u.id}`);
+  } finally {
+    await camera.close();
+    // Not relay.close(): it would dispose rtc-node under the gateway that still uses it (the stack's own close does that).
+  }
+});

@@ -1,0 +1,43 @@
+import { offerProblem, offeredVideo } from '../../../src/gateway/ingest/sdp';
+
+const offer = (video: string[], extra: string[] = []) =>
+  ['v=0', 'o=- 1 2 IN IP4 127.0.0.1', 's=-', 't=0 0', 'a=group:BUNDLE 0', ...extra, ...video, ''].join('\r\n');
+
+const videoSection = (codecs: [number, string][], direction = 'sendonly', port = 9) => [
+  `m=video ${port} UDP/TLS/RTP/SAVPF ${codecs.map(([pt]) => pt).join(' ')}`,
+  'c=IN IP4 0.0.0.0',
+  'a=mid:0',
+  `a=${direction}`,
+  ...codecs.flatMap(([pt, name]) => [`a=rtpmap:${pt} ${name}/90000`, `a=rtcp-fb:${pt} nack`]),
+];
+
+const audio = ['m=audio 9 UDP/TLS/RTP/SAVPF 111', 'a=mid:1', 'a=sendrecv', 'a=rtpmap:111 opus/48000/2'];
+
+describe('offeredVideo', () => {
+  test('lists media codecs per video section, auxiliary payloads left out', () => {
+    const sdp = offer(videoSection([[96, 'VP8'], [97, 'rtx'], [102, 'H264'], [39, 'AV1'], [125, 'red'], [127, 'ulpfec']]), audio);
+    expect(offeredVideo(sdp)).toEqual([{ codecs: ['VP8', 'H264', 'AV1'], sending: true }]);
+  });
+
+  test('direction and rejected sections decide whether the client sends', () => {
+    expect(offeredVideo(offer(videoSection([[96, 'VP8']], 'recvonly')))).toEqual([{ codecs: ['VP8'], sending: false }]);
+    expect(offeredVideo(offer(videoSection([[96, 'VP8']], 'sendrecv', 0)))).toEqual([{ codecs: ['VP8'], sending: false }]);
+    expect(offeredVideo('hello')).toBeNull();
+  });
+});
+
+describe('offerProblem', () => {
+  test.each([
+    [offer(videoSection([[96, 'VP8'], [97, 'rtx']])), null],
+    [offer(videoSection([[102, 'H264'], [98, 'VP9']])), null],
+    [offer(videoSection([[39, 'AV1X']])), null],
+    [offer(videoSection([[102, 'H264'], [103, 'rtx'], [104, 'H264']])), /codecs \(H264\) cannot be decoded.*VP8, VP9 or AV1/],
+    [offer(videoSection([[96, 'VP8']], 'inactive')), /sends no video/],
+    [offer([], audio), /no video section/],
+    ['not sdp at all', /not an SDP/],
+  ])('%#', (sdp, expected) => {
+    const problem = offerProblem(sdp);
+    if (expected === null) expect(problem).toBeNull();
+    else expect(problem).toMatch(expected);
+  });
+});
