@@ -108,6 +108,11 @@ test('webrtc (source): the page offers, the gateway answers and relays at the cl
     const firstResultMs = Date.now() - t0;
     expect(await page.evaluate(() => window.legacyTest.peerState())).toBe('connected');
 
+    // A keepalive renews the upstream lease and hands the relay a fresh publish token; media goes on.
+    const ka = await call(stack.url, 'POST', `/v0.2/streams/${id}/keepalive`);
+    expect(ka.status).toBe(200);
+    expect(ka.body).toMatchObject({ status: 'ok', state: 'active', room_token: null }); // only native clients get a token
+
     // Relayed at the session's rate (target_fps 2), not the camera's 30 fps.
     await sleep(2500);
     const up = await upstreamStream(id);

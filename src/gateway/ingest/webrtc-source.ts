@@ -142,9 +142,9 @@ export class WebrtcSource {
 
   /**
    * A peer that closes (page closed, `pc.close()`) sends nothing that libwebrtc M106 acts on, and its
-   * ICE state only turns `failed` after ~17 s. Media, RTCP and ICE consent checks (every ≤ 2.5 s)
-   * all arrive on the transport, so a transport that received nothing for `peerSilenceMs` has lost
-   * its peer.
+   * ICE state only turns `failed` after ~17 s (measured). A live sender keeps sending media and RTCP
+   * (browsers send frames even for a disabled track), so a transport that received nothing for
+   * `peerSilenceMs` has lost its peer.
    */
   private watchLiveness(): void {
     if (this.livenessTimer || this.closed) return;

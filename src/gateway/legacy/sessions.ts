@@ -28,6 +28,8 @@ export interface LegacyObserver {
 
 /** The media side of a stream (webrtc / customer room relays); native streams have none. */
 export interface MediaRelay {
+  /** Rejects a source that cannot work (bad SDP, codec, room token) before anything is created. */
+  check?(spec: SessionSpec): void;
   /** Starts relaying; resolves with what the create response needs. `onLost` ends the stream. */
   start(input: { spec: SessionSpec; streamId: string; publishUrl: string; publishToken: string; onLost: () => void }): Promise<LegacyMedia>;
   /** Hands a renewed upstream publish token to a running relay. */
@@ -117,6 +119,7 @@ export class LegacySessions {
     const { cfg, store, upstream } = this.deps;
     if (this.closing) throw legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance');
     const validate = input.spec.outputSchema ? compileOutputSchema(input.spec.outputSchema) : undefined;
+    if (input.spec.transport !== 'native') this.deps.media?.check?.(input.spec);
     const kh = keyHash(input.apiKey);
     const slotId = randomUUID();
     if (!(await store.acquireSlot(kh, slotId, cfg.maxStreamsPerKey))) {
