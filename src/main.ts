@@ -9,7 +9,6 @@ import { ConfigError, DEFAULT_CONFIG_FILE, configEnvNames, loadConfig } from './
 import type { Config } from './config';
 import { createLogger } from './lib/logger';
 import type { Logger } from './lib/logger';
-import { startEmulator } from './emulator/server';
 
 const USAGE = `usage: legacy-gateway <serve|emulator|demo|bench> [--config FILE]
 
@@ -64,6 +63,8 @@ function configSources(configFile: string | undefined) {
 }
 
 async function runEmulator(cfg: Config, logger: Logger, configFile: string | undefined): Promise<void> {
+  // Loaded on demand: the emulator brings native modules (sharp, wrtc) a plain gateway never needs.
+  const { startEmulator } = await import('./emulator/server');
   const emu = await startEmulator(cfg, logger);
   logger.info(
     {
@@ -95,6 +96,7 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
         autoPublish: { ...cfg.emulator.autoPublish, enabled: true },
       },
     };
+    const { startEmulator } = await import('./emulator/server');
     const emu = await startEmulator(embedded, logger.child({ component: 'emulator' }));
     upstreamUrl = emu.url;
     stopEmulator = () => emu.close();

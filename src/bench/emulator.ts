@@ -11,6 +11,7 @@ import type { ImageReference, VideoReference } from '../emulator/references';
 import { startEmulator } from '../emulator/server';
 import type { EmulatedStream } from '../emulator/streams';
 import { createLogger } from '../lib/logger';
+import { quantile } from './util';
 
 export interface BenchFigures {
   name: string;
@@ -21,9 +22,8 @@ export interface BenchFigures {
 }
 
 function summarise(name: string, samplesNs: bigint[], wallNs: bigint): BenchFigures {
-  const ms = samplesNs.map((n) => Number(n) / 1e6).sort((a, b) => a - b);
-  const at = (q: number) => ms[Math.min(ms.length - 1, Math.floor(q * ms.length))]!;
-  const fig = { name, ops: ms.length, p50Ms: at(0.5), p99Ms: at(0.99), opsPerSec: ms.length / (Number(wallNs) / 1e9) };
+  const ms = samplesNs.map((n) => Number(n) / 1e6);
+  const fig = { name, ops: ms.length, p50Ms: quantile(ms, 0.5), p99Ms: quantile(ms, 0.99), opsPerSec: ms.length / (Number(wallNs) / 1e9) };
   console.log(
     `${name.padEnd(52)} n=${String(fig.ops).padStart(6)}  p50=${fig.p50Ms.toFixed(3)} ms  p99=${fig.p99Ms.toFixed(3)} ms  ${fig.opsPerSec.toFixed(0)} ops/s`,
   );

@@ -4,6 +4,7 @@
  * wide, as the frame buffer does by default). Prints figures; asserts nothing.
  */
 import { performance } from 'node:perf_hooks';
+import { quantile } from './util';
 import { decodeJpeg, encodeFrame, i420ToRgb } from '../emulator/frames/codec';
 import { PatternRenderer, decodePattern } from '../emulator/frames/pattern';
 
@@ -31,9 +32,7 @@ async function measure(iterations: number, fn: (i: number) => unknown): Promise<
     await fn(i);
     times.push(performance.now() - t);
   }
-  times.sort((a, b) => a - b);
-  const pick = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))]!;
-  return { p50: pick(0.5), p99: pick(0.99), mean: times.reduce((s, t) => s + t, 0) / times.length };
+  return { p50: quantile(times, 0.5), p99: quantile(times, 0.99), mean: times.reduce((s, t) => s + t, 0) / times.length };
 }
 
 export async function benchPattern(opts: PatternBenchOptions = {}): Promise<PatternBenchRow[]> {

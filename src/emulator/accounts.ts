@@ -1,17 +1,14 @@
 import { createHash } from 'node:crypto';
 import type { AccountConfig } from '../config';
 import { detailError } from '../lib/errors';
+import type { Balance } from '../lib/wire';
+
+export type { Balance };
 
 export interface Account {
   id: string;
   name: string;
   balanceMicrocents: number;
-}
-
-export interface Balance {
-  user_id: string;
-  balance_microcents: number;
-  balance_cents: number;
 }
 
 export const MICROCENTS_PER_CENT = 1_000_000;

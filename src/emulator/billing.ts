@@ -7,29 +7,9 @@ import type { Router } from 'express';
 import { detailError } from '../lib/errors';
 import type { EmulatorContext } from './context';
 import { accountOf, requireAccount } from './http';
-import type { ModelPricing } from '../lib/wire';
 
-export interface TokenUsage {
-  prompt_tokens: number;
-  completion_tokens: number;
-}
-
-/**
- * Cost in microcents: uncached input at the input price, cached input at the cached price,
- * output at the output price. Integer in, integer out.
- */
-export function costMicrocents(
-  pricing: Pick<ModelPricing, 'input_microcents_per_token' | 'output_microcents_per_token' | 'cached_input_microcents_per_token'>,
-  usage: TokenUsage,
-  cachedTokens = 0,
-): number {
-  const cached = Math.min(Math.max(0, cachedTokens), usage.prompt_tokens);
-  return (
-    (usage.prompt_tokens - cached) * pricing.input_microcents_per_token +
-    cached * pricing.cached_input_microcents_per_token +
-    usage.completion_tokens * pricing.output_microcents_per_token
-  );
-}
+export { costMicrocents } from '../lib/wire';
+export type { TokenUsage } from '../lib/wire';
 
 export function billingRouter(ctx: EmulatorContext): Router {
   const r = express.Router();

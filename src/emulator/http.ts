@@ -2,6 +2,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { fromFrameworkError, ServiceError } from '../lib/errors';
 import type { Account } from './accounts';
 import type { EmulatorContext } from './context';
+import { UUID_RE } from './references';
 
 /** Authenticates the bearer key; the account is then `accountOf(res)`. */
 export function requireAccount(ctx: EmulatorContext) {
@@ -44,7 +45,7 @@ export function regionCheck(ctx: EmulatorContext) {
 
 /** Path parameter that must be a UUID: a malformed id is a 422 validation error, never a 500. */
 export function uuidParam(value: string | undefined, name = 'stream_id'): string {
-  if (!value || !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value)) {
+  if (!value || !UUID_RE.test(value)) {
     throw new ServiceError(422, 'validation_error', `${name} must be a UUID`, {
       shape: 'validation',
       details: [{ loc: ['path', name], msg: 'Input should be a valid UUID', type: 'uuid_parsing' }],

@@ -42,7 +42,8 @@ export type StreamReference = ImageReference | VideoReference;
 export const DEFAULT_TOLERANCE_MS = 100;
 export const DEFAULT_MAX_FPS = 1.0;
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A stream id: a UUID (also the path-parameter check of the stream routes). */
+export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const INT_RE = /^[+-]?\d+$/;
 const FLOAT_RE = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 const AXES = ['frame_index', 'timestamp_ms', 'offset_ms'] as const;

@@ -1,5 +1,6 @@
 import express from 'express';
 import type { Router } from 'express';
+import { streamError } from '../lib/errors';
 import type { EmulatorContext } from './context';
 import { accountOf, requireAccount, uuidParam } from './http';
 import type { EmulatedStream } from './streams';
@@ -19,10 +20,7 @@ export function streamsRouter(ctx: EmulatorContext): Router {
     const account = accountOf(res);
     // Creation requires credits (402 otherwise), like the provider.
     if (!ctx.accounts.canPay(account.id, 1)) {
-      res.status(402).json({
-        detail: { error: { message: 'Insufficient credits to create a stream', type: 'billing_error', code: 'billing_denied' } },
-      });
-      return;
+      throw streamError(402, 'billing_denied', 'Insufficient credits to create a stream', 'billing_error');
     }
     const stream = ctx.streams.create(account);
     const token = await publishToken(ctx, stream);

@@ -27,7 +27,7 @@ import { accessLog, passthroughAccessLog, requestMetrics } from './telemetry/htt
 import { GatewayMetrics } from './telemetry/metrics';
 import { socketTelemetry, telemetryObserver } from './telemetry/observer';
 import { DeprecationRollup } from './telemetry/rollup';
-import { DeprecationUsage } from './telemetry/usage';
+import { DeprecationUsage, utcDay } from './telemetry/usage';
 
 export interface GatewayOptions {
   upstreamUrl: string;
@@ -269,14 +269,13 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     close() {
       closed ??= (async () => {
         draining = true;
-        // Again: a create that was past its check when draining began has registered by now.
         await sessions.closeAll();
         await ingest?.close();
         await sockets.close();
         await rollup.stop();
         await usage.flush();
         // The day so far, so a restart never loses the last summary.
-        await rollup.run(new Date(opts.now?.() ?? Date.now()).toISOString().slice(0, 10));
+        await rollup.run(utcDay(opts.now?.() ?? Date.now()));
         await upstream.close();
         passthrough.close();
         if (!opts.store) await store.close();

@@ -45,3 +45,22 @@ export interface ModelPricing {
   cached_input_microcents_per_token: number;
   public: boolean;
 }
+
+export interface TokenUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+/** Cost of one completion in microcents: input, cached input (never more than the input) and output. */
+export function costMicrocents(
+  pricing: Pick<ModelPricing, 'input_microcents_per_token' | 'output_microcents_per_token' | 'cached_input_microcents_per_token'>,
+  usage: TokenUsage,
+  cachedTokens = 0,
+): number {
+  const cached = Math.min(Math.max(0, cachedTokens), usage.prompt_tokens);
+  return (
+    (usage.prompt_tokens - cached) * pricing.input_microcents_per_token +
+    cached * pricing.cached_input_microcents_per_token +
+    usage.completion_tokens * pricing.output_microcents_per_token
+  );
+}

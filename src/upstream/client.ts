@@ -3,10 +3,10 @@
  * call (the gateway drives ~1,000 completions a second through it). Every failure becomes an
  * UpstreamError; retries follow the one policy in ./retry.
  */
-import { createHash } from 'node:crypto';
 import { Agent } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { Brand } from '../brand';
+import { keyHash } from '../lib/keys';
 import { ServiceError, detailError } from '../lib/errors';
 import type { Logger } from '../lib/logger';
 import { UpstreamError, httpError, isUpstreamCode, isUpstreamStatus } from './errors';
@@ -180,7 +180,7 @@ export class UpstreamClient {
           continue;
         }
         this.log?.warn(
-          { op: 'chatCompletion', model, failedModel: models[i - 1], code: codeOf(lastError), key: keyId(apiKey) },
+          { op: 'chatCompletion', model, failedModel: models[i - 1], code: codeOf(lastError), key: keyHash(apiKey) },
           'upstream completion falling back to the next model',
         );
       }
@@ -249,7 +249,7 @@ export class UpstreamClient {
     const onRetry = log?.isLevelEnabled('debug')
       ? (r: RetryInfo) =>
           log.debug(
-            { op, attempt: r.attempt, delayMs: r.delayMs, status: r.error.status, code: r.error.code, kind: r.error.kind, key: keyId(apiKey) },
+            { op, attempt: r.attempt, delayMs: r.delayMs, status: r.error.status, code: r.error.code, kind: r.error.kind, key: keyHash(apiKey) },
             'upstream call failed, retrying',
           )
       : undefined;
@@ -329,10 +329,6 @@ export class UpstreamClient {
   }
 }
 
-/** A short, stable fingerprint of an API key for logs; the key itself is never logged. */
-export function keyId(apiKey: string): string {
-  return createHash('sha256').update(apiKey).digest('hex').slice(0, 12);
-}
 
 /** The cache details of a completion, read from its brand-named field (e.g. `svc.cache`). */
 export function cacheInfo(response: ChatCompletionResponse, brand: Brand): CacheInfo | undefined {

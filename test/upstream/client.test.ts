@@ -1,7 +1,8 @@
 import { brandOf } from '../../src/brand';
 import { ServiceError } from '../../src/lib/errors';
 import { createLogger } from '../../src/lib/logger';
-import { UpstreamClient, UpstreamError, cacheInfo, isUpstreamStatus, keyId } from '../../src/upstream/client';
+import { UpstreamClient, UpstreamError, cacheInfo, isUpstreamStatus } from '../../src/upstream/client';
+import { keyHash } from '../../src/lib/keys';
 import type { UpstreamClientOptions } from '../../src/upstream/client';
 import type { ChatCompletionRequest } from '../../src/upstream/types';
 import { FakeUpstream, hang, json, reset, sampleCompletion, sampleStream, stallBody, streamErr } from './fake-upstream';
@@ -405,7 +406,7 @@ describe('logging', () => {
     await rejection(client.createStream(KEY));
     const text = lines.join('');
     expect(lines.length).toBeGreaterThanOrEqual(7); // 3 completion retries + fallback + 3 keepalive retries + 3 create retries
-    expect(text).toContain(keyId(KEY));
+    expect(text).toContain(keyHash(KEY));
     expect(text).not.toContain(KEY);
     expect(text).not.toContain('test-key');
     expect(text).not.toContain('Bearer');

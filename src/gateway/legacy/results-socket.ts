@@ -58,7 +58,14 @@ export class ResultsSockets {
   handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean {
     const m = PATH.exec(req.url ?? '');
     if (!m) return false;
-    const streamId = decodeURIComponent(m[1]!);
+    let streamId: string;
+    try {
+      streamId = decodeURIComponent(m[1]!);
+    } catch {
+      // A malformed escape in the path: refuse the upgrade, never throw in the upgrade listener.
+      socket.end('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+      return true;
+    }
     this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, streamId));
     return true;
   }

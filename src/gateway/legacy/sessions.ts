@@ -4,16 +4,17 @@ import type { ValidateFunction } from 'ajv';
 import type { Brand } from '../../brand';
 import type { LegacyConfig } from '../../config';
 import { keyHash } from '../../lib/keys';
+import { costMicrocents } from '../../lib/wire';
 import type { Logger } from '../../lib/logger';
 import type { UpstreamClient, ChatCompletionRequest, ChatCompletionResponse } from '../../upstream/client';
-import { UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
+import { UpstreamError, cacheInfo, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import type { SessionRecord, Store } from '../store/store';
 import type { UpstreamCatalog } from './catalog';
 import { endEnvelope, resultEnvelope, resultsChannel } from './results-socket';
 import { Ticker } from './ticker';
 import type { TickInfo } from './ticker';
 import type { LegacyMedia, SessionSpec } from './translate';
-import { buildCompletionRequest, legacyEndReasons, toLegacyResult } from './translate';
+import { buildCompletionRequest, legacyEndReasons, microcentsToCents, toLegacyResult, transportLostReason } from './translate';
 import { legacyError } from './validate';
 
 /** What the gateway observes of legacy sessions (metrics, deprecation telemetry). All optional. */
@@ -94,6 +95,10 @@ export function compileOutputSchema(schema: Record<string, unknown>): ValidateFu
     throw legacyError(422, 'validation_error', `output_schema_json is not a valid JSON Schema: ${(err as Error).message}`, [
       { loc: ['body', 'inference', 'output_schema_json'], msg: (err as Error).message, type: 'value_error' },
     ]);
+  } finally {
+    // Ajv keeps every compiled schema (and its $id) otherwise: memory would grow with every create,
+    // and a second stream with the same $id would be refused. The compiled function stays valid.
+    ajv.removeSchema(schema);
   }
 }
 
@@ -177,12 +182,17 @@ export class LegacySessions {
           streamId: created.id,
           publishUrl: created.publish.url,
           publishToken: created.publish.token,
-          onLost: () => void this.end(created.id, input.spec.transport === 'webrtc' ? this.reasons.webrtcDisconnected : this.reasons.roomDisconnected),
+          onLost: () => void this.end(created.id, transportLostReason(input.spec.transport as 'webrtc' | 'room', this.deps.brand)),
         });
       } catch (err) {
         await this.end(created.id, this.reasons.clientRequested);
         throw err;
       }
+    }
+    if (this.closing) {
+      // Shutdown began while this create was in flight: do not hand out a stream that is about to end.
+      await this.end(created.id, 'server_shutdown');
+      throw legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance');
     }
     this.armLease(session, record.leaseExpiresAtMs);
     this.armUpstreamKeepalive(session);
@@ -245,7 +255,7 @@ export class LegacySessions {
       streamId,
       ttlSeconds: cfg.leaseTtlSeconds,
       creditsRemainingCents: balance.balance_cents,
-      costCents: cost / 1_000_000,
+      costCents: microcentsToCents(cost),
       secondsCharged: Math.max(0, Math.round((now - since) / 1000)),
       lastFrameAtMs: upstreamStream.last_frame_at_ms,
       roomToken: rec.spec && (rec.spec as SessionSpec).transport === 'native' ? (session?.publishToken ?? null) : null,
@@ -447,14 +457,8 @@ export class LegacySessions {
 
   private async costOf(model: string, response: ChatCompletionResponse): Promise<number> {
     const price = await this.deps.catalog.pricing(model);
-    const usage = response.usage;
-    if (!price || !usage) return 0;
-    const cached = (response[this.deps.brand.responseField] as { cache?: { cached_input_tokens?: number } } | undefined)?.cache?.cached_input_tokens ?? 0;
-    return (
-      (usage.prompt_tokens - cached) * price.input_microcents_per_token +
-      cached * price.cached_input_microcents_per_token +
-      usage.completion_tokens * price.output_microcents_per_token
-    );
+    if (!price || !response.usage) return 0;
+    return costMicrocents(price, response.usage, cacheInfo(response, this.deps.brand)?.cached_input_tokens ?? 0);
   }
 
   /** Upstream failures → the legacy status and body a client expects. */

@@ -55,9 +55,6 @@ export class MemoryStore implements Store {
     this.expiries.set(streamId, t);
   }
 
-  async sessionsOf(accountId: string): Promise<SessionRecord[]> {
-    return [...this.sessions.values()].filter((s) => s.accountId === accountId).map((s) => ({ ...s }));
-  }
 
   async addFeedback(rec: FeedbackRecord): Promise<void> {
     this.feedback.push({ ...rec });

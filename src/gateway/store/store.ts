@@ -51,7 +51,6 @@ export interface Store {
   updateSession(streamId: string, patch: Partial<SessionRecord>): Promise<SessionRecord | undefined>;
   /** Removes the record after `afterMs` (tombstone window). */
   expireSession(streamId: string, afterMs: number): Promise<void>;
-  sessionsOf(accountId: string): Promise<SessionRecord[]>;
 
   addFeedback(rec: FeedbackRecord): Promise<void>;
   feedbackOf(accountId: string): Promise<FeedbackRecord[]>;
