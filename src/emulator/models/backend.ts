@@ -51,15 +51,23 @@ export interface ModelBackend {
 }
 
 /** The built-in model: answers from the frames' pixels. */
-export class AnalyzerBackend implements ModelBackend {
-  /** Per-frame measurements, so overlapping windows decode each frame once; entries go with their frames. */
-  private readonly stats = new WeakMap<Buffer, FrameStats | null>();
-  /** Compiled response schemas: a fresh ajv per answer would cost tens of ms. */
-  private readonly validators = new SchemaValidators();
+/**
+ * What analyzer models of one emulator share: per-frame measurements (overlapping windows, and a
+ * fallback from one analyzer model to another, decode each frame once; entries go with their
+ * frames) and compiled response schemas (a fresh ajv per answer would cost tens of ms).
+ */
+export interface AnalyzerCaches {
+  stats: WeakMap<Buffer, FrameStats | null>;
+  validators: SchemaValidators;
+}
 
+export const newAnalyzerCaches = (): AnalyzerCaches => ({ stats: new WeakMap(), validators: new SchemaValidators() });
+
+export class AnalyzerBackend implements ModelBackend {
   constructor(
     private readonly variant: 'full' | 'mini',
     private readonly charsPerToken = 4,
+    private readonly caches: AnalyzerCaches = newAnalyzerCaches(),
   ) {}
 
   async complete(req: ModelRequest): Promise<ModelResult> {
@@ -76,7 +84,7 @@ export class AnalyzerBackend implements ModelBackend {
                 : { type: 'json_object' as const },
           }
         : {}),
-    }, { cache: this.stats, validators: this.validators });
+    }, { cache: this.caches.stats, validators: this.caches.validators });
     return { text, finishReason: 'stop' };
   }
 }

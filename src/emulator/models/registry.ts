@@ -8,7 +8,8 @@ import type { Router } from 'express';
 import type { ModelConfig } from '../../config';
 import type { EmulatorContext } from '../context';
 import type { ModelPricing } from '../../lib/wire';
-import { AnalyzerBackend } from './backend';
+import { AnalyzerBackend, newAnalyzerCaches } from './backend';
+import type { AnalyzerCaches } from './backend';
 import type { ModelBackend } from './backend';
 import { OpenAIBackend } from './openai-backend';
 
@@ -51,7 +52,7 @@ export function uuidV5(name: string, namespace: string = PRICING_NAMESPACE): str
 
 const providerOf = (id: string): string => id.slice(0, id.indexOf('/'));
 
-function backendOf(c: ModelConfig, charsPerToken: number): ModelBackend {
+function backendOf(c: ModelConfig, charsPerToken: number, caches: AnalyzerCaches): ModelBackend {
   if (c.backend === 'openai') {
     if (!c.baseUrl || !c.remoteModel) throw new Error(`model ${c.id}: backend openai needs baseUrl and remoteModel`);
     return new OpenAIBackend({
@@ -62,7 +63,7 @@ function backendOf(c: ModelConfig, charsPerToken: number): ModelBackend {
       ...(c.apiKey ? { apiKey: c.apiKey } : {}),
     });
   }
-  return new AnalyzerBackend(c.variant, charsPerToken);
+  return new AnalyzerBackend(c.variant, charsPerToken, caches);
 }
 
 export class ModelRegistry {
@@ -71,6 +72,7 @@ export class ModelRegistry {
   /** `charsPerToken` is the emulator's token estimate, so the analyzer can size answers to a budget. */
   constructor(models: ModelConfig[], charsPerToken = 4) {
     const bootSeconds = Math.floor(Date.now() / 1000);
+    const caches = newAnalyzerCaches();
     for (const c of models) {
       // `created` follows the pricing version date so the list is stable across restarts.
       const versionMs = Date.parse(c.pricing.version);
@@ -88,7 +90,7 @@ export class ModelRegistry {
           cached_input_microcents_per_token: c.pricing.cached_input_microcents_per_token,
           public: c.pricing.public,
         },
-        backend: backendOf(c, charsPerToken),
+        backend: backendOf(c, charsPerToken, caches),
       });
     }
   }
