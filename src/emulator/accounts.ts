@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { AccountConfig } from '../config';
+import { parseBearer } from '../lib/bearer';
 import { detailError } from '../lib/errors';
 import type { Balance } from '../lib/wire';
 
@@ -30,9 +31,14 @@ export class Accounts {
 
   /** Resolves `Authorization: Bearer <key>` to an account, or throws 401 `{detail}`. */
   authenticate(authorization: string | undefined): Account {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
-    if (!m) throw detailError(401, 'missing_api_key', 'Missing API key: send Authorization: Bearer <api_key>');
-    const entry = this.byKeyHash.get(fullHash(m[1]!));
+    const key = parseBearer(authorization);
+    if (!key) throw detailError(401, 'missing_api_key', 'Missing API key: send Authorization: Bearer <api_key>');
+    return this.authenticateKey(key);
+  }
+
+  /** Resolves a bare API key to an account, or throws 401 `{detail}`. */
+  authenticateKey(key: string): Account {
+    const entry = this.byKeyHash.get(fullHash(key));
     if (!entry) throw detailError(401, 'invalid_api_key', 'Invalid API key');
     if (entry.revoked) throw detailError(401, 'revoked_api_key', 'API key has been revoked');
     return this.byId.get(entry.accountId)!;

@@ -76,7 +76,7 @@ export function controlRouter(ctx: EmulatorContext, publishers: SyntheticPublish
 
   r.post('/balance', (req, res) => {
     const body = parse(balanceSchema, req.body);
-    const account = body.api_key ? ctx.accounts.authenticate(`Bearer ${body.api_key}`) : ctx.accounts.get(body.account_id!);
+    const account = body.api_key ? ctx.accounts.authenticateKey(body.api_key) : ctx.accounts.get(body.account_id!);
     if (!account) throw detailError(404, 'account_not_found', 'Unknown account');
     ctx.accounts.setBalance(account.id, body.balance_microcents);
     res.json(ctx.accounts.balance(account.id));

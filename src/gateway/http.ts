@@ -56,12 +56,7 @@ export function cors(req: Request, res: Response, next: NextFunction): void {
   next();
 }
 
-/** Bearer key of a request, or undefined. */
-export function bearerKey(req: { headers: Record<string, string | string[] | undefined> }): string | undefined {
-  const h = req.headers.authorization;
-  const m = typeof h === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(h) : null;
-  return m?.[1];
-}
+export { bearerKey } from '../lib/bearer';
 
 /** Renders errors outside /v0.2 (admin, health, 404s) in the current interface's `{detail}` shapes. */
 export function errorHandler(logger: Logger) {

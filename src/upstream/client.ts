@@ -24,6 +24,7 @@ import type {
   ModelPricing,
   Stream,
 } from './types';
+import { isRecord } from '../lib/is-record';
 
 export { UpstreamError, isUpstreamStatus, isUpstreamCode } from './errors';
 export type { UpstreamErrorKind } from './errors';
@@ -376,6 +377,3 @@ function codeOf(err: unknown): string | undefined {
   return err instanceof ServiceError ? err.code : undefined;
 }
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}

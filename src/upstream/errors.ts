@@ -4,6 +4,7 @@
  */
 import { ServiceError } from '../lib/errors';
 import type { ErrorShape } from '../lib/errors';
+import { isRecord } from '../lib/is-record';
 
 /** `http`: the upstream answered with an error status; `network`: no usable answer; `timeout`: too slow. */
 export type UpstreamErrorKind = 'http' | 'network' | 'timeout';
@@ -92,9 +93,6 @@ function describeBody(body: unknown): { code?: string; message?: string; stream:
   return { stream: false };
 }
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 function str(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;

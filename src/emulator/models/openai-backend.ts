@@ -5,6 +5,7 @@
  */
 import { ServiceError } from '../../lib/errors';
 import type { ModelBackend, ModelMessage, ModelRequest, ModelResult, ResponseFormat } from './backend';
+import { isRecord } from '../../lib/is-record';
 
 export interface OpenAIBackendOptions {
   /** `provider` of the upstream object in errors. */
@@ -66,7 +67,7 @@ export class OpenAIBackend implements ModelBackend {
     const upstream = {
       provider: this.opts.provider,
       status: res.status,
-      body: isObject(parsed) ? parsed : { text: text.slice(0, MAX_ERROR_BODY_CHARS) },
+      body: isRecord(parsed) ? parsed : { text: text.slice(0, MAX_ERROR_BODY_CHARS) },
       rate_limits: rateLimits(res.headers),
     };
     if (!res.ok) {
@@ -77,15 +78,15 @@ export class OpenAIBackend implements ModelBackend {
         ...(retryAfter ? { headers: { 'retry-after': retryAfter } } : {}),
       });
     }
-    const choice = isObject(parsed) && Array.isArray(parsed.choices) ? (parsed.choices[0] as unknown) : undefined;
-    const message = isObject(choice) && isObject(choice.message) ? choice.message : undefined;
+    const choice = isRecord(parsed) && Array.isArray(parsed.choices) ? (parsed.choices[0] as unknown) : undefined;
+    const message = isRecord(choice) && isRecord(choice.message) ? choice.message : undefined;
     const content = message?.content;
     if (!message || (content !== null && content !== undefined && typeof content !== 'string')) {
       throw new ServiceError(503, 'model_unavailable', 'Model server answered without a usable choice', { shape: 'stream', upstream });
     }
     return {
       text: typeof content === 'string' ? content : '',
-      ...(isObject(choice) && typeof choice.finish_reason === 'string' ? { finishReason: choice.finish_reason } : {}),
+      ...(isRecord(choice) && typeof choice.finish_reason === 'string' ? { finishReason: choice.finish_reason } : {}),
       ...(Array.isArray(message.tool_calls) ? { toolCalls: message.tool_calls as unknown[] } : {}),
     };
   }
@@ -143,6 +144,3 @@ function parseJson(text: string): unknown {
   }
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}

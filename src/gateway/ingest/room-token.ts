@@ -3,6 +3,7 @@
  * verify the signature (the gateway has no key for it); what can be known here is checked: a
  * well-formed JWT, a grant to join a named room with subscribe permission, not expired.
  */
+import { isRecord } from '../../lib/is-record';
 
 export interface RoomTokenGrant {
   room: string;
@@ -21,7 +22,6 @@ function decodeSegment(segment: string): unknown {
   return JSON.parse(Buffer.from(segment, 'base64url').toString('utf8'));
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * `nowMs` is the check's clock; `minValidityMs` asks for a token that is still valid a little later

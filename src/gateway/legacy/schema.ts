@@ -17,6 +17,7 @@
 import { z } from 'zod';
 import type { Brand } from '../../brand';
 import { INTEGER_EXPECTED } from './validate';
+import { isRecord } from '../../lib/is-record';
 
 export type LegacyMode = 'clip' | 'frame';
 
@@ -122,9 +123,6 @@ export function detectProcessingKind(processing: Record<string, unknown>): Kind 
   return 'unknown';
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 /** Reserved legacy names the configured vendor token must not shadow. */
 const RESERVED_VENDOR_TOKENS = ['webrtc', 'native', 'lease', 'stream_id', 'turn_servers'];
@@ -188,11 +186,11 @@ export function createLegacySchemas(brand: Brand) {
     const headResult = head.safeParse(body, { reportInput: true });
     if (!headResult.success) issues.push(...headResult.error.issues);
 
-    const raw = isPlainObject(body) ? body : {};
+    const raw = isRecord(body) ? body : {};
     const rawMode = raw.mode === 'clip' || raw.mode === 'frame' ? raw.mode : null;
     let processing: { mode: 'clip'; value: ClipProcessing } | { mode: 'frame'; value: FrameProcessing } | null = null;
 
-    if (isPlainObject(raw.processing)) {
+    if (isRecord(raw.processing)) {
       const kind = detectProcessingKind(raw.processing);
       let mode: LegacyMode | null = rawMode;
       const processingIssue = (message: string) =>

@@ -10,6 +10,7 @@
  */
 import type { z } from 'zod';
 import { ServiceError, type ValidationDetail } from '../../lib/errors';
+import { isRecord } from '../../lib/is-record';
 
 /**
  * Message the schemas give every non-integer input of an integer field: zod reports a string sent to
@@ -172,6 +173,3 @@ export function summarize(details: readonly ValidationDetail[]): string {
   return `${parts.join('; ')}${more > 0 ? ` (and ${more} more)` : ''}`;
 }
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}

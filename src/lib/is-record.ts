@@ -1,0 +1,4 @@
+/** A plain JSON object (not null, not an array): the check every untrusted body goes through. */
+export function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
