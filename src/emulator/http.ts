@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
-import { fromFrameworkError, ServiceError } from '../lib/errors';
+import { errorHandler as sharedErrorHandler } from '../lib/error-handler';
+import { ServiceError } from '../lib/errors';
 import type { Account } from './accounts';
 import type { EmulatorContext } from './context';
 import { UUID_RE } from './references';
@@ -55,19 +56,4 @@ export function uuidParam(value: string | undefined, name = 'stream_id'): string
 }
 
 /** Renders every error in the contract's shape; unknown errors are logged and become a plain 500. */
-export function errorHandler(ctx: EmulatorContext) {
-  return (err: unknown, req: Request, res: Response, _next: NextFunction): void => {
-    const known = fromFrameworkError(err);
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    if (known) {
-      for (const [k, v] of Object.entries(known.options.headers ?? {})) res.setHeader(k, v);
-      res.status(known.status).json(known.toBody());
-      return;
-    }
-    ctx.logger.error({ err, path: req.path }, 'unhandled error');
-    res.status(500).json({ detail: 'Internal server error' });
-  };
-}
+export const errorHandler = (ctx: EmulatorContext) => sharedErrorHandler({ logger: ctx.logger });

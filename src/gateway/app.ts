@@ -10,7 +10,7 @@ import type { Logger } from '../lib/logger';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
 import { adminRouter } from './admin';
-import { assignRequestId, cors, errorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
+import { assignRequestId, cors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { IngestRelay } from './ingest';
 import { UpstreamCatalog } from './legacy/catalog';
 import { ResultsSockets } from './legacy/results-socket';
@@ -217,7 +217,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   app.use((req, res) => {
     res.status(404).json({ detail: `No route for ${req.method} ${req.path}` });
   });
-  app.use(errorHandler(logger));
+  app.use(detailErrorHandler(logger));
 
   /**
    * The passthrough skips Express (its per-request setup costs as much as the proxying): the same

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
-import { fromFrameworkError } from '../lib/errors';
+import { errorHandler } from '../lib/error-handler';
 import { legacyErrorRequestId, legacyJsonInvalid } from './legacy/validate';
 import type { Logger } from '../lib/logger';
 
@@ -59,40 +59,15 @@ export function cors(req: Request, res: Response, next: NextFunction): void {
 export { bearerKey } from '../lib/bearer';
 
 /** Renders errors outside /v0.2 (admin, health, 404s) in the current interface's `{detail}` shapes. */
-export function errorHandler(logger: Logger) {
-  return (err: unknown, req: Request, res: Response, _next: NextFunction): void => {
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    const known = fromFrameworkError(err);
-    if (known) {
-      for (const [k, v] of Object.entries(known.options.headers ?? {})) res.setHeader(k, v);
-      res.status(known.status).json(known.toBody());
-      return;
-    }
-    (req.log ?? logger).error({ err, path: req.path }, 'unhandled error');
-    res.status(500).json({ detail: 'Internal server error' });
-  };
-}
+export const detailErrorHandler = (logger: Logger) => errorHandler({ logger });
 
 /** Renders errors under /v0.2 in the legacy shape `{error, message, request_id, details}`. */
 export function legacyErrorHandler(logger: Logger) {
-  return (err: unknown, req: Request, res: Response, _next: NextFunction): void => {
-    const reqId = (res.locals.requestId as string | undefined) ?? null;
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    let known = fromFrameworkError(err);
-    if (known?.code === 'invalid_json') known = legacyJsonInvalid(known.message, reqId);
-    if (known) {
-      for (const [k, v] of Object.entries(known.options.headers ?? {})) res.setHeader(k, v);
-      const fallback = (res.locals.legacyRequestId as string | undefined) ?? reqId;
-      res.status(known.status).json(known.toLegacyBody(legacyErrorRequestId(known, fallback)));
-      return;
-    }
-    (req.log ?? logger).error({ err, path: req.path, reqId }, 'unhandled error');
-    res.status(500).json({ error: 'internal_error', message: 'Internal server error', request_id: reqId, details: null });
-  };
+  const reqIdOf = (res: Response) => (res.locals.requestId as string | undefined) ?? null;
+  return errorHandler({
+    logger,
+    map: (err, res) => (err.code === 'invalid_json' ? legacyJsonInvalid(err.message, reqIdOf(res)) : err),
+    render: (err, res) => err.toLegacyBody(legacyErrorRequestId(err, (res.locals.legacyRequestId as string | undefined) ?? reqIdOf(res))),
+    internal: (res) => ({ error: 'internal_error', message: 'Internal server error', request_id: reqIdOf(res), details: null }),
+  });
 }
