@@ -146,7 +146,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     store,
     authorize,
     upgradeHeaders: () => deprecationHeaderLines(headers),
-    hooks: socketTelemetry(metrics, usage, store),
+    hooks: socketTelemetry(metrics, usage),
   });
 
   const passthrough = createPassthrough({

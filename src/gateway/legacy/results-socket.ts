@@ -16,7 +16,8 @@ export type SocketAuth =
   | { ok: false; reason: string };
 
 export interface ResultsSocketHooks {
-  onOpen?(streamId: string): void;
+  /** A socket authenticated for this stream (`record` as the authorization read it). */
+  onOpen?(streamId: string, record: SessionRecord): void;
   onClose?(streamId: string): void;
   onShed?(streamId: string): void;
 }
@@ -86,7 +87,7 @@ export class ResultsSockets {
       }
       this.opts
         .authorize(key, streamId)
-        .then((auth) => (auth.ok ? this.attach(ws, streamId) : ws.close(1008, auth.reason)))
+        .then((auth) => (auth.ok ? this.attach(ws, streamId, auth.record) : ws.close(1008, auth.reason)))
         .catch((err: unknown) => {
           logger.warn({ err, streamId }, 'results socket authorization failed');
           ws.close(1011, 'authorization unavailable');
@@ -94,7 +95,7 @@ export class ResultsSockets {
     });
   }
 
-  private async attach(ws: WebSocket, streamId: string): Promise<void> {
+  private async attach(ws: WebSocket, streamId: string, record: SessionRecord): Promise<void> {
     if (ws.readyState !== ws.OPEN) return;
     const { store, hooks, cfg } = this.opts;
     const unsubscribe = store.subscribe(resultsChannel(streamId), (msg) => {
@@ -109,7 +110,7 @@ export class ResultsSockets {
       }
       ws.send(msg.slice(1));
     });
-    hooks?.onOpen?.(streamId);
+    hooks?.onOpen?.(streamId, record);
     ws.once('close', () => {
       unsubscribe();
       hooks?.onClose?.(streamId);

@@ -1,6 +1,5 @@
 import type { LegacyObserver } from '../legacy/sessions';
 import type { ResultsSocketHooks } from '../legacy/results-socket';
-import type { Store } from '../store/store';
 import type { GatewayMetrics } from './metrics';
 import type { DeprecationUsage } from './usage';
 
@@ -41,19 +40,13 @@ export function telemetryObserver(metrics: GatewayMetrics, usage: DeprecationUsa
 }
 
 /** Results-socket events → metrics, and a per-key connection count (the key comes from the session). */
-export function socketTelemetry(metrics: GatewayMetrics, usage: DeprecationUsage, store: Store): ResultsSocketHooks {
+export function socketTelemetry(metrics: GatewayMetrics, usage: DeprecationUsage): ResultsSocketHooks {
   return {
-    onOpen(streamId) {
+    onOpen(_streamId, rec) {
       metrics.socketsOpened.inc();
       metrics.legacyRequests.inc({ endpoint: RESULTS_SOCKET_ENDPOINT });
-      void store.getSession(streamId).then(
-        (rec) => {
-          if (!rec) return;
-          usage.request(rec.keyHash, RESULTS_SOCKET_ENDPOINT, rec.accountId);
-          usage.socketOpened(rec.keyHash);
-        },
-        () => undefined,
-      );
+      usage.request(rec.keyHash, RESULTS_SOCKET_ENDPOINT, rec.accountId);
+      usage.socketOpened(rec.keyHash);
     },
     onShed() {
       metrics.socketsShed.inc();
