@@ -60,6 +60,8 @@ interface LiveSession {
   spec: SessionSpec;
   prompt: string;
   threadId: string;
+  /** Fallback models for this stream's completions (the configured list less its own model). */
+  fallbackModels: readonly string[];
   validate?: ValidateFunction;
   ticker?: Ticker;
   leaseTimer?: NodeJS.Timeout;
@@ -149,6 +151,7 @@ export class LegacySessions {
       spec: input.spec,
       prompt: input.spec.prompt,
       threadId: `legacy-${created.id}`,
+      fallbackModels: cfg.fallbackModels.filter((m) => m !== input.spec.model),
       validate,
       abort: new AbortController(),
       publishToken: created.publish.token,
@@ -395,7 +398,7 @@ export class LegacySessions {
 
   /** One tick: a chat completion about the current window, published as one legacy result. */
   private async infer(session: LiveSession, tick: TickInfo): Promise<void> {
-    const { upstream, brand, catalog, cfg, observer, store } = this.deps;
+    const { upstream, brand, catalog, observer, store } = this.deps;
     observer?.tickLateness?.(tick.latenessMs);
     const prompt = session.prompt;
     const body: ChatCompletionRequest = {
@@ -408,7 +411,7 @@ export class LegacySessions {
     try {
       const r = await upstream.chatCompletion(session.apiKey, body, {
         signal: session.abort.signal,
-        fallbackModels: cfg.fallbackModels.filter((m) => m !== session.spec.model),
+        fallbackModels: session.fallbackModels,
         isModelReady: (id) => catalog.isReady(id),
       });
       response = r.response;
