@@ -120,8 +120,10 @@ export function parseReference(url: string, kind: PartKind, scheme: string, loc:
 
   if (kind === 'image') {
     const a = anchor('', true);
-    const toleranceMs = int('tolerance_ms', 1) ?? DEFAULT_TOLERANCE_MS;
-    const dirRaw = params.get('direction');
+    // The contract: tolerance_ms and direction are ignored when frame_index is set, so not validated.
+    const byIndex = params.has('frame_index');
+    const toleranceMs = (byIndex ? undefined : int('tolerance_ms', 1)) ?? DEFAULT_TOLERANCE_MS;
+    const dirRaw = byIndex ? undefined : params.get('direction');
     let direction: SnapDirection = 'nearest';
     if (dirRaw !== undefined) {
       if ((DIRECTIONS as readonly string[]).includes(dirRaw)) direction = dirRaw as SnapDirection;

@@ -101,7 +101,7 @@ describe('parseReference: every 422 of the contract', () => {
     ['unsafe integer', 'frame_index=99999999999999999999', 'image', 'int_parsing'],
     ['hex index', 'start_frame_index=0x10', 'video', 'int_parsing'],
     ['fractional offset', 'start_offset_ms=-1.5', 'video', 'int_parsing'],
-    ['tolerance 0', 'frame_index=1&tolerance_ms=0', 'image', 'greater_than'],
+    ['tolerance 0', 'timestamp_ms=1&tolerance_ms=0', 'image', 'greater_than'],
     ['negative tolerance', 'timestamp_ms=1&tolerance_ms=-5', 'image', 'greater_than'],
     ['fractional tolerance', 'timestamp_ms=1&tolerance_ms=1.5', 'image', 'int_parsing'],
     ['unknown direction', 'timestamp_ms=1&direction=sideways', 'image', 'enum'],
@@ -137,8 +137,16 @@ describe('parseReference: every 422 of the contract', () => {
   });
 
   it('reports every problem of one reference, not only the first', () => {
-    const r = parse('frame_index=x&direction=up&foo=1', 'image');
+    const r = parse('timestamp_ms=x&direction=up&foo=1', 'image');
     expect(r.ok ? [] : r.problems.map((p) => p.type).sort()).toEqual(['enum', 'extra_forbidden', 'int_parsing']);
+  });
+
+  it('tolerance_ms and direction are ignored (not validated) when frame_index is set, as the contract says', () => {
+    for (const q of ['frame_index=3&tolerance_ms=0', 'frame_index=3&tolerance_ms=abc', 'frame_index=-1&direction=sideways&tolerance_ms=-5']) {
+      expect(img(q)).toMatchObject({ anchor: { axis: 'frame_index' }, toleranceMs: 100, direction: 'nearest' });
+    }
+    // A repeated key is still rule 4, whatever it names.
+    expect(parse('frame_index=3&tolerance_ms=5&tolerance_ms=5', 'image')).toMatchObject({ ok: false, problems: [{ type: 'duplicate_parameter' }] });
   });
 });
 
