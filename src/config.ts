@@ -119,7 +119,8 @@ const legacySchema = z.strictObject({
   /** Inferences in flight per stream; a tick that finds this many running is skipped. */
   maxInFlight: positiveInt.default(1),
   /** Models tried, in order, after the requested one fails with 503 or a network error. */
-  fallbackModels: z.array(z.string()).default([]),
+  /** Unset: every model the upstream lists, in its order (only `ready` ones are tried); `[]`: none. */
+  fallbackModels: z.array(z.string()).optional(),
   /** How often the gateway renews the upstream lease (must be well inside its 300 s). */
   upstreamKeepaliveSeconds: positive.default(60),
   /** How often the scheduler polls the upstream stream for its first frame. */
