@@ -3,7 +3,7 @@
  * by default and names the model that answered; a model the gateway sees saturated takes no new
  * streams. 503 bursts come from the emulator's fault control, not from timing.
  */
-import { clipBody, frameBody, http, openResults, startStack, tail } from '../../helpers/stack';
+import { clipBody, frameBody, http, openResults, tail, useStack } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
 
 const fault = (s: Stack, body: Record<string, unknown>) => http(s.emulator.url, 'POST', '/_emulator/faults', { body });
@@ -15,15 +15,10 @@ async function createStream(s: Stack, body: unknown): Promise<string> {
 }
 
 describe('fallback models unset: the upstream ready models, in listed order', () => {
-  let s: Stack;
-  beforeAll(async () => {
-    s = await startStack();
-  });
-  afterAll(async () => {
-    await s.close();
-  });
+  const stack = useStack();
 
   test('the first clip result already spans a full clip (no 1-frame, 0 ms "clip")', async () => {
+    const s = stack();
     const id = await createStream(s, clipBody({ target_fps: 4, clip_length_seconds: 1, delay_seconds: 0.5 }));
     const sock = await openResults(s.url, id);
     const [first] = await sock.waitFor(1, 15_000);
@@ -37,6 +32,7 @@ describe('fallback models unset: the upstream ready models, in listed order', ()
   });
 
   test('a 503 burst outlasting 3 attempts falls back to the next ready model; model_name names it', async () => {
+    const s = stack();
     const id = await createStream(s, frameBody({ interval_seconds: 0.5 }));
     const sock = await openResults(s.url, id);
     await sock.waitFor(1);
@@ -55,15 +51,10 @@ describe('fallback models unset: the upstream ready models, in listed order', ()
 });
 
 describe('fallbackModels: [] (no fallback)', () => {
-  let s: Stack;
-  beforeAll(async () => {
-    s = await startStack({ legacy: { fallbackModels: [] } });
-  });
-  afterAll(async () => {
-    await s.close();
-  });
+  const stack = useStack({ legacy: { fallbackModels: [] } });
 
   test('a burst gives ok:false; a model the gateway then shows saturated rejects new streams (503 model_unavailable)', async () => {
+    const s = stack();
     const id = await createStream(s, frameBody({ interval_seconds: 0.3 }, { model: 'local/analyzer-mini' }));
     const sock = await openResults(s.url, id);
     await sock.waitFor(1);
