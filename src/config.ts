@@ -67,10 +67,12 @@ const emulatorSchema = z.strictObject({
   /** Characters per text token in the usage estimate. */
   charsPerToken: positiveInt.default(4),
   maxBodyBytes: positiveInt.default(1024 * 1024),
-  controlApi: z.boolean().default(false),
+  /** Unset: off for `emulator`, on for the emulator `serve` embeds; set, it is honoured by both. */
+  controlApi: z.boolean().optional(),
   autoPublish: z
     .strictObject({
-      enabled: z.boolean().default(false),
+      /** Unset: off for `emulator`, on for the emulator `serve` embeds; set, it is honoured by both. */
+      enabled: z.boolean().optional(),
       fps: positive.max(60).default(5),
       width: positiveInt.default(320),
       height: positiveInt.default(240),
