@@ -67,10 +67,12 @@ const emulatorSchema = z.strictObject({
   /** Characters per text token in the usage estimate. */
   charsPerToken: positiveInt.default(4),
   maxBodyBytes: positiveInt.default(1024 * 1024),
-  controlApi: z.boolean().default(false),
+  /** Unset: off for `emulator`, on for the emulator `serve` embeds; set, it is honoured by both. */
+  controlApi: z.boolean().optional(),
   autoPublish: z
     .strictObject({
-      enabled: z.boolean().default(false),
+      /** Unset: off for `emulator`, on for the emulator `serve` embeds; set, it is honoured by both. */
+      enabled: z.boolean().optional(),
       fps: positive.max(60).default(5),
       width: positiveInt.default(320),
       height: positiveInt.default(240),
@@ -119,7 +121,8 @@ const legacySchema = z.strictObject({
   /** Inferences in flight per stream; a tick that finds this many running is skipped. */
   maxInFlight: positiveInt.default(1),
   /** Models tried, in order, after the requested one fails with 503 or a network error. */
-  fallbackModels: z.array(z.string()).default([]),
+  /** Unset: every model the upstream lists, in its order (only `ready` ones are tried); `[]`: none. */
+  fallbackModels: z.array(z.string()).optional(),
   /** How often the gateway renews the upstream lease (must be well inside its 300 s). */
   upstreamKeepaliveSeconds: positive.default(60),
   /** How often the scheduler polls the upstream stream for its first frame. */

@@ -86,21 +86,13 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
   let emulator: { url: string; port: number; controlApi: boolean; autoPublish: boolean } | undefined;
   let stopEmulator = async () => {};
   if (!upstreamUrl) {
-    // The embedded default: a local emulator with the control API and a synthetic publisher, so a
-    // fresh clone shows real results at once.
-    const embedded: Config = {
-      ...cfg,
-      emulator: {
-        ...cfg.emulator,
-        controlApi: true,
-        autoPublish: { ...cfg.emulator.autoPublish, enabled: true },
-      },
-    };
-    const { startEmulator } = await import('./emulator/server');
+    // The embedded default: a local emulator, by default with the control API and a synthetic publisher.
+    const { startEmulator, embeddedEmulatorConfig } = await import('./emulator/server');
+    const embedded = embeddedEmulatorConfig(cfg);
     const emu = await startEmulator(embedded, logger.child({ component: 'emulator' }));
     upstreamUrl = emu.url;
     stopEmulator = () => emu.close();
-    emulator = { url: emu.url, port: emu.port, controlApi: true, autoPublish: true };
+    emulator = { url: emu.url, port: emu.port, controlApi: embedded.emulator.controlApi === true, autoPublish: embedded.emulator.autoPublish.enabled === true };
   }
   const gw = await startGateway(cfg, logger, upstreamUrl);
   const sources = configSources(configFile);
@@ -120,7 +112,7 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
     },
     [
       `gateway listening on ${gw.url} (port ${gw.port})`,
-      `upstream ${upstreamUrl}${emulator ? ' = embedded emulator (no UPSTREAM_URL configured; control API and synthetic publisher on)' : ''}`,
+      `upstream ${upstreamUrl}${emulator ? ` = embedded emulator (no UPSTREAM_URL configured; control API ${emulator.controlApi ? 'on' : 'off'}, synthetic publisher ${emulator.autoPublish ? 'on' : 'off'})` : ''}`,
       `config ${sources.files.join(' + ') || '(defaults only)'}${sources.env.length ? ` + env ${sources.env.join(', ')}` : ''}`,
     ].join('; '),
   );

@@ -54,6 +54,10 @@ export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => st
         onFrame: (raw) => {
           stream.frames.ingest(raw).catch((err: unknown) => logger.warn({ err, stream: name }, 'room frame dropped'));
         },
+        // Real video replaces the test pattern: the two never interleave in one stream's windows.
+        onPublication: () => {
+          if (publishers.stop(stream.id)) logger.info({ stream: name }, 'real publisher joined: synthetic publisher stopped');
+        },
       };
     },
   });

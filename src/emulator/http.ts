@@ -19,7 +19,8 @@ export function accountOf(res: Response): Account {
 
 /**
  * The optional region header: echoed on the response, 409 `region_error` when it names another
- * region, 422 when it names no known region.
+ * region, 422 when it names no known region. The key is checked first: a request without a valid
+ * key gets its 401 whatever its region header says (contract: 401 for a missing key).
  */
 export function regionCheck(ctx: EmulatorContext) {
   const known = ['us-west1', 'us-central1'];
@@ -27,6 +28,7 @@ export function regionCheck(ctx: EmulatorContext) {
     const requested = req.headers[ctx.brand.regionHeader];
     res.setHeader(ctx.brand.regionHeaderDisplay, ctx.cfg.emulator.region);
     if (requested === undefined) return next();
+    res.locals.account = ctx.accounts.authenticate(req.headers.authorization);
     const value = Array.isArray(requested) ? requested[0]! : requested;
     if (!known.includes(value)) {
       throw new ServiceError(422, 'validation_error', `Unknown region ${JSON.stringify(value)}`, {

@@ -120,8 +120,10 @@ export function parseReference(url: string, kind: PartKind, scheme: string, loc:
 
   if (kind === 'image') {
     const a = anchor('', true);
-    const toleranceMs = int('tolerance_ms', 1) ?? DEFAULT_TOLERANCE_MS;
-    const dirRaw = params.get('direction');
+    // The contract: tolerance_ms and direction are ignored when frame_index is set, so not validated.
+    const byIndex = params.has('frame_index');
+    const toleranceMs = (byIndex ? undefined : int('tolerance_ms', 1)) ?? DEFAULT_TOLERANCE_MS;
+    const dirRaw = byIndex ? undefined : params.get('direction');
     let direction: SnapDirection = 'nearest';
     if (dirRaw !== undefined) {
       if ((DIRECTIONS as readonly string[]).includes(dirRaw)) direction = dirRaw as SnapDirection;
@@ -234,9 +236,10 @@ export function resolveImage(ref: ImageReference, buf: FrameBuffer, now: number)
  * retained frame, `start_offset_ms=0` is the start of the buffer, an omitted end is now, an end time
  * past now is now. A start in the future or an explicit frame index past the last frame → 422
  * `frame_not_yet_produced`; an end before the start → 422 validation error (at `loc`).
- * Sampling is greedy from the window start: each picked frame is the first at least 1/max_fps after
- * the previous pick, so halving max_fps halves the frames. A window holding no frame yields the frame
- * on screen at its end (the last one before it).
+ * Sampling is anchored at the window's newest frame (the live edge when the end is omitted) and steps
+ * back by 1/max_fps to the window start, taking the nearest frame at each step: max_fps caps frames
+ * per second and the newest frame is always in. A window holding no frame yields the frame on screen
+ * at its end (the last one before it).
  */
 export function resolveVideo(ref: VideoReference, buf: FrameBuffer, now: number, loc: string[] = ['url']): StoredFrame[] {
   const { oldest, last } = requireFrames(buf, ref.streamId, now);
@@ -284,14 +287,19 @@ export function resolveVideo(ref: VideoReference, buf: FrameBuffer, now: number,
   }
   if (!startFrame || startFrame.index > endFrame.index) return [endFrame];
 
+  // Anchored at the newest frame of the window and stepping back by 1/max_fps, so the live edge is
+  // always sampled and a window of d seconds holds at most floor(d × max_fps) + 1 frames. Each step
+  // takes the frame nearest its time (clamped into the window); a source slower than max_fps repeats
+  // a frame, which is taken once.
   const stepMs = 1000 / ref.maxFps;
-  const picks: StoredFrame[] = [startFrame];
-  let prev = startFrame;
-  for (;;) {
-    const next = buf.atStreamTime(prev.streamTimeMs + stepMs, Infinity, 'forward');
-    if (!next || next.index > endFrame.index || next.index <= prev.index) break;
-    picks.push(next);
-    prev = next;
+  const picks: StoredFrame[] = [endFrame];
+  for (let k = 1; ; k++) {
+    const t = endFrame.streamTimeMs - k * stepMs;
+    if (t < startT) break;
+    let f = buf.atStreamTime(t, Infinity, 'nearest') ?? startFrame;
+    if (f.index < startFrame.index) f = startFrame;
+    if (f.index > endFrame.index) f = endFrame;
+    if (f.index < picks[picks.length - 1]!.index) picks.push(f);
   }
-  return picks;
+  return picks.reverse();
 }

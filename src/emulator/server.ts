@@ -13,6 +13,22 @@ export interface RunningEmulator {
   close(): Promise<void>;
 }
 
+/**
+ * The config of the emulator `serve` embeds when no upstream is configured: the control API and the
+ * synthetic publisher default to on there (a fresh clone shows results at once), but a setting in
+ * the config file or the environment (`EMULATOR_AUTO_PUBLISH=false`) is honoured.
+ */
+export function embeddedEmulatorConfig(cfg: Config): Config {
+  return {
+    ...cfg,
+    emulator: {
+      ...cfg.emulator,
+      controlApi: cfg.emulator.controlApi ?? true,
+      autoPublish: { ...cfg.emulator.autoPublish, enabled: cfg.emulator.autoPublish.enabled ?? true },
+    },
+  };
+}
+
 /** Starts the emulator on its own HTTP server (port 0 picks a free port). */
 export async function startEmulator(cfg: Config, logger: Logger): Promise<RunningEmulator> {
   let base = '';

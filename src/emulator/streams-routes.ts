@@ -20,7 +20,7 @@ export function streamsRouter(ctx: EmulatorContext): Router {
     const account = accountOf(res);
     // Creation requires credits (402 otherwise), like the provider.
     if (!ctx.accounts.canPay(account.id, 1)) {
-      throw streamError(402, 'billing_denied', 'Insufficient credits to create a stream', 'billing_error');
+      throw streamError(402, 'billing_denied', 'Insufficient credits to create a stream');
     }
     const stream = ctx.streams.create(account);
     const token = await publishToken(ctx, stream);

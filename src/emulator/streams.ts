@@ -133,9 +133,19 @@ export class StreamRegistry {
 
   private armLease(stream: EmulatedStream): void {
     clearTimeout(this.leaseTimers.get(stream.id));
-    const t = setTimeout(() => this.end(stream, 'expired'), Math.max(0, stream.expiresAtMs - this.now()));
+    const t = setTimeout(() => this.expireIfDue(stream), Math.max(0, stream.expiresAtMs - this.now()));
     t.unref();
     this.leaseTimers.set(stream.id, t);
+  }
+
+  /**
+   * A timer may fire a little before the clock reaches the lease's end (timers and Date.now() drift
+   * apart): re-arm for the rest, so an ended snapshot never predates its own expiry.
+   */
+  private expireIfDue(stream: EmulatedStream): void {
+    if (stream.state !== 'active') return;
+    if (this.now() < stream.expiresAtMs) return this.armLease(stream);
+    this.end(stream, 'expired');
   }
 
   view(stream: EmulatedStream): StreamView {

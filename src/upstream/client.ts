@@ -10,7 +10,7 @@ import { keyHash } from '../lib/keys';
 import { ServiceError, detailError } from '../lib/errors';
 import type { Logger } from '../lib/logger';
 import { UpstreamError, httpError, isUpstreamCode, isUpstreamStatus } from './errors';
-import { Retrier, isRetryable, parseRetryAfter } from './retry';
+import { Retrier, isRetryable, parseRetryAfter, sleep } from './retry';
 import type { RetryInfo, RetryOverride, RetryPolicyName } from './retry';
 import type {
   Balance,
@@ -180,6 +180,8 @@ export class UpstreamClient {
           this.log?.debug({ op: 'chatCompletion', model }, 'upstream fallback model not ready, skipped');
           continue;
         }
+        // The contract's last wait (2 s) follows the last failed attempt, before the next model.
+        if (isRetryable(policy, lastError)) await sleep(this.retrier.delayMs('completion', policy.maxAttempts ?? policy.delaysMs.length + 1), opts.signal);
         this.log?.warn(
           { op: 'chatCompletion', model, failedModel: models[i - 1], code: codeOf(lastError), key: keyHash(apiKey) },
           'upstream completion falling back to the next model',

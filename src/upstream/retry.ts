@@ -2,7 +2,9 @@
  * The one retry policy of the upstream client (spec/interface.md "Client retry guidance").
  *
  * Each policy lists the waits *before each retry*: `create` waits 1 s, 2 s, 4 s, so a call makes
- * one initial attempt plus at most three retries (four attempts in all). Waits are jittered by
+ * one initial attempt plus at most three retries (four attempts in all). `completion` counts as the
+ * contract does, "0.5 s, 1 s, 2 s; 3 attempts, then fall back": three attempts in all, the waits
+ * after each failed one, the last (2 s) before the next model (UpstreamClient.chatCompletion). Waits are jittered by
  * ±10 %, raised to an upstream `retry-after` hint (capped), and end early when the caller aborts.
  * A failure after a 2xx answer's body has started is never retried (openai-node, undici
  * retry-handler): the caller may already hold part of it, and the upstream already did the work.
@@ -21,6 +23,8 @@ export interface RetryPolicy {
   readonly network: boolean;
   /** Retry when a connect, headers or body timeout fired. */
   readonly timeout: boolean;
+  /** Attempts in all, when fewer than one plus the retries `delaysMs` lists. */
+  readonly maxAttempts?: number;
 }
 
 /**
@@ -30,7 +34,7 @@ export interface RetryPolicy {
 export const RETRY_POLICIES: Readonly<Record<RetryPolicyName, RetryPolicy>> = {
   create: { name: 'create', delaysMs: [1000, 2000, 4000], statuses: [503], network: false, timeout: false },
   keepalive: { name: 'keepalive', delaysMs: [1000, 1000, 1000], statuses: [503], network: true, timeout: true },
-  completion: { name: 'completion', delaysMs: [500, 1000, 2000], statuses: [503], network: true, timeout: true },
+  completion: { name: 'completion', delaysMs: [500, 1000, 2000], statuses: [503], network: true, timeout: true, maxAttempts: 3 },
   none: { name: 'none', delaysMs: [], statuses: [], network: false, timeout: false },
 };
 
@@ -95,7 +99,7 @@ export class Retrier {
   /** Whether `err`, after `attempt` attempts (1-based), earns another one under this policy. */
   shouldRetry(name: RetryPolicyName, err: unknown, attempt: number): err is UpstreamError {
     const p = this.policies[name];
-    return attempt <= p.delaysMs.length && isRetryable(p, err);
+    return attempt <= p.delaysMs.length && attempt < (p.maxAttempts ?? Infinity) && isRetryable(p, err);
   }
 
   /** Wait before the retry that follows failed attempt `attempt` (1-based). */

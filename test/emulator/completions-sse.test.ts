@@ -123,7 +123,7 @@ describe('official openai client', () => {
       max_completion_tokens: 200,
     });
     expect(r.object).toBe('chat.completion');
-    expect(r.choices[0]!.message.content).toMatch(/\[frames=6 index=0\.\.25 span_ms=2500 pattern=0\.\.25\]/);
+    expect(r.choices[0]!.message.content).toMatch(/\[frames=6 index=4\.\.29 span_ms=2500 pattern=4\.\.29\]/);
     expect(r.usage!.prompt_tokens).toBe(4 + 6 * 256);
   });
 
@@ -145,7 +145,7 @@ describe('official openai client', () => {
       if (chunk.usage) usage = chunk.usage;
     }
     expect(chunks).toBeGreaterThan(3);
-    expect(content).toMatch(/\[frames=6 index=0\.\.25 span_ms=2500 pattern=0\.\.25\]$/);
+    expect(content).toMatch(/\[frames=6 index=4\.\.29 span_ms=2500 pattern=4\.\.29\]$/);
     expect(finish).toBe('stop');
     expect(usage!.completion_tokens).toBe(Math.ceil(content.length / 4));
   });

@@ -101,7 +101,7 @@ describe('parseReference: every 422 of the contract', () => {
     ['unsafe integer', 'frame_index=99999999999999999999', 'image', 'int_parsing'],
     ['hex index', 'start_frame_index=0x10', 'video', 'int_parsing'],
     ['fractional offset', 'start_offset_ms=-1.5', 'video', 'int_parsing'],
-    ['tolerance 0', 'frame_index=1&tolerance_ms=0', 'image', 'greater_than'],
+    ['tolerance 0', 'timestamp_ms=1&tolerance_ms=0', 'image', 'greater_than'],
     ['negative tolerance', 'timestamp_ms=1&tolerance_ms=-5', 'image', 'greater_than'],
     ['fractional tolerance', 'timestamp_ms=1&tolerance_ms=1.5', 'image', 'int_parsing'],
     ['unknown direction', 'timestamp_ms=1&direction=sideways', 'image', 'enum'],
@@ -137,8 +137,16 @@ describe('parseReference: every 422 of the contract', () => {
   });
 
   it('reports every problem of one reference, not only the first', () => {
-    const r = parse('frame_index=x&direction=up&foo=1', 'image');
+    const r = parse('timestamp_ms=x&direction=up&foo=1', 'image');
     expect(r.ok ? [] : r.problems.map((p) => p.type).sort()).toEqual(['enum', 'extra_forbidden', 'int_parsing']);
+  });
+
+  it('tolerance_ms and direction are ignored (not validated) when frame_index is set, as the contract says', () => {
+    for (const q of ['frame_index=3&tolerance_ms=0', 'frame_index=3&tolerance_ms=abc', 'frame_index=-1&direction=sideways&tolerance_ms=-5']) {
+      expect(img(q)).toMatchObject({ anchor: { axis: 'frame_index' }, toleranceMs: 100, direction: 'nearest' });
+    }
+    // A repeated key is still rule 4, whatever it names.
+    expect(parse('frame_index=3&tolerance_ms=5&tolerance_ms=5', 'image')).toMatchObject({ ok: false, problems: [{ type: 'duplicate_parameter' }] });
   });
 });
 
@@ -226,7 +234,7 @@ describe('resolveImage', () => {
 });
 
 describe('resolveVideo', () => {
-  it('samples greedily from the window start at max_fps; halving max_fps halves the frames', async () => {
+  it('samples back from the newest frame at max_fps; halving max_fps halves the frames', async () => {
     const { buf, clock } = await bufferWith(200); // 20 s at 10 fps; now = 19 920 ms
     const count = (fps: number) => resolveVideo(vid(`start_offset_ms=-10000&max_fps=${fps}`), buf, clock.now).length;
     expect(count(2)).toBe(20);
@@ -234,21 +242,21 @@ describe('resolveVideo', () => {
     expect(count(0.5)).toBe(5);
     expect(count(0.25)).toBe(3);
     const frames = resolveVideo(vid('start_offset_ms=-10000'), buf, clock.now);
-    expect(indices(frames)).toEqual([100, 110, 120, 130, 140, 150, 160, 170, 180, 190]);
+    expect(indices(frames)).toEqual([109, 119, 129, 139, 149, 159, 169, 179, 189, 199]);
     for (let i = 1; i < frames.length; i++) expect(frames[i]!.streamTimeMs - frames[i - 1]!.streamTimeMs).toBeGreaterThanOrEqual(1000);
   });
 
   it('defaults to 1 fps and to the live edge; an offset start of 0 is the start of the buffer', async () => {
     const { buf, clock } = await bufferWith(50);
-    expect(indices(resolveVideo(vid('start_offset_ms=-2000'), buf, clock.now))).toEqual([30, 40]);
-    expect(indices(resolveVideo(vid('start_offset_ms=0'), buf, clock.now))).toEqual([0, 10, 20, 30, 40]);
+    expect(indices(resolveVideo(vid('start_offset_ms=-2000'), buf, clock.now))).toEqual([39, 49]);
+    expect(indices(resolveVideo(vid('start_offset_ms=0'), buf, clock.now))).toEqual([9, 19, 29, 39, 49]);
     expect(indices(resolveVideo(vid('start_frame_index=-10&max_fps=10'), buf, clock.now))).toEqual([40, 41, 42, 43, 44, 45, 46, 47, 48, 49]);
     expect(indices(resolveVideo(vid('start_timestamp_ms=4500&max_fps=5'), buf, clock.now))).toEqual([45, 47, 49]);
   });
 
   it('mixes anchor kinds in one part', async () => {
     const { buf, clock } = await bufferWith(50);
-    expect(indices(resolveVideo(vid('start_offset_ms=-3000&end_frame_index=-11'), buf, clock.now))).toEqual([20, 30]);
+    expect(indices(resolveVideo(vid('start_offset_ms=-3000&end_frame_index=-11'), buf, clock.now))).toEqual([29, 39]);
     expect(indices(resolveVideo(vid('start_frame_index=5&end_timestamp_ms=2500'), buf, clock.now))).toEqual([5, 15, 25]);
     expect(indices(resolveVideo(vid('start_timestamp_ms=1000&end_offset_ms=-2920&max_fps=2'), buf, clock.now))).toEqual([10, 15, 20]);
     expect(indices(resolveVideo(vid('start_frame_index=3&end_frame_index=3'), buf, clock.now))).toEqual([3]);
@@ -256,14 +264,33 @@ describe('resolveVideo', () => {
 
   it('rule 2: a start before the buffer clamps to the oldest retained frame', async () => {
     const { buf, clock } = await bufferWith(50, 10, 2000); // oldest retained at now: 30
-    expect(indices(resolveVideo(vid('start_offset_ms=-10000'), buf, clock.now))).toEqual([30, 40]);
-    expect(indices(resolveVideo(vid('start_frame_index=0&max_fps=2'), buf, clock.now))).toEqual([30, 35, 40, 45]);
+    expect(indices(resolveVideo(vid('start_offset_ms=-10000'), buf, clock.now))).toEqual([39, 49]);
+    expect(indices(resolveVideo(vid('start_frame_index=0&max_fps=2'), buf, clock.now))).toEqual([34, 39, 44, 49]);
     expect(indices(resolveVideo(vid('start_frame_index=0&end_frame_index=10'), buf, clock.now))).toEqual([30]);
   });
 
   it('a legacy 10 s clip right after the stream starts gets the seconds that exist', async () => {
     const { buf, clock } = await bufferWith(30); // 3 s of video
-    expect(indices(resolveVideo(vid('start_offset_ms=-10000&max_fps=1'), buf, clock.now))).toEqual([0, 10, 20]);
+    expect(indices(resolveVideo(vid('start_offset_ms=-10000&max_fps=1'), buf, clock.now))).toEqual([9, 19, 29]);
+  });
+
+  // Issue 11: the sampler stepped forward from the window start, fell short of max_fps and left out
+  // the newest frames. Frame i carries test-pattern index i, so the indices are what a model sees.
+  it.each([
+    // [source fps, frames in buffer, max_fps, window ms, expected indices]
+    [5, 50, 2, 3000, [36, 39, 41, 44, 46, 49]],
+    [5, 50, 5, 3000, [35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49]],
+    [30, 300, 1, 2000, [269, 299]],
+    [10, 200, 0.5, 10000, [119, 139, 159, 179, 199]],
+    [2, 10, 5, 2000, [6, 7, 8, 9]],
+  ])('a %s fps source (%s frames), max_fps=%s over %s ms: the newest frame is in, max_fps per second', async (srcFps, n, maxFps, windowMs, expected) => {
+    const { buf, clock } = await bufferWith(n, srcFps);
+    const frames = resolveVideo(vid(`start_offset_ms=-${windowMs}&max_fps=${maxFps}`), buf, clock.now);
+    expect(indices(frames)).toEqual(expected);
+    expect(frames.at(-1)!.index).toBe(n - 1);
+    expect(frames.length).toBeLessThanOrEqual(Math.floor((windowMs / 1000) * maxFps) + 1);
+    // At the source's own rate or below, the cap is reached: the rate is max_fps, not less.
+    if (maxFps <= srcFps) expect(frames.length).toBeGreaterThanOrEqual(Math.floor((windowMs / 1000) * maxFps));
   });
 
   it('a window between two frames yields the frame on screen; an end past now is now', async () => {

@@ -174,6 +174,8 @@ describe('emulator streams', () => {
     expect((await http(emu.url, 'POST', `/v1beta/streams/${id}/keepalive`, { key: KEY_B })).status).toBe(403);
     const broke = await http(emu.url, 'POST', '/v1beta/streams', { key: KEY_BROKE, body: {} });
     expect(broke.status).toBe(402);
+    // The stream shape's type is stream_error everywhere (contract, Errors), on create too.
+    expect(broke.body).toEqual({ detail: { error: { message: expect.any(String), type: 'stream_error', code: 'billing_denied' } } });
     // Model list and pricing need no key.
     expect((await http(emu.url, 'GET', '/v1beta/models', { key: null })).status).toBe(200);
     expect((await http(emu.url, 'GET', '/billing/pricing/local/analyzer', { key: null })).status).toBe(200);
@@ -203,6 +205,21 @@ describe('emulator streams', () => {
     });
     expect(wrong.status).toBe(409);
     expect(await wrong.json()).toEqual({ detail: { error: 'region_error', expected_region: 'us-west1', requested_region: 'us-central1' } });
+  });
+
+  test('order of checks: a missing or unknown key is 401 before a wrong or unknown region (409/422)', async () => {
+    for (const path of ['/v1beta/streams', '/v1beta/chat/completions']) {
+      for (const region of ['us-central1', 'mars-1']) {
+        for (const authorization of [undefined, 'Bearer svc-unknown']) {
+          const res = await fetch(`${emu.url}${path}`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'X-Svc-Region': region, ...(authorization ? { authorization } : {}) },
+            body: '{}',
+          });
+          expect([path, region, authorization, res.status]).toEqual([path, region, authorization, 401]);
+        }
+      }
+    }
   });
 
   test('bad input never becomes a 500: invalid JSON 400, oversized body 413, unknown route 404', async () => {

@@ -157,3 +157,15 @@ export function tail(text: string): { frames: number; first: number; last: numbe
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A stack for the enclosing describe block: started before its tests, closed after them. */
+export function useStack(overrides: Record<string, unknown> = {}): () => Stack {
+  let s: Stack | undefined;
+  beforeAll(async () => {
+    s = await startStack(overrides);
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+  return () => s!;
+}

@@ -167,13 +167,14 @@ describe('chatCompletion', () => {
       },
       onAttempt: (a) => attempts.push(`${a.model}#${a.attempt}/${a.totalAttempts}`),
     });
-    expect(result).toMatchObject({ model: 'local/c', attempts: 5, fallbackUsed: true });
+    // The contract's count: 3 attempts on a model, then the next ready one.
+    expect(result).toMatchObject({ model: 'local/c', attempts: 4, fallbackUsed: true });
     expect(result.response.choices[0]!.message.content).toBe('answer from local/c');
     expect(cacheInfo(result.response, brand)).toEqual({ thread_id: 't-1', cache_hit: false, cached_input_tokens: 0 });
-    expect(modelsSeen(fake)).toEqual(['local/a', 'local/a', 'local/a', 'local/a', 'local/c']);
+    expect(modelsSeen(fake)).toEqual(['local/a', 'local/a', 'local/a', 'local/c']);
     expect(readiness).toEqual(['local/b', 'local/c']);
-    expect(attempts).toEqual(['local/a#1/1', 'local/a#2/2', 'local/a#3/3', 'local/a#4/4', 'local/c#1/5']);
-    const sent = JSON.parse(fake.requests[4]!.body) as ChatCompletionRequest;
+    expect(attempts).toEqual(['local/a#1/1', 'local/a#2/2', 'local/a#3/3', 'local/c#1/4']);
+    const sent = JSON.parse(fake.requests[3]!.body) as ChatCompletionRequest;
     expect(sent).toMatchObject({ thread_id: 't-1', max_completion_tokens: 64 });
   });
 
@@ -202,7 +203,7 @@ describe('chatCompletion', () => {
     const { fake, client } = await setup({}, streamErr(503, 'upstream_http_503'));
     const err = await rejection(client.chatCompletion(KEY, question('local/a'), { fallbackModels: ['local/b', 'local/a'] }));
     expect(err.status).toBe(503);
-    expect(modelsSeen(fake)).toEqual([...Array(4).fill('local/a'), ...Array(4).fill('local/b')]);
+    expect(modelsSeen(fake)).toEqual([...Array(3).fill('local/a'), ...Array(3).fill('local/b')]);
   });
 
   it('does not retry once a 2xx body has started', async () => {

@@ -119,6 +119,21 @@ describe('Retrier.run', () => {
     expect(retries).toEqual([1, 2, 3]);
   });
 
+  it('completion counts as the contract does: 3 attempts in all (waits 0.5 s, 1 s), the 2 s wait left for the next model', async () => {
+    const r = new Retrier({ scale: 0.001 });
+    const seen: number[] = [];
+    await expect(
+      r.run('completion', async (n) => {
+        seen.push(n);
+        throw http(503);
+      }),
+    ).rejects.toMatchObject({ status: 503 });
+    expect(seen).toEqual([1, 2, 3]);
+    const exact = new Retrier({ jitter: 0 });
+    expect([1, 2, 3].map((n) => exact.delayMs('completion', n))).toEqual([500, 1000, 2000]);
+    expect([1, 2, 3].map((n) => exact.shouldRetry('completion', http(503), n))).toEqual([true, true, false]);
+  });
+
   it('returns the first success and stops at a non-retryable error', async () => {
     const r = new Retrier({ scale: 0.001 });
     let n = 0;

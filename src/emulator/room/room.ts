@@ -91,6 +91,7 @@ export class MediaRoom {
     );
     this.publication = { participant, info, relay };
     this.logger.info({ participant: participant.sid, track: info.sid }, 'video publication started');
+    this.sink.onPublication?.();
     this.broadcast([participant.info()], participant);
     for (const other of this.participants.values()) {
       if (other !== participant) other.publicationStarted(this.publication);

@@ -6,6 +6,8 @@ import type { RoomKeys } from './tokens';
 export interface RoomFrameSink {
   /** Called on wrtc's frame callback: keep it quick; `raw.data` is not reused by wrtc. */
   onFrame(raw: RawFrame): void;
+  /** A real publisher's video publication started in the room. */
+  onPublication?(): void;
 }
 
 export interface MediaRoomOptions {

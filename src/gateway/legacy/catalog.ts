@@ -41,11 +41,19 @@ export class UpstreamCatalog {
     return list.data.find((m) => m.id === id)?.status;
   }
 
+  /** Every model the upstream lists, in its order (the default fallback list). */
+  async modelIds(): Promise<string[]> {
+    return (await this.modelList()).data.map((m) => m.id);
+  }
+
   async isReady(id: string): Promise<boolean> {
     return (await this.modelStatus(id)) === 'ready';
   }
 
-  /** 422 for an unknown model, 503 for a known one that is not ready. */
+  /**
+   * 422 for an unknown model, 503 for a known one that is not ready, and 503 for one this gateway
+   * sees `saturated` (what /v0.2/models shows): the contract's "at capacity, rejects new streams".
+   */
   async requireReadyModel(id: string): Promise<void> {
     const status = await this.modelStatus(id);
     if (status === undefined) {
@@ -54,6 +62,11 @@ export class UpstreamCatalog {
       ]);
     }
     if (status !== 'ready') throw legacyError(503, 'model_unavailable', `Model ${id} is ${status}`);
+    if (this.observed().get(id) === 'saturated') {
+      throw legacyError(503, 'model_unavailable', `Model ${id} is saturated (at capacity) and takes no new streams; retry later or use another ready model`, {
+        status: 'saturated',
+      });
+    }
   }
 
   pricing(model: string): Promise<ModelPricing | undefined> {

@@ -60,7 +60,7 @@ interface LiveSession {
   spec: SessionSpec;
   prompt: string;
   threadId: string;
-  /** Fallback models for this stream's completions (the configured list less its own model). */
+  /** Fallback models for this stream's completions (configured, else the upstream's list; less its own model). */
   fallbackModels: readonly string[];
   validate?: ValidateFunction;
   ticker?: Ticker;
@@ -151,7 +151,7 @@ export class LegacySessions {
       spec: input.spec,
       prompt: input.spec.prompt,
       threadId: `legacy-${created.id}`,
-      fallbackModels: cfg.fallbackModels.filter((m) => m !== input.spec.model),
+      fallbackModels: (cfg.fallbackModels ?? (await this.deps.catalog.modelIds())).filter((m) => m !== input.spec.model),
       validate,
       abort: new AbortController(),
       publishToken: created.publish.token,
@@ -364,7 +364,10 @@ export class LegacySessions {
     }
   }
 
-  /** Polls (cheaply, backing off) until the upstream reports a first frame, then starts ticking. */
+  /**
+   * Polls (cheaply, backing off) until the upstream reports a first frame, then starts ticking; a
+   * clip stream's first tick waits until the stream holds a full clip (frame mode starts at once).
+   */
   private waitForFirstFrame(session: LiveSession, delayMs: number): void {
     session.firstFramePoll = setTimeout(() => {
       this.deps.upstream
@@ -373,7 +376,9 @@ export class LegacySessions {
           if (session.ending) return;
           if (s.state === 'ended') return void this.onUpstreamLoss(session, new UpstreamError({ status: 404, kind: 'http', upstreamCode: 'stream_not_found', message: 'stream ended upstream' }));
           if (s.last_frame_at_ms === null) return this.waitForFirstFrame(session, Math.min(delayMs * 1.5, 2000));
-          this.startTicker(session);
+          const spec = session.spec;
+          const short = spec.mode === 'clip' ? spec.clip.clipLengthMs - s.stream_time_ms : 0;
+          this.startTicker(session, Date.now() + Math.max(0, short));
         })
         .catch((err: unknown) => {
           if (session.ending) return;
@@ -384,7 +389,7 @@ export class LegacySessions {
     session.firstFramePoll.unref();
   }
 
-  private startTicker(session: LiveSession): void {
+  private startTicker(session: LiveSession, firstAtMs: number): void {
     const { cfg, observer, logger } = this.deps;
     session.ticker = new Ticker({
       periodMs: session.spec.intervalMs,
@@ -393,7 +398,7 @@ export class LegacySessions {
       onSkip: () => observer?.tickSkipped?.(session.streamId),
       onError: (err) => logger.error({ err, streamId: session.streamId }, 'inference tick failed'),
     });
-    session.ticker.start();
+    session.ticker.start(firstAtMs);
   }
 
   /** One tick: a chat completion about the current window, published as one legacy result. */
@@ -416,6 +421,8 @@ export class LegacySessions {
       });
       response = r.response;
       model = r.model;
+      // A fallback answer means the requested model failed: the saturation view must see that.
+      if (r.fallbackUsed) catalog.recordOutcome(session.spec.model, false);
       catalog.recordOutcome(model, true);
     } catch (err) {
       if (session.ending) return;

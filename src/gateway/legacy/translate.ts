@@ -76,27 +76,39 @@ function formatNumber(n: number): string {
   return String(Number(n.toFixed(6)));
 }
 
+/** Where the interval of a mode is sent: `interval_seconds` (frame) or `delay_seconds` (clip). */
+export type IntervalField = 'interval_seconds' | 'delay_seconds';
+
+/** Seconds rounded up to ms: a suggested interval never falls short of what it must reach. */
+const ceilMs = (seconds: number) => formatNumber(Math.ceil(seconds * 1000 - EPSILON) / 1000);
+
 /**
  * The token-rate rule: `max_output_tokens / interval` must not exceed the limit. The message format is
- * fixed by spec/legacy-clients.md; clients display it verbatim.
+ * fixed by spec/legacy-clients.md (clients display it verbatim); it ends with exactly what to send
+ * instead. An interval too short for even one token is the interval's fault, and the 422 says so.
  */
 export function checkTokenRate(
   maxOutputTokens: number,
   intervalSeconds: number,
   maxTokensPerSecond: number,
   requestId: string | null = null,
+  field: IntervalField = 'interval_seconds',
 ): void {
   if (maxOutputTokens <= maxTokensPerSecond * intervalSeconds + EPSILON) return;
-  const rate = (maxOutputTokens / intervalSeconds).toFixed(1);
   const limit = formatNumber(maxTokensPerSecond);
   const allowed = maxTokensForInterval(intervalSeconds, maxTokensPerSecond);
-  const advice =
-    allowed >= 1
-      ? `Reduce max_output_tokens to at most ${allowed}.`
-      : `Increase the interval to at least ${formatNumber(1 / maxTokensPerSecond)}s.`;
+  if (allowed < 1) {
+    const message =
+      `${field} (${formatNumber(intervalSeconds)}s) is too short: at the maximum of ${limit} tok/s not even one output token ` +
+      `fits in it. Send "${field}": ${ceilMs(1 / maxTokensPerSecond)} or more.`;
+    throw legacyValidationError([{ loc: ['body', 'processing', field], msg: message, type: 'value_error' }], requestId, message);
+  }
+  const rate = (maxOutputTokens / intervalSeconds).toFixed(1);
   const message =
     `Effective output token rate (${rate} tok/s) exceeds maximum of ${limit} tok/s. ` +
-    `max_output_tokens (${maxOutputTokens}) / interval (${formatNumber(intervalSeconds)}s) must be <= ${limit}. ${advice}`;
+    `max_output_tokens (${maxOutputTokens}) / interval (${formatNumber(intervalSeconds)}s) must be <= ${limit}. ` +
+    `Reduce max_output_tokens to at most ${allowed}. Send "max_output_tokens": ${allowed} (or omit it: the default ` +
+    `for this interval is ${allowed}), or keep ${maxOutputTokens} with "${field}": ${ceilMs(maxOutputTokens / maxTokensPerSecond)} or more.`;
   throw legacyValidationError(
     [{ loc: ['body', 'inference', 'max_output_tokens'], msg: message, type: 'value_error' }],
     requestId,
@@ -147,7 +159,7 @@ export function normalizeCreate(
 
   const requestId = parsed.client?.request_id ?? fallbackRequestId;
   const maxOutputTokens = inf.max_output_tokens ?? defaultMaxOutputTokens(intervalSeconds, limits.maxTokensPerSecond);
-  checkTokenRate(maxOutputTokens, intervalSeconds, limits.maxTokensPerSecond, requestId);
+  checkTokenRate(maxOutputTokens, intervalSeconds, limits.maxTokensPerSecond, requestId, parsed.mode === 'clip' ? 'delay_seconds' : 'interval_seconds');
 
   return {
     transport: source.transport,

@@ -220,7 +220,8 @@ describe('legacy streams on the emulator', () => {
     expect(r.body).toMatchObject({
       request_id: 'req-42',
       message:
-        'Effective output token rate (150.0 tok/s) exceeds maximum of 128 tok/s. max_output_tokens (300) / interval (2s) must be <= 128. Reduce max_output_tokens to at most 256.',
+        'Effective output token rate (150.0 tok/s) exceeds maximum of 128 tok/s. max_output_tokens (300) / interval (2s) must be <= 128. Reduce max_output_tokens to at most 256. ' +
+        'Send "max_output_tokens": 256 (or omit it: the default for this interval is 256), or keep 300 with "delay_seconds": 2.344 or more.',
     });
     const bad = await http(s.url, 'POST', '/v0.2/streams', { body: { ...frameBody(), extra: 1 } });
     expect(bad.status).toBe(422);
@@ -325,8 +326,8 @@ describe('upstream failures', () => {
     await sock.waitFor(n + 2);
     expect(sock.messages.slice(n, n + 2).every((m) => m.ok === true)).toBe(true);
     expect(sock.messages[n]!.model_name).toBe('local/analyzer');
-    // Four failures exhaust the retries (1 + 3): the fallback model answers.
-    await http(s.emulator.url, 'POST', '/_emulator/faults', { body: { model: 'local/analyzer', count: 4, status: 503 } });
+    // Three failures exhaust the contract's 3 attempts: the fallback model answers.
+    await http(s.emulator.url, 'POST', '/_emulator/faults', { body: { model: 'local/analyzer', count: 3, status: 503 } });
     n = sock.messages.length;
     const [fallback] = (await sock.waitFor(n + 1)).slice(n);
     expect(fallback).toMatchObject({ ok: true, model_name: 'local/analyzer-mini' });

@@ -137,7 +137,8 @@ describe('normalizeCreate', () => {
     const err = rejection(() => spec(body));
     const message =
       'Effective output token rate (150.0 tok/s) exceeds maximum of 128 tok/s. ' +
-      'max_output_tokens (300) / interval (2s) must be <= 128. Reduce max_output_tokens to at most 256.';
+      'max_output_tokens (300) / interval (2s) must be <= 128. Reduce max_output_tokens to at most 256. ' +
+      'Send "max_output_tokens": 256 (or omit it: the default for this interval is 256), or keep 300 with "interval_seconds": 2.344 or more.';
     expect(err.status).toBe(422);
     expect(err.message).toBe(message);
     expect(legacyErrorRequestId(err, 'other')).toBe('other');
@@ -176,14 +177,32 @@ describe('normalizeCreate', () => {
     const clip = { processing: { target_fps: 1, clip_length_seconds: 10, delay_seconds: 3 }, inference: { ...inference, max_output_tokens: 384 } };
     expect(spec(clip).maxOutputTokens).toBe(384);
     const over = { ...clip, inference: { ...inference, max_output_tokens: 385 } };
-    expect(rejection(() => spec(over)).message).toMatch(/interval \(3s\) must be <= 128\. Reduce max_output_tokens to at most 384\.$/);
+    expect(rejection(() => spec(over)).message).toMatch(/interval \(3s\) must be <= 128\. Reduce max_output_tokens to at most 384\. .* or keep 385 with "delay_seconds": 3\.008 or more\.$/);
   });
 
-  it('an interval too short for even one token asks for a longer interval', () => {
+  it('an interval too short for even one token names the interval, not a max_output_tokens the client never sent', () => {
     const err = rejection(() => spec({ processing: { interval_seconds: 0.005 }, inference }));
+    const message = 'interval_seconds (0.005s) is too short: at the maximum of 128 tok/s not even one output token fits in it. Send "interval_seconds": 0.008 or more.';
+    expect(err.message).toBe(message);
+    expect(err.message).not.toMatch(/max_output_tokens/);
+    expect(err.toLegacyBody('r')).toMatchObject({ details: [{ loc: ['body', 'processing', 'interval_seconds'], type: 'value_error' }] });
+    const clip = rejection(() => spec({ processing: { target_fps: 1, clip_length_seconds: 1, delay_seconds: 0.001 }, inference }));
+    expect(clip.message).toMatch(/^delay_seconds \(0\.001s\) is too short: .* Send "delay_seconds": 0\.008 or more\.$/);
+  });
+
+  it('legacy-clients.md frame body at 400 tok/s keeps its 422 and is told exactly what to send', () => {
+    const body = { mode: 'frame', processing: { interval_seconds: 0.5 }, inference: { ...inference, output_schema_json: { type: 'object' }, max_output_tokens: 200 } };
+    const err = rejection(() => spec(body));
+    expect(err.status).toBe(422);
     expect(err.message).toBe(
-      'Effective output token rate (200.0 tok/s) exceeds maximum of 128 tok/s. max_output_tokens (1) / interval (0.005s) must be <= 128. Increase the interval to at least 0.007813s.',
+      'Effective output token rate (400.0 tok/s) exceeds maximum of 128 tok/s. max_output_tokens (200) / interval (0.5s) must be <= 128. ' +
+        'Reduce max_output_tokens to at most 64. Send "max_output_tokens": 64 (or omit it: the default for this interval is 64), ' +
+        'or keep 200 with "interval_seconds": 1.563 or more.',
     );
+    // Both suggestions pass.
+    expect(spec({ ...body, inference: { ...body.inference, max_output_tokens: 64 } }).maxOutputTokens).toBe(64);
+    expect(spec({ ...body, inference: { ...inference, output_schema_json: { type: 'object' } } }).maxOutputTokens).toBe(64);
+    expect(spec({ ...body, processing: { interval_seconds: 1.563 } }).maxOutputTokens).toBe(200);
   });
 
   it('the rejection carries the request id (client id, else the fallback)', () => {
