@@ -284,7 +284,8 @@ export class UpstreamClient {
   private async send(method: Method, path: string, apiKey: string | undefined, body: string | undefined, opts: CallOptions): Promise<unknown> {
     if (this.closed) throw closedError();
     if (!this.breaker) return this.exchange(method, path, apiKey, body, opts);
-    this.breaker.admit();
+    // Deletes always go out (their outcome still counts): an orphaned stream costs more than a call.
+    if (method !== 'DELETE') this.breaker.admit();
     try {
       const out = await this.exchange(method, path, apiKey, body, opts);
       this.breaker.record();
