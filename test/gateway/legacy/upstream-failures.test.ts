@@ -15,10 +15,9 @@ import { createLogger } from '../../../src/lib/logger';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
 import { MemoryStore } from '../../../src/gateway/store/memory';
-import type { SessionRecord } from '../../../src/gateway/store/store';
 import { FakeUpstream, json } from '../../upstream/fake-upstream';
 import type { SeenRequest } from '../../upstream/fake-upstream';
-import { KEY, frameBody, http as call } from '../../helpers/stack';
+import { KEY, frameBody, http as call, sessionRecord } from '../../helpers/stack';
 
 type Answer = { status: number; body: unknown; delayMs?: number } | 'reset';
 const STREAM_ID = '5a0f3c7e-8b1d-4c2e-9f3a-1b2c3d4e5f60';
@@ -89,20 +88,7 @@ function socketAuth(streamId: string, key: string): Promise<{ code: number; reas
   return new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
 }
 
-const record = (streamId: string, accountId = 'acct-1'): SessionRecord => ({
-  streamId,
-  keyHash: 'k',
-  slotId: 's',
-  accountId,
-  state: 'active',
-  endReason: null,
-  createdAtMs: Date.now(),
-  endedAtMs: null,
-  leaseExpiresAtMs: Date.now() + 60_000,
-  prompt: 'p',
-  promptUpdatedAtMs: Date.now(),
-  spec: {},
-});
+const record = (streamId: string) => sessionRecord(streamId, 'acct-1');
 
 async function until(what: () => boolean): Promise<void> {
   while (!what()) await new Promise((r) => setTimeout(r, 10));
