@@ -95,6 +95,8 @@ export class UpstreamCatalog {
    * cost a call.
    */
   async accountOf(apiKey: string, ids: { requestId?: string; traceId?: string } = {}): Promise<string> {
+    // A key that cannot travel in a header (or is absurdly long) is no key: refused without a call.
+    if (!KEY_SHAPE.test(apiKey)) throw unauthorized();
     const h = keyHash(apiKey);
     if (this.refusedKeys.has(h)) throw unauthorized();
     const hit = this.accounts.get(h);
@@ -138,6 +140,8 @@ export class UpstreamCatalog {
     return out;
   }
 }
+
+const KEY_SHAPE = /^[\x21-\x7e]{1,1024}$/;
 
 function unauthorized(): ServiceError {
   return legacyError(401, 'unauthorized', 'Invalid or revoked API key');
