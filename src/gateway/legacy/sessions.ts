@@ -64,8 +64,8 @@ interface LiveSession {
   spec: SessionSpec;
   prompt: string;
   threadId: string;
-  /** Trace id of every upstream call made for this stream (the create request's, or a new one). */
-  traceId: string;
+  /** Request id and trace id of every upstream call made for this stream (the create request's). */
+  ids: { requestId?: string; traceId: string };
   /** Fallback models for this stream's completions (the configured list less its own model). */
   fallbackModels: readonly string[];
   validate?: ValidateFunction;
@@ -163,7 +163,7 @@ export class LegacySessions {
     if (input.signal?.aborted) {
       // The client gave up while the upstream was creating: nobody will use or delete this stream.
       await store.releaseSlot(kh, slotId);
-      await this.deleteUpstream(input.apiKey, created.id, { traceId });
+      await this.deleteUpstream(input.apiKey, created.id, { requestId: input.requestId, traceId });
       throw legacyError(499, 'client_closed_request', 'The client closed the request before the stream was created');
     }
     const now = Date.now();
@@ -176,7 +176,7 @@ export class LegacySessions {
       spec: input.spec,
       prompt: input.spec.prompt,
       threadId: `legacy-${created.id}`,
-      traceId,
+      ids: { requestId: input.requestId, traceId },
       fallbackModels: cfg.fallbackModels.filter((m) => m !== input.spec.model),
       validate,
       abort: new AbortController(),
@@ -325,7 +325,7 @@ export class LegacySessions {
     await store.publish(resultsChannel(streamId), endEnvelope(reason));
     this.deps.observer?.streamEnded?.(session.keyHash, reason);
     logger.info({ streamId, reason, key: session.keyHash }, 'legacy stream ended');
-    if (opts.deleteUpstream !== false) await this.deleteUpstream(session.apiKey, streamId, { traceId: session.traceId });
+    if (opts.deleteUpstream !== false) await this.deleteUpstream(session.apiKey, streamId, session.ids);
     else this.owned.delete(streamId);
     return true;
   }
@@ -373,7 +373,7 @@ export class LegacySessions {
   private armUpstreamKeepalive(session: LiveSession): void {
     session.upstreamKeepalive = setInterval(() => {
       this.deps.upstream
-        .keepalive(session.apiKey, session.streamId, { signal: session.abort.signal, traceId: session.traceId })
+        .keepalive(session.apiKey, session.streamId, { signal: session.abort.signal, ...session.ids })
         .then((ka) => {
           session.publishToken = ka.publish.token;
           this.deps.media?.renewToken?.(session.streamId, ka.publish.token);
@@ -407,7 +407,7 @@ export class LegacySessions {
   private waitForFirstFrame(session: LiveSession, delayMs: number): void {
     session.firstFramePoll = setTimeout(() => {
       this.deps.upstream
-        .getStream(session.apiKey, session.streamId, { signal: session.abort.signal, traceId: session.traceId })
+        .getStream(session.apiKey, session.streamId, { signal: session.abort.signal, ...session.ids })
         .then((s) => {
           if (session.ending) return;
           if (s.state === 'ended') return void this.onUpstreamLoss(session, new UpstreamError({ status: 404, kind: 'http', upstreamCode: 'stream_not_found', message: 'stream ended upstream' }));
@@ -452,7 +452,7 @@ export class LegacySessions {
       const r = await upstream.chatCompletion(session.apiKey, body, {
         signal: budget.signal,
         timeouts: { headersMs: budget.attemptMs, bodyMs: budget.attemptMs },
-        traceId: session.traceId,
+        ...session.ids,
         fallbackModels: session.fallbackModels,
         isModelReady: (id) => catalog.isReady(id),
       });

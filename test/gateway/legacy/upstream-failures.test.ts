@@ -179,7 +179,7 @@ describe('outage and bad keys at authentication (issue 8 item 7)', () => {
 describe('orphaned upstream streams and trace context (issue 8 item 8)', () => {
   beforeEach(() => start());
 
-  it('sends the request id and a traceparent in the client’s trace with the create', async () => {
+  it('sends the request id and a traceparent in the client’s trace with the create and the session’s later calls', async () => {
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
     const res = await fetch(`${gw.url}/v0.2/streams`, {
       method: 'POST',
@@ -191,6 +191,11 @@ describe('orphaned upstream streams and trace context (issue 8 item 8)', () => {
     expect(create.headers['x-request-id']).toBe('req-abc');
     expect(create.headers.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
     expect(create.headers.traceparent).not.toContain('00f067aa0ba902b7');
+    // Later calls for the session (the delete at its end) stay in the create's trace.
+    expect((await call(gw.url, 'DELETE', `/v0.2/streams/${STREAM_ID}`)).status).toBe(200);
+    const del = fake.requests.find((r) => r.method === 'DELETE')!;
+    expect(del.headers.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+    expect(del.headers['x-request-id']).toBe('req-abc');
   });
 
   it('retries a failing upstream delete with backoff', async () => {
