@@ -2,7 +2,7 @@
  * Issue 8 item 8: a stalled completion upstream. With a 1 s cadence the client must get an
  * `upstream_timeout` error result within the tick's deadline (a few intervals), not after
  * 4 × 30 s attempts; and once the breaker opens, ticks answer at once without calling the
- * upstream. Real emulator, stall armed through its control API (`latencyMs` fault).
+^ * upstream. Real emulator, stall armed through its control API (`latencyMs` fault).
  */
 import { KEY, frameBody, http, openResults, startStack } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
@@ -47,5 +47,18 @@ it('a stalled completion gives a 1 s-cadence client an upstream_timeout result, 
   expect(await attempts()).toBe(attemptsThen);
   expect(attemptsThen).toBeLessThanOrEqual(3);
   expect(stack.gateway.gateway.upstream.circuitState).toBe('open');
+  sock.ws.close();
+});
+
+it('an unreachable completion upstream gives an error result without internal addresses', async () => {
+  stack = await startStack();
+  await arm({ model: '*', count: 1000, reset: true });
+  const created = await http(stack.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) });
+  expect(created.status).toBe(201);
+  const sock = await openResults(stack.url, (created.body as { stream_id: string }).stream_id, KEY);
+  const [first] = await sock.waitFor(1, 20_000);
+  expect(first).toMatchObject({ ok: false });
+  expect(first!.error).toMatch(/^upstream_(unreachable \(502\)|unavailable \(503\)): /);
+  expect(first!.error).not.toMatch(/127\.0\.0\.1|ECONNRE|socket|other side|http:/i);
   sock.ws.close();
 });
