@@ -118,6 +118,16 @@ describe('upstream statuses are not the client’s (issue 8 item 6)', () => {
     }
   });
 
+  it('keepalive: the upstream limiting the gateway is a retryable 503, a revoked key the client’s 401', async () => {
+    expect((await call(gw.url, 'POST', '/v0.2/streams', { body: frameBody() })).status).toBe(201);
+    routes.balance = { status: 429, body: { detail: 'slow down' } };
+    const limited = await call(gw.url, 'POST', `/v0.2/streams/${STREAM_ID}/keepalive`);
+    expect([limited.status, (limited.body as { error: string }).error]).toEqual([503, 'upstream_unavailable']);
+    routes.balance = { status: 401, body: { detail: 'Invalid API key' } };
+    const revoked = await call(gw.url, 'POST', `/v0.2/streams/${STREAM_ID}/keepalive`);
+    expect([revoked.status, (revoked.body as { error: string }).error]).toEqual([401, 'unauthorized']);
+  });
+
   it('a 401 on the client’s own key is still the client’s 401', async () => {
     routes.balance = { status: 401, body: { detail: 'Invalid API key' } };
     const r = await call(gw.url, 'POST', '/v0.2/streams', { body: frameBody() });
