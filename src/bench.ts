@@ -33,6 +33,7 @@ registerSection('legacy', async () => {
   };
 });
 registerSection('passthrough', async () => (await import('./bench/passthrough')).benchPassthrough);
+registerSection('upstream-outage', async () => (await import('./bench/upstream-outage')).benchUpstreamOutage);
 registerSection('relay', async () => (await import('./bench/relay')).benchRelay);
 
 export async function runBench(cfg: Config, only: string[]): Promise<void> {

@@ -133,6 +133,21 @@ const legacySchema = z.strictObject({
   /** Bytes buffered for one slow socket before its messages are shed. */
   wsMaxBufferedBytes: positiveInt.default(1024 * 1024),
   modelsCacheMs: z.number().int().min(0).default(5000),
+  /** Upstream failure handling of the legacy paths (docs/errors.md "Upstream failures"). */
+  upstreamFailures: z
+    .strictObject({
+      /** A completion attempt may take this many stream intervals (at least 1 s, at most requestTimeoutMs). */
+      attemptTimeoutIntervals: positive.default(2),
+      /** A tick gives up (error result) after this many stream intervals (at least 2 s). */
+      tickDeadlineIntervals: positive.default(4),
+      /** How long a key the upstream refused is refused without asking again. 0 = no negative cache. */
+      negativeKeyCacheMs: z.number().int().min(0).default(10_000),
+      /** Keys held in the negative cache (oldest dropped first). */
+      negativeKeyCacheSize: positiveInt.default(10_000),
+      /** Failed authentications (HTTP 401 and results-socket 1008) one client IP may have per minute. 0 = no limit. */
+      authFailuresPerMinute: z.number().int().min(0).default(30),
+    })
+    .prefault({}),
   turnServers: z
     .array(z.strictObject({ urls: z.string(), username: z.string(), credential: z.string() }))
     .default([]),
@@ -189,6 +204,10 @@ export const configSchema = z.strictObject({
   roomVendor: brandToken.default('room'),
   requestTimeoutMs: positiveInt.default(30_000),
   shutdownGraceMs: positiveInt.default(10_000),
+  /** Circuit breaker of the upstream client (src/upstream/breaker.ts). threshold 0 disables it. */
+  upstreamBreaker: z
+    .strictObject({ threshold: z.number().int().min(0).default(5), openMs: positiveInt.default(5_000) })
+    .prefault({}),
   legacy: legacySchema.prefault({}),
   emulator: emulatorSchema.prefault({}),
   deprecation: deprecationSchema.prefault({}),

@@ -6,12 +6,14 @@ import express from 'express';
 import type { Express } from 'express';
 import { brandOf } from '../brand';
 import type { Config } from '../config';
+import { ServiceError } from '../lib/errors';
 import type { Logger } from '../lib/logger';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
 import { adminRouter } from './admin';
 import { assignRequestId, cors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { IngestRelay } from './ingest';
+import { FailedAuthLimiter } from './legacy/auth-failures';
 import { UpstreamCatalog } from './legacy/catalog';
 import { ResultsSockets } from './legacy/results-socket';
 import type { SocketAuth } from './legacy/results-socket';
@@ -93,8 +95,17 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     logger,
     retry: opts.retry,
     timeouts: { headersMs: cfg.requestTimeoutMs, bodyMs: cfg.requestTimeoutMs },
+    breaker: { ...cfg.upstreamBreaker, now: opts.now },
   });
-  const catalog = new UpstreamCatalog(upstream, { modelsCacheMs: cfg.legacy.modelsCacheMs, accountCacheMs: 60_000 });
+  const failures = cfg.legacy.upstreamFailures;
+  const catalog = new UpstreamCatalog(upstream, {
+    modelsCacheMs: cfg.legacy.modelsCacheMs,
+    accountCacheMs: 60_000,
+    negativeKeyCacheMs: failures.negativeKeyCacheMs,
+    negativeKeyCacheSize: failures.negativeKeyCacheSize,
+    logger,
+  });
+  const authLimiter = new FailedAuthLimiter(failures.authFailuresPerMinute, opts.now);
   const usage = new DeprecationUsage(store, logger.child({ component: 'telemetry' }), opts.now);
   const deprecation = { date: cfg.deprecation.date, sunset: cfg.deprecation.sunset, link: cfg.deprecation.link };
   const headers = deprecationHeaders(cfg.deprecation);
@@ -127,13 +138,17 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     observer: bothObservers(telemetryObserver(metrics, usage), opts.observer),
   });
 
-  const authorize = async (apiKey: string, streamId: string): Promise<SocketAuth> => {
-    if (!apiKey.startsWith(brand.keyPrefix)) return { ok: false, reason: 'authentication failed' };
+  // A refused key closes 1008 and counts against the peer's budget; an upstream outage throws (1011).
+  const authorize = async (apiKey: string, streamId: string, ip: string): Promise<SocketAuth> => {
+    if (authLimiter.blockedForMs(ip) > 0) return { ok: false, code: 1013, reason: 'too many failed authentications' };
+    const refused = (): SocketAuth => (authLimiter.fail(ip), { ok: false, reason: 'authentication failed' });
+    if (!apiKey.startsWith(brand.keyPrefix)) return refused();
     let accountId: string;
     try {
       accountId = await catalog.accountOf(apiKey);
-    } catch {
-      return { ok: false, reason: 'authentication failed' };
+    } catch (err) {
+      if (err instanceof ServiceError && err.status === 401) return refused();
+      throw err;
     }
     const record = await store.getSession(streamId);
     if (!record) return { ok: false, reason: 'stream_not_found' };
@@ -207,6 +222,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       store,
       sessions,
       catalog,
+      authLimiter,
       onRequest(kh, endpoint, accountId) {
         metrics.legacyRequests.inc({ endpoint });
         if (kh) usage.request(kh, endpoint, accountId);

@@ -2,6 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import { errorHandler } from '../lib/error-handler';
+import type { ServiceError } from '../lib/errors';
+import { UpstreamError } from '../upstream/errors';
+import { toLegacyError } from './legacy/upstream-errors';
 import { legacyErrorRequestId, legacyJsonInvalid } from './legacy/validate';
 import type { Logger } from '../lib/logger';
 
@@ -66,7 +69,11 @@ export function legacyErrorHandler(logger: Logger) {
   const reqIdOf = (res: Response) => (res.locals.requestId as string | undefined) ?? null;
   return errorHandler({
     logger,
-    map: (err, res) => (err.code === 'invalid_json' ? legacyJsonInvalid(err.message, reqIdOf(res)) : err),
+    map: (err, res) => {
+      if (err.code === 'invalid_json') return legacyJsonInvalid(err.message, reqIdOf(res));
+      // Safety net: an upstream failure no path mapped still never reaches a legacy client as-is.
+      return err instanceof UpstreamError ? (toLegacyError(err, { what: 'answer', clientKey: false }, logger) as ServiceError) : err;
+    },
     render: (err, res) => err.toLegacyBody(legacyErrorRequestId(err, (res.locals.legacyRequestId as string | undefined) ?? reqIdOf(res))),
     internal: (res) => ({ error: 'internal_error', message: 'Internal server error', request_id: reqIdOf(res), details: null }),
   });

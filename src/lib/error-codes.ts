@@ -6,8 +6,10 @@
  */
 export const ERROR_CODES = {
   account_not_found: 'emulator control API',
+  auth_rate_limited: '/v0.2',
   bad_request: 'framework 4xx (emulator, gateway); admin API',
   billing_denied: '/v1beta emulator',
+  client_closed_request: '/v0.2 (logs only)',
   concurrent_stream_limit: '/v0.2',
   forbidden: '/v1beta emulator; /v0.2',
   frame_evicted: '/v1beta emulator',
@@ -39,9 +41,11 @@ export const ERROR_CODES = {
   unauthorized: '/v0.2; admin API',
   unsupported_encoding: 'framework (emulator, gateway)',
   unsupported_source: '/v0.2',
+  upstream_circuit_open: 'gateway upstream client',
   upstream_client_closed: 'gateway upstream client',
   upstream_error: '/v0.2',
   'upstream_http_<status>': '/v1beta emulator; gateway upstream client',
+  upstream_invalid_response: 'gateway upstream client',
   upstream_request_invalid: 'gateway upstream client',
   upstream_timeout: '/v0.2; gateway upstream client',
   upstream_unavailable: '/v0.2',

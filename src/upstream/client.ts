@@ -10,7 +10,10 @@ import { keyHash } from '../lib/keys';
 import { ServiceError, detailError } from '../lib/errors';
 import type { Logger } from '../lib/logger';
 import { UpstreamError, httpError, isUpstreamCode, isUpstreamStatus } from './errors';
+import { CircuitBreaker } from './breaker';
+import type { BreakerOptions } from './breaker';
 import { Retrier, isRetryable, parseRetryAfter, sleep } from './retry';
+import { childTraceparent } from './trace';
 import type { RetryInfo, RetryOverride, RetryPolicyName } from './retry';
 import type {
   Balance,
@@ -54,6 +57,8 @@ export interface UpstreamClientOptions {
   connections?: number;
   /** Region header sent on every call that gives none. */
   region?: string;
+  /** The circuit breaker of this upstream (default: off). */
+  breaker?: Omit<BreakerOptions, 'onChange'>;
 }
 
 export interface CallOptions {
@@ -62,6 +67,10 @@ export interface CallOptions {
   region?: string;
   /** Per-call headers and body timeouts (connect is fixed per client). */
   timeouts?: Partial<Omit<UpstreamTimeouts, 'connectMs'>>;
+  /** Sent as `x-request-id`: the legacy request or session this call is made for. */
+  requestId?: string;
+  /** Trace id (32 hex) of that request or session; each call gets its own `traceparent` span in it. */
+  traceId?: string;
 }
 
 export interface AttemptInfo {
@@ -104,6 +113,7 @@ export class UpstreamClient {
   private readonly defaultRegion: string | undefined;
   private readonly timeouts: UpstreamTimeouts;
   private readonly log: Logger | undefined;
+  private readonly breaker: CircuitBreaker | undefined;
   private closed = false;
 
   constructor(opts: UpstreamClientOptions) {
@@ -118,6 +128,10 @@ export class UpstreamClient {
     this.timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
     this.retrier = opts.retry instanceof Retrier ? opts.retry : new Retrier(opts.retry);
     this.log = opts.logger?.child({ component: 'upstream' });
+    if (opts.breaker && opts.breaker.threshold > 0) {
+      const log = this.log;
+      this.breaker = new CircuitBreaker({ ...opts.breaker, onChange: (state) => log?.warn({ state }, 'upstream circuit breaker changed state') });
+    }
     this.agent = new Agent({
       connections: opts.connections ?? DEFAULT_CONNECTIONS,
       pipelining: 1,
@@ -149,10 +163,14 @@ export class UpstreamClient {
     return expectObject<KeepaliveResponse>(body, 'keepalive');
   }
 
-  /** Ends the stream. Delete is idempotent: a 404 means it is already gone, and is not an error. */
+  /**
+   * Ends the stream. Delete is idempotent: a 404 means it is already gone, and is not an error;
+   * failures of the upstream are retried with backoff (policy `delete`) so no stream is orphaned.
+   */
   async deleteStream(apiKey: string, id: string, opts: CallOptions = {}): Promise<DeleteStreamResult> {
     try {
-      const body = await this.send('DELETE', `/v1beta/streams/${encodeURIComponent(id)}`, apiKey, undefined, opts);
+      const path = `/v1beta/streams/${encodeURIComponent(id)}`;
+      const body = await this.withRetry('delete', 'deleteStream', apiKey, opts, () => this.send('DELETE', path, apiKey, undefined, opts));
       const streamId = isRecord(body) && typeof body.id === 'string' ? body.id : id;
       return { id: streamId, deleted: true, alreadyGone: false };
     } catch (err) {
@@ -259,10 +277,31 @@ export class UpstreamClient {
     return this.retrier.run(policy, attempt, { signal: opts.signal, onRetry });
   }
 
-  /** One HTTP exchange: the parsed 2xx body (undefined when empty), or a thrown UpstreamError. */
+  /** Whether the breaker currently refuses calls (for metrics and health). */
+  get circuitState(): string {
+    return this.breaker?.state ?? 'closed';
+  }
+
+  /** One HTTP exchange through the breaker: the parsed 2xx body, or a thrown UpstreamError. */
   private async send(method: Method, path: string, apiKey: string | undefined, body: string | undefined, opts: CallOptions): Promise<unknown> {
     if (this.closed) throw closedError();
+    if (!this.breaker) return this.exchange(method, path, apiKey, body, opts);
+    // Deletes always go out (their outcome still counts): an orphaned stream costs more than a call.
+    if (method !== 'DELETE') this.breaker.admit();
+    try {
+      const out = await this.exchange(method, path, apiKey, body, opts);
+      this.breaker.record();
+      return out;
+    } catch (err) {
+      this.breaker.record(err);
+      throw err;
+    }
+  }
+
+  private async exchange(method: Method, path: string, apiKey: string | undefined, body: string | undefined, opts: CallOptions): Promise<unknown> {
     const headers: Record<string, string> = { accept: 'application/json' };
+    if (opts.requestId) headers['x-request-id'] = opts.requestId;
+    if (opts.traceId) headers.traceparent = childTraceparent(opts.traceId);
     if (apiKey !== undefined) headers.authorization = `Bearer ${apiKey}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
     const region = opts.region ?? this.defaultRegion;

@@ -11,7 +11,7 @@
  */
 import { UpstreamError } from './errors';
 
-export type RetryPolicyName = 'create' | 'keepalive' | 'completion' | 'none';
+export type RetryPolicyName = 'create' | 'keepalive' | 'completion' | 'delete' | 'none';
 
 export interface RetryPolicy {
   readonly name: RetryPolicyName;
@@ -35,6 +35,8 @@ export const RETRY_POLICIES: Readonly<Record<RetryPolicyName, RetryPolicy>> = {
   create: { name: 'create', delaysMs: [1000, 2000, 4000], statuses: [503], network: false, timeout: false },
   keepalive: { name: 'keepalive', delaysMs: [1000, 1000, 1000], statuses: [503], network: true, timeout: true },
   completion: { name: 'completion', delaysMs: [500, 1000, 2000], statuses: [503], network: true, timeout: true, maxAttempts: 3 },
+  /** Delete is idempotent (404 = already gone): retried with backoff so no upstream stream is orphaned. */
+  delete: { name: 'delete', delaysMs: [1000, 2000, 4000, 8000], statuses: [429, 500, 502, 503, 504], network: true, timeout: true },
   none: { name: 'none', delaysMs: [], statuses: [], network: false, timeout: false },
 };
 
@@ -88,6 +90,7 @@ export class Retrier {
       create: resolve(RETRY_POLICIES.create),
       keepalive: resolve(RETRY_POLICIES.keepalive),
       completion: resolve(RETRY_POLICIES.completion),
+      delete: resolve(RETRY_POLICIES.delete),
       none: resolve(RETRY_POLICIES.none),
     };
   }
@@ -133,7 +136,8 @@ export class Retrier {
 
 /** The policy's verdict on one failure, regardless of how many attempts were made. */
 export function isRetryable(policy: RetryPolicy, err: unknown): err is UpstreamError {
-  if (!(err instanceof UpstreamError) || err.bodyStarted) return false;
+  // An open circuit already knows the upstream is down: retrying it only burns the wait.
+  if (!(err instanceof UpstreamError) || err.bodyStarted || err.code === 'upstream_circuit_open') return false;
   switch (err.kind) {
     case 'http':
       return policy.statuses.includes(err.status);

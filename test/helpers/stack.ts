@@ -7,6 +7,7 @@ import type { RunningEmulator } from '../../src/emulator/server';
 import { startGateway } from '../../src/gateway/server';
 import type { RunningGateway } from '../../src/gateway/server';
 import type { GatewayOptions } from '../../src/gateway/app';
+import type { SessionRecord } from '../../src/gateway/store/store';
 
 export const KEY = 'svc-local-dev';
 export const KEY_B = 'svc-local-dev2';
@@ -169,3 +170,19 @@ export function useStack(overrides: Record<string, unknown> = {}): () => Stack {
   });
   return () => s!;
 }
+
+/** An active legacy session record for tests that put sessions straight into a store. */
+export const sessionRecord = (streamId: string, accountId = 'a'): SessionRecord => ({
+  streamId,
+  keyHash: 'k',
+  slotId: 's',
+  accountId,
+  state: 'active',
+  endReason: null,
+  createdAtMs: Date.now(),
+  endedAtMs: null,
+  leaseExpiresAtMs: Date.now() + 60_000,
+  prompt: 'p',
+  promptUpdatedAtMs: Date.now(),
+  spec: {},
+});

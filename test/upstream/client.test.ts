@@ -325,7 +325,7 @@ describe('streams, models and billing', () => {
     expect(fake.requests).toHaveLength(2);
   });
 
-  it('deletes a stream, and treats 404 as already gone', async () => {
+  it('deletes a stream, treats 404 as already gone, and retries a failing delete with backoff', async () => {
     const { fake, client } = await setup(
       {},
       json(200, { id: STREAM_ID, deleted: true }),
@@ -334,8 +334,9 @@ describe('streams, models and billing', () => {
     );
     await expect(client.deleteStream(KEY, STREAM_ID)).resolves.toEqual({ id: STREAM_ID, deleted: true, alreadyGone: false });
     await expect(client.deleteStream(KEY, STREAM_ID)).resolves.toEqual({ id: STREAM_ID, deleted: true, alreadyGone: true });
+    // 500 on every try: the initial attempt and the policy's four retries, then thrown.
     await expect(client.deleteStream(KEY, STREAM_ID)).rejects.toMatchObject({ status: 500 });
-    expect(fake.requests.map((r) => [r.method, r.url])).toEqual(Array(3).fill(['DELETE', `/v1beta/streams/${STREAM_ID}`]));
+    expect(fake.requests.map((r) => [r.method, r.url])).toEqual(Array(7).fill(['DELETE', `/v1beta/streams/${STREAM_ID}`]));
     expect(fake.requests[0]!.headers.authorization).toBe(`Bearer ${KEY}`);
   });
 
@@ -411,5 +412,23 @@ describe('logging', () => {
     expect(text).not.toContain(KEY);
     expect(text).not.toContain('test-key');
     expect(text).not.toContain('Bearer');
+  });
+});
+
+describe('request id and trace context', () => {
+  it('sends x-request-id and a traceparent in the caller’s trace, a new span per call', async () => {
+    const { fake, client } = await setup({}, json(200, { user_id: 'u', balance_microcents: 1, balance_cents: 0 }));
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    await client.balance(KEY, { requestId: 'req-1', traceId });
+    await client.balance(KEY, { requestId: 'req-2', traceId });
+    await client.balance(KEY);
+    const [a, b, c] = fake.requests.map((r) => r.headers);
+    expect(a!['x-request-id']).toBe('req-1');
+    expect(b!['x-request-id']).toBe('req-2');
+    expect(a!.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+    expect(b!.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+    expect(a!.traceparent).not.toBe(b!.traceparent);
+    expect(c!['x-request-id']).toBeUndefined();
+    expect(c!.traceparent).toBeUndefined();
   });
 });

@@ -1,6 +1,9 @@
 import type { UpstreamClient, ModelList, ModelPricing } from '../../upstream/client';
-import { isUpstreamStatus } from '../../upstream/client';
+import { ServiceError } from '../../lib/errors';
 import { keyHash } from '../../lib/keys';
+import type { Logger } from '../../lib/logger';
+import { NegativeKeyCache } from './auth-failures';
+import { UPSTREAM_CONTEXTS, toLegacyError } from './upstream-errors';
 import { legacyError } from './validate';
 
 /**
@@ -15,12 +18,29 @@ export class UpstreamCatalog {
   /** Recent outcomes per model (true = answered), for the legacy degraded/saturated statuses. */
   private readonly outcomes = new Map<string, boolean[]>();
 
+  private readonly refusedKeys: NegativeKeyCache;
+
   constructor(
     private readonly upstream: UpstreamClient,
-    private readonly opts: { modelsCacheMs: number; accountCacheMs: number },
-  ) {}
+    private readonly opts: {
+      modelsCacheMs: number;
+      accountCacheMs: number;
+      negativeKeyCacheMs?: number;
+      negativeKeyCacheSize?: number;
+      logger?: Logger;
+    },
+  ) {
+    this.refusedKeys = new NegativeKeyCache(opts.negativeKeyCacheMs ?? 0, opts.negativeKeyCacheSize ?? 10_000);
+  }
 
+  /** The model list, or the legacy 502/503/504 its upstream failure maps to. */
   async modelList(): Promise<ModelList> {
+    return this.rawModelList().catch((err: unknown) => {
+      throw toLegacyError(err, UPSTREAM_CONTEXTS.models, this.opts.logger);
+    });
+  }
+
+  private async rawModelList(): Promise<ModelList> {
     const now = Date.now();
     if (this.models && now - this.models.atMs < this.opts.modelsCacheMs) return this.models.list;
     // One upstream call however many requests arrive at once.
@@ -82,24 +102,36 @@ export class UpstreamCatalog {
   }
 
   /**
-   * The upstream account of a key (its balance's `user_id`): 401 when the upstream refuses the key.
-   * Cached so WebSocket auth and keepalives do not each cost a call.
+   * The upstream account of a key (its balance's `user_id`): 401 when the upstream refuses the key
+   * (remembered briefly, so a bad key does not cost an upstream call each time); the legacy
+   * 502/503/504 when the upstream cannot tell. Cached so WebSocket auth and keepalives do not each
+   * cost a call.
    */
-  async accountOf(apiKey: string): Promise<string> {
+  async accountOf(apiKey: string, ids: { requestId?: string; traceId?: string } = {}): Promise<string> {
+    // A key that cannot travel in a header (or is absurdly long) is no key: refused without a call.
+    if (!KEY_SHAPE.test(apiKey)) throw unauthorized();
     const h = keyHash(apiKey);
+    if (this.refusedKeys.has(h)) throw unauthorized();
     const hit = this.accounts.get(h);
     if (hit && Date.now() - hit.atMs < this.opts.accountCacheMs) return hit.accountId;
     try {
-      const b = await this.upstream.balance(apiKey);
+      const b = await this.upstream.balance(apiKey, ids);
       this.accounts.set(h, { accountId: b.user_id, atMs: Date.now() });
       return b.user_id;
     } catch (err) {
-      if (isUpstreamStatus(err, 401) || isUpstreamStatus(err, 403)) {
+      const mapped = toLegacyError(err, UPSTREAM_CONTEXTS.authenticate, this.opts.logger);
+      if (mapped instanceof ServiceError && (mapped.status === 401 || mapped.status === 403)) {
         this.accounts.delete(h);
-        throw legacyError(401, 'unauthorized', 'Invalid or revoked API key');
+        this.refusedKeys.add(h);
+        throw unauthorized();
       }
-      throw err;
+      throw mapped;
     }
+  }
+
+  /** Keys in the negative cache (tests, metrics). */
+  get refusedKeyCount(): number {
+    return this.refusedKeys.size;
   }
 
   recordOutcome(model: string, answered: boolean): void {
@@ -120,4 +152,10 @@ export class UpstreamCatalog {
     }
     return out;
   }
+}
+
+const KEY_SHAPE = /^[\x21-\x7e]{1,1024}$/;
+
+function unauthorized(): ServiceError {
+  return legacyError(401, 'unauthorized', 'Invalid or revoked API key');
 }

@@ -11,9 +11,14 @@ export const resultsChannel = (streamId: string): string => `results:${streamId}
 export const resultEnvelope = (json: string): string => `r${json}`;
 export const endEnvelope = (reason: string): string => `e${reason}`;
 
+/**
+ * A refusal closes 1008 (fatal in legacy clients) unless it gives `code`: 1013 "try again later"
+ * for a refusal that is not about the key (per-IP limit). An authorize that throws (upstream
+ * outage) closes 1011, which clients retry.
+ */
 export type SocketAuth =
   | { ok: true; record: SessionRecord }
-  | { ok: false; reason: string };
+  | { ok: false; reason: string; code?: 1008 | 1013 };
 
 export interface ResultsSocketHooks {
   /** A socket authenticated for this stream (`record` as the authorization read it). */
@@ -26,8 +31,8 @@ export interface ResultsSocketOptions {
   cfg: LegacyConfig;
   logger: Logger;
   store: Store;
-  /** Checks the first message's key against the stream (valid key, same account). */
-  authorize(apiKey: string, streamId: string): Promise<SocketAuth>;
+  /** Checks the first message's key against the stream (valid key, same account); `ip` is the peer's. */
+  authorize(apiKey: string, streamId: string, ip: string): Promise<SocketAuth>;
   /** Extra headers on the 101 response (deprecation headers). */
   upgradeHeaders?: () => string[];
   hooks?: ResultsSocketHooks;
@@ -37,7 +42,8 @@ const PATH = /^\/+v0\.2\/+ws\/+streams\/+([^/?]+)\/*(?:\?.*)?$/;
 
 /**
  * `WS /v0.2/ws/streams/{id}`: authenticate with the first message, then push every later result of
- * the stream. Close 1008 on failed auth; 1001 with the end reason when the stream ends (at once for
+ * the stream. Close 1008 on failed auth (1011 when it could not be checked, 1013 over the per-IP
+ * failed-auth budget); 1001 with the end reason when the stream ends (at once for
  * a tombstone). Slow consumers are shed, never allowed to hold memory or block other sockets.
  */
 export class ResultsSockets {
@@ -67,11 +73,12 @@ export class ResultsSockets {
       socket.end('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
       return true;
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, streamId));
+    const ip = req.socket.remoteAddress ?? 'unknown';
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, streamId, ip));
     return true;
   }
 
-  private accept(ws: WebSocket, streamId: string): void {
+  private accept(ws: WebSocket, streamId: string, ip: string): void {
     const { cfg, logger } = this.opts;
     this.alive.set(ws, true);
     ws.on('pong', () => this.alive.set(ws, true));
@@ -86,8 +93,8 @@ export class ResultsSockets {
         return;
       }
       this.opts
-        .authorize(key, streamId)
-        .then((auth) => (auth.ok ? this.attach(ws, streamId, auth.record) : ws.close(1008, auth.reason)))
+        .authorize(key, streamId, ip)
+        .then((auth) => (auth.ok ? this.attach(ws, streamId, auth.record) : ws.close(auth.code ?? 1008, auth.reason)))
         .catch((err: unknown) => {
           logger.warn({ err, streamId }, 'results socket authorization failed');
           ws.close(1011, 'authorization unavailable');

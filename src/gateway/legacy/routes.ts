@@ -3,9 +3,12 @@ import express from 'express';
 import type { Request, Response, Router } from 'express';
 import type { Brand } from '../../brand';
 import type { LegacyConfig } from '../../config';
+import { ServiceError } from '../../lib/errors';
 import { keyHash } from '../../lib/keys';
+import { newTraceId, traceIdOf } from '../../upstream/trace';
 import type { Store } from '../store/store';
 import { bearerKey } from '../http';
+import type { FailedAuthLimiter } from './auth-failures';
 import type { UpstreamCatalog } from './catalog';
 import { createLegacySchemas } from './schema';
 import type { LegacySessions } from './sessions';
@@ -27,6 +30,8 @@ export interface LegacyRouteDeps {
   store: Store;
   sessions: LegacySessions;
   catalog: UpstreamCatalog;
+  /** Per-IP budget of failed authentications (absent: unlimited). */
+  authLimiter?: FailedAuthLimiter;
   /** Counts one legacy request by endpoint (deprecation telemetry), e.g. `POST /v0.2/streams/:id/keepalive`. */
   onRequest?(keyHash: string | undefined, endpoint: string, accountId?: string): void;
 }
@@ -38,18 +43,42 @@ interface Caller {
 
 const STREAM_ID = /^[\w-]{1,128}$/;
 
+/** Request id and trace id the upstream calls made for this request carry (x-request-id, traceparent). */
+export function upstreamIds(req: Request, res: Response): { requestId: string; traceId: string } {
+  const locals = res.locals as { requestId?: string; traceId?: string };
+  locals.traceId ??= traceIdOf(req.headers.traceparent as string | undefined) ?? newTraceId();
+  return { requestId: locals.requestId ?? '', traceId: locals.traceId };
+}
+
 /** The `/v0.2` interface, served on /v1beta through LegacySessions. */
 export function legacyRouter(deps: LegacyRouteDeps): Router {
   const { brand, sessions, catalog, store, cfg } = deps;
   const schemas = createLegacySchemas(brand);
   const r = express.Router();
 
-  /** 401 unless the bearer key is well-formed and the upstream knows it. */
-  async function caller(req: Request): Promise<Caller> {
+  /**
+   * 401 unless the bearer key is well-formed and the upstream knows it; each 401 counts against
+   * the client IP's failed-auth budget, and an IP over it gets 503 + retry-after before any check.
+   */
+  async function caller(req: Request, res: Response): Promise<Caller> {
+    const ip = req.ip ?? req.socket.remoteAddress ?? 'unknown';
+    const blockedMs = deps.authLimiter?.blockedForMs(ip) ?? 0;
+    if (blockedMs > 0) throw deps.authLimiter!.refusal(blockedMs);
+    const refuse = (message: string) => {
+      deps.authLimiter?.fail(ip);
+      return legacyError(401, 'unauthorized', message);
+    };
     const apiKey = bearerKey(req);
-    if (!apiKey) throw legacyError(401, 'unauthorized', 'Missing API key: send Authorization: Bearer <api_key>');
-    if (!apiKey.startsWith(brand.keyPrefix)) throw legacyError(401, 'unauthorized', 'Invalid API key');
-    const who = { apiKey, accountId: await catalog.accountOf(apiKey) };
+    if (!apiKey) throw refuse('Missing API key: send Authorization: Bearer <api_key>');
+    if (!apiKey.startsWith(brand.keyPrefix)) throw refuse('Invalid API key');
+    let accountId: string;
+    try {
+      accountId = await catalog.accountOf(apiKey, upstreamIds(req, res));
+    } catch (err) {
+      if (err instanceof ServiceError && err.status === 401) throw refuse(err.message);
+      throw err;
+    }
+    const who = { apiKey, accountId };
     deps.onRequest?.(keyHash(apiKey), endpointOf(req), who.accountId);
     return who;
   }
@@ -64,25 +93,30 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
 
   r.post('/streams', async (req: Request, res: Response) => {
     const fallbackId = res.locals.requestId as string;
-    const who = await caller(req);
+    const who = await caller(req, res);
     const parsed = parseLegacy(schemas.createStream, req.body ?? {}, fallbackId);
     const spec = normalizeCreate(parsed, { maxTokensPerSecond: cfg.maxTokensPerSecond }, fallbackId);
     res.locals.legacyRequestId = spec.requestId;
     await catalog.requireReadyModel(spec.model);
-    const out = await sessions.create({ apiKey: who.apiKey, accountId: who.accountId, spec });
+    // A client that gives up before the upstream answers must not leave an upstream stream behind.
+    const gaveUp = new AbortController();
+    res.once('close', () => {
+      if (!res.writableFinished) gaveUp.abort();
+    });
+    const out = await sessions.create({ apiKey: who.apiKey, accountId: who.accountId, spec, signal: gaveUp.signal, ...upstreamIds(req, res) });
     res.status(201).json(toLegacyCreateResponse({ streamId: out.streamId, ttlSeconds: out.ttlSeconds, media: out.media }, brand));
   });
 
   r.get('/models', async (req, res) => {
     // No key needed here; clients send theirs anyway: count it for telemetry, never blocking the answer.
-    if (deps.onRequest && bearerKey(req)) void caller(req).catch(() => undefined);
+    if (deps.onRequest && bearerKey(req)) void caller(req, res).catch(() => undefined);
     const list = await catalog.modelList();
     res.json(toLegacyModels(list, catalog.observed()));
   });
 
   // Before /streams/:id so `feedback` is never taken for a stream id.
   r.get('/streams/feedback', async (req, res) => {
-    const who = await caller(req);
+    const who = await caller(req, res);
     const entries = await store.feedbackOf(who.accountId);
     res.json(
       entries.map((f) =>
@@ -101,8 +135,8 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
 
   r.post('/streams/:id/keepalive', async (req, res) => {
     const id = streamId(req);
-    const who = await caller(req);
-    const ka = await sessions.keepalive(id, who.apiKey, who.accountId);
+    const who = await caller(req, res);
+    const ka = await sessions.keepalive(id, who.apiKey, who.accountId, upstreamIds(req, res));
     res.json(
       toLegacyKeepalive(
         {
@@ -121,7 +155,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
 
   r.delete('/streams/:id', async (req, res) => {
     const id = streamId(req);
-    const who = await caller(req);
+    const who = await caller(req, res);
     const rec = await sessions.recordFor(id, who.accountId);
     if (rec.state === 'ended') {
       res.status(204).end();
@@ -133,7 +167,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
 
   r.patch('/streams/:id/config/prompt', async (req, res) => {
     const id = streamId(req);
-    const who = await caller(req);
+    const who = await caller(req, res);
     const { prompt } = parseLegacy(schemas.promptPatch, req.body ?? {}, res.locals.requestId as string);
     const rec = await sessions.updatePrompt(id, who.accountId, prompt);
     res.json(
@@ -150,7 +184,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
 
   r.post('/streams/:id/feedback', async (req, res) => {
     const id = streamId(req);
-    const who = await caller(req);
+    const who = await caller(req, res);
     const body = parseLegacy(schemas.feedback, req.body ?? {}, res.locals.requestId as string);
     await sessions.recordFor(id, who.accountId);
     const now = new Date().toISOString();

@@ -7,7 +7,9 @@ import { keyHash } from '../../lib/keys';
 import { costMicrocents } from '../../lib/wire';
 import type { Logger } from '../../lib/logger';
 import type { UpstreamClient, ChatCompletionRequest, ChatCompletionResponse } from '../../upstream/client';
-import { UpstreamError, cacheInfo, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
+import { DEFAULT_TIMEOUTS, UpstreamError, cacheInfo, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
+import type { CallOptions } from '../../upstream/client';
+import { newTraceId } from '../../upstream/trace';
 import type { SessionRecord, Store } from '../store/store';
 import type { UpstreamCatalog } from './catalog';
 import { endEnvelope, resultEnvelope, resultsChannel } from './results-socket';
@@ -15,6 +17,8 @@ import { Ticker } from './ticker';
 import type { TickInfo } from './ticker';
 import type { LegacyMedia, SessionSpec } from './translate';
 import { buildCompletionRequest, legacyEndReasons, microcentsToCents, toLegacyResult, transportLostReason } from './translate';
+import { UPSTREAM_CONTEXTS, legacyResultError, toLegacyError } from './upstream-errors';
+import type { UpstreamCallContext } from './upstream-errors';
 import { legacyError } from './validate';
 
 /** What the gateway observes of legacy sessions (metrics, deprecation telemetry). All optional. */
@@ -60,6 +64,8 @@ interface LiveSession {
   spec: SessionSpec;
   prompt: string;
   threadId: string;
+  /** Request id and trace id of every upstream call made for this stream (the create request's). */
+  ids: { requestId?: string; traceId: string };
   /** Fallback models for this stream's completions (configured, else the upstream's list; less its own model). */
   fallbackModels: readonly string[];
   validate?: ValidateFunction;
@@ -79,6 +85,10 @@ export interface CreateInput {
   apiKey: string;
   accountId: string;
   spec: SessionSpec;
+  /** Aborts when the client gave up: a stream created after that is deleted, not handed out. */
+  signal?: AbortSignal;
+  requestId?: string;
+  traceId?: string;
 }
 
 export interface CreateOutput {
@@ -110,6 +120,11 @@ export function compileOutputSchema(schema: Record<string, unknown>): ValidateFu
  */
 export class LegacySessions {
   private readonly live = new Map<string, LiveSession>();
+  /**
+   * Upstream streams this process created and has not seen deleted (id → key): a failed delete or
+   * an abandoned create leaves one here, and `closeAll` deletes what is left.
+   */
+  private readonly owned = new Map<string, string>();
   private readonly reasons;
   private closing = false;
 
@@ -121,12 +136,23 @@ export class LegacySessions {
     return this.live.size;
   }
 
+  /** The upstream's model ids (the default fallback list), upstream failures mapped. */
+  private async modelIds(): Promise<string[]> {
+    try {
+      return await this.deps.catalog.modelIds();
+    } catch (err) {
+      throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.models);
+    }
+  }
+
   /** Creates a legacy stream. Throws legacy ServiceErrors (429, 401/402/403, 503, 502). */
   async create(input: CreateInput): Promise<CreateOutput> {
     const { cfg, store, upstream } = this.deps;
     if (this.closing) throw legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance');
     const validate = input.spec.outputSchema ? compileOutputSchema(input.spec.outputSchema) : undefined;
     if (input.spec.transport !== 'native') this.deps.media?.check?.(input.spec);
+    // Before the slot and the upstream stream: a models failure here must leave nothing behind.
+    const fallbackModels = (cfg.fallbackModels ?? (await this.modelIds())).filter((m) => m !== input.spec.model);
     const kh = keyHash(input.apiKey);
     const slotId = randomUUID();
     if (!(await store.acquireSlot(kh, slotId, cfg.maxStreamsPerKey))) {
@@ -134,12 +160,22 @@ export class LegacySessions {
         limit: cfg.maxStreamsPerKey,
       });
     }
+    const traceId = input.traceId ?? newTraceId();
     let created;
     try {
-      created = await upstream.createStream(input.apiKey);
+      // Not given the client's signal: an aborted create may still have created a stream, and only
+      // its answer tells us which one to delete.
+      created = await upstream.createStream(input.apiKey, { requestId: input.requestId, traceId });
     } catch (err) {
       await store.releaseSlot(kh, slotId);
-      throw this.mapUpstreamError(err, 'create the stream');
+      throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.create);
+    }
+    this.owned.set(created.id, input.apiKey);
+    if (input.signal?.aborted) {
+      // The client gave up while the upstream was creating: nobody will use or delete this stream.
+      await store.releaseSlot(kh, slotId);
+      await this.deleteUpstream(input.apiKey, created.id, { requestId: input.requestId, traceId });
+      throw legacyError(499, 'client_closed_request', 'The client closed the request before the stream was created');
     }
     const now = Date.now();
     const session: LiveSession = {
@@ -151,7 +187,8 @@ export class LegacySessions {
       spec: input.spec,
       prompt: input.spec.prompt,
       threadId: `legacy-${created.id}`,
-      fallbackModels: (cfg.fallbackModels ?? (await this.deps.catalog.modelIds())).filter((m) => m !== input.spec.model),
+      ids: { requestId: input.requestId, traceId },
+      fallbackModels,
       validate,
       abort: new AbortController(),
       publishToken: created.publish.token,
@@ -213,14 +250,14 @@ export class LegacySessions {
   }
 
   /** Legacy keepalive: renews the legacy lease and reports credits, cost and state. */
-  async keepalive(streamId: string, apiKey: string, accountId: string) {
+  async keepalive(streamId: string, apiKey: string, accountId: string, ids: { requestId?: string; traceId?: string } = {}) {
     const { store, upstream, cfg } = this.deps;
     const rec = await this.recordFor(streamId, accountId);
     if (rec.state === 'ended') {
       throw legacyError(404, 'stream_not_found', `Stream ${streamId} has ended (${rec.endReason ?? 'ended'})`);
     }
-    const balance = await upstream.balance(apiKey).catch((err: unknown) => {
-      throw this.mapUpstreamError(err, 'read the balance');
+    const balance = await upstream.balance(apiKey, ids).catch((err: unknown) => {
+      throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.balance);
     });
     if (balance.balance_microcents <= 0) {
       // No credits: the lease is not renewed and the stream ends, as the service did.
@@ -234,18 +271,18 @@ export class LegacySessions {
     let upstreamStream;
     try {
       // The upstream keepalive also hands out a fresh publish token.
-      const ka = await upstream.keepalive(apiKey, streamId);
+      const ka = await upstream.keepalive(apiKey, streamId, ids);
       if (session) {
         session.publishToken = ka.publish.token;
         this.deps.media?.renewToken?.(streamId, ka.publish.token);
       }
-      upstreamStream = await upstream.getStream(apiKey, streamId);
+      upstreamStream = await upstream.getStream(apiKey, streamId, ids);
     } catch (err) {
       if (isUpstreamStatus(err, 404)) {
         await this.end(streamId, this.reasons.leaseExpired);
         throw legacyError(404, 'stream_not_found', `Stream ${streamId} has ended upstream`);
       }
-      throw this.mapUpstreamError(err, 'renew the stream');
+      throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.keepalive);
     }
     const cost = session?.costMicrocents ?? 0;
     const since = session?.lastKeepaliveAtMs ?? rec.createdAtMs;
@@ -278,7 +315,7 @@ export class LegacySessions {
    * the reason, delete the upstream stream, keep a tombstone. Idempotent.
    */
   async end(streamId: string, reason: string, opts: { deleteUpstream?: boolean } = {}): Promise<boolean> {
-    const { store, upstream, logger, cfg } = this.deps;
+    const { store, logger, cfg } = this.deps;
     const session = this.live.get(streamId);
     if (!session || session.ending) return false;
     session.ending = true;
@@ -299,18 +336,31 @@ export class LegacySessions {
     await store.publish(resultsChannel(streamId), endEnvelope(reason));
     this.deps.observer?.streamEnded?.(session.keyHash, reason);
     logger.info({ streamId, reason, key: session.keyHash }, 'legacy stream ended');
-    if (opts.deleteUpstream !== false) {
-      await upstream.deleteStream(session.apiKey, streamId).catch((err: unknown) => {
-        logger.warn({ err, streamId }, 'upstream delete failed; its lease will expire it');
-      });
-    }
+    if (opts.deleteUpstream !== false) await this.deleteUpstream(session.apiKey, streamId, session.ids);
+    else this.owned.delete(streamId);
     return true;
   }
 
-  /** Ends every live session (shutdown). */
+  /** Deletes an upstream stream (the client retries with backoff); a failure leaves it owned for `closeAll`. */
+  private async deleteUpstream(apiKey: string, streamId: string, opts: CallOptions = {}): Promise<void> {
+    try {
+      await this.deps.upstream.deleteStream(apiKey, streamId, opts);
+      this.owned.delete(streamId);
+    } catch (err) {
+      this.deps.logger.warn({ err, streamId }, 'upstream delete failed after retries; retried at shutdown, else its lease expires it');
+    }
+  }
+
+  /** Upstream streams created here and not yet deleted (ids). */
+  get undeletedUpstreamStreams(): string[] {
+    return [...this.owned.keys()];
+  }
+
+  /** Ends every live session, then deletes every upstream stream this process still owns (shutdown). */
   async closeAll(reason = 'server_shutdown'): Promise<void> {
     this.closing = true;
     await Promise.all([...this.live.keys()].map((id) => this.end(id, reason)));
+    await Promise.all([...this.owned].map(([id, key]) => this.deleteUpstream(key, id)));
   }
 
   private armLease(session: LiveSession, expiresAtMs: number): void {
@@ -334,7 +384,7 @@ export class LegacySessions {
   private armUpstreamKeepalive(session: LiveSession): void {
     session.upstreamKeepalive = setInterval(() => {
       this.deps.upstream
-        .keepalive(session.apiKey, session.streamId, { signal: session.abort.signal })
+        .keepalive(session.apiKey, session.streamId, { signal: session.abort.signal, ...session.ids })
         .then((ka) => {
           session.publishToken = ka.publish.token;
           this.deps.media?.renewToken?.(session.streamId, ka.publish.token);
@@ -371,7 +421,7 @@ export class LegacySessions {
   private waitForFirstFrame(session: LiveSession, delayMs: number): void {
     session.firstFramePoll = setTimeout(() => {
       this.deps.upstream
-        .getStream(session.apiKey, session.streamId, { signal: session.abort.signal })
+        .getStream(session.apiKey, session.streamId, { signal: session.abort.signal, ...session.ids })
         .then((s) => {
           if (session.ending) return;
           if (s.state === 'ended') return void this.onUpstreamLoss(session, new UpstreamError({ status: 404, kind: 'http', upstreamCode: 'stream_not_found', message: 'stream ended upstream' }));
@@ -413,9 +463,12 @@ export class LegacySessions {
     let response: ChatCompletionResponse | undefined;
     let model = session.spec.model;
     let error: string | null = null;
+    const budget = this.tickBudget(session);
     try {
       const r = await upstream.chatCompletion(session.apiKey, body, {
-        signal: session.abort.signal,
+        signal: budget.signal,
+        timeouts: { headersMs: budget.attemptMs, bodyMs: budget.attemptMs },
+        ...session.ids,
         fallbackModels: session.fallbackModels,
         isModelReady: (id) => catalog.isReady(id),
       });
@@ -430,8 +483,14 @@ export class LegacySessions {
       if (isUpstreamCode(err, 'frame_not_yet_produced')) return; // nothing to look at yet: skip quietly
       if (isUpstreamStatus(err, 402)) return void this.end(session.streamId, this.reasons.insufficientCredits);
       if (isUpstreamStatus(err, 404) && isUpstreamCode(err, 'stream_not_found')) return void this.onUpstreamLoss(session, err);
-      if (err instanceof UpstreamError && (err.status === 503 || err.kind !== 'http')) catalog.recordOutcome(model, false);
-      error = describeFailure(err);
+      const modelsFault = err instanceof UpstreamError && err.code !== 'upstream_circuit_open' && (err.status === 503 || err.kind !== 'http');
+      if (modelsFault) catalog.recordOutcome(model, false);
+      if (err instanceof UpstreamError && err.kind !== 'http') {
+        this.deps.logger.warn({ streamId: session.streamId, code: err.code, kind: err.kind, err: err.message }, 'inference failed upstream');
+      }
+      error = legacyResultError(err);
+    } finally {
+      budget.done();
     }
     if (session.ending) return;
     // performance.now(): the gateway's own overhead per result is sub-millisecond.
@@ -471,32 +530,29 @@ export class LegacySessions {
     return costMicrocents(price, response.usage, cacheInfo(response, this.deps.brand)?.cached_input_tokens ?? 0);
   }
 
-  /** Upstream failures → the legacy status and body a client expects. */
-  mapUpstreamError(err: unknown, what: string): Error {
-    if (!(err instanceof UpstreamError)) return err as Error;
-    this.deps.observer?.upstreamError?.(err.status);
-    switch (err.status) {
-      case 401:
-        return legacyError(401, 'unauthorized', 'Invalid or revoked API key');
-      case 402:
-        return legacyError(402, 'insufficient_credits', 'Insufficient credits');
-      case 403:
-        return legacyError(403, 'forbidden', 'This API key cannot access this resource');
-      case 503:
-        return legacyError(503, 'upstream_unavailable', `The service could not ${what}; retry later`);
-      case 504:
-        return legacyError(504, 'upstream_timeout', `The service did not answer in time to ${what}`);
-      default:
-        return legacyError(502, 'upstream_error', `The service failed to ${what} (${err.status})`);
-    }
+  /**
+   * Time a tick may spend on the upstream, tied to the stream's cadence: each completion attempt
+   * gets `attemptTimeoutIntervals` intervals (1 s to 30 s), and the whole tick (retries and
+   * fallbacks) `tickDeadlineIntervals` intervals (at least 2 s); past it the tick publishes an
+   * `upstream_timeout` error result instead of leaving the client with nothing.
+   */
+  private tickBudget(session: LiveSession): { signal: AbortSignal; attemptMs: number; done(): void } {
+    const f = this.deps.cfg.upstreamFailures;
+    const interval = session.spec.intervalMs;
+    const attemptMs = Math.min(Math.max(1000, interval * f.attemptTimeoutIntervals), DEFAULT_TIMEOUTS.headersMs);
+    const deadline = new AbortController();
+    const timer = setTimeout(
+      () => deadline.abort(new UpstreamError({ kind: 'timeout', status: 504, message: 'tick deadline passed' })),
+      Math.max(2000, interval * f.tickDeadlineIntervals),
+    );
+    return { signal: AbortSignal.any([session.abort.signal, deadline.signal]), attemptMs, done: () => clearTimeout(timer) };
   }
-}
 
-function describeFailure(err: unknown): string {
-  if (err instanceof UpstreamError) {
-    return err.kind === 'http' ? `upstream error ${err.status}${err.code ? ` (${err.code})` : ''}: ${err.message}` : `upstream ${err.kind} error: ${err.message}`;
+  /** Upstream failures → the legacy status and body a client expects (one mapping: ./upstream-errors). */
+  mapUpstreamError(err: unknown, ctx: UpstreamCallContext): Error {
+    if (err instanceof UpstreamError) this.deps.observer?.upstreamError?.(err.status);
+    return toLegacyError(err, ctx, this.deps.logger);
   }
-  return err instanceof Error ? err.message : String(err);
 }
 
 /** Null when the answer is JSON matching the output schema, else why not. */

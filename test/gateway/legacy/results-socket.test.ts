@@ -9,22 +9,9 @@ import { closeServer, listen } from '../../../src/lib/listen';
 import { createLogger } from '../../../src/lib/logger';
 import { endEnvelope, resultEnvelope, resultsChannel, ResultsSockets } from '../../../src/gateway/legacy/results-socket';
 import { MemoryStore } from '../../../src/gateway/store/memory';
-import type { SessionRecord } from '../../../src/gateway/store/store';
+import { sessionRecord } from '../../helpers/stack';
 
-const record = (streamId: string): SessionRecord => ({
-  streamId,
-  keyHash: 'k',
-  slotId: 's',
-  accountId: 'a',
-  state: 'active',
-  endReason: null,
-  createdAtMs: Date.now(),
-  endedAtMs: null,
-  leaseExpiresAtMs: Date.now() + 60_000,
-  prompt: 'p',
-  promptUpdatedAtMs: Date.now(),
-  spec: {},
-});
+const record = (streamId: string) => sessionRecord(streamId);
 
 describe('ResultsSockets', () => {
   let server: http.Server;
