@@ -6,6 +6,8 @@ import express from 'express';
 import type { Express } from 'express';
 import { brandOf } from '../brand';
 import type { Config } from '../config';
+import { bearerKey } from '../lib/bearer';
+import { memoKeyHash } from '../lib/keys';
 import type { Logger } from '../lib/logger';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
@@ -18,6 +20,7 @@ import type { SocketAuth } from './legacy/results-socket';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
 import type { LegacyObserver, MediaRelay } from './legacy/sessions';
+import { SunsetPolicy } from './legacy/sunset';
 import { createPassthrough, passthroughPrefix } from './passthrough';
 import type { Passthrough } from './passthrough';
 import { MemoryStore } from './store/memory';
@@ -25,6 +28,7 @@ import type { Store } from './store/store';
 import { announceDeprecation, deprecationHeaderLines, deprecationHeaders } from './telemetry/deprecation';
 import { accessLog, passthroughAccessLog, requestMetrics } from './telemetry/http';
 import { GatewayMetrics } from './telemetry/metrics';
+import { clientFamily } from './telemetry/migration';
 import { socketTelemetry, telemetryObserver } from './telemetry/observer';
 import { DeprecationRollup } from './telemetry/rollup';
 import { DeprecationUsage, utcDay } from './telemetry/usage';
@@ -54,6 +58,7 @@ export interface Gateway {
   metrics: GatewayMetrics;
   usage: DeprecationUsage;
   rollup: DeprecationRollup;
+  sunset: SunsetPolicy;
   /** HTTP requests whose response has not closed yet. */
   readonly inFlight: number;
   readonly draining: boolean;
@@ -107,6 +112,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     now: opts.now,
   });
 
+  const sunset = new SunsetPolicy(cfg.deprecation, opts.now);
+
   // The gauges read sessions and sockets, which are built after the metrics they report to.
   const parts: { sessions?: LegacySessions; sockets?: ResultsSockets } = {};
   const metrics = new GatewayMetrics({
@@ -138,6 +145,13 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     const record = await store.getSession(streamId);
     if (!record) return { ok: false, reason: 'stream_not_found' };
     if (record.accountId !== accountId) return { ok: false, reason: 'forbidden' };
+    const refusal = sunset.admitSocket(record.keyHash);
+    if (refusal) {
+      metrics.legacyRefusals.inc({ reason: refusal.reason, kind: 'socket' });
+      usage.refused(record.keyHash, refusal.reason);
+      // 1013 Try Again Later: not the 1008 of a bad key.
+      return { ok: false, reason: refusal.closeReason, code: 1013 };
+    }
     return { ok: true, record };
   };
   const sockets = new ResultsSockets({
@@ -156,6 +170,11 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     onSettled(e) {
       metrics.passthroughRequests.inc({ prefix: e.prefix, outcome: e.outcome });
       if (e.upstreamHeadersMs !== undefined) metrics.passthroughUpstreamHeaders.observe({ prefix: e.prefix }, e.upstreamHeadersMs / 1000);
+      // Migration progress: the same key calling /v1beta or /billing with success (never a refused key).
+      if (e.status >= 200 && e.status < 400) {
+        const key = bearerKey(e);
+        if (key?.startsWith(brand.keyPrefix)) usage.passthrough(memoKeyHash(key), e.prefix, clientFamily(e.headers['user-agent']));
+      }
       if (e.outcome === 'upstream_unreachable' || e.outcome === 'upstream_timeout' || e.outcome === 'upstream_reset') {
         metrics.upstreamErrors.inc({ source: 'passthrough', status: String(e.outcome === 'upstream_timeout' ? 504 : 0) });
       }
@@ -207,9 +226,16 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       store,
       sessions,
       catalog,
-      onRequest(kh, endpoint, accountId) {
+      onRequest(kh, endpoint, accountId, userAgent) {
         metrics.legacyRequests.inc({ endpoint });
-        if (kh) usage.request(kh, endpoint, accountId);
+        if (kh) usage.request(kh, endpoint, accountId, clientFamily(userAgent));
+      },
+      admitCreate(kh) {
+        const refusal = sunset.admitCreate(kh);
+        if (!refusal) return;
+        metrics.legacyRefusals.inc({ reason: refusal.reason, kind: 'create' });
+        usage.refused(kh, refusal.reason);
+        throw refusal.error;
       },
     }),
     legacyErrorHandler(logger),
@@ -255,6 +281,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     metrics,
     usage,
     rollup,
+    sunset,
     get inFlight() {
       return inFlight.count;
     },
@@ -273,6 +300,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
         await ingest?.close();
         await sockets.close();
         await rollup.stop();
+        await sunset.close();
         await usage.flush();
         // The day so far, so a restart never loses the last summary.
         await rollup.run(utcDay(opts.now?.() ?? Date.now()));

@@ -13,7 +13,7 @@ export const endEnvelope = (reason: string): string => `e${reason}`;
 
 export type SocketAuth =
   | { ok: true; record: SessionRecord }
-  | { ok: false; reason: string };
+  | { ok: false; reason: string; /** Close code (default 1008, failed authentication). */ code?: number };
 
 export interface ResultsSocketHooks {
   /** A socket authenticated for this stream (`record` as the authorization read it). */
@@ -87,7 +87,7 @@ export class ResultsSockets {
       }
       this.opts
         .authorize(key, streamId)
-        .then((auth) => (auth.ok ? this.attach(ws, streamId, auth.record) : ws.close(1008, auth.reason)))
+        .then((auth) => (auth.ok ? this.attach(ws, streamId, auth.record) : ws.close(auth.code ?? 1008, auth.reason)))
         .catch((err: unknown) => {
           logger.warn({ err, streamId }, 'results socket authorization failed');
           ws.close(1011, 'authorization unavailable');

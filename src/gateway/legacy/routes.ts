@@ -28,7 +28,9 @@ export interface LegacyRouteDeps {
   sessions: LegacySessions;
   catalog: UpstreamCatalog;
   /** Counts one legacy request by endpoint (deprecation telemetry), e.g. `POST /v0.2/streams/:id/keepalive`. */
-  onRequest?(keyHash: string | undefined, endpoint: string, accountId?: string): void;
+  onRequest?(keyHash: string | undefined, endpoint: string, accountId?: string, userAgent?: string): void;
+  /** Sunset policy of creates: throws the legacy-shaped refusal during a brownout or after the sunset. */
+  admitCreate?(keyHash: string): void;
 }
 
 interface Caller {
@@ -50,7 +52,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     if (!apiKey) throw legacyError(401, 'unauthorized', 'Missing API key: send Authorization: Bearer <api_key>');
     if (!apiKey.startsWith(brand.keyPrefix)) throw legacyError(401, 'unauthorized', 'Invalid API key');
     const who = { apiKey, accountId: await catalog.accountOf(apiKey) };
-    deps.onRequest?.(keyHash(apiKey), endpointOf(req), who.accountId);
+    deps.onRequest?.(keyHash(apiKey), endpointOf(req), who.accountId, req.get('user-agent'));
     return who;
   }
 
@@ -65,6 +67,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
   r.post('/streams', async (req: Request, res: Response) => {
     const fallbackId = res.locals.requestId as string;
     const who = await caller(req);
+    deps.admitCreate?.(keyHash(who.apiKey));
     const parsed = parseLegacy(schemas.createStream, req.body ?? {}, fallbackId);
     const spec = normalizeCreate(parsed, { maxTokensPerSecond: cfg.maxTokensPerSecond }, fallbackId);
     res.locals.legacyRequestId = spec.requestId;
