@@ -15,6 +15,7 @@ import { adminRouter } from './admin';
 import { assignRequestId, cors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { IngestRelay } from './ingest';
 import { UpstreamCatalog } from './legacy/catalog';
+import { legacyOpenApi } from './legacy/openapi';
 import { ResultsSockets } from './legacy/results-socket';
 import type { SocketAuth } from './legacy/results-socket';
 import { legacyRouter } from './legacy/routes';
@@ -216,6 +217,11 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     const text = await fs.readFile(MIGRATION_GUIDE, 'utf8').catch(() => undefined);
     if (text === undefined) res.status(404).json({ detail: 'The migration guide is not installed on this gateway' });
     else res.type('text/markdown; charset=utf-8').send(text);
+  });
+  let openApi: string | undefined;
+  app.get('/v0.2/openapi.json', (_req, res) => {
+    openApi ??= JSON.stringify(legacyOpenApi(brand, cfg.deprecation));
+    res.type('application/json').send(openApi);
   });
   app.use(
     '/v0.2',
