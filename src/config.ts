@@ -156,11 +156,12 @@ const brownoutSchema = z.strictObject({
     .array(
       z.strictObject({
         cron: z.string().refine((e) => validCron(e), 'not a valid cron expression'),
-        durationMinutes: z.number().int().min(1).max(1440),
+        // Bounded: checking a window scans up to one duration of cron minutes; longer brownouts are explicit windows.
+        durationMinutes: z.number().int().min(1).max(240),
         timezone: timezone.default('UTC'),
       }),
     )
-    .max(50)
+    .max(10)
     .default([]),
   /** One-off windows, `start` inclusive, `end` exclusive. */
   windows: z

@@ -29,6 +29,9 @@ interface Recurring {
   /** Never started: used only for `match`. */
   task: ScheduledTask;
   durationMs: number;
+  /** Last minute examined, and the latest matching minute up to it (within one duration). */
+  scannedTo: number;
+  lastMatch: number | undefined;
 }
 
 /** Fraction in [0, 1) of a key hash (16 hex digits): the same key is always in or out of a share. */
@@ -42,8 +45,6 @@ export class SunsetPolicy {
   private readonly only: Set<string>;
   private readonly exempt: Set<string>;
   private readonly sunsetMs: number;
-  /** The open recurring window of the last minute looked at (a cron matches whole minutes). */
-  private memo: { minute: number; endsAt: number | undefined } = { minute: Number.NaN, endsAt: undefined };
 
   constructor(
     private readonly cfg: DeprecationConfig,
@@ -53,11 +54,15 @@ export class SunsetPolicy {
     this.recurring = b.schedule.map((s) => ({
       task: createTask(s.cron, () => undefined, { timezone: s.timezone, name: 'brownout-window' }),
       durationMs: s.durationMinutes * MINUTE_MS,
+      scannedTo: Number.NaN,
+      lastMatch: undefined,
     }));
     this.windows = b.windows.map((w) => ({ start: Date.parse(w.start), end: Date.parse(w.end) }));
     this.only = new Set(b.onlyKeys);
     this.exempt = new Set(b.exemptKeys);
     this.sunsetMs = Date.parse(cfg.sunset);
+    // The first look scans a whole duration back (up to 240 matches per schedule): pay it at boot, not on a request.
+    this.recurringEnd(now());
   }
 
   /** The refusal of a new legacy stream, or undefined to admit it. */
@@ -125,22 +130,22 @@ export class SunsetPolicy {
 
   /**
    * A recurring window is open at `t` when its cron matched a minute in (t - duration, t]. Scanned
-   * back minute by minute (at most 1440), once per minute thanks to the memo.
+   * incrementally: each call examines only the minutes since the previous one (a cron match costs
+   * tens of microseconds); a clock that jumps back or far ahead rescans one duration.
    */
   private recurringEnd(t: number): number | undefined {
-    if (this.recurring.length === 0) return undefined;
     const minute = Math.floor(t / MINUTE_MS) * MINUTE_MS;
-    if (this.memo.minute === minute) return this.memo.endsAt;
     let endsAt: number | undefined;
     for (const r of this.recurring) {
-      for (let m = minute; m > t - r.durationMs; m -= MINUTE_MS) {
-        if (r.task.match(new Date(m))) {
-          endsAt = Math.max(endsAt ?? 0, m + r.durationMs);
-          break;
-        }
+      let from = r.scannedTo + MINUTE_MS;
+      if (!(r.scannedTo <= minute && minute - r.scannedTo < r.durationMs)) {
+        from = minute - r.durationMs + MINUTE_MS;
+        r.lastMatch = undefined;
       }
+      for (let m = from; m <= minute; m += MINUTE_MS) if (r.task.match(new Date(m))) r.lastMatch = m;
+      r.scannedTo = minute;
+      if (r.lastMatch !== undefined && r.lastMatch + r.durationMs > t) endsAt = Math.max(endsAt ?? 0, r.lastMatch + r.durationMs);
     }
-    this.memo = { minute, endsAt };
     return endsAt;
   }
 }

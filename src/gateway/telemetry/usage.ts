@@ -25,6 +25,20 @@ const PT = 'depr:pt:';
 const DAY_MS = 86_400_000;
 /** Keys whose per-process write state (last pruned day, families seen) is remembered. */
 const MEMO_KEYS = 10_000;
+/** Passthrough calls are summed in process and written at most this often (or at this many keys). */
+const PT_WRITE_MS = 1_000;
+const PT_PENDING_KEYS = 1_000;
+
+/** Per key, this process's last written day (old day fields are pruned when it changes) and families. */
+type KeyMemo = Map<string, { day: string; families: Set<string> }>;
+
+interface PendingPassthrough {
+  first: number;
+  last: number;
+  v1beta: number;
+  billing: number;
+  families: Map<string, number>;
+}
 
 /** Why a legacy call was refused before it reached the adapter. */
 export type RefusalReason = 'brownout' | 'sunset';
@@ -116,8 +130,11 @@ export const utcDay = (ms: number): string => new Date(ms).toISOString().slice(0
 
 export class DeprecationUsage {
   private readonly pending = new Set<Promise<void>>();
-  /** Per key, this process's last written day (old day fields are pruned when it changes) and families. */
-  private readonly seen = new Map<string, { day: string; families: Set<string> }>();
+  private readonly seen: KeyMemo = new Map();
+  private readonly seenPassthrough: KeyMemo = new Map();
+  /** The passthrough is the hot path: its calls cost a Map update, the store writes come in batches. */
+  private readonly ptPending = new Map<string, PendingPassthrough>();
+  private ptTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly store: Store,
@@ -136,7 +153,7 @@ export class DeprecationUsage {
       this.store.hsetMax(k, 'last_seen_ms', t),
       this.store.hincr(k, `req:${endpoint}`),
       this.store.hincr(k, `day:${day}`),
-      family ? this.store.hincr(k, `ua:${this.boundedFamily(keyHash, family)}`) : undefined,
+      family ? this.store.hincr(k, `ua:${this.boundedFamily(this.seen, keyHash, family)}`) : undefined,
       this.store.hincr(d, 'requests'),
       this.store.hincr(d, `key:${keyHash}`),
       accountId ? this.store.hsetMax(ACCT + keyHash, accountId, t) : undefined,
@@ -147,13 +164,30 @@ export class DeprecationUsage {
   /** A /v1beta or /billing call made with a key (status < 400: the upstream accepted the key). */
   passthrough(keyHash: string, prefix: 'v1beta' | 'billing', family: string): void {
     const t = this.now();
-    const k = PT + keyHash;
-    this.write(
-      this.store.hsetMin(k, 'first_seen_ms', t),
-      this.store.hsetMax(k, 'last_seen_ms', t),
-      this.store.hincr(k, prefix),
-      this.store.hincr(k, `ua:${this.boundedFamily(`pt:${keyHash}`, family)}`),
-    );
+    let p = this.ptPending.get(keyHash);
+    if (!p) this.ptPending.set(keyHash, (p = { first: t, last: t, v1beta: 0, billing: 0, families: new Map() }));
+    p.last = t;
+    p[prefix]++;
+    const f = this.boundedFamily(this.seenPassthrough, keyHash, family);
+    p.families.set(f, (p.families.get(f) ?? 0) + 1);
+    if (this.ptPending.size >= PT_PENDING_KEYS) this.writePassthrough();
+    else this.ptTimer ??= setTimeout(() => this.writePassthrough(), PT_WRITE_MS).unref();
+  }
+
+  private writePassthrough(): void {
+    clearTimeout(this.ptTimer);
+    this.ptTimer = undefined;
+    for (const [keyHash, p] of this.ptPending) {
+      const k = PT + keyHash;
+      this.write(
+        this.store.hsetMin(k, 'first_seen_ms', p.first),
+        this.store.hsetMax(k, 'last_seen_ms', p.last),
+        p.v1beta ? this.store.hincr(k, 'v1beta', p.v1beta) : undefined,
+        p.billing ? this.store.hincr(k, 'billing', p.billing) : undefined,
+        ...[...p.families].map(([f, n]) => this.store.hincr(k, `ua:${f}`, n)),
+      );
+    }
+    this.ptPending.clear();
   }
 
   /** A legacy call refused by a brownout or after the sunset. */
@@ -193,8 +227,9 @@ export class DeprecationUsage {
     this.write(this.store.hincr(KEY + keyHash, 'ws_connections'), this.store.hincr(DAY + utcDay(this.now()), 'ws_connections'));
   }
 
-  /** Resolves once every counter write issued so far has landed (shutdown, tests). */
+  /** Writes the passthrough calls summed so far, and resolves once every counter write has landed (shutdown, reports, tests). */
   async flush(): Promise<void> {
+    if (this.ptPending.size) this.writePassthrough();
     while (this.pending.size) await Promise.all([...this.pending]);
   }
 
@@ -290,18 +325,18 @@ export class DeprecationUsage {
     };
   }
 
-  private memo(id: string): { day: string; families: Set<string> } {
-    let m = this.seen.get(id);
+  private memo(map: KeyMemo, keyHash: string): { day: string; families: Set<string> } {
+    let m = map.get(keyHash);
     if (!m) {
-      if (this.seen.size >= MEMO_KEYS) this.seen.delete(this.seen.keys().next().value as string);
-      this.seen.set(id, (m = { day: '', families: new Set() }));
+      if (map.size >= MEMO_KEYS) map.delete(map.keys().next().value as string);
+      map.set(keyHash, (m = { day: '', families: new Set() }));
     }
     return m;
   }
 
   /** At most MAX_FAMILIES_PER_KEY distinct families per key and process; later ones are `other`. */
-  private boundedFamily(id: string, family: string): string {
-    const { families } = this.memo(id);
+  private boundedFamily(map: KeyMemo, keyHash: string, family: string): string {
+    const { families } = this.memo(map, keyHash);
     if (families.has(family)) return family;
     if (families.size >= MAX_FAMILIES_PER_KEY) return 'other';
     families.add(family);
@@ -310,7 +345,7 @@ export class DeprecationUsage {
 
   /** The first write of a key on a new day (in this process) drops its day fields older than HISTORY_DAYS. */
   private async pruneOnNewDay(keyHash: string, day: string, t: number): Promise<void> {
-    const m = this.memo(keyHash);
+    const m = this.memo(this.seen, keyHash);
     if (m.day === day) return;
     m.day = day;
     const oldest = utcDay(t - (HISTORY_DAYS - 1) * DAY_MS);

@@ -50,6 +50,8 @@ describe('sunset policy (injected clock)', () => {
     expect(p.admitCreate(K1)).toBeUndefined();
     clock.t = at('2026-03-11T14:05:00Z'); // Wednesday
     expect(p.admitCreate(K1)).toBeUndefined();
+    clock.t = at('2026-03-10T14:10:00Z'); // a clock that steps back rescans
+    expect(p.admitCreate(K1)?.reason).toBe('brownout');
     await p.close();
   });
 
