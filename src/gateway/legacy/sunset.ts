@@ -13,10 +13,12 @@ import { createTask } from 'node-cron';
 import type { ScheduledTask } from 'node-cron';
 import type { DeprecationConfig } from '../../config';
 import { ServiceError } from '../../lib/errors';
-import type { RefusalReason } from '../telemetry/usage';
 import { legacyError } from './validate';
 
 const MINUTE_MS = 60_000;
+
+/** Why a legacy call was refused before it reached the adapter. */
+export type RefusalReason = 'brownout' | 'sunset';
 
 export interface Refusal {
   reason: RefusalReason;

@@ -14,6 +14,7 @@
  *   depr:day:<YYYY-MM-DD> (UTC) requests, streams, inferences, output_tokens, ws_connections, key:<keyHash>
  */
 import type { Logger } from '../../lib/logger';
+import type { RefusalReason } from '../legacy/sunset';
 import type { Store } from '../store/store';
 import { HISTORY_DAYS, MAX_FAMILIES_PER_KEY, MIGRATION_STATUSES, migrationStatus } from './migration';
 import type { MigrationStatus } from './migration';
@@ -39,9 +40,6 @@ interface PendingPassthrough {
   billing: number;
   families: Map<string, number>;
 }
-
-/** Why a legacy call was refused before it reached the adapter. */
-export type RefusalReason = 'brownout' | 'sunset';
 
 /** What a created stream contributes (a SessionSpec fits). */
 export interface StreamTraits {
