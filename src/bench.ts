@@ -35,6 +35,7 @@ registerSection('legacy', async () => {
 registerSection('passthrough', async () => (await import('./bench/passthrough')).benchPassthrough);
 registerSection('upstream-outage', async () => (await import('./bench/upstream-outage')).benchUpstreamOutage);
 registerSection('relay', async () => (await import('./bench/relay')).benchRelay);
+registerSection('sunset', async () => (await import('./bench/sunset')).benchSunset);
 
 export async function runBench(cfg: Config, only: string[]): Promise<void> {
   const names = only.length ? only : Object.keys(SECTIONS);

@@ -165,6 +165,37 @@ const timezone = z.string().refine((tz) => {
   }
 }, 'must be an IANA time zone such as UTC or Europe/Berlin');
 
+const keyHashList = z.array(z.string().regex(/^[0-9a-f]{16}$/, 'must be a key hash (16 hex digits, as in the report)')).max(10_000);
+
+/** Brownouts: windows in which legacy creates (and optionally results sockets) are refused with 503. */
+const brownoutSchema = z.strictObject({
+  /** Recurring windows: a window opens at each match of `cron` (node-cron syntax) and lasts `durationMinutes`. */
+  schedule: z
+    .array(
+      z.strictObject({
+        cron: z.string().refine((e) => validCron(e), 'not a valid cron expression'),
+        // Bounded: checking a window scans up to one duration of cron minutes; longer brownouts are explicit windows.
+        durationMinutes: z.number().int().min(1).max(240),
+        timezone: timezone.default('UTC'),
+      }),
+    )
+    .max(10)
+    .default([]),
+  /** One-off windows, `start` inclusive, `end` exclusive. */
+  windows: z
+    .array(z.strictObject({ start: instant, end: instant }).refine((w) => Date.parse(w.end) > Date.parse(w.start), { message: 'end must be after start', path: ['end'] }))
+    .max(500)
+    .default([]),
+  /** Also refuse new results-socket connections (close 1013); running streams keep theirs. */
+  sockets: z.boolean().default(false),
+  /** Share of keys browned out, chosen deterministically by key hash (0.1 → the same 10% every window). */
+  share: z.number().min(0).max(1).default(1),
+  /** Only these key hashes are browned out (empty: every key, subject to `share`). */
+  onlyKeys: keyHashList.default([]),
+  /** Key hashes never browned out (an allowlist for customers with an agreed extension). */
+  exemptKeys: keyHashList.default([]),
+});
+
 /** What every /v0.2 response (and results-socket upgrade) announces: RFC 9745, RFC 8594, RFC 8288. */
 const deprecationSchema = z
   .strictObject({
@@ -174,6 +205,9 @@ const deprecationSchema = z
     sunset: instant.default('2026-12-31T00:00:00Z'),
     /** Migration guide: `Link: <link>; rel="deprecation"`. The default is the guide this gateway serves. */
     link: z.string().min(1).default('/docs/migration'),
+    /** From `sunset` on: keep serving, refuse creates with 410, or keep refusing only in brownout windows. */
+    afterSunset: z.enum(['serve', 'refuse', 'brownout']).default('serve'),
+    brownouts: brownoutSchema.prefault({}),
   })
   .refine((d) => Date.parse(d.sunset) >= Date.parse(d.date), { message: 'must not be earlier than deprecation.date', path: ['sunset'] });
 
@@ -222,6 +256,7 @@ export type RelayConfig = LegacyConfig['relay'];
 export type ModelConfig = EmulatorConfig['models'][number];
 export type AccountConfig = EmulatorConfig['accounts'][number];
 export type DeprecationConfig = Config['deprecation'];
+export type BrownoutConfig = DeprecationConfig['brownouts'];
 export type TelemetryConfig = Config['telemetry'];
 
 /** Environment variable → config path, and how to parse it. */
@@ -252,6 +287,7 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   DEPRECATION_DATE: { path: ['deprecation', 'date'], type: 'string' },
   DEPRECATION_SUNSET: { path: ['deprecation', 'sunset'], type: 'string' },
   DEPRECATION_LINK: { path: ['deprecation', 'link'], type: 'string' },
+  DEPRECATION_AFTER_SUNSET: { path: ['deprecation', 'afterSunset'], type: 'string' },
   ADMIN_TOKEN: { path: ['admin', 'token'], type: 'string' },
   TELEMETRY_ROLLUP_CRON: { path: ['telemetry', 'rollupCron'], type: 'string' },
   TELEMETRY_ROLLUP_TIMEZONE: { path: ['telemetry', 'rollupTimezone'], type: 'string' },

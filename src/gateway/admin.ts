@@ -4,7 +4,9 @@ import type { NextFunction, Request, Response, Router } from 'express';
 import { detailError } from '../lib/errors';
 import { bearerKey } from './http';
 import { reportToCsv } from './telemetry/report-csv';
-import type { DeprecationReport, DeprecationUsage } from './telemetry/usage';
+import { MIGRATION_STATUSES } from './telemetry/migration';
+import type { MigrationStatus } from './telemetry/migration';
+import type { DeprecationReport, DeprecationUsage, ReportOptions, ReportSort } from './telemetry/usage';
 import { utcDay } from './telemetry/usage';
 
 export interface AdminDeps {
@@ -23,8 +25,9 @@ export function tokenMatches(presented: string | undefined, expected: string): b
 
 /**
  * `/admin/*`, behind the admin bearer token:
- * `GET /admin/deprecation` — who still uses /v0.2 (JSON; `?format=csv` for a spreadsheet, one row
- * per key hash).
+ * `GET /admin/deprecation` — who still uses /v0.2 and who is migrating (JSON; `?format=csv` for a
+ * spreadsheet, one row per key hash; `?status=legacy-only,migrating`, `?sort=last_seen|requests|status|key_hash`,
+ * `?order=asc|desc`).
  */
 export function adminRouter(deps: AdminDeps): Router {
   const r = express.Router();
@@ -39,8 +42,9 @@ export function adminRouter(deps: AdminDeps): Router {
   r.get('/deprecation', async (req, res) => {
     const format = typeof req.query.format === 'string' ? req.query.format : 'json';
     if (format !== 'json' && format !== 'csv') throw detailError(400, 'bad_request', 'format must be json or csv');
+    const opts = reportOptions(req.query);
     await deps.usage.flush();
-    const report = await deps.usage.report(deps.deprecation);
+    const report = await deps.usage.report(deps.deprecation, opts);
     res.setHeader('cache-control', 'no-store');
     if (format === 'json') {
       res.json(report);
@@ -51,4 +55,35 @@ export function adminRouter(deps: AdminDeps): Router {
   });
 
   return r;
+}
+
+const SORTS: readonly ReportSort[] = ['last_seen', 'requests', 'status', 'key_hash'];
+
+/** `status`, `sort` and `order` query parameters; anything else in them is a 400 naming the choices. */
+function reportOptions(query: Request['query']): ReportOptions {
+  const one = (name: string): string | undefined => {
+    const v = query[name];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string') throw detailError(400, 'bad_request', `${name} must be given once`);
+    return v;
+  };
+  const opts: ReportOptions = {};
+  const status = one('status');
+  if (status !== undefined) {
+    const list = status.split(',').map((s) => s.trim());
+    const bad = list.find((s) => !(MIGRATION_STATUSES as readonly string[]).includes(s));
+    if (bad !== undefined) throw detailError(400, 'bad_request', `status must be a comma-separated list of ${MIGRATION_STATUSES.join(', ')}`);
+    opts.status = list as MigrationStatus[];
+  }
+  const sort = one('sort');
+  if (sort !== undefined) {
+    if (!(SORTS as readonly string[]).includes(sort)) throw detailError(400, 'bad_request', `sort must be one of ${SORTS.join(', ')}`);
+    opts.sort = sort as ReportSort;
+  }
+  const order = one('order');
+  if (order !== undefined) {
+    if (order !== 'asc' && order !== 'desc') throw detailError(400, 'bad_request', 'order must be asc or desc');
+    opts.order = order;
+  }
+  return opts;
 }

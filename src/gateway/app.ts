@@ -7,6 +7,8 @@ import type { Express } from 'express';
 import { brandOf } from '../brand';
 import type { Config } from '../config';
 import { ServiceError } from '../lib/errors';
+import { bearerKey } from '../lib/bearer';
+import { memoKeyHash } from '../lib/keys';
 import type { Logger } from '../lib/logger';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
@@ -15,11 +17,13 @@ import { assignRequestId, cors, detailErrorHandler, foldSlashes, legacyErrorHand
 import { IngestRelay } from './ingest';
 import { FailedAuthLimiter } from './legacy/auth-failures';
 import { UpstreamCatalog } from './legacy/catalog';
+import { legacyOpenApi } from './legacy/openapi';
 import { ResultsSockets } from './legacy/results-socket';
 import type { SocketAuth } from './legacy/results-socket';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
 import type { LegacyObserver, MediaRelay } from './legacy/sessions';
+import { SunsetPolicy } from './legacy/sunset';
 import { createPassthrough, passthroughPrefix } from './passthrough';
 import type { Passthrough } from './passthrough';
 import { MemoryStore } from './store/memory';
@@ -27,6 +31,7 @@ import type { Store } from './store/store';
 import { announceDeprecation, deprecationHeaderLines, deprecationHeaders } from './telemetry/deprecation';
 import { accessLog, passthroughAccessLog, requestMetrics } from './telemetry/http';
 import { GatewayMetrics } from './telemetry/metrics';
+import { clientFamily } from './telemetry/migration';
 import { socketTelemetry, telemetryObserver } from './telemetry/observer';
 import { DeprecationRollup } from './telemetry/rollup';
 import { DeprecationUsage, utcDay } from './telemetry/usage';
@@ -56,6 +61,7 @@ export interface Gateway {
   metrics: GatewayMetrics;
   usage: DeprecationUsage;
   rollup: DeprecationRollup;
+  sunset: SunsetPolicy;
   /** HTTP requests whose response has not closed yet. */
   readonly inFlight: number;
   readonly draining: boolean;
@@ -118,6 +124,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     now: opts.now,
   });
 
+  const sunset = new SunsetPolicy(cfg.deprecation, opts.now);
+
   // The gauges read sessions and sockets, which are built after the metrics they report to.
   const parts: { sessions?: LegacySessions; sockets?: ResultsSockets } = {};
   const metrics = new GatewayMetrics({
@@ -153,6 +161,13 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     const record = await store.getSession(streamId);
     if (!record) return { ok: false, reason: 'stream_not_found' };
     if (record.accountId !== accountId) return { ok: false, reason: 'forbidden' };
+    const refusal = sunset.admitSocket(record.keyHash);
+    if (refusal) {
+      metrics.legacyRefusals.inc({ reason: refusal.reason, kind: 'socket' });
+      usage.refused(record.keyHash, refusal.reason);
+      // 1013 Try Again Later: not the 1008 of a bad key.
+      return { ok: false, reason: refusal.closeReason, code: 1013 };
+    }
     return { ok: true, record };
   };
   const sockets = new ResultsSockets({
@@ -171,6 +186,11 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     onSettled(e) {
       metrics.passthroughRequests.inc({ prefix: e.prefix, outcome: e.outcome });
       if (e.upstreamHeadersMs !== undefined) metrics.passthroughUpstreamHeaders.observe({ prefix: e.prefix }, e.upstreamHeadersMs / 1000);
+      // Migration progress: the same key calling /v1beta or /billing with success (never a refused key).
+      if (e.status >= 200 && e.status < 400) {
+        const key = bearerKey(e);
+        if (key?.startsWith(brand.keyPrefix)) usage.passthrough(memoKeyHash(key), e.prefix, clientFamily(e.headers['user-agent']));
+      }
       if (e.outcome === 'upstream_unreachable' || e.outcome === 'upstream_timeout' || e.outcome === 'upstream_reset') {
         metrics.upstreamErrors.inc({ source: 'passthrough', status: String(e.outcome === 'upstream_timeout' ? 504 : 0) });
       }
@@ -213,6 +233,11 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     if (text === undefined) res.status(404).json({ detail: 'The migration guide is not installed on this gateway' });
     else res.type('text/markdown; charset=utf-8').send(text);
   });
+  let openApi: string | undefined;
+  app.get('/v0.2/openapi.json', (_req, res) => {
+    openApi ??= JSON.stringify(legacyOpenApi(brand, cfg.deprecation));
+    res.type('application/json').send(openApi);
+  });
   app.use(
     '/v0.2',
     express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] }),
@@ -223,9 +248,16 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       sessions,
       catalog,
       authLimiter,
-      onRequest(kh, endpoint, accountId) {
+      onRequest(kh, endpoint, accountId, userAgent) {
         metrics.legacyRequests.inc({ endpoint });
-        if (kh) usage.request(kh, endpoint, accountId);
+        if (kh) usage.request(kh, endpoint, accountId, clientFamily(userAgent));
+      },
+      admitCreate(kh) {
+        const refusal = sunset.admitCreate(kh);
+        if (!refusal) return;
+        metrics.legacyRefusals.inc({ reason: refusal.reason, kind: 'create' });
+        usage.refused(kh, refusal.reason);
+        throw refusal.error;
       },
     }),
     legacyErrorHandler(logger),
@@ -271,6 +303,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     metrics,
     usage,
     rollup,
+    sunset,
     get inFlight() {
       return inFlight.count;
     },
@@ -289,6 +322,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
         await ingest?.close();
         await sockets.close();
         await rollup.stop();
+        await sunset.close();
         await usage.flush();
         // The day so far, so a restart never loses the last summary.
         await rollup.run(utcDay(opts.now?.() ?? Date.now()));

@@ -27,6 +27,8 @@ export interface PassthroughEvent {
   status: number;
   /** Time until the upstream's response headers, when they came. */
   upstreamHeadersMs?: number;
+  /** The client's request headers (migration telemetry reads the key and User-Agent; never log them). */
+  headers: IncomingHttpHeaders;
 }
 
 export interface PassthroughOptions {
@@ -174,6 +176,7 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
           outcome: f.clientGone && !f.broken ? 'client_abort' : f.timedOut ? 'upstream_timeout' : f.unreachable ? 'upstream_unreachable' : f.broken ? 'upstream_reset' : 'ok',
           status: res.headersSent ? res.statusCode : 0,
           upstreamHeadersMs: f.headersAt === undefined ? undefined : f.headersAt - f.startedAt,
+          headers: req.headers,
         });
       });
       void proxy(req, res, next);

@@ -18,7 +18,7 @@ export const endEnvelope = (reason: string): string => `e${reason}`;
  */
 export type SocketAuth =
   | { ok: true; record: SessionRecord }
-  | { ok: false; reason: string; code?: 1008 | 1013 };
+  | { ok: false; reason: string; /** Close code (default 1008, failed authentication). */ code?: number };
 
 export interface ResultsSocketHooks {
   /** A socket authenticated for this stream (`record` as the authorization read it). */

@@ -33,7 +33,9 @@ export interface LegacyRouteDeps {
   /** Per-IP budget of failed authentications (absent: unlimited). */
   authLimiter?: FailedAuthLimiter;
   /** Counts one legacy request by endpoint (deprecation telemetry), e.g. `POST /v0.2/streams/:id/keepalive`. */
-  onRequest?(keyHash: string | undefined, endpoint: string, accountId?: string): void;
+  onRequest?(keyHash: string | undefined, endpoint: string, accountId?: string, userAgent?: string): void;
+  /** Sunset policy of creates: throws the legacy-shaped refusal during a brownout or after the sunset. */
+  admitCreate?(keyHash: string): void;
 }
 
 interface Caller {
@@ -79,7 +81,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
       throw err;
     }
     const who = { apiKey, accountId };
-    deps.onRequest?.(keyHash(apiKey), endpointOf(req), who.accountId);
+    deps.onRequest?.(keyHash(apiKey), endpointOf(req), who.accountId, req.get('user-agent'));
     return who;
   }
 
@@ -94,6 +96,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
   r.post('/streams', async (req: Request, res: Response) => {
     const fallbackId = res.locals.requestId as string;
     const who = await caller(req, res);
+    deps.admitCreate?.(keyHash(who.apiKey));
     const parsed = parseLegacy(schemas.createStream, req.body ?? {}, fallbackId);
     const spec = normalizeCreate(parsed, { maxTokensPerSecond: cfg.maxTokensPerSecond }, fallbackId);
     res.locals.legacyRequestId = spec.requestId;

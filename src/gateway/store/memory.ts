@@ -105,6 +105,13 @@ export class MemoryStore implements Store {
     return Object.fromEntries(this.hashes.get(key) ?? []);
   }
 
+  async hdel(key: string, fields: readonly string[]): Promise<void> {
+    const h = this.hashes.get(key);
+    if (!h) return;
+    for (const f of fields) h.delete(f);
+    if (h.size === 0) this.hashes.delete(key);
+  }
+
   async keys(prefix: string): Promise<string[]> {
     return [...this.hashes.keys()].filter((k) => k.startsWith(prefix));
   }

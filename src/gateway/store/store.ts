@@ -64,6 +64,8 @@ export interface Store {
   hsetMin(key: string, field: string, value: number): Promise<void>;
   hsetMax(key: string, field: string, value: number): Promise<void>;
   hgetall(key: string): Promise<Record<string, number>>;
+  /** Removes `fields` of a hash (bounded per-key series drop their old fields). */
+  hdel(key: string, fields: readonly string[]): Promise<void>;
   keys(prefix: string): Promise<string[]>;
 
   ready(): Promise<boolean>;

@@ -12,7 +12,7 @@ export interface DeprecationHeaders {
 }
 
 /** Renders the configured dates and link (config validation guarantees sunset ≥ date). */
-export function deprecationHeaders(cfg: DeprecationConfig): DeprecationHeaders {
+export function deprecationHeaders(cfg: Pick<DeprecationConfig, 'date' | 'sunset' | 'link'>): DeprecationHeaders {
   return {
     deprecation: `@${Math.floor(Date.parse(cfg.date) / 1000)}`,
     // toUTCString is exactly the IMF-fixdate form: `Sun, 06 Nov 1994 08:49:37 GMT`.

@@ -39,6 +39,7 @@ export class GatewayMetrics {
   readonly socketsOpened: Counter;
   readonly socketsShed: Counter;
   readonly upstreamErrors: Counter<'source' | 'status'>;
+  readonly legacyRefusals: Counter<'reason' | 'kind'>;
 
   constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -167,6 +168,12 @@ export class GatewayMetrics {
       name: 'gateway_upstream_errors_total',
       help: 'Upstream failures by source (legacy adapter, passthrough) and status (0: no answer)',
       labelNames: ['source', 'status'],
+      registers,
+    });
+    this.legacyRefusals = new Counter({
+      name: 'gateway_legacy_refusals_total',
+      help: 'Legacy creates and results sockets refused by a brownout window or after the sunset',
+      labelNames: ['reason', 'kind'],
       registers,
     });
     if (sources.deprecatedKeys) {

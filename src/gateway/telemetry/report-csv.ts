@@ -28,6 +28,15 @@ const COLUMNS: [string, (k: KeyUsage) => string | number | null][] = [
   ['websocket_connections', (k) => k.websocket_connections],
   ['end_reasons', (k) => pairs(k.end_reasons)],
   ['requests_by_endpoint', (k) => pairs(k.requests)],
+  ['migration_status', (k) => k.migration.status],
+  ['legacy_daily', (k) => pairs(k.migration.legacy_daily)],
+  ['v1beta_requests', (k) => k.migration.v1beta_requests],
+  ['billing_requests', (k) => k.migration.billing_requests],
+  ['last_passthrough_at', (k) => k.migration.last_passthrough_at],
+  ['client_families_legacy', (k) => pairs(k.migration.client_families.legacy)],
+  ['client_families_passthrough', (k) => pairs(k.migration.client_families.passthrough)],
+  ['refused_brownout', (k) => k.migration.refused.brownout],
+  ['refused_sunset', (k) => k.migration.refused.sunset],
 ];
 
 /** RFC 4180 quoting, plus a guard against spreadsheet formula injection. */

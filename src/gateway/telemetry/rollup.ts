@@ -64,7 +64,8 @@ export class DeprecationRollup {
       logger.info(
         { rollup: summary },
         `/v0.2 usage on ${day}: ${summary.day.active_keys} keys, ${summary.day.requests} requests, ${summary.day.streams} streams; ` +
-          `${summary.totals.keys} keys in total, ${summary.days_to_sunset} days to sunset`,
+          `${summary.totals.keys} keys in total (${summary.totals.by_status['legacy-only']} legacy-only, ${summary.totals.by_status.migrating} migrating), ` +
+          `${summary.days_to_sunset} days to sunset`,
       );
       return summary;
     } catch (err) {

@@ -6,16 +6,40 @@
  * Store layout (all hashes of numbers):
  *   depr:key:<keyHash>   first_seen_ms, last_seen_ms, req:<endpoint>, streams, source:<s>, mode:<m>,
  *                        field:<f>, backend:<b>, model:<m>, inferences:ok|failed, output_tokens,
- *                        ws_connections, end:<reason>
+ *                        ws_connections, end:<reason>, day:<YYYY-MM-DD> (legacy requests, last HISTORY_DAYS
+ *                        days), ua:<client family>, refused:<brownout|sunset>
+ *   depr:pt:<keyHash>    what the same key did through the passthrough: first_seen_ms, last_seen_ms,
+ *                        v1beta, billing, ua:<client family>
  *   depr:acct:<keyHash>  <accountId> → last seen ms
  *   depr:day:<YYYY-MM-DD> (UTC) requests, streams, inferences, output_tokens, ws_connections, key:<keyHash>
  */
 import type { Logger } from '../../lib/logger';
+import type { RefusalReason } from '../legacy/sunset';
 import type { Store } from '../store/store';
+import { HISTORY_DAYS, MAX_FAMILIES_PER_KEY, MIGRATION_STATUSES, migrationStatus } from './migration';
+import type { MigrationStatus } from './migration';
 
 const KEY = 'depr:key:';
 const ACCT = 'depr:acct:';
 const DAY = 'depr:day:';
+const PT = 'depr:pt:';
+const DAY_MS = 86_400_000;
+/** Keys whose per-process write state (last pruned day, families seen) is remembered. */
+const MEMO_KEYS = 10_000;
+/** Passthrough calls are summed in process and written at most this often (or at this many keys). */
+const PT_WRITE_MS = 1_000;
+const PT_PENDING_KEYS = 1_000;
+
+/** Per key, this process's last written day (old day fields are pruned when it changes) and families. */
+type KeyMemo = Map<string, { day: string; families: Set<string> }>;
+
+interface PendingPassthrough {
+  first: number;
+  last: number;
+  v1beta: number;
+  billing: number;
+  families: Map<string, number>;
+}
 
 /** What a created stream contributes (a SessionSpec fits). */
 export interface StreamTraits {
@@ -42,6 +66,33 @@ export interface KeyUsage {
   output_tokens: number;
   websocket_connections: number;
   end_reasons: Record<string, number>;
+  migration: KeyMigration;
+}
+
+export interface KeyMigration {
+  status: MigrationStatus;
+  /** Legacy requests per UTC day, last HISTORY_DAYS days, newest first. */
+  legacy_daily: Record<string, number>;
+  v1beta_requests: number;
+  billing_requests: number;
+  first_passthrough_at: string | null;
+  last_passthrough_at: string | null;
+  /** Client families (User-Agent) by interface. */
+  client_families: { legacy: Record<string, number>; passthrough: Record<string, number> };
+  /** Legacy calls refused by a brownout or after the sunset. */
+  refused: Record<RefusalReason, number>;
+}
+
+export type ReportSort = 'last_seen' | 'requests' | 'status' | 'key_hash';
+
+export interface ReportOptions {
+  /** Days of `daily` (default 31). */
+  days?: number;
+  /** Only keys in one of these statuses (totals still count every key). */
+  status?: readonly MigrationStatus[];
+  /** Default `last_seen` descending; `status` in MIGRATION_STATUSES order. */
+  sort?: ReportSort;
+  order?: 'asc' | 'desc';
 }
 
 export interface DayUsage {
@@ -64,6 +115,8 @@ export interface DeprecationReport {
     inferences: number;
     output_tokens: number;
     websocket_connections: number;
+    by_status: Record<MigrationStatus, number>;
+    refused: Record<RefusalReason, number>;
   };
   /** Per UTC day, newest first. */
   daily: DayUsage[];
@@ -75,6 +128,11 @@ export const utcDay = (ms: number): string => new Date(ms).toISOString().slice(0
 
 export class DeprecationUsage {
   private readonly pending = new Set<Promise<void>>();
+  private readonly seen: KeyMemo = new Map();
+  private readonly seenPassthrough: KeyMemo = new Map();
+  /** The passthrough is the hot path: its calls cost a Map update, the store writes come in batches. */
+  private readonly ptPending = new Map<string, PendingPassthrough>();
+  private ptTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly store: Store,
@@ -82,19 +140,57 @@ export class DeprecationUsage {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** One authenticated legacy request (or results-socket connection) by endpoint. */
-  request(keyHash: string, endpoint: string, accountId?: string): void {
+  /** One authenticated legacy request (or results-socket connection) by endpoint; `family` from clientFamily(). */
+  request(keyHash: string, endpoint: string, accountId?: string, family?: string): void {
     const t = this.now();
     const k = KEY + keyHash;
-    const d = DAY + utcDay(t);
+    const day = utcDay(t);
+    const d = DAY + day;
     this.write(
       this.store.hsetMin(k, 'first_seen_ms', t),
       this.store.hsetMax(k, 'last_seen_ms', t),
       this.store.hincr(k, `req:${endpoint}`),
+      this.store.hincr(k, `day:${day}`),
+      family ? this.store.hincr(k, `ua:${this.boundedFamily(this.seen, keyHash, family)}`) : undefined,
       this.store.hincr(d, 'requests'),
       this.store.hincr(d, `key:${keyHash}`),
       accountId ? this.store.hsetMax(ACCT + keyHash, accountId, t) : undefined,
+      this.pruneOnNewDay(keyHash, day, t),
     );
+  }
+
+  /** A /v1beta or /billing call made with a key (status < 400: the upstream accepted the key). */
+  passthrough(keyHash: string, prefix: 'v1beta' | 'billing', family: string): void {
+    const t = this.now();
+    let p = this.ptPending.get(keyHash);
+    if (!p) this.ptPending.set(keyHash, (p = { first: t, last: t, v1beta: 0, billing: 0, families: new Map() }));
+    p.last = t;
+    p[prefix]++;
+    const f = this.boundedFamily(this.seenPassthrough, keyHash, family);
+    p.families.set(f, (p.families.get(f) ?? 0) + 1);
+    if (this.ptPending.size >= PT_PENDING_KEYS) this.writePassthrough();
+    else this.ptTimer ??= setTimeout(() => this.writePassthrough(), PT_WRITE_MS).unref();
+  }
+
+  private writePassthrough(): void {
+    clearTimeout(this.ptTimer);
+    this.ptTimer = undefined;
+    for (const [keyHash, p] of this.ptPending) {
+      const k = PT + keyHash;
+      this.write(
+        this.store.hsetMin(k, 'first_seen_ms', p.first),
+        this.store.hsetMax(k, 'last_seen_ms', p.last),
+        p.v1beta ? this.store.hincr(k, 'v1beta', p.v1beta) : undefined,
+        p.billing ? this.store.hincr(k, 'billing', p.billing) : undefined,
+        ...[...p.families].map(([f, n]) => this.store.hincr(k, `ua:${f}`, n)),
+      );
+    }
+    this.ptPending.clear();
+  }
+
+  /** A legacy call refused by a brownout or after the sunset. */
+  refused(keyHash: string, reason: RefusalReason): void {
+    this.write(this.store.hincr(KEY + keyHash, `refused:${reason}`));
   }
 
   streamCreated(keyHash: string, s: StreamTraits): void {
@@ -129,8 +225,9 @@ export class DeprecationUsage {
     this.write(this.store.hincr(KEY + keyHash, 'ws_connections'), this.store.hincr(DAY + utcDay(this.now()), 'ws_connections'));
   }
 
-  /** Resolves once every counter write issued so far has landed (shutdown, tests). */
+  /** Writes the passthrough calls summed so far, and resolves once every counter write has landed (shutdown, reports, tests). */
   async flush(): Promise<void> {
+    if (this.ptPending.size) this.writePassthrough();
     while (this.pending.size) await Promise.all([...this.pending]);
   }
 
@@ -138,23 +235,28 @@ export class DeprecationUsage {
     return (await this.store.keys(KEY)).length;
   }
 
-  async report(deprecation: DeprecationReport['deprecation'], opts: { days?: number } = {}): Promise<DeprecationReport> {
+  async report(deprecation: DeprecationReport['deprecation'], opts: ReportOptions = {}): Promise<DeprecationReport> {
     const keyHashes = (await this.store.keys(KEY)).map((k) => k.slice(KEY.length));
-    const keys = await Promise.all(keyHashes.map((h) => this.keyUsage(h)));
-    keys.sort((a, b) => (b.last_seen_at ?? '').localeCompare(a.last_seen_at ?? '') || a.key_hash.localeCompare(b.key_hash));
+    const all = await Promise.all(keyHashes.map((h) => this.keyUsage(h)));
+    const byStatus = Object.fromEntries(MIGRATION_STATUSES.map((s) => [s, 0])) as Record<MigrationStatus, number>;
+    for (const k of all) byStatus[k.migration.status]++;
+    const keys = opts.status ? all.filter((k) => opts.status!.includes(k.migration.status)) : all;
+    sortKeys(keys, opts.sort ?? 'last_seen', opts.order);
     const dayKeys = (await this.store.keys(DAY)).sort().reverse().slice(0, opts.days ?? 31);
     const daily = await Promise.all(dayKeys.map((k) => this.dayUsage(k.slice(DAY.length))));
-    const sum = (f: (k: KeyUsage) => number) => keys.reduce((n, k) => n + f(k), 0);
+    const sum = (f: (k: KeyUsage) => number) => all.reduce((n, k) => n + f(k), 0);
     return {
       generated_at: new Date(this.now()).toISOString(),
       deprecation,
       totals: {
-        keys: keys.length,
+        keys: all.length,
         requests: sum((k) => k.requests_total),
         streams: sum((k) => k.streams.total),
         inferences: sum((k) => k.inferences.ok + k.inferences.failed),
         output_tokens: sum((k) => k.output_tokens),
         websocket_connections: sum((k) => k.websocket_connections),
+        by_status: byStatus,
+        refused: { brownout: sum((k) => k.migration.refused.brownout), sunset: sum((k) => k.migration.refused.sunset) },
       },
       daily,
       keys,
@@ -175,12 +277,20 @@ export class DeprecationUsage {
   }
 
   private async keyUsage(keyHash: string): Promise<KeyUsage> {
-    const [h, accounts] = await Promise.all([this.store.hgetall(KEY + keyHash), this.store.hgetall(ACCT + keyHash)]);
-    const group = (prefix: string): Record<string, number> => {
+    const [h, accounts, pt] = await Promise.all([
+      this.store.hgetall(KEY + keyHash),
+      this.store.hgetall(ACCT + keyHash),
+      this.store.hgetall(PT + keyHash),
+    ]);
+    const group = (prefix: string, from = h): Record<string, number> => {
       const out: Record<string, number> = {};
-      for (const [field, n] of Object.entries(h)) if (field.startsWith(prefix)) out[field.slice(prefix.length)] = n;
+      for (const [field, n] of Object.entries(from)) if (field.startsWith(prefix)) out[field.slice(prefix.length)] = n;
       return out;
     };
+    const oldest = utcDay(this.now() - (HISTORY_DAYS - 1) * DAY_MS);
+    const daily = Object.entries(group('day:'))
+      .filter(([day]) => day >= oldest)
+      .sort(([a], [b]) => b.localeCompare(a));
     const iso = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
     const requests = group('req:');
     return {
@@ -200,7 +310,46 @@ export class DeprecationUsage {
       output_tokens: h.output_tokens ?? 0,
       websocket_connections: h.ws_connections ?? 0,
       end_reasons: group('end:'),
+      migration: {
+        status: migrationStatus(h.last_seen_ms, pt.last_seen_ms, this.now()),
+        legacy_daily: Object.fromEntries(daily),
+        v1beta_requests: pt.v1beta ?? 0,
+        billing_requests: pt.billing ?? 0,
+        first_passthrough_at: iso(pt.first_seen_ms),
+        last_passthrough_at: iso(pt.last_seen_ms),
+        client_families: { legacy: group('ua:'), passthrough: group('ua:', pt) },
+        refused: { brownout: h['refused:brownout'] ?? 0, sunset: h['refused:sunset'] ?? 0 },
+      },
     };
+  }
+
+  private memo(map: KeyMemo, keyHash: string): { day: string; families: Set<string> } {
+    let m = map.get(keyHash);
+    if (!m) {
+      if (map.size >= MEMO_KEYS) map.delete(map.keys().next().value as string);
+      map.set(keyHash, (m = { day: '', families: new Set() }));
+    }
+    return m;
+  }
+
+  /** At most MAX_FAMILIES_PER_KEY distinct families per key and process; later ones are `other`. */
+  private boundedFamily(map: KeyMemo, keyHash: string, family: string): string {
+    const { families } = this.memo(map, keyHash);
+    if (families.has(family)) return family;
+    if (families.size >= MAX_FAMILIES_PER_KEY) return 'other';
+    families.add(family);
+    return family;
+  }
+
+  /** The first write of a key on a new day (in this process) drops its day fields older than HISTORY_DAYS. */
+  private async pruneOnNewDay(keyHash: string, day: string, t: number): Promise<void> {
+    const m = this.memo(this.seen, keyHash);
+    if (m.day === day) return;
+    m.day = day;
+    const oldest = utcDay(t - (HISTORY_DAYS - 1) * DAY_MS);
+    const fields = Object.keys(await this.store.hgetall(KEY + keyHash));
+    const stale = fields.filter((f) => f.startsWith('day:') && f.slice(4) < oldest);
+    if (stale.length) await this.store.hdel(KEY + keyHash, stale);
   }
 
   /** Counter writes never fail the request or tick that caused them: they are logged. */
@@ -211,4 +360,19 @@ export class DeprecationUsage {
       .finally(() => this.pending.delete(p));
     this.pending.add(p);
   }
+}
+
+const STATUS_RANK = new Map(MIGRATION_STATUSES.map((s, i) => [s, i]));
+
+/** Sorts report rows in place; ties always fall back to the key hash so the order is stable. */
+function sortKeys(keys: KeyUsage[], sort: ReportSort, order: 'asc' | 'desc' | undefined): void {
+  const cmp: Record<ReportSort, (a: KeyUsage, b: KeyUsage) => number> = {
+    last_seen: (a, b) => (a.last_seen_at ?? '').localeCompare(b.last_seen_at ?? ''),
+    requests: (a, b) => a.requests_total - b.requests_total,
+    status: (a, b) => STATUS_RANK.get(a.migration.status)! - STATUS_RANK.get(b.migration.status)!,
+    key_hash: () => 0,
+  };
+  // Recency and volume read best biggest first; status and hash in their natural order.
+  const sign = (order ?? (sort === 'last_seen' || sort === 'requests' ? 'desc' : 'asc')) === 'desc' ? -1 : 1;
+  keys.sort((a, b) => sign * cmp[sort](a, b) || a.key_hash.localeCompare(b.key_hash));
 }

@@ -29,7 +29,16 @@ describe('deprecation usage counters', () => {
     await usage.flush();
 
     const r = await usage.report(DEPRECATION);
-    expect(r.totals).toEqual({ keys: 2, requests: 4, streams: 2, inferences: 2, output_tokens: 12, websocket_connections: 1 });
+    expect(r.totals).toEqual({
+      keys: 2,
+      requests: 4,
+      streams: 2,
+      inferences: 2,
+      output_tokens: 12,
+      websocket_connections: 1,
+      by_status: { 'legacy-only': 2, migrating: 0, migrated: 0, inactive: 0 },
+      refused: { brownout: 0, sunset: 0 },
+    });
     expect(r.keys.map((k) => k.key_hash)).toEqual(['aaa', 'bbb']); // same last-seen instant: by hash
     const a = r.keys[0]!;
     expect(a).toEqual({
@@ -47,6 +56,16 @@ describe('deprecation usage counters', () => {
       output_tokens: 12,
       websocket_connections: 1,
       end_reasons: { webrtc_disconnected: 1 },
+      migration: {
+        status: 'legacy-only',
+        legacy_daily: { '2026-03-02': 2, '2026-03-01': 1 },
+        v1beta_requests: 0,
+        billing_requests: 0,
+        first_passthrough_at: null,
+        last_passthrough_at: null,
+        client_families: { legacy: {}, passthrough: {} },
+        refused: { brownout: 0, sunset: 0 },
+      },
     });
     expect(r.daily).toEqual([
       { date: '2026-03-02', active_keys: 2, requests: 3, streams: 1, inferences: 0, output_tokens: 0, websocket_connections: 0 },
@@ -69,10 +88,13 @@ describe('deprecation usage counters', () => {
     expect(lines[0]!.split(',')).toEqual([
       'key_hash', 'account_ids', 'first_seen_at', 'last_seen_at', 'requests_total', 'streams_total', 'streams_native', 'streams_webrtc',
       'streams_room', 'streams_clip', 'streams_frame', 'deprecated_fields', 'backends', 'models', 'inferences_ok', 'inferences_failed',
-      'output_tokens', 'websocket_connections', 'end_reasons', 'requests_by_endpoint',
+      'output_tokens', 'websocket_connections', 'end_reasons', 'requests_by_endpoint', 'migration_status', 'legacy_daily',
+      'v1beta_requests', 'billing_requests', 'last_passthrough_at', 'client_families_legacy', 'client_families_passthrough',
+      'refused_brownout', 'refused_sunset',
     ]);
     expect(lines[1]).toBe(
-      `k1,acct-1,2026-03-01T10:00:00.000Z,2026-03-01T10:00:00.000Z,1,1,0,0,1,1,0,,svc=1,"'=cmd|""x"",y=1",0,0,0,0,,POST /v0.2/streams=1`,
+      `k1,acct-1,2026-03-01T10:00:00.000Z,2026-03-01T10:00:00.000Z,1,1,0,0,1,1,0,,svc=1,"'=cmd|""x"",y=1",0,0,0,0,,POST /v0.2/streams=1,` +
+        'legacy-only,2026-03-01=1,0,0,,,,0,0',
     );
     await store.close();
   });
