@@ -178,7 +178,7 @@ const serverSchema = z
     headersTimeoutMs: positiveInt.default(15_000),
     /** Time to receive a whole request, body included (0: no limit). Must be >= headersTimeoutMs. */
     requestTimeoutMs: z.number().int().min(0).default(120_000),
-    /** How long an idle keep-alive connection is kept after a response (above common load-balancer idle timeouts). */
+    /** How long an idle keep-alive connection is kept after a response (above common load-balancer idle timeouts; Node adds 1 s). */
     keepAliveTimeoutMs: positiveInt.default(65_000),
     /** A connection with no request in progress and no traffic this long is closed. */
     idleTimeoutMs: positiveInt.default(75_000),

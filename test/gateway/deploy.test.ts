@@ -50,9 +50,42 @@ describe('server timeouts', () => {
     ws.close();
   });
 
+  test('a keep-alive connection is closed after keepAliveTimeoutMs without a next request', async () => {
+    const { hostname, port } = new URL(s.url);
+    const sock = net.connect(Number(port), hostname);
+    const closed = new Promise<void>((resolve) => sock.on('close', () => resolve()));
+    let answer = '';
+    sock.on('data', (d: Buffer) => (answer += d.toString()));
+    sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n');
+    await deadline(closed, 10_000, 'keep-alive connection closed');
+    expect(answer).toMatch(/^HTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\nok$/);
+  });
+
   test('config refuses a request timeout shorter than the headers timeout', async () => {
     await expect(startStack({ server: { headersTimeoutMs: 5000, requestTimeoutMs: 1000 } })).rejects.toThrow(/server.requestTimeoutMs/);
   });
+});
+
+test('slowloris: headers trickled byte by byte are cut at headersTimeoutMs with 408', async () => {
+  // The idle timeout never fires (traffic keeps flowing): only the headers deadline can end this.
+  const s = await startStack({ server: { headersTimeoutMs: 300, idleTimeoutMs: 60_000 } });
+  try {
+    const { hostname, port } = new URL(s.url);
+    const sock = net.connect(Number(port), hostname);
+    let answer = '';
+    sock.on('data', (d: Buffer) => (answer += d.toString()));
+    const closed = new Promise<void>((resolve) => sock.on('close', () => resolve()));
+    sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+    const trickle = setInterval(() => sock.writable && sock.write('X-Slow: a\r\n'), 20);
+    try {
+      await deadline(closed, 10_000, 'slow headers cut');
+    } finally {
+      clearInterval(trickle);
+    }
+    expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+  } finally {
+    await s.close();
+  }
 });
 
 const ORIGIN = 'https://app.example';
