@@ -83,6 +83,7 @@ describe('graceful shutdown of the process', () => {
       HOST: '127.0.0.1',
       UPSTREAM_URL: emulator.url,
       SHUTDOWN_GRACE_MS: String(graceMs),
+      SHUTDOWN_DELAY_MS: '200',
       LOG_LEVEL: 'info',
     });
     const { child, lines, exited } = main;
@@ -90,7 +91,7 @@ describe('graceful shutdown of the process', () => {
       const boot = await deadline(main.line('gateway listening'), 15_000, 'gateway boot');
       // The boot log names the upstream, the port and the config layers used.
       expect(boot).toMatchObject({ upstream: emulator.url, embeddedEmulator: null, config: { files: [path.join(ROOT, 'config', 'default.json')] } });
-      expect((boot.config as { env: string[] }).env.sort()).toEqual(['HOST', 'LOG_LEVEL', 'PORT', 'SHUTDOWN_GRACE_MS', 'UPSTREAM_URL']);
+      expect((boot.config as { env: string[] }).env.sort()).toEqual(['HOST', 'LOG_LEVEL', 'PORT', 'SHUTDOWN_DELAY_MS', 'SHUTDOWN_GRACE_MS', 'UPSTREAM_URL']);
       expect(boot.msg).toContain(emulator.url);
       const url = boot.url as string;
 
@@ -107,10 +108,12 @@ describe('graceful shutdown of the process', () => {
       expect(code).toBe(0);
       expect((await http(emulator.url, 'GET', `/v1beta/streams/${id}`)).body).toMatchObject({ state: 'ended', end_reason: 'deleted' });
       // The last lines: the shutdown progress and the final roll-up summary of the day.
+      // In order: the signal, the readiness delay (not ready, still serving), the drain, the end.
       const msgs = lines.map((l) => String(l.msg));
-      expect(msgs.some((m) => m.startsWith('SIGTERM: shutting down'))).toBe(true);
-      expect(msgs.some((m) => m.startsWith('/v0.2 usage on'))).toBe(true);
-      expect(msgs.some((m) => m.startsWith('stopped in'))).toBe(true);
+      const at = (prefix: string) => msgs.findIndex((m) => m.startsWith(prefix));
+      const order = ['SIGTERM: shutting down', 'not ready: serving 200 ms more', 'draining:', '/v0.2 usage on', 'stopped in'].map(at);
+      expect(order.every((i) => i >= 0)).toBe(true);
+      expect([...order].sort((a, b) => a - b)).toEqual(order);
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
       await exited;
