@@ -118,7 +118,11 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
 
   // The gauges read sessions and sockets, which are built after the metrics they report to.
   const parts: { sessions?: LegacySessions; sockets?: ResultsSockets } = {};
-  const upstreamHealth = new UpstreamHealth(() => upstream.listModels(), { intervalMs: cfg.telemetry.upstreamProbeMs, timers: opts.probeTimers });
+  const upstreamHealth = new UpstreamHealth(() => upstream.listModels(), {
+    intervalMs: cfg.telemetry.upstreamProbeMs,
+    timers: opts.probeTimers,
+    onChange: (up) => (up ? logger.info('upstream probe: reachable') : logger.warn('upstream probe: unreachable (readiness unaffected)')),
+  });
   const metrics = new GatewayMetrics({
     upstreamUp: () => (upstreamHealth.up === undefined ? undefined : Number(upstreamHealth.up)),
     activeStreams: () => parts.sessions?.activeCount ?? 0,

@@ -20,7 +20,7 @@ export class UpstreamHealth {
 
   constructor(
     private readonly probe: () => Promise<unknown>,
-    private readonly opts: { intervalMs: number; timers?: ProbeTimers },
+    private readonly opts: { intervalMs: number; timers?: ProbeTimers; onChange?: (up: boolean) => void },
   ) {}
 
   /** Last result (undefined before the first probe). */
@@ -36,6 +36,7 @@ export class UpstreamHealth {
         () => false,
       )
       .then((ok) => {
+        if (ok !== this.last) this.opts.onChange?.(ok);
         this.last = ok;
         this.running = undefined;
         return ok;
