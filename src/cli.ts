@@ -10,6 +10,8 @@ type Options = NonNullable<ParseArgsConfig['options']>;
 interface CommandSpec {
   summary: string;
   usage: string;
+  /** Help lines of the command's own flags and arguments. */
+  flags?: string;
   options: Options;
   positionals: boolean;
 }
@@ -36,9 +38,8 @@ export const COMMANDS = {
   },
   demo: {
     summary: 'a legacy /v0.2 terminal client against a running gateway',
-    usage: `demo [--url URL] [--key KEY] [--mode clip|frame] [--model ID] [--prompt TEXT] [--seconds N] [--config FILE]
-
-  --url URL           gateway base URL (default GATEWAY_URL, else the configured host and port)
+    usage: 'demo [--url URL] [--key KEY] [--mode clip|frame] [--model ID] [--prompt TEXT] [--seconds N] [--config FILE]',
+    flags: `  --url URL           gateway base URL (default GATEWAY_URL, else the configured host and port)
   --key KEY           API key (default API_KEY, else the shipped dev key)
   --mode clip|frame   processing mode (default clip)
   --model ID          model (default local/analyzer)
@@ -57,7 +58,8 @@ export const COMMANDS = {
   },
   bench: {
     summary: 'run the benchmarks and print figures',
-    usage: 'bench [SECTION...] [--config FILE]\n\n  SECTION             run only these sections (default: all)',
+    usage: 'bench [SECTION...] [--config FILE]',
+    flags: '  SECTION             run only these sections (default: all)',
     options: COMMON,
     positionals: true,
   },
@@ -77,8 +79,8 @@ Run '${NAME} <command> --help' for a command's options. No command: serve.
 `;
 
 export function commandHelp(name: CommandName): string {
-  const c = COMMANDS[name];
-  return `usage: ${NAME} ${c.usage}\n\n${c.summary}\n\n${COMMON_HELP}\n`;
+  const c: CommandSpec = COMMANDS[name];
+  return `usage: ${NAME} ${c.usage}\n\n${c.summary}\n\n${c.flags ? `${c.flags}\n` : ''}${COMMON_HELP}\n`;
 }
 
 /** A command line the CLI refuses: the message to print, exit code 2. */
