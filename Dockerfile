@@ -11,6 +11,8 @@ RUN npm run build
 
 # Runtime stage: production deps only, non-root.
 FROM node:20-bookworm-slim AS runtime
+# Production: `serve` refuses to start without UPSTREAM_URL unless EMULATOR_EMBEDDED=true, and
+# SIGTERM keeps serving SHUTDOWN_DELAY_MS (5 s) with /readyz 503 before draining.
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./

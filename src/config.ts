@@ -195,14 +195,16 @@ const brownoutSchema = z.strictObject({
   /** Key hashes never browned out (an allowlist for customers with an agreed extension). */
   exemptKeys: keyHashList.default([]),
 });
+/** The shipped deprecation dates: placeholders an operator must replace (boot warns while they are in use). */
+export const DEFAULT_DEPRECATION = { date: '2026-01-01T00:00:00Z', sunset: '2026-12-31T00:00:00Z' } as const;
 
 /** What every /v0.2 response (and results-socket upgrade) announces: RFC 9745, RFC 8594, RFC 8288. */
 const deprecationSchema = z
   .strictObject({
     /** When /v0.2 was deprecated: `Deprecation: @<unix seconds>`. */
-    date: instant.default('2026-01-01T00:00:00Z'),
+    date: instant.default(DEFAULT_DEPRECATION.date),
     /** When /v0.2 stops: `Sunset: <IMF-fixdate>`; not earlier than `date`. */
-    sunset: instant.default('2026-12-31T00:00:00Z'),
+    sunset: instant.default(DEFAULT_DEPRECATION.sunset),
     /** Migration guide: `Link: <link>; rel="deprecation"`. The default is the guide this gateway serves. */
     link: z.string().min(1).default('/docs/migration'),
     /** From `sunset` on: keep serving, refuse creates with 410, or keep refusing only in brownout windows. */
@@ -216,12 +218,47 @@ const adminSchema = z.strictObject({
   token: z.string().min(16, 'use at least 16 characters').optional(),
 });
 
+/**
+ * Timeouts of the HTTP servers (gateway and emulator), set deliberately rather than left to Node's
+ * defaults. Responses in progress (SSE, long polls) and upgraded sockets (WebSocket) are never cut
+ * by them: those have their own limits (requestTimeoutMs, the socket heartbeat).
+ */
+const serverSchema = z
+  .strictObject({
+    /** Time to receive a request's headers (slowloris); also closes a connection that never sends one. */
+    headersTimeoutMs: positiveInt.default(15_000),
+    /** Time to receive a whole request, body included (0: no limit). Must be >= headersTimeoutMs. */
+    requestTimeoutMs: z.number().int().min(0).default(120_000),
+    /** How long an idle keep-alive connection is kept after a response (above common load-balancer idle timeouts; Node adds 1 s). */
+    keepAliveTimeoutMs: positiveInt.default(65_000),
+    /** A connection with no request in progress and no traffic this long is closed. */
+    idleTimeoutMs: positiveInt.default(75_000),
+  })
+  .refine((s) => s.requestTimeoutMs === 0 || s.requestTimeoutMs >= s.headersTimeoutMs, {
+    message: 'must be 0 or at least server.headersTimeoutMs',
+    path: ['requestTimeoutMs'],
+  });
+
+/** Which browser origins may call /v0.2 and /healthz (no CORS anywhere else). */
+const corsSchema = z.strictObject({
+  /** Allowed `Origin` values; `*` allows any. Empty: no CORS headers at all. */
+  origins: z.array(z.string().min(1)).default(['*']),
+  /** Allow credentialed requests (the origin is echoed; `null` never is). */
+  credentials: z.boolean().default(false),
+});
+
 const telemetrySchema = z.strictObject({
   /** When the deprecation counters are rolled up and a summary is logged (node-cron syntax). */
   rollupCron: z.string().refine((e) => validCron(e), 'not a valid cron expression').default('5 0 * * *'),
   rollupTimezone: timezone.default('UTC'),
   /** Serve Prometheus metrics at /metrics. */
   metrics: z.boolean().default(true),
+  /** Serve /metrics on this port of `host` only (not on the public port). */
+  metricsPort: port.optional(),
+  /** Bearer token /metrics asks for. */
+  metricsToken: z.string().min(16, 'use at least 16 characters').optional(),
+  /** How often the upstream's model list is probed for the `gateway_upstream_up` gauge. */
+  upstreamProbeMs: positiveInt.default(15_000),
   /** One access-log line per HTTP request (pino-http). */
   requestLog: z.boolean().default(true),
 });
@@ -242,6 +279,15 @@ export const configSchema = z.strictObject({
   upstreamBreaker: z
     .strictObject({ threshold: z.number().int().min(0).default(5), openMs: positiveInt.default(5_000) })
     .prefault({}),
+  /**
+   * On SIGTERM, how long the gateway keeps serving with /readyz answering 503 before it drains, so
+   * load balancers take it out of rotation first (5000 when NODE_ENV=production). Part of the grace period.
+   */
+  shutdownDelayMs: z.number().int().min(0).default(0),
+  /** Production (NODE_ENV=production) with no upstreamUrl boots only when this asks for the embedded emulator. */
+  embeddedEmulator: z.boolean().default(false),
+  server: serverSchema.prefault({}),
+  cors: corsSchema.prefault({}),
   legacy: legacySchema.prefault({}),
   emulator: emulatorSchema.prefault({}),
   deprecation: deprecationSchema.prefault({}),
@@ -258,9 +304,11 @@ export type AccountConfig = EmulatorConfig['accounts'][number];
 export type DeprecationConfig = Config['deprecation'];
 export type BrownoutConfig = DeprecationConfig['brownouts'];
 export type TelemetryConfig = Config['telemetry'];
+export type ServerConfig = Config['server'];
+export type CorsConfig = Config['cors'];
 
 /** Environment variable → config path, and how to parse it. */
-const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean' }> = {
+const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean' | 'list' }> = {
   PORT: { path: ['port'], type: 'number' },
   HOST: { path: ['host'], type: 'string' },
   UPSTREAM_URL: { path: ['upstreamUrl'], type: 'string' },
@@ -268,6 +316,14 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   BRAND: { path: ['brand'], type: 'string' },
   ROOM_VENDOR: { path: ['roomVendor'], type: 'string' },
   SHUTDOWN_GRACE_MS: { path: ['shutdownGraceMs'], type: 'number' },
+  SHUTDOWN_DELAY_MS: { path: ['shutdownDelayMs'], type: 'number' },
+  EMULATOR_EMBEDDED: { path: ['embeddedEmulator'], type: 'boolean' },
+  SERVER_HEADERS_TIMEOUT_MS: { path: ['server', 'headersTimeoutMs'], type: 'number' },
+  SERVER_REQUEST_TIMEOUT_MS: { path: ['server', 'requestTimeoutMs'], type: 'number' },
+  SERVER_KEEP_ALIVE_TIMEOUT_MS: { path: ['server', 'keepAliveTimeoutMs'], type: 'number' },
+  SERVER_IDLE_TIMEOUT_MS: { path: ['server', 'idleTimeoutMs'], type: 'number' },
+  CORS_ORIGINS: { path: ['cors', 'origins'], type: 'list' },
+  CORS_CREDENTIALS: { path: ['cors', 'credentials'], type: 'boolean' },
   EMULATOR_PORT: { path: ['emulator', 'port'], type: 'number' },
   EMULATOR_HOST: { path: ['emulator', 'host'], type: 'string' },
   EMULATOR_PUBLIC_URL: { path: ['emulator', 'publicUrl'], type: 'string' },
@@ -292,6 +348,8 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   TELEMETRY_ROLLUP_CRON: { path: ['telemetry', 'rollupCron'], type: 'string' },
   TELEMETRY_ROLLUP_TIMEZONE: { path: ['telemetry', 'rollupTimezone'], type: 'string' },
   TELEMETRY_METRICS: { path: ['telemetry', 'metrics'], type: 'boolean' },
+  METRICS_PORT: { path: ['telemetry', 'metricsPort'], type: 'number' },
+  METRICS_TOKEN: { path: ['telemetry', 'metricsToken'], type: 'string' },
   TELEMETRY_REQUEST_LOG: { path: ['telemetry', 'requestLog'], type: 'boolean' },
 };
 
@@ -349,6 +407,8 @@ function envLayer(env: NodeJS.ProcessEnv): Json {
         throw new ConfigError(`${name}: expected true or false, got ${JSON.stringify(raw)}`);
       }
       value = /^(1|true|yes)$/i.test(raw);
+    } else if (spec.type === 'list') {
+      value = raw.split(',').map((v) => v.trim()).filter(Boolean);
     }
     let node = out;
     spec.path.slice(0, -1).forEach((key) => {
@@ -381,11 +441,15 @@ export interface LoadOptions {
   skipDefaultFile?: boolean;
 }
 
+/** Defaults that differ in production (NODE_ENV=production), below every other layer. */
+const PRODUCTION_DEFAULTS: Json = { shutdownDelayMs: 5000 };
+
 export function loadConfig(opts: LoadOptions = {}): Config {
-  let layered: Json = {};
+  const env = opts.env ?? process.env;
+  let layered: Json = env.NODE_ENV === 'production' ? { ...PRODUCTION_DEFAULTS } : {};
   if (!opts.skipDefaultFile && fs.existsSync(DEFAULT_CONFIG_FILE)) layered = mergeDeep(layered, readJson(DEFAULT_CONFIG_FILE));
   if (opts.file) layered = mergeDeep(layered, readJson(opts.file));
-  layered = mergeDeep(layered, envLayer(opts.env ?? process.env));
+  layered = mergeDeep(layered, envLayer(env));
   if (opts.overrides) layered = mergeDeep(layered, opts.overrides);
   const result = configSchema.safeParse(layered);
   if (!result.success) {

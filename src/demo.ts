@@ -3,7 +3,6 @@
  * customer program does: create a stream, open the results socket, keep the lease alive, print
  * results as they arrive, delete the stream on Ctrl-C (or after --seconds).
  */
-import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { brandOf } from './brand';
 import type { Config } from './config';
@@ -18,25 +17,24 @@ interface DemoOptions {
   seconds: number;
 }
 
-function options(cfg: Config, argv: string[]): DemoOptions {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      url: { type: 'string' },
-      key: { type: 'string' },
-      mode: { type: 'string', default: 'clip' },
-      model: { type: 'string', default: 'local/analyzer' },
-      prompt: { type: 'string', default: 'What is happening in the video?' },
-      seconds: { type: 'string', default: '0' },
-    },
-  });
+/** The demo's flags, already checked by the CLI's parser (src/cli.ts). */
+export interface DemoArgs {
+  url?: string;
+  key?: string;
+  mode: string;
+  model: string;
+  prompt: string;
+  seconds: string;
+}
+
+function options(cfg: Config, values: DemoArgs): DemoOptions {
   const mode = values.mode === 'frame' ? 'frame' : 'clip';
   return {
     url: (values.url ?? process.env.GATEWAY_URL ?? `http://${dialHost(cfg.host)}:${cfg.port}`).replace(/\/$/, ''),
     key: values.key ?? process.env.API_KEY ?? `${brandOf(cfg).keyPrefix}local-dev`,
     mode,
-    model: values.model!,
-    prompt: values.prompt!,
+    model: values.model,
+    prompt: values.prompt,
     seconds: Number(values.seconds) || 0,
   };
 }
@@ -54,8 +52,8 @@ async function call(o: DemoOptions, method: string, path: string, body?: unknown
   return { status: res.status, json: text ? (JSON.parse(text) as unknown) : null };
 }
 
-export async function runDemo(cfg: Config, argv: string[]): Promise<void> {
-  const o = options(cfg, argv);
+export async function runDemo(cfg: Config, args: DemoArgs): Promise<void> {
+  const o = options(cfg, args);
   console.log(bold(`legacy demo → ${o.url}/v0.2 (mode ${o.mode}, model ${o.model})`));
   const body =
     o.mode === 'clip'

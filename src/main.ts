@@ -5,18 +5,13 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { UsageError, parseCommandLine } from './cli';
+import { bootChecks } from './boot-checks';
 import { ConfigError, DEFAULT_CONFIG_FILE, configEnvNames, loadConfig } from './config';
 import type { Config } from './config';
+import type { DemoArgs } from './demo';
 import { createLogger } from './lib/logger';
 import type { Logger } from './lib/logger';
-
-const USAGE = `usage: legacy-gateway <serve|emulator|demo|bench> [--config FILE]
-
-  serve      run the gateway (with the embedded emulator unless UPSTREAM_URL is set)
-  emulator   run the /v1beta + /billing emulator alone
-  demo       a legacy /v0.2 terminal client against a running gateway
-  bench      run the benchmarks and print figures
-`;
 
 type Stopper = (graceMs: number) => Promise<void>;
 
@@ -81,6 +76,13 @@ async function runEmulator(cfg: Config, logger: Logger, configFile: string | und
 }
 
 async function runServe(cfg: Config, logger: Logger, configFile: string | undefined): Promise<void> {
+  const checks = bootChecks(cfg, process.env);
+  for (const w of checks.warnings) logger.warn(w);
+  if (checks.refuse) {
+    logger.fatal(checks.refuse);
+    process.stderr.write(`${checks.refuse}\n`);
+    process.exit(2);
+  }
   const { startGateway } = await import('./gateway/server');
   let upstreamUrl = cfg.upstreamUrl;
   let emulator: { url: string; port: number; controlApi: boolean; autoPublish: boolean } | undefined;
@@ -126,37 +128,23 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
   );
 }
 
-/**
- * The command, `--config`/`-c` and `--help`/`-h`; every other argument goes to the command
- * (demo and bench take flags of their own, which a strict parser would refuse).
- */
-function splitArgs(argv: string[]): { command: string; config?: string; help: boolean; rest: string[] } {
-  let command: string | undefined;
-  let config: string | undefined;
-  let help = false;
-  const rest: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (a === '--config' || a === '-c') config = argv[++i];
-    else if (a.startsWith('--config=')) config = a.slice('--config='.length);
-    else if (a === '--help' || a === '-h') help = true;
-    else if (command === undefined && !a.startsWith('-')) command = a;
-    else rest.push(a);
-  }
-  return { command: command ?? 'serve', config, help, rest };
-}
-
 async function main(argv: string[]): Promise<void> {
-  const { command, config, help, rest } = splitArgs(argv);
-  if (help) {
-    process.stdout.write(USAGE);
+  let parsed;
+  try {
+    parsed = parseCommandLine(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    process.exit(2);
+  }
+  if (parsed.kind === 'help') {
+    process.stdout.write(parsed.text);
     return;
   }
-  const values = { config };
-  const positionals = [command, ...rest];
+  const { command, config } = parsed;
   let cfg: Config;
   try {
-    cfg = loadConfig({ file: values.config });
+    cfg = loadConfig({ file: config });
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${err.message}\n`);
@@ -167,20 +155,17 @@ async function main(argv: string[]): Promise<void> {
   const logger = createLogger(cfg.logLevel);
   switch (command) {
     case 'serve':
-      return runServe(cfg, logger, values.config);
+      return runServe(cfg, logger, config);
     case 'emulator':
-      return runEmulator(cfg, logger, values.config);
+      return runEmulator(cfg, logger, config);
     case 'demo': {
       const { runDemo } = await import('./demo');
-      return runDemo(cfg, positionals.slice(1));
+      return runDemo(cfg, parsed.values as unknown as DemoArgs);
     }
     case 'bench': {
       const { runBench } = await import('./bench');
-      return runBench(cfg, positionals.slice(1));
+      return runBench(cfg, parsed.positionals);
     }
-    default:
-      process.stderr.write(USAGE);
-      process.exit(2);
   }
 }
 

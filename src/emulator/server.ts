@@ -1,5 +1,5 @@
-import http from 'node:http';
 import type { Config } from '../config';
+import { createHttpServer } from '../lib/http-server';
 import { closeServer, dialHost, listen } from '../lib/listen';
 import type { Logger } from '../lib/logger';
 import { createEmulator } from './app';
@@ -34,7 +34,7 @@ export async function startEmulator(cfg: Config, logger: Logger): Promise<Runnin
   let base = '';
   const publishUrl = () => (cfg.emulator.publicUrl ?? base).replace(/^http/, 'ws');
   const emulator = createEmulator(cfg, logger, publishUrl);
-  const server = http.createServer(emulator.app);
+  const server = createHttpServer(emulator.app, cfg.server);
   server.on('upgrade', (req, socket, head) => {
     socket.on('error', () => socket.destroy());
     if (!emulator.handleUpgrade(req, socket, head)) {

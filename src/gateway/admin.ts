@@ -23,6 +23,17 @@ export function tokenMatches(presented: string | undefined, expected: string): b
   return presented !== undefined && timingSafeEqual(digest(presented), digest(expected));
 }
 
+/** 401 `{detail}` unless the request carries `Authorization: Bearer <token>`. */
+export function requireBearer(token: string, realm: string, message: string) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    if (!tokenMatches(bearerKey(req), token)) {
+      res.setHeader('www-authenticate', `Bearer realm="${realm}"`);
+      throw detailError(401, 'unauthorized', message);
+    }
+    next();
+  };
+}
+
 /**
  * `/admin/*`, behind the admin bearer token:
  * `GET /admin/deprecation` — who still uses /v0.2 and who is migrating (JSON; `?format=csv` for a
@@ -31,13 +42,7 @@ export function tokenMatches(presented: string | undefined, expected: string): b
  */
 export function adminRouter(deps: AdminDeps): Router {
   const r = express.Router();
-  r.use((req: Request, res: Response, next: NextFunction) => {
-    if (!tokenMatches(bearerKey(req), deps.token)) {
-      res.setHeader('www-authenticate', 'Bearer realm="admin"');
-      throw detailError(401, 'unauthorized', 'Admin endpoints need Authorization: Bearer <admin token>');
-    }
-    next();
-  });
+  r.use(requireBearer(deps.token, 'admin', 'Admin endpoints need Authorization: Bearer <admin token>'));
 
   r.get('/deprecation', async (req, res) => {
     const format = typeof req.query.format === 'string' ? req.query.format : 'json';

@@ -12,7 +12,7 @@ import { memoKeyHash } from '../lib/keys';
 import type { Logger } from '../lib/logger';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
-import { adminRouter } from './admin';
+import { adminRouter, requireBearer } from './admin';
 import { assignRequestId, cors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { IngestRelay } from './ingest';
 import { FailedAuthLimiter } from './legacy/auth-failures';
@@ -35,6 +35,8 @@ import { clientFamily } from './telemetry/migration';
 import { socketTelemetry, telemetryObserver } from './telemetry/observer';
 import { DeprecationRollup } from './telemetry/rollup';
 import { DeprecationUsage, utcDay } from './telemetry/usage';
+import { UpstreamHealth } from './telemetry/upstream-health';
+import type { ProbeTimers } from './telemetry/upstream-health';
 
 export interface GatewayOptions {
   upstreamUrl: string;
@@ -46,6 +48,8 @@ export interface GatewayOptions {
   retry?: RetryOverride;
   /** Clock of the deprecation counters (tests). */
   now?: () => number;
+  /** Timers of the periodic upstream probe (tests). */
+  probeTimers?: ProbeTimers;
 }
 
 export interface Gateway {
@@ -62,6 +66,9 @@ export interface Gateway {
   usage: DeprecationUsage;
   rollup: DeprecationRollup;
   sunset: SunsetPolicy;
+  upstreamHealth: UpstreamHealth;
+  /** `/metrics` alone, when `telemetry.metricsPort` moves it off the public port (the server listens). */
+  metricsApp?: Express;
   /** HTTP requests whose response has not closed yet. */
   readonly inFlight: number;
   readonly draining: boolean;
@@ -72,6 +79,8 @@ export interface Gateway {
    * cannot be handed over: their scheduler holds the client's key in this process only.
    */
   drain(): Promise<void>;
+  /** /readyz answers 503 while everything else keeps serving (the SIGTERM delay before `drain`). */
+  markUnready(): void;
   /** Ends live streams (sockets close with 1001), flushes telemetry, releases everything. */
   close(): Promise<void>;
 }
@@ -128,7 +137,13 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
 
   // The gauges read sessions and sockets, which are built after the metrics they report to.
   const parts: { sessions?: LegacySessions; sockets?: ResultsSockets } = {};
+  const upstreamHealth = new UpstreamHealth(() => upstream.listModels(), {
+    intervalMs: cfg.telemetry.upstreamProbeMs,
+    timers: opts.probeTimers,
+    onChange: (up) => (up ? logger.info('upstream probe: reachable') : logger.warn('upstream probe: unreachable (readiness unaffected)')),
+  });
   const metrics = new GatewayMetrics({
+    upstreamUp: () => (upstreamHealth.up === undefined ? undefined : Number(upstreamHealth.up)),
     activeStreams: () => parts.sessions?.activeCount ?? 0,
     socketConnections: () => parts.sockets?.connections ?? 0,
     deprecatedKeys: () => usage.keyCount(),
@@ -199,6 +214,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
 
   const inFlight = { count: 0 };
   let draining = false;
+  let unready = false;
   const logRequest = accessLog(logger, cfg.telemetry.requestLog);
   const logPassthrough = passthroughAccessLog(logger, cfg.telemetry.requestLog);
   const countRequest = requestMetrics(cfg.telemetry.metrics ? metrics : undefined, inFlight);
@@ -211,21 +227,33 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   app.use(passthrough.handle);
   app.use(foldSlashes);
   app.use('/v0.2', announceDeprecation(headers));
-  app.use(cors);
+  const browserCors = cors(cfg.cors);
+  app.use('/v0.2', browserCors);
+  app.use('/healthz', browserCors);
   app.get('/healthz', (_req, res) => {
     res.type('text/plain').send('ok');
   });
+  // "This replica can serve": the store answers and no shutdown began. The upstream's health is
+  // reported (last probe) but does not decide: one upstream blip must not empty the load balancer.
   app.get('/readyz', async (_req, res) => {
-    const [up, storeOk] = await Promise.all([
-      catalog.modelList().then(() => true, () => false),
-      store.ready().catch(() => false),
-    ]);
-    res.status(up && storeOk && !draining ? 200 : 503).json({ upstream: up, store: storeOk, draining });
+    const storeOk = await store.ready().catch(() => false);
+    const leaving = draining || unready;
+    res.status(storeOk && !leaving ? 200 : 503).json({ store: storeOk, draining: leaving, upstream: upstreamHealth.up ?? null });
   });
+  let metricsApp: Express | undefined;
   if (cfg.telemetry.metrics) {
-    app.get('/metrics', async (_req, res) => {
+    const guard = cfg.telemetry.metricsToken
+      ? [requireBearer(cfg.telemetry.metricsToken, 'metrics', 'Metrics need Authorization: Bearer <metrics token>')]
+      : [];
+    const target = cfg.telemetry.metricsPort === undefined ? app : (metricsApp = express());
+    target.get('/metrics', ...guard, async (_req, res) => {
       res.type(metrics.contentType()).send(await metrics.text());
     });
+    if (metricsApp) {
+      metricsApp.disable('x-powered-by');
+      metricsApp.use((_req, res) => void res.status(404).json({ detail: 'Only /metrics is served here' }));
+      metricsApp.use(detailErrorHandler(logger));
+    }
   }
   if (cfg.admin.token) app.use('/admin', adminRouter({ token: cfg.admin.token, usage, deprecation }));
   app.get('/docs/migration', async (_req, res) => {
@@ -290,6 +318,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   parts.sessions = sessions;
   parts.sockets = sockets;
   rollup.start();
+  upstreamHealth.start();
   let closed: Promise<void> | undefined;
 
   return {
@@ -304,6 +333,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     usage,
     rollup,
     sunset,
+    upstreamHealth,
+    metricsApp,
     get inFlight() {
       return inFlight.count;
     },
@@ -311,6 +342,9 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       return draining;
     },
     handleUpgrade: (req, socket, head) => sockets.handleUpgrade(req, socket, head),
+    markUnready() {
+      unready = true;
+    },
     async drain() {
       draining = true;
       await sessions.closeAll();
@@ -318,6 +352,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     close() {
       closed ??= (async () => {
         draining = true;
+        upstreamHealth.stop();
         await sessions.closeAll();
         await ingest?.close();
         await sockets.close();

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
+import type { CorsConfig } from '../config';
 import { errorHandler } from '../lib/error-handler';
 import type { ServiceError } from '../lib/errors';
 import { UpstreamError } from '../upstream/errors';
@@ -35,18 +36,26 @@ export function requestId(req: Request, res: Response, next: NextFunction): void
 }
 
 /**
- * CORS for browser SDKs calling with `credentials: "include"`: echo the origin (never `*`), allow
- * credentials, answer preflights.
+ * CORS for browser SDKs, mounted only where browsers call (/v0.2, /healthz). An allowed origin gets
+ * `*` (any origin, no credentials) or its own value echoed; credentials only when configured, and
+ * never for the opaque `null` origin (sandboxed frames, file: pages). Preflights are answered here.
  */
-export function cors(req: Request, res: Response, next: NextFunction): void {
-  const origin = req.headers.origin;
-  if (origin) {
-    res.setHeader('access-control-allow-origin', origin);
-    res.setHeader('access-control-allow-credentials', 'true');
+export function cors(cfg: CorsConfig) {
+  const any = cfg.origins.includes('*');
+  const listed = new Set(cfg.origins);
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const origin = req.headers.origin;
     res.append('vary', 'Origin');
+    const allowed = origin !== undefined && (any || listed.has(origin)) && !(cfg.credentials && origin === 'null');
+    if (!allowed) return next();
+    if (cfg.credentials) {
+      res.setHeader('access-control-allow-origin', origin);
+      res.setHeader('access-control-allow-credentials', 'true');
+    } else {
+      res.setHeader('access-control-allow-origin', any ? '*' : origin);
+    }
     res.setHeader('access-control-expose-headers', 'x-request-id, deprecation, sunset, link');
-  }
-  if (req.method === 'OPTIONS' && origin) {
+    if (req.method !== 'OPTIONS') return next();
     res.setHeader('access-control-allow-methods', 'GET, POST, PATCH, DELETE, OPTIONS');
     res.setHeader(
       'access-control-allow-headers',
@@ -54,9 +63,7 @@ export function cors(req: Request, res: Response, next: NextFunction): void {
     );
     res.setHeader('access-control-max-age', '600');
     res.status(204).end();
-    return;
-  }
-  next();
+  };
 }
 
 export { bearerKey } from '../lib/bearer';

@@ -1,8 +1,9 @@
-import http from 'node:http';
+import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../config';
-import { dialHost, listen } from '../lib/listen';
+import { createHttpServer } from '../lib/http-server';
+import { closeServer, dialHost, listen } from '../lib/listen';
 import type { Logger } from '../lib/logger';
 import { createGateway } from './app';
 import type { Gateway, GatewayOptions } from './app';
@@ -12,8 +13,11 @@ export interface RunningGateway {
   port: number;
   gateway: Gateway;
   server: http.Server;
+  /** Base URL of the separate /metrics server (`telemetry.metricsPort`), when there is one. */
+  metricsUrl?: string;
   /**
-   * Graceful shutdown, finished within `graceMs` (default `shutdownGraceMs`): stop accepting
+   * Graceful shutdown, finished within `graceMs` (default `shutdownGraceMs`): first `shutdownDelayMs`
+   * (at most half the grace period) of normal service with /readyz 503, then stop accepting
    * connections, end legacy streams (results sockets close with 1001), let requests in flight
    * finish, flush telemetry, then cut whatever is left.
    */
@@ -38,14 +42,15 @@ async function within(p: Promise<unknown>, ms: number, log: Logger): Promise<boo
 }
 
 /** Starts the gateway's HTTP server: routes plus WebSocket upgrades for the results sockets. */
-export async function startGateway(
-  cfg: Config,
-  logger: Logger,
-  upstreamUrl: string,
-  opts: Omit<GatewayOptions, 'upstreamUrl'> = {},
-): Promise<RunningGateway> {
-  const gateway = createGateway(cfg, logger, { ...opts, upstreamUrl });
-  const server = http.createServer(gateway.handler);
+export interface ServerOptions extends Omit<GatewayOptions, 'upstreamUrl'> {
+  /** How the shutdown waits out `shutdownDelayMs` (tests resolve it themselves). */
+  delay?: (ms: number) => Promise<unknown>;
+}
+
+export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: string, opts: ServerOptions = {}): Promise<RunningGateway> {
+  const { delay = (ms: number) => sleep(ms), ...gatewayOpts } = opts;
+  const gateway = createGateway(cfg, logger, { ...gatewayOpts, upstreamUrl });
+  const server = createHttpServer(gateway.handler, cfg.server);
   // Upgraded sockets leave the server's own bookkeeping: track them so shutdown can cut them.
   const upgraded = new Set<Duplex>();
   server.on('upgrade', (req, socket, head) => {
@@ -63,14 +68,32 @@ export async function startGateway(
   });
   const port = await listen(server, cfg.port, cfg.host);
   const url = `http://${dialHost(cfg.host)}:${port}`;
+  const metricsServer = gateway.metricsApp && createHttpServer(gateway.metricsApp, cfg.server);
+  let metricsUrl: string | undefined;
+  if (metricsServer) {
+    try {
+      metricsUrl = `http://${dialHost(cfg.host)}:${await listen(metricsServer, cfg.telemetry.metricsPort ?? 0, cfg.host)}`;
+    } catch (err) {
+      await closeServer(server);
+      await gateway.close();
+      throw err;
+    }
+  }
   let closing: Promise<void> | undefined;
 
   const shutdown = async (graceMs: number): Promise<void> => {
     const started = Date.now();
     const deadline = started + graceMs;
-    // Leave a slice of the grace period for the final close after waiting on requests in flight.
-    const waitUntil = deadline - Math.min(1000, graceMs / 4);
     const log = logger.child({ component: 'shutdown' });
+    // Load balancers notice /readyz 503 only at their next probe: keep serving until they have.
+    const delayMs = Math.min(cfg.shutdownDelayMs, graceMs / 2);
+    if (delayMs > 0) {
+      gateway.markUnready();
+      log.info({ delayMs }, `not ready: serving ${delayMs} ms more before draining`);
+      await delay(delayMs);
+    }
+    // Leave a slice of the grace period for the final close after waiting on requests in flight.
+    const waitUntil = deadline - Math.min(1000, (deadline - Date.now()) / 4);
     const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     log.info({ graceMs, legacyStreams: gateway.sessions.activeCount, inFlight: gateway.inFlight }, `draining: ${gateway.sessions.activeCount} legacy streams to end`);
@@ -90,6 +113,7 @@ export async function startGateway(
     for (const s of upgraded) s.destroy();
     server.closeAllConnections();
     await within(serverClosed, deadline - Date.now(), log);
+    if (metricsServer) await within(closeServer(metricsServer), deadline - Date.now(), log);
     log.info({ ms: Date.now() - started }, `gateway closed in ${Date.now() - started} ms`);
   };
 
@@ -98,6 +122,7 @@ export async function startGateway(
     port,
     gateway,
     server,
+    metricsUrl,
     close(graceMs = cfg.shutdownGraceMs) {
       closing ??= shutdown(graceMs);
       return closing;

@@ -263,7 +263,8 @@ describe('deprecation telemetry and operations after a scripted legacy session',
     expect(text).not.toContain(keyHash(KEY));
   });
 
-  test('/readyz reports the upstream and the store; /healthz is plain ok', async () => {
+  test('/readyz reports the store and the last upstream probe; /healthz is plain ok', async () => {
+    await run.gateway.gateway.upstreamHealth.check();
     const ready = await http(run.gateway.url, 'GET', '/readyz', { key: null });
     expect(ready).toMatchObject({ status: 200, body: { upstream: true, store: true, draining: false } });
     const health = await fetch(`${run.gateway.url}/healthz`);

@@ -5,8 +5,7 @@ import { createLogger } from '../../src/lib/logger';
 import { startEmulator } from '../../src/emulator/server';
 import type { RunningEmulator } from '../../src/emulator/server';
 import { startGateway } from '../../src/gateway/server';
-import type { RunningGateway } from '../../src/gateway/server';
-import type { GatewayOptions } from '../../src/gateway/app';
+import type { RunningGateway, ServerOptions } from '../../src/gateway/server';
 import type { SessionRecord } from '../../src/gateway/store/store';
 
 export const KEY = 'svc-local-dev';
@@ -27,7 +26,7 @@ export interface Stack {
  * A real emulator and a real gateway on loopback port 0, tuned for fast tests: synthetic publisher
  * on every stream (10 fps, small frames), quick first-frame polling, shrunk retry waits.
  */
-export async function startStack(overrides: Record<string, unknown> = {}, gwOpts: Omit<GatewayOptions, 'upstreamUrl'> = {}): Promise<Stack> {
+export async function startStack(overrides: Record<string, unknown> = {}, gwOpts: ServerOptions = {}): Promise<Stack> {
   const base = {
     port: 0,
     host: '127.0.0.1',

@@ -12,6 +12,8 @@ export interface MetricsSources {
   socketConnections(): number;
   /** Distinct API keys (hashes) that ever used /v0.2 (from the store). */
   deprecatedKeys?(): Promise<number>;
+  /** Last upstream probe: 1 answered, 0 failed; undefined before the first one. */
+  upstreamUp?(): number | undefined;
 }
 
 /**
@@ -176,6 +178,19 @@ export class GatewayMetrics {
       labelNames: ['reason', 'kind'],
       registers,
     });
+    if (sources.upstreamUp) {
+      const up = sources.upstreamUp;
+      new Gauge({
+        name: 'gateway_upstream_up',
+        help: 'Whether the upstream answered its model list at the last periodic probe (1) or not (0)',
+        registers,
+        collect() {
+          const v = up();
+          if (v === undefined) this.reset();
+          else this.set(v);
+        },
+      });
+    }
     if (sources.deprecatedKeys) {
       const count = sources.deprecatedKeys;
       new Gauge({

@@ -1,0 +1,23 @@
+import { DEFAULT_DEPRECATION } from './config';
+import type { Config } from './config';
+
+/**
+ * What `serve` refuses or warns about before it starts. Production without an upstream would
+ * silently serve the emulator's fake models and dev keys: refused unless asked for explicitly.
+ */
+export function bootChecks(cfg: Config, env: NodeJS.ProcessEnv): { refuse?: string; warnings: string[] } {
+  const warnings: string[] = [];
+  if (cfg.deprecation.date === DEFAULT_DEPRECATION.date || cfg.deprecation.sunset === DEFAULT_DEPRECATION.sunset) {
+    warnings.push(
+      `deprecation dates are the shipped defaults (date ${cfg.deprecation.date}, sunset ${cfg.deprecation.sunset}): set DEPRECATION_DATE and DEPRECATION_SUNSET to the announced ones`,
+    );
+  }
+  if (env.NODE_ENV === 'production' && !cfg.upstreamUrl && !cfg.embeddedEmulator) {
+    return {
+      refuse:
+        'refusing to start: NODE_ENV=production and no UPSTREAM_URL. Set UPSTREAM_URL to the /v1beta provider, or EMULATOR_EMBEDDED=true (config embeddedEmulator) to serve the embedded emulator on purpose.',
+      warnings,
+    };
+  }
+  return { warnings };
+}

@@ -1,0 +1,125 @@
+/**
+ * The command line: one strict `node:util` parseArgs per subcommand, so a mistyped flag is refused
+ * (exit 2) instead of being silently ignored, and `<command> --help` prints that command's flags.
+ */
+import { parseArgs } from 'node:util';
+import type { ParseArgsConfig } from 'node:util';
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+interface CommandSpec {
+  summary: string;
+  usage: string;
+  /** Help lines of the command's own flags and arguments. */
+  flags?: string;
+  options: Options;
+  positionals: boolean;
+}
+
+const COMMON: Options = {
+  config: { type: 'string', short: 'c' },
+  help: { type: 'boolean', short: 'h' },
+};
+const COMMON_HELP = `  -c, --config FILE   JSON config layered over config/default.json (docs/configuration.md)
+  -h, --help          this help`;
+
+export const COMMANDS = {
+  serve: {
+    summary: 'run the gateway (with the embedded emulator unless UPSTREAM_URL is set; in production only with EMULATOR_EMBEDDED=true)',
+    usage: 'serve [--config FILE]',
+    options: COMMON,
+    positionals: false,
+  },
+  emulator: {
+    summary: 'run the /v1beta + /billing emulator alone',
+    usage: 'emulator [--config FILE]',
+    options: COMMON,
+    positionals: false,
+  },
+  demo: {
+    summary: 'a legacy /v0.2 terminal client against a running gateway',
+    usage: 'demo [--url URL] [--key KEY] [--mode clip|frame] [--model ID] [--prompt TEXT] [--seconds N] [--config FILE]',
+    flags: `  --url URL           gateway base URL (default GATEWAY_URL, else the configured host and port)
+  --key KEY           API key (default API_KEY, else the shipped dev key)
+  --mode clip|frame   processing mode (default clip)
+  --model ID          model (default local/analyzer)
+  --prompt TEXT       prompt
+  --seconds N         stop after N seconds (default 0: until Ctrl-C)`,
+    options: {
+      ...COMMON,
+      url: { type: 'string' },
+      key: { type: 'string' },
+      mode: { type: 'string', default: 'clip' },
+      model: { type: 'string', default: 'local/analyzer' },
+      prompt: { type: 'string', default: 'What is happening in the video?' },
+      seconds: { type: 'string', default: '0' },
+    },
+    positionals: false,
+  },
+  bench: {
+    summary: 'run the benchmarks and print figures',
+    usage: 'bench [SECTION...] [--config FILE]',
+    flags: '  SECTION             run only these sections (default: all)',
+    options: COMMON,
+    positionals: true,
+  },
+} satisfies Record<string, CommandSpec>;
+
+export type CommandName = keyof typeof COMMANDS;
+
+const NAME = 'legacy-gateway';
+
+export const USAGE = `usage: ${NAME} <serve|emulator|demo|bench> [options]
+
+${Object.entries(COMMANDS)
+  .map(([name, c]) => `  ${name.padEnd(9)}  ${c.summary}`)
+  .join('\n')}
+
+Run '${NAME} <command> --help' for a command's options. No command: serve.
+`;
+
+export function commandHelp(name: CommandName): string {
+  const c: CommandSpec = COMMANDS[name];
+  return `usage: ${NAME} ${c.usage}\n\n${c.summary}\n\n${c.flags ? `${c.flags}\n` : ''}${COMMON_HELP}\n`;
+}
+
+/** A command line the CLI refuses: the message to print, exit code 2. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+export type Parsed =
+  | { kind: 'help'; text: string }
+  | { kind: 'run'; command: CommandName; config?: string; values: Record<string, string | boolean | undefined>; positionals: string[] };
+
+function isCommand(name: string): name is CommandName {
+  return Object.hasOwn(COMMANDS, name);
+}
+
+/** Parses argv (without node and the script); throws `UsageError` on anything it does not know. */
+export function parseCommandLine(argv: string[]): Parsed {
+  const first = argv[0];
+  if (first === '--help' || first === '-h') return { kind: 'help', text: USAGE };
+  let command: CommandName = 'serve';
+  let rest = argv;
+  if (first !== undefined && !first.startsWith('-')) {
+    if (!isCommand(first)) throw new UsageError(`unknown command '${first}'\n\n${USAGE}`);
+    command = first;
+    rest = argv.slice(1);
+  }
+  const spec: CommandSpec = COMMANDS[command];
+  let parsed;
+  try {
+    parsed = parseArgs({ args: rest, options: spec.options, allowPositionals: spec.positionals, strict: true });
+  } catch (err) {
+    throw new UsageError(`${NAME} ${command}: ${(err as Error).message}\nRun '${NAME} ${command} --help' for its options.`);
+  }
+  const values = parsed.values as Record<string, string | boolean | undefined>;
+  if (values.help) return { kind: 'help', text: commandHelp(command) };
+  if (command === 'demo') {
+    if (values.mode !== 'clip' && values.mode !== 'frame') throw new UsageError(`${NAME} demo: --mode must be clip or frame, got '${String(values.mode)}'`);
+    const seconds = Number(values.seconds);
+    if (!Number.isFinite(seconds) || seconds < 0) throw new UsageError(`${NAME} demo: --seconds must be a number >= 0, got '${String(values.seconds)}'`);
+  }
+  return { kind: 'run', command, config: values.config as string | undefined, values, positionals: parsed.positionals };
+}

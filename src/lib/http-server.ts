@@ -1,0 +1,44 @@
+import http from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+
+/** The server timeouts (config `server.*`). */
+export interface ServerTimeouts {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  idleTimeoutMs: number;
+}
+
+/**
+ * An HTTP server with deliberate timeouts:
+ * - headers must arrive within `headersTimeoutMs` and the whole request within `requestTimeoutMs`
+ *   (Node answers 408 and closes);
+ * - an idle keep-alive connection is kept `keepAliveTimeoutMs`;
+ * - a connection without traffic for `idleTimeoutMs` is closed, unless a response is still in
+ *   progress on it (an SSE stream or a long poll is governed by its own limits, not this one).
+ * Upgraded sockets (WebSocket) leave the server's timeouts: the caller's upgrade handler owns them.
+ */
+export function createHttpServer(listener: http.RequestListener, t: ServerTimeouts): http.Server {
+  const server = http.createServer({
+    headersTimeout: t.headersTimeoutMs,
+    requestTimeout: t.requestTimeoutMs,
+    keepAliveTimeout: t.keepAliveTimeoutMs,
+    // How often Node checks the headers/request deadlines (default 30 s would let them run over).
+    connectionsCheckingInterval: Math.max(50, Math.min(30_000, Math.floor(t.headersTimeoutMs / 4))),
+  });
+  server.timeout = t.idleTimeoutMs;
+  const busy = new WeakMap<Socket, number>();
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const socket = req.socket;
+    busy.set(socket, (busy.get(socket) ?? 0) + 1);
+    res.once('close', () => busy.set(socket, (busy.get(socket) ?? 1) - 1));
+  });
+  server.on('request', listener);
+  // A listener here replaces Node's default (destroy on timeout), so a busy response survives.
+  server.on('timeout', (socket: Socket) => {
+    if (!busy.get(socket)) socket.destroy();
+  });
+  server.on('upgrade', (_req: http.IncomingMessage, socket: Duplex) => (socket as Socket).setTimeout?.(0));
+  return server;
+}

@@ -1,0 +1,102 @@
+/**
+ * The command line (strict per-command flags, per-command help, exit 2 on a bad command line) and
+ * the production boot checks, on the parser and on the real process.
+ */
+import { bootChecks } from '../src/boot-checks';
+import { parseCommandLine, UsageError, USAGE } from '../src/cli';
+import { loadConfig } from '../src/config';
+import { deadline } from './gateway/doubles';
+import { buildMain, runMain } from './helpers/main-bundle';
+import type { MainBundle } from './helpers/main-bundle';
+
+describe('parseCommandLine', () => {
+  test('each command takes its own flags; no command means serve', () => {
+    expect(parseCommandLine([])).toMatchObject({ kind: 'run', command: 'serve', positionals: [] });
+    expect(parseCommandLine(['-c', 'x.json'])).toMatchObject({ kind: 'run', command: 'serve', config: 'x.json' });
+    expect(parseCommandLine(['emulator', '--config=y.json'])).toMatchObject({ command: 'emulator', config: 'y.json' });
+    expect(parseCommandLine(['demo', '--mode', 'frame', '--seconds', '3'])).toMatchObject({ command: 'demo', values: { mode: 'frame', seconds: '3', model: 'local/analyzer' } });
+    expect(parseCommandLine(['bench', 'pattern', 'relay'])).toMatchObject({ command: 'bench', positionals: ['pattern', 'relay'] });
+  });
+
+  test('help: general and per command', () => {
+    expect(parseCommandLine(['--help'])).toEqual({ kind: 'help', text: USAGE });
+    const demo = parseCommandLine(['demo', '-h']);
+    expect(demo.kind).toBe('help');
+    expect(demo.kind === 'help' && demo.text).toMatch(/^usage: legacy-gateway demo .*\n[\s\S]*--seconds N/);
+  });
+
+  test.each([
+    [['serve', '--prot', '8080'], /legacy-gateway serve: Unknown option '--prot'/],
+    [['serve', 'extra'], /legacy-gateway serve: Unexpected argument 'extra'/],
+    [['emulator', '--mode', 'frame'], /legacy-gateway emulator: Unknown option '--mode'/],
+    [['demo', '--mode', 'video'], /--mode must be clip or frame/],
+    [['demo', '--seconds', 'soon'], /--seconds must be a number >= 0/],
+    [['demo', '--url'], /legacy-gateway demo: Option '--url <value>' argument missing/],
+    [['deploy'], /unknown command 'deploy'/],
+  ])('%j is refused', (argv, message) => {
+    expect(() => parseCommandLine(argv)).toThrow(UsageError);
+    expect(() => parseCommandLine(argv)).toThrow(message);
+  });
+});
+
+describe('bootChecks', () => {
+  const cfg = (overrides: Record<string, unknown> = {}) => loadConfig({ env: {}, overrides });
+  test('production without an upstream is refused unless the embedded emulator is asked for', () => {
+    expect(bootChecks(cfg(), { NODE_ENV: 'production' }).refuse).toMatch(/NODE_ENV=production and no UPSTREAM_URL/);
+    expect(bootChecks(cfg({ embeddedEmulator: true }), { NODE_ENV: 'production' }).refuse).toBeUndefined();
+    expect(bootChecks(cfg({ upstreamUrl: 'http://upstream.internal' }), { NODE_ENV: 'production' }).refuse).toBeUndefined();
+    expect(bootChecks(cfg(), {}).refuse).toBeUndefined();
+  });
+
+  test('the shipped deprecation dates draw a warning; announced ones do not', () => {
+    expect(bootChecks(cfg(), {}).warnings).toEqual([expect.stringMatching(/deprecation dates are the shipped defaults/)]);
+    expect(bootChecks(cfg({ deprecation: { date: '2026-03-01', sunset: '2027-03-01' } }), {}).warnings).toEqual([]);
+  });
+
+  test('production defaults: a SIGTERM readiness delay; tests and dev: none', () => {
+    expect(loadConfig({ env: { NODE_ENV: 'production' } }).shutdownDelayMs).toBe(5000);
+    expect(loadConfig({ env: { NODE_ENV: 'production', SHUTDOWN_DELAY_MS: '0' } }).shutdownDelayMs).toBe(0);
+    expect(loadConfig({ env: {} }).shutdownDelayMs).toBe(0);
+  });
+});
+
+describe('the real process', () => {
+  let bundle: MainBundle;
+  beforeAll(async () => {
+    bundle = await buildMain();
+  }, 30_000);
+  afterAll(() => bundle.remove());
+
+  test('an unknown flag exits 2 with a message naming it', async () => {
+    const p = runMain(bundle, ['serve', '--upstream', 'http://x'], {});
+    expect(await deadline(p.exited, 15_000, 'exit')).toEqual({ code: 2, signal: null });
+    expect(p.stderr()).toMatch(/^legacy-gateway serve: Unknown option '--upstream'.*\nRun 'legacy-gateway serve --help'/);
+  });
+
+  test('serve --help prints its usage and exits 0', async () => {
+    const p = runMain(bundle, ['serve', '--help'], {});
+    expect(await deadline(p.exited, 15_000, 'exit')).toEqual({ code: 0, signal: null });
+    expect(p.stdout()).toMatch(/^usage: legacy-gateway serve/);
+  });
+
+  test('NODE_ENV=production without UPSTREAM_URL refuses to boot (exit 2, clear message)', async () => {
+    const p = runMain(bundle, ['serve'], { NODE_ENV: 'production', PORT: '0', HOST: '127.0.0.1' });
+    expect(await deadline(p.exited, 15_000, 'exit')).toEqual({ code: 2, signal: null });
+    expect(p.stderr()).toMatch(/refusing to start: NODE_ENV=production and no UPSTREAM_URL.*EMULATOR_EMBEDDED=true/);
+    expect(p.lines.some((l) => String(l.msg).startsWith('gateway listening'))).toBe(false);
+  });
+
+  test('NODE_ENV=production with EMULATOR_EMBEDDED=true boots, warning about the default deprecation dates', async () => {
+    const p = runMain(bundle, ['serve'], { NODE_ENV: 'production', EMULATOR_EMBEDDED: 'true', PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0' });
+    try {
+      const boot = await deadline(p.line('gateway listening'), 20_000, `boot (stderr: ${p.stderr()})`);
+      expect(boot.embeddedEmulator).toMatchObject({ controlApi: true });
+      const warning = p.lines.find((l) => String(l.msg).startsWith('deprecation dates are the shipped defaults'));
+      expect(warning).toMatchObject({ level: 40 });
+      expect((await fetch(`${String(boot.url)}/healthz`)).status).toBe(200);
+    } finally {
+      p.child.kill('SIGKILL');
+      await p.exited;
+    }
+  });
+});
