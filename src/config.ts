@@ -135,6 +135,15 @@ const legacySchema = z.strictObject({
     .default([]),
   /** The gateway's media relay (webrtc and customer-room sources → the upstream room); see src/gateway/ingest/README.md. */
   relay: relaySchema.prefault({}),
+  /** Feedback one tenant may keep (entries are at most 4 KiB of text) and the list endpoint's page size. */
+  feedback: z
+    .strictObject({
+      perStream: positiveInt.default(50),
+      perAccount: positiveInt.default(1000),
+      pageSize: positiveInt.default(100),
+      maxPageSize: positiveInt.default(1000),
+    })
+    .prefault({}),
 });
 
 const instant = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'must be an ISO 8601 date or date-time');
