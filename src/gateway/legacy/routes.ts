@@ -107,7 +107,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     const page = await store.feedbackOf(who.accountId, want);
     if (page.next !== null) {
       res.set('X-Next-Cursor', page.next);
-      res.set('Link', `<${req.baseUrl}/streams/feedback?limit=${want.limit}&cursor=${page.next}>; rel="next"`);
+      res.append('Link', `<${req.baseUrl}/streams/feedback?limit=${want.limit}&cursor=${page.next}>; rel="next"`);
     }
     res.json(
       page.items.map((f) =>
