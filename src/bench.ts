@@ -34,6 +34,7 @@ registerSection('legacy', async () => {
 });
 registerSection('passthrough', async () => (await import('./bench/passthrough')).benchPassthrough);
 registerSection('relay', async () => (await import('./bench/relay')).benchRelay);
+registerSection('hostile', async () => (await import('./bench/hostile')).benchHostile);
 
 export async function runBench(cfg: Config, only: string[]): Promise<void> {
   const names = only.length ? only : Object.keys(SECTIONS);

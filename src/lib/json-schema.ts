@@ -33,8 +33,12 @@ export interface SchemaLimits {
   maxPatternLength: number;
 }
 
-/** Generous for real output schemas, small enough that a compile stays in the low milliseconds. */
-export const DEFAULT_SCHEMA_LIMITS: SchemaLimits = { maxBytes: 32 * 1024, maxDepth: 32, maxNodes: 1000, maxPatternLength: 512 };
+/**
+ * Enough for real output schemas (a few dozen fields), small enough to bound a compile: ajv's
+ * compile time grows faster than linearly with the schema (a 3,000-property schema took seconds;
+ * `npm run bench hostile` prints the compile time at the cap).
+ */
+export const DEFAULT_SCHEMA_LIMITS: SchemaLimits = { maxBytes: 16 * 1024, maxDepth: 16, maxNodes: 256, maxPatternLength: 512 };
 
 /** Why `schema` exceeds `limits`, or null. Iterative: a deeply nested body cannot overflow the stack. */
 export function schemaLimitViolation(schema: unknown, limits: SchemaLimits = DEFAULT_SCHEMA_LIMITS): string | null {
@@ -158,7 +162,8 @@ export class JsonSchemaValidators {
       allErrors: false,
       validateSchema,
       logger: this.ajvLogger(),
-      code: { regExp: re2Engine },
+      // Skipping ajv's code optimisation passes roughly halves compile time on wide schemas.
+      code: { regExp: re2Engine, optimize: false },
     };
     const ajv = draft === '2020' ? new Ajv2020(opts) : draft === '2019' ? new Ajv2019(opts) : new Ajv(opts);
     addFormats(ajv);

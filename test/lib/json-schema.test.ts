@@ -17,7 +17,7 @@ describe('caps', () => {
   test('the 193 KB / 3,000-property schema is refused before any compile', () => {
     const v = new JsonSchemaValidators();
     const r = v.compile(wideSchema(3000));
-    expect(r).toEqual({ ok: false, error: expect.stringMatching(/too complex: more than 1000 objects/) });
+    expect(r).toEqual({ ok: false, error: expect.stringMatching(/too complex: more than 256 objects/) });
     expect(v.size).toBe(0);
   });
 
@@ -25,10 +25,10 @@ describe('caps', () => {
     expect(schemaLimitViolation({ description: 'x'.repeat(DEFAULT_SCHEMA_LIMITS.maxBytes) })).toMatch(/larger than/);
     let deep: unknown = {};
     for (let i = 0; i < 100_000; i++) deep = { not: deep };
-    expect(schemaLimitViolation(deep)).toMatch(/more than 1000 objects|nested deeper/);
+    expect(schemaLimitViolation(deep)).toMatch(/more than 256 objects|nested deeper/);
     let nested: unknown = {};
     for (let i = 0; i < 40; i++) nested = { items: nested };
-    expect(schemaLimitViolation(nested)).toMatch(/nested deeper than 32/);
+    expect(schemaLimitViolation(nested)).toMatch(/nested deeper than 16/);
     expect(schemaLimitViolation({ type: 'string', pattern: 'a'.repeat(600) })).toMatch(/pattern is longer/);
     expect(schemaLimitViolation({ patternProperties: { ['b'.repeat(600)]: {} } })).toMatch(/pattern is longer/);
     expect(schemaLimitViolation(wideSchema(100))).toBeNull();
