@@ -1,10 +1,11 @@
+import { setLongTimeout, type LongTimer } from '../../lib/timers';
 import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, SessionRecord, Store, Unsubscribe } from './store';
 
 /** The embedded default store: one process, no persistence. */
 export class MemoryStore implements Store {
   private readonly slots = new Map<string, Set<string>>();
   private readonly sessions = new Map<string, SessionRecord>();
-  private readonly expiries = new Map<string, NodeJS.Timeout>();
+  private readonly expiries = new Map<string, LongTimer>();
   /** Per account, oldest first; `seq` is the page cursor (stable while older entries are pruned). */
   private readonly feedback = new Map<string, { seq: number; rec: FeedbackRecord }[]>();
   private readonly feedbackPerStream = new Map<string, number>();
@@ -49,14 +50,13 @@ export class MemoryStore implements Store {
   }
 
   async expireSession(streamId: string, afterMs: number): Promise<void> {
-    clearTimeout(this.expiries.get(streamId));
-    const t = setTimeout(() => {
+    this.expiries.get(streamId)?.clear();
+    const t = setLongTimeout(() => {
       const accountId = this.sessions.get(streamId)?.accountId;
       this.sessions.delete(streamId);
       this.expiries.delete(streamId);
       if (accountId !== undefined) this.dropFeedback(accountId, streamId);
     }, afterMs);
-    t.unref();
     this.expiries.set(streamId, t);
   }
 
@@ -141,7 +141,7 @@ export class MemoryStore implements Store {
   }
 
   async close(): Promise<void> {
-    for (const t of this.expiries.values()) clearTimeout(t);
+    for (const t of this.expiries.values()) t.clear();
     this.expiries.clear();
     this.channels.clear();
   }

@@ -38,6 +38,15 @@ describe('hostile tenant on /v0.2', () => {
     expect(locs.sort()).toEqual(['body.client.request_id:string_too_long', 'body.inference.model:string_too_long', 'body.inference.prompt:string_too_long']);
   });
 
+  test('a prompt PATCH over the prompt cap is a 422; the stream keeps its prompt', async () => {
+    const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: clipBody() })).body as { stream_id: string }).stream_id;
+    const r = await http(s.url, 'PATCH', `/v0.2/streams/${id}/config/prompt`, { body: { prompt: 'p'.repeat(32_769) } });
+    expect(r.status).toBe(422);
+    expect(r.body).toMatchObject({ ...legacyShape, details: [{ loc: ['body', 'prompt'], type: 'string_too_long' }] });
+    expect((await s.gateway.gateway.store.getSession(id))?.prompt).toBe('What happens?');
+    await http(s.url, 'DELETE', `/v0.2/streams/${id}`);
+  });
+
   test('a 3,000-property output schema is a 422 before any compile, even for a key without credits', async () => {
     const properties: Record<string, unknown> = {};
     for (let i = 0; i < 3000; i++) properties[`field_${i}`] = { type: 'string', description: `property number ${i}` };
