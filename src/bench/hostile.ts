@@ -103,12 +103,16 @@ export async function benchHostile(base: Config): Promise<void> {
       const r = await call('POST', '/v0.2/streams', clip({}, { output_schema_json: huge }), i++ % 2 ? broke : key);
       return String(r.status);
     });
+    // 2b against 2c: the same create/delete cycle with and without a compile (the emulator's
+    // stream setup runs in this process too).
     let salt = 0;
-    await phase('2b distinct schemas at the node cap', async () => {
-      const r = await call('POST', '/v0.2/streams', clip({}, { output_schema_json: { type: 'object', properties: props(250, ++salt) } }));
+    const cycle = async (inference: Record<string, unknown>) => {
+      const r = await call('POST', '/v0.2/streams', clip({}, inference));
       if (r.status === 201) await call('DELETE', `/v0.2/streams/${(JSON.parse(r.text) as { stream_id: string }).stream_id}`);
       return String(r.status);
-    });
+    };
+    await phase('2b distinct schemas at the node cap', () => cycle({ output_schema_json: { type: 'object', properties: props(250, ++salt) } }));
+    await phase('2c the same creates without a schema', () => cycle({}));
 
     // Case 3: ReDoS. A stream validating every answer against ^(x+x+)+y$, and the gateway's
     // validator fed 40-x answers back to back (the answer a tenant steers through its prompt).
