@@ -2,7 +2,7 @@
  * The JSON Schema service: caps before compiling, linear-time patterns, content-hash cache, and
  * the compiler's logging kept inside pino (issue 8 cases 2, 3 and 5).
  */
-import { Writable } from 'node:stream';
+import { logLines } from '../helpers/log-lines';
 import { createLogger } from '../../src/lib/logger';
 import { DEFAULT_SCHEMA_LIMITS, JsonSchemaValidators, schemaLimitViolation } from '../../src/lib/json-schema';
 import { conformingInstance } from '../../src/emulator/models/json-instance';
@@ -83,13 +83,7 @@ describe('drafts and cache', () => {
 
 describe('compiler logging', () => {
   test('a format value with a newline and a JSON line stays one escaped field of one pino line; nothing on the console', () => {
-    const lines: string[] = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        lines.push(...chunk.toString().split('\n').filter((l) => l.length > 0));
-        done();
-      },
-    });
+    const { sink, lines } = logLines();
     const logger = createLogger('debug', 'test', sink);
     const consoleSpies = (['log', 'warn', 'error'] as const).map((m) => jest.spyOn(console, m).mockImplementation(() => undefined));
     try {

@@ -2,21 +2,15 @@
  * Issue 8 case 5 end to end: an output schema whose `format` carries a newline and a JSON line
  * reaches the gateway's log only as an escaped field of its own pino line; nothing on the console.
  */
-import { Writable } from 'node:stream';
 import { loadConfig } from '../../../src/config';
+import { logLines } from '../../helpers/log-lines';
 import { createLogger } from '../../../src/lib/logger';
 import { startEmulator } from '../../../src/emulator/server';
 import { startGateway } from '../../../src/gateway/server';
 import { clipBody, http } from '../../helpers/stack';
 
 test('a format value with a newline and a JSON line cannot forge a log line', async () => {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      lines.push(...chunk.toString().split('\n').filter((l) => l.length > 0));
-      done();
-    },
-  });
+  const { sink, lines } = logLines();
   const cfg = loadConfig({
     env: {},
     overrides: { port: 0, host: '127.0.0.1', emulator: { port: 0, controlApi: true }, legacy: { firstFramePollMs: 50 } },
