@@ -38,7 +38,7 @@ export interface SchemaLimits {
  * compile time grows faster than linearly with the schema (a 3,000-property schema took seconds;
  * `npm run bench hostile` prints the compile time at the cap).
  */
-export const DEFAULT_SCHEMA_LIMITS: SchemaLimits = { maxBytes: 16 * 1024, maxDepth: 16, maxNodes: 256, maxPatternLength: 512 };
+export const DEFAULT_SCHEMA_LIMITS: SchemaLimits = { maxBytes: 16 * 1024, maxDepth: 16, maxNodes: 128, maxPatternLength: 512 };
 
 /** Why `schema` exceeds `limits`, or null. Iterative: a deeply nested body cannot overflow the stack. */
 export function schemaLimitViolation(schema: unknown, limits: SchemaLimits = DEFAULT_SCHEMA_LIMITS): string | null {

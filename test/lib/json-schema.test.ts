@@ -17,7 +17,7 @@ describe('caps', () => {
   test('the 193 KB / 3,000-property schema is refused before any compile', () => {
     const v = new JsonSchemaValidators();
     const r = v.compile(wideSchema(3000));
-    expect(r).toEqual({ ok: false, error: expect.stringMatching(/too complex: more than 256 objects/) });
+    expect(r).toEqual({ ok: false, error: expect.stringMatching(/too complex: more than 128 objects/) });
     expect(v.size).toBe(0);
   });
 
@@ -25,7 +25,7 @@ describe('caps', () => {
     expect(schemaLimitViolation({ description: 'x'.repeat(DEFAULT_SCHEMA_LIMITS.maxBytes) })).toMatch(/larger than/);
     let deep: unknown = {};
     for (let i = 0; i < 100_000; i++) deep = { not: deep };
-    expect(schemaLimitViolation(deep)).toMatch(/more than 256 objects|nested deeper/);
+    expect(schemaLimitViolation(deep)).toMatch(/more than 128 objects|nested deeper/);
     let nested: unknown = {};
     for (let i = 0; i < 40; i++) nested = { items: nested };
     expect(schemaLimitViolation(nested)).toMatch(/nested deeper than 16/);
