@@ -135,11 +135,17 @@ export const frameProcessingSchema: z.ZodType<FrameProcessing, unknown> = z.stri
   interval_seconds: z.number().positive().max(60),
 });
 
-/** Size and complexity caps, checked before anything else looks at the schema; compiled later (sessions.ts). */
-const outputSchema = z.record(z.string(), z.unknown()).superRefine((schema, ctx) => {
-  const over = schemaLimitViolation(schema, DEFAULT_SCHEMA_LIMITS);
-  if (over) ctx.addIssue({ code: 'custom', message: `output_schema_json is too complex: ${over}`, params: { type: 'value_error' } });
-});
+/**
+ * Size and complexity caps, checked before anything else looks at the schema; compiled later
+ * (sessions.ts). A plain-object check rather than z.record, which would copy every key of a huge
+ * schema before the caps could refuse it.
+ */
+const outputSchema = z
+  .custom<Record<string, unknown>>(isRecord, { message: 'Input should be a valid dictionary', params: { type: 'dict_type' } })
+  .superRefine((schema, ctx) => {
+    const over = schemaLimitViolation(schema, DEFAULT_SCHEMA_LIMITS);
+    if (over) ctx.addIssue({ code: 'custom', message: `output_schema_json is too complex: ${over}`, params: { type: 'value_error' } });
+  });
 
 type Kind = LegacyMode | 'mixed' | 'unknown';
 
