@@ -153,6 +153,15 @@ const legacySchema = z.strictObject({
     .default([]),
   /** The gateway's media relay (webrtc and customer-room sources → the upstream room); see src/gateway/ingest/README.md. */
   relay: relaySchema.prefault({}),
+  /** Feedback one tenant may keep (entries are at most 4 KiB of text) and the list endpoint's page size (default = the account cap, so an unchanged legacy client still sees every entry; pages are opt-in). */
+  feedback: z
+    .strictObject({
+      perStream: positiveInt.default(50),
+      perAccount: positiveInt.default(1000),
+      pageSize: positiveInt.default(1000),
+      maxPageSize: positiveInt.default(1000),
+    })
+    .prefault({}),
 });
 
 const instant = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'must be an ISO 8601 date or date-time');
@@ -243,8 +252,12 @@ const serverSchema = z
 const corsSchema = z.strictObject({
   /** Allowed `Origin` values; `*` allows any. Empty: no CORS headers at all. */
   origins: z.array(z.string().min(1)).default(['*']),
-  /** Allow credentialed requests (the origin is echoed; `null` never is). */
-  credentials: z.boolean().default(false),
+  /**
+   * Allow credentialed requests (the origin is echoed; `null` never is). On by default: legacy browser
+   * SDKs call with `credentials: "include"` (spec/legacy-clients.md), and the gateway authenticates by
+   * bearer header only (no cookies), so credentials carry no ambient authority.
+   */
+  credentials: z.boolean().default(true),
 });
 
 const telemetrySchema = z.strictObject({

@@ -54,7 +54,7 @@ export function cors(cfg: CorsConfig) {
     } else {
       res.setHeader('access-control-allow-origin', any ? '*' : origin);
     }
-    res.setHeader('access-control-expose-headers', 'x-request-id, deprecation, sunset, link');
+    res.setHeader('access-control-expose-headers', 'x-request-id, deprecation, sunset, link, retry-after, x-next-cursor');
     if (req.method !== 'OPTIONS') return next();
     res.setHeader('access-control-allow-methods', 'GET, POST, PATCH, DELETE, OPTIONS');
     res.setHeader(

@@ -12,6 +12,7 @@ export const ERROR_CODES = {
   brownout: '/v0.2',
   client_closed_request: '/v0.2 (logs only)',
   concurrent_stream_limit: '/v0.2',
+  feedback_limit_reached: '/v0.2',
   forbidden: '/v1beta emulator; /v0.2',
   frame_evicted: '/v1beta emulator',
   frame_not_yet_produced: '/v1beta emulator',

@@ -96,23 +96,25 @@ async function corsOf(url: string, path: string, origin = ORIGIN, init: RequestI
   return { status: r.status, origin: r.headers.get('access-control-allow-origin'), credentials: r.headers.get('access-control-allow-credentials') };
 }
 
-describe('CORS by default: any origin, no credentials, only /v0.2 and /healthz', () => {
+describe('CORS by default: any origin echoed with credentials (legacy browser SDKs), never `null`; only /v0.2 and /healthz', () => {
   let s: Stack;
   beforeAll(async () => {
     s = await startStack({ admin: { token: 'admin-token-0123456789' } });
   });
   afterAll(() => s.close());
 
-  test('/v0.2 and /healthz allow any origin without credentials; preflights are answered', async () => {
-    expect(await corsOf(s.url, '/healthz')).toEqual({ status: 200, origin: '*', credentials: null });
-    expect(await corsOf(s.url, '/v0.2/models', ORIGIN, { headers: { authorization: `Bearer ${KEY}` } })).toEqual({ status: 200, origin: '*', credentials: null });
+  test('/v0.2 and /healthz echo the origin with credentials; `null` gets nothing; preflights are answered', async () => {
+    // spec/legacy-clients.md: browser clients call with credentials: "include", so `*` would fail them.
+    expect(await corsOf(s.url, '/healthz')).toEqual({ status: 200, origin: ORIGIN, credentials: 'true' });
+    expect(await corsOf(s.url, '/v0.2/models', ORIGIN, { headers: { authorization: `Bearer ${KEY}` } })).toEqual({ status: 200, origin: ORIGIN, credentials: 'true' });
+    expect(await corsOf(s.url, '/healthz', 'null')).toEqual({ status: 200, origin: null, credentials: null });
     const pre = await fetch(`${s.url}/v0.2/streams`, {
       method: 'OPTIONS',
-      headers: { origin: 'null', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+      headers: { origin: ORIGIN, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
     });
     expect(pre.status).toBe(204);
-    expect(pre.headers.get('access-control-allow-origin')).toBe('*');
-    expect(pre.headers.get('access-control-allow-credentials')).toBeNull();
+    expect(pre.headers.get('access-control-allow-origin')).toBe(ORIGIN);
+    expect(pre.headers.get('access-control-allow-credentials')).toBe('true');
     expect(pre.headers.get('access-control-allow-headers')).toContain('authorization');
   });
 
@@ -122,6 +124,19 @@ describe('CORS by default: any origin, no credentials, only /v0.2 and /healthz',
     }
     const pre = await fetch(`${s.url}/admin/deprecation`, { method: 'OPTIONS', headers: { origin: ORIGIN, 'access-control-request-method': 'GET' } });
     expect(pre.headers.get('access-control-allow-origin')).toBeNull();
+  });
+});
+
+describe('CORS with credentials turned off', () => {
+  let s: Stack;
+  beforeAll(async () => {
+    s = await startStack({ cors: { credentials: false } });
+  });
+  afterAll(() => s.close());
+
+  test('any origin, `null` included, gets `*` and no credentials', async () => {
+    expect(await corsOf(s.url, '/healthz')).toEqual({ status: 200, origin: '*', credentials: null });
+    expect(await corsOf(s.url, '/healthz', 'null')).toEqual({ status: 200, origin: '*', credentials: null });
   });
 });
 

@@ -2,7 +2,8 @@ import { decodeJpeg } from '../frames/codec';
 import type { StoredFrame } from '../frames/types';
 import { dominantColour, frameStats, meanAbsDiff, motionWord } from './frame-stats';
 import type { DominantColour, FrameStats, MotionWord } from './frame-stats';
-import { SchemaValidators, conformingInstance } from './json-instance';
+import { JsonSchemaValidators } from '../../lib/json-schema';
+import { conformingInstance } from './json-instance';
 import type { Filler, SchemaType } from './json-instance';
 
 /**
@@ -84,7 +85,7 @@ export interface AnalyzeOptions {
   /** Frames decoded at once (default 3: sharp runs each decode on the libuv pool). */
   concurrency?: number;
   /** Compiled response-schema validators; without it each json_schema answer builds a fresh ajv (~40 ms). */
-  validators?: SchemaValidators;
+  validators?: JsonSchemaValidators;
 }
 
 export interface Analyzer {
@@ -95,7 +96,7 @@ export interface Analyzer {
 export function createAnalyzer(opts: { concurrency?: number; maxSchemas?: number } = {}): Analyzer {
   const shared: AnalyzeOptions = {
     cache: new WeakMap(),
-    validators: new SchemaValidators(opts.maxSchemas),
+    validators: new JsonSchemaValidators({ maxEntries: opts.maxSchemas, lenient: true }),
     concurrency: opts.concurrency,
   };
   return { analyze: (req) => analyze(req, shared) };

@@ -5,7 +5,7 @@
 import type { StoredFrame } from '../frames/types';
 import { analyze } from './analyzer';
 import type { FrameStats } from './frame-stats';
-import { SchemaValidators } from './json-instance';
+import { JsonSchemaValidators } from '../../lib/json-schema';
 
 /** One resolved reference: the frames of one stream, a separate visual context for the model. */
 export interface VisualContext {
@@ -58,10 +58,10 @@ export interface ModelBackend {
  */
 export interface AnalyzerCaches {
   stats: WeakMap<Buffer, FrameStats | null>;
-  validators: SchemaValidators;
+  validators: JsonSchemaValidators;
 }
 
-export const newAnalyzerCaches = (): AnalyzerCaches => ({ stats: new WeakMap(), validators: new SchemaValidators() });
+export const newAnalyzerCaches = (): AnalyzerCaches => ({ stats: new WeakMap(), validators: new JsonSchemaValidators({ lenient: true }) });
 
 export class AnalyzerBackend implements ModelBackend {
   constructor(

@@ -1,8 +1,5 @@
-import Ajv from 'ajv';
-import Ajv2019 from 'ajv/dist/2019';
-import Ajv2020 from 'ajv/dist/2020';
 import type { ValidateFunction } from 'ajv';
-import addFormats from 'ajv-formats';
+import { JsonSchemaValidators, linearRegExp } from '../../lib/json-schema';
 
 /**
  * Builds a JSON value that conforms to a JSON Schema, filling it from caller-supplied values
@@ -358,13 +355,14 @@ function genString(s: Schema, ctx: Ctx, key: string | undefined, variant: number
   if (cpLength(v) < minLength) v = v + 'x'.repeat(minLength - cpLength(v));
   if (typeof s.pattern === 'string') {
     try {
-      const re = new RegExp(s.pattern, 'u');
+      // Linear-time engine: the pattern and the filled value are both the tenant's.
+      const re = linearRegExp(s.pattern);
       if (!re.test(v)) {
         const sample = ['a', 'A', '0', 'x', 'abc', 'ABC', '123', 'a1', ''].find((c) => re.test(c) && cpLength(c) >= minLength);
         if (sample !== undefined) v = sample;
       }
     } catch {
-      // An invalid pattern is ajv's to report.
+      // A pattern re2js cannot compile fails the schema compile too.
     }
   }
   return v;
@@ -419,91 +417,8 @@ export function instanceFromSchema(schema: unknown, filler?: Filler): unknown {
   return generate(schema, ctx, undefined, 0, 0);
 }
 
-/** Rewrites draft-04 boolean exclusiveMinimum/Maximum into the numeric form ajv 8 understands. */
-function upgradeDraft04(schema: unknown): unknown {
-  if (Array.isArray(schema)) return schema.map(upgradeDraft04);
-  if (!isObj(schema)) return schema;
-  const out: Schema = {};
-  for (const [k, v] of Object.entries(schema)) {
-    out[k] = k === 'const' || k === 'enum' || k === 'default' || k === 'examples' ? v : upgradeDraft04(v);
-  }
-  for (const [ex, bound] of [
-    ['exclusiveMinimum', 'minimum'],
-    ['exclusiveMaximum', 'maximum'],
-  ] as const) {
-    if (typeof out[ex] !== 'boolean') continue;
-    if (out[ex] === true && typeof out[bound] === 'number') {
-      out[ex] = out[bound];
-      delete out[bound];
-    } else {
-      delete out[ex];
-    }
-  }
-  return out;
-}
-
-type AjvInstance = Ajv | Ajv2019 | Ajv2020;
-
-/**
- * Compiled validators for response schemas. Building an ajv instance (meta-schemas, formats)
- * costs tens of ms, so instances are made once per draft and kept; each compiled schema is
- * removed from ajv's own cache (which would otherwise grow with every request's schema object)
- * and kept instead in a small LRU keyed by the schema's JSON, so a scheduler sending the same
- * schema every few seconds compiles it once. Owned by the caller (one per emulator).
- */
-export class SchemaValidators {
-  private readonly instances = new Map<string, AjvInstance>();
-  private readonly compiled = new Map<string, ValidateFunction | null>();
-
-  constructor(private readonly maxEntries = 64) {}
-
-  /** A validator, picking ajv's draft from `$schema` (2020-12, 2019-09, else draft-07); undefined if it does not compile. */
-  get(schema: unknown): ValidateFunction | undefined {
-    if (!isObj(schema) && typeof schema !== 'boolean') return undefined;
-    const key = JSON.stringify(schema);
-    const hit = this.compiled.get(key);
-    if (hit !== undefined) {
-      this.compiled.delete(key); // refresh its LRU position
-      this.compiled.set(key, hit);
-      return hit ?? undefined;
-    }
-    const validate = this.compile(schema) ?? null;
-    this.compiled.set(key, validate);
-    if (this.compiled.size > this.maxEntries) this.compiled.delete(this.compiled.keys().next().value!);
-    return validate ?? undefined;
-  }
-
-  private compile(schema: Schema | boolean): ValidateFunction | undefined {
-    const draftUri = isObj(schema) && typeof schema.$schema === 'string' ? schema.$schema : '';
-    const draft = draftUri.includes('2020-12') ? '2020' : draftUri.includes('2019-09') ? '2019' : '07';
-    const upgraded = upgradeDraft04(schema) as Schema | boolean;
-    // Retry without checking against the meta-schema (unknown drafts, loose keywords).
-    for (const validateSchema of [true, false]) {
-      const name = `${draft}/${validateSchema}`;
-      const ajv = this.instances.get(name) ?? this.newAjv(draft, validateSchema);
-      this.instances.set(name, ajv);
-      try {
-        const validate = ajv.compile(upgraded);
-        if (isObj(upgraded)) ajv.removeSchema(upgraded);
-        return validate;
-      } catch {
-        // A failed compile may leave half-registered schemas behind: start that instance afresh.
-        this.instances.delete(name);
-      }
-    }
-    return undefined;
-  }
-
-  private newAjv(draft: string, validateSchema: boolean): AjvInstance {
-    const opts = { strict: false, allErrors: false, validateSchema, logger: false as const };
-    const ajv = draft === '2020' ? new Ajv2020(opts) : draft === '2019' ? new Ajv2019(opts) : new Ajv(opts);
-    addFormats(ajv);
-    return ajv;
-  }
-}
-
-/** One-off validator (builds a fresh ajv: slow; prefer a long-lived SchemaValidators). */
-export function compileValidator(schema: unknown, validators: SchemaValidators = new SchemaValidators(1)): ValidateFunction | undefined {
+/** One-off validator (builds a fresh ajv: slow; prefer a long-lived JsonSchemaValidators). */
+export function compileValidator(schema: unknown, validators = new JsonSchemaValidators({ maxEntries: 1, lenient: true })): ValidateFunction | undefined {
   return validators.get(schema);
 }
 
@@ -516,7 +431,7 @@ export interface ConformingResult {
 }
 
 /** The filled instance if it validates, else the minimal instance (no filler). */
-export function conformingInstance(schema: unknown, filler?: Filler, validators?: SchemaValidators): ConformingResult {
+export function conformingInstance(schema: unknown, filler?: Filler, validators?: JsonSchemaValidators): ConformingResult {
   const validate = compileValidator(schema, validators);
   const filled = instanceFromSchema(schema, filler);
   if (!validate) return { value: filled, valid: null, fellBack: false };

@@ -22,7 +22,7 @@ import {
   toLegacyModels,
   toLegacyPromptResponse,
 } from './translate';
-import { legacyError, parseLegacy } from './validate';
+import { legacyError, legacyValidationError, parseLegacy } from './validate';
 
 export interface LegacyRouteDeps {
   cfg: LegacyConfig;
@@ -50,6 +50,24 @@ export function upstreamIds(req: Request, res: Response): { requestId: string; t
   const locals = res.locals as { requestId?: string; traceId?: string };
   locals.traceId ??= traceIdOf(req.headers.traceparent as string | undefined) ?? newTraceId();
   return { requestId: locals.requestId ?? '', traceId: locals.traceId };
+}
+
+const PAGE_CURSOR = /^\d{1,16}$/;
+
+/** `?limit=` (default pageSize, at most maxPageSize) and `?cursor=` of the feedback list; bad values → 422. */
+function feedbackPage(req: Request, cfg: LegacyConfig['feedback']): { limit: number; after: string | null } {
+  const { limit, cursor } = req.query;
+  let n = cfg.pageSize;
+  if (limit !== undefined) {
+    n = typeof limit === 'string' && /^\d{1,7}$/.test(limit) ? Number(limit) : NaN;
+    if (!(n >= 1 && n <= cfg.maxPageSize)) throw pageError('limit', `limit must be an integer from 1 to ${cfg.maxPageSize}`);
+  }
+  if (cursor !== undefined && !(typeof cursor === 'string' && PAGE_CURSOR.test(cursor))) throw pageError('cursor', 'cursor is not one this endpoint returned');
+  return { limit: n, after: typeof cursor === 'string' ? cursor : null };
+}
+
+function pageError(param: string, msg: string) {
+  return legacyValidationError([{ loc: ['query', param], msg, type: 'value_error' }], null, msg);
 }
 
 /** The `/v0.2` interface, served on /v1beta through LegacySessions. */
@@ -118,11 +136,18 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
   });
 
   // Before /streams/:id so `feedback` is never taken for a stream id.
+  // The body stays the bare array legacy clients read; `?limit=&cursor=` page it, and the next page's
+  // cursor comes in `Link: <…>; rel="next"` (RFC 8288) and `X-Next-Cursor`.
   r.get('/streams/feedback', async (req, res) => {
     const who = await caller(req, res);
-    const entries = await store.feedbackOf(who.accountId);
+    const want = feedbackPage(req, cfg.feedback);
+    const page = await store.feedbackOf(who.accountId, want);
+    if (page.next !== null) {
+      res.set('X-Next-Cursor', page.next);
+      res.append('Link', `<${req.baseUrl}/streams/feedback?limit=${want.limit}&cursor=${page.next}>; rel="next"`);
+    }
     res.json(
-      entries.map((f) =>
+      page.items.map((f) =>
         toLegacyFeedback({
           id: f.id,
           streamId: f.stream_id,
@@ -189,9 +214,18 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     const id = streamId(req);
     const who = await caller(req, res);
     const body = parseLegacy(schemas.feedback, req.body ?? {}, res.locals.requestId as string);
-    await sessions.recordFor(id, who.accountId);
+    const rec = await sessions.recordFor(id, who.accountId);
+    if (rec.state === 'ended') throw legacyError(404, 'stream_not_found', `Stream ${id} has ended`);
     const now = new Date().toISOString();
-    await store.addFeedback({ id: randomUUID(), stream_id: id, accountId: who.accountId, ...body, created_at: now, updated_at: now });
+    const added = await store.addFeedback(
+      { id: randomUUID(), stream_id: id, accountId: who.accountId, ...body, created_at: now, updated_at: now },
+      cfg.feedback,
+    );
+    if (added !== 'ok') {
+      const [scope, limit] = added === 'stream_full' ? ['stream', cfg.feedback.perStream] : ['account', cfg.feedback.perAccount];
+      const msg = `Feedback limit reached: at most ${limit} entries per ${scope}`;
+      throw legacyError(422, 'feedback_limit_reached', msg, [{ loc: ['body'], msg, type: 'value_error' }]);
+    }
     res.json({ status: 'ok' });
   });
 

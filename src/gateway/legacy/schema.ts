@@ -13,11 +13,34 @@
  * - `mode` omitted or null: clip or frame is detected from the processing keys that carry a value
  *   (null-valued keys do not count, so serialisers that emit every optional field still work).
  * - `inference.backend` may be omitted (→ brand backend) but not null (the contract does not say nullable).
+ *
+ * Bounds where the contract gives none (every tenant-controlled number, string and structure has
+ * one; they are listed in docs/configuration.md "Request limits"): see LEGACY_LIMITS.
  */
 import { z } from 'zod';
 import type { Brand } from '../../brand';
 import { INTEGER_EXPECTED } from './validate';
 import { isRecord } from '../../lib/is-record';
+import { DEFAULT_SCHEMA_LIMITS, schemaLimitViolation } from '../../lib/json-schema';
+
+/**
+ * Upper bounds the contract leaves open. An hour between clips (the contract: "greater than 0")
+ * is far beyond any client and keeps every timer finite; the token-rate rule then bounds
+ * max_output_tokens (128 tok/s × 3600 s). Strings are capped well above real use (a prompt of
+ * 32k characters is ~8k tokens; SDP offers are a few KB; JWT room tokens under 2 KB).
+ */
+export const LEGACY_LIMITS = {
+  maxDelaySeconds: 3600,
+  maxSourceFps: 240,
+  maxPromptChars: 32_768,
+  maxModelChars: 256,
+  maxSdpChars: 64 * 1024,
+  maxUrlChars: 2048,
+  maxTokenChars: 8192,
+  maxRequestIdChars: 256,
+  maxCategoryChars: 64,
+  maxFeedbackChars: 4096,
+} as const;
 
 export type LegacyMode = 'clip' | 'frame';
 
@@ -71,6 +94,8 @@ export interface LegacyFeedbackBody {
 }
 
 const nonEmpty = z.string().min(1);
+const bounded = (max: number) => nonEmpty.max(max);
+const prompt = bounded(LEGACY_LIMITS.maxPromptChars);
 /** An integer field; the marker message keeps wrong-typed input reported as `int_type`. */
 const int = () => z.int({ error: (iss) => (iss.code === 'invalid_type' ? INTEGER_EXPECTED : undefined) });
 
@@ -81,9 +106,9 @@ export const clipProcessingSchema: z.ZodType<ClipProcessing, unknown> = z
   .strictObject({
     target_fps: int().min(1).max(30).nullish(),
     sampling_ratio: z.number().min(0.1).max(1).nullish(),
-    fps: int().positive().nullish(),
+    fps: int().positive().max(LEGACY_LIMITS.maxSourceFps).nullish(),
     clip_length_seconds: z.number().min(0.1).max(60),
-    delay_seconds: z.number().positive(),
+    delay_seconds: z.number().positive().max(LEGACY_LIMITS.maxDelaySeconds),
   })
   .superRefine((p, ctx) => {
     const hasTarget = p.target_fps != null;
@@ -110,6 +135,18 @@ export const frameProcessingSchema: z.ZodType<FrameProcessing, unknown> = z.stri
   interval_seconds: z.number().positive().max(60),
 });
 
+/**
+ * Size and complexity caps, checked before anything else looks at the schema; compiled later
+ * (sessions.ts). A plain-object check rather than z.record, which would copy every key of a huge
+ * schema before the caps could refuse it.
+ */
+const outputSchema = z
+  .custom<Record<string, unknown>>(isRecord, { message: 'Input should be a valid dictionary', params: { type: 'dict_type' } })
+  .superRefine((schema, ctx) => {
+    const over = schemaLimitViolation(schema, DEFAULT_SCHEMA_LIMITS);
+    if (over) ctx.addIssue({ code: 'custom', message: `output_schema_json is too complex: ${over}`, params: { type: 'value_error' } });
+  });
+
 type Kind = LegacyMode | 'mixed' | 'unknown';
 
 /** Which processing object was sent, judged by the keys that carry a value. */
@@ -134,8 +171,8 @@ export function createLegacySchemas(brand: Brand) {
 
   const source = z
     .discriminatedUnion('type', [
-      z.strictObject({ type: z.literal('webrtc'), sdp: nonEmpty }),
-      z.strictObject({ type: z.literal(brand.room), url: nonEmpty, token: nonEmpty }),
+      z.strictObject({ type: z.literal('webrtc'), sdp: bounded(LEGACY_LIMITS.maxSdpChars) }),
+      z.strictObject({ type: z.literal(brand.room), url: bounded(LEGACY_LIMITS.maxUrlChars), token: bounded(LEGACY_LIMITS.maxTokenChars) }),
       z.strictObject({ type: z.literal('native') }),
     ])
     .transform((s): LegacySource => {
@@ -144,15 +181,15 @@ export function createLegacySchemas(brand: Brand) {
       return { type: 'native' };
     });
 
-  const offer = z.strictObject({ type: z.literal('offer'), sdp: nonEmpty });
+  const offer = z.strictObject({ type: z.literal('offer'), sdp: bounded(LEGACY_LIMITS.maxSdpChars) });
 
   const backends = [...new Set(['thirdparty', brand.backend])] as [string, ...string[]];
   const inference = z
     .strictObject({
-      prompt: nonEmpty,
-      model: nonEmpty,
+      prompt,
+      model: bounded(LEGACY_LIMITS.maxModelChars),
       backend: z.enum(backends).optional(),
-      output_schema_json: z.record(z.string(), z.unknown()).nullish(),
+      output_schema_json: outputSchema.nullish(),
       max_output_tokens: int().positive().nullish(),
     })
     .transform(
@@ -165,7 +202,7 @@ export function createLegacySchemas(brand: Brand) {
       }),
     );
 
-  const client = z.strictObject({ request_id: z.string().nullish() });
+  const client = z.strictObject({ request_id: z.string().max(LEGACY_LIMITS.maxRequestIdChars).nullish() });
 
   /** Everything but the inside of `processing`, which needs the mode first. */
   const head = z.strictObject({
@@ -246,12 +283,12 @@ export function createLegacySchemas(brand: Brand) {
       : { ...common, mode: 'frame', processing: processing.value };
   });
 
-  const promptPatch: z.ZodType<LegacyPromptPatch, unknown> = z.strictObject({ prompt: nonEmpty });
+  const promptPatch: z.ZodType<LegacyPromptPatch, unknown> = z.strictObject({ prompt });
 
   const feedback: z.ZodType<LegacyFeedbackBody, unknown> = z.strictObject({
     rating: int().min(1).max(5),
-    category: nonEmpty,
-    feedback: z.string(),
+    category: bounded(LEGACY_LIMITS.maxCategoryChars),
+    feedback: z.string().max(LEGACY_LIMITS.maxFeedbackChars),
   });
 
   return { createStream, promptPatch, feedback, source, inference };

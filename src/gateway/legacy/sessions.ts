@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import Ajv from 'ajv';
 import type { ValidateFunction } from 'ajv';
 import type { Brand } from '../../brand';
 import type { LegacyConfig } from '../../config';
+import { JsonSchemaValidators } from '../../lib/json-schema';
 import { keyHash } from '../../lib/keys';
 import { costMicrocents } from '../../lib/wire';
 import type { Logger } from '../../lib/logger';
@@ -13,6 +13,7 @@ import { newTraceId } from '../../upstream/trace';
 import type { SessionRecord, Store } from '../store/store';
 import type { UpstreamCatalog } from './catalog';
 import { endEnvelope, resultEnvelope, resultsChannel } from './results-socket';
+import { setLongInterval, setLongTimeout, type LongTimer } from '../../lib/timers';
 import { Ticker } from './ticker';
 import type { TickInfo } from './ticker';
 import type { LegacyMedia, SessionSpec } from './translate';
@@ -70,8 +71,8 @@ interface LiveSession {
   fallbackModels: readonly string[];
   validate?: ValidateFunction;
   ticker?: Ticker;
-  leaseTimer?: NodeJS.Timeout;
-  upstreamKeepalive?: NodeJS.Timeout;
+  leaseTimer?: LongTimer;
+  upstreamKeepalive?: LongTimer;
   firstFramePoll?: NodeJS.Timeout;
   abort: AbortController;
   publishToken: string;
@@ -97,21 +98,16 @@ export interface CreateOutput {
   media: LegacyMedia;
 }
 
-const ajv = new Ajv({ strict: false, allErrors: false });
-
-/** Compiles a legacy output schema, or throws the 422 a client must see for an invalid one. */
-export function compileOutputSchema(schema: Record<string, unknown>): ValidateFunction {
-  try {
-    return ajv.compile(schema);
-  } catch (err) {
-    throw legacyError(422, 'validation_error', `output_schema_json is not a valid JSON Schema: ${(err as Error).message}`, [
-      { loc: ['body', 'inference', 'output_schema_json'], msg: (err as Error).message, type: 'value_error' },
-    ]);
-  } finally {
-    // Ajv keeps every compiled schema (and its $id) otherwise: memory would grow with every create,
-    // and a second stream with the same $id would be refused. The compiled function stays valid.
-    ajv.removeSchema(schema);
-  }
+/**
+ * Compiles a legacy output schema through the shared validator service (caps, re2js patterns,
+ * content-hash cache), or throws the 422 a client must see for an unusable one.
+ */
+export function compileOutputSchema(validators: JsonSchemaValidators, schema: Record<string, unknown>): ValidateFunction {
+  const r = validators.compile(schema);
+  if (r.ok) return r.validate;
+  throw legacyError(422, 'validation_error', `output_schema_json is not a usable JSON Schema: ${r.error}`, [
+    { loc: ['body', 'inference', 'output_schema_json'], msg: r.error, type: 'value_error' },
+  ]);
 }
 
 /**
@@ -127,9 +123,12 @@ export class LegacySessions {
   private readonly owned = new Map<string, string>();
   private readonly reasons;
   private closing = false;
+  /** Output-schema validators, cached by content (streams re-sending one schema compile it once). */
+  readonly schemas: JsonSchemaValidators;
 
   constructor(private readonly deps: SessionDeps) {
     this.reasons = legacyEndReasons(deps.brand);
+    this.schemas = new JsonSchemaValidators({ maxEntries: 256, logger: deps.logger });
   }
 
   get activeCount(): number {
@@ -149,7 +148,6 @@ export class LegacySessions {
   async create(input: CreateInput): Promise<CreateOutput> {
     const { cfg, store, upstream } = this.deps;
     if (this.closing) throw legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance');
-    const validate = input.spec.outputSchema ? compileOutputSchema(input.spec.outputSchema) : undefined;
     if (input.spec.transport !== 'native') this.deps.media?.check?.(input.spec);
     // Before the slot and the upstream stream: a models failure here must leave nothing behind.
     const fallbackModels = (cfg.fallbackModels ?? (await this.modelIds())).filter((m) => m !== input.spec.model);
@@ -176,6 +174,17 @@ export class LegacySessions {
       await store.releaseSlot(kh, slotId);
       await this.deleteUpstream(input.apiKey, created.id, { requestId: input.requestId, traceId });
       throw legacyError(499, 'client_closed_request', 'The client closed the request before the stream was created');
+    }
+    let validate: ValidateFunction | undefined;
+    try {
+      // Compiled only now: an unauthenticated, slot-less or credit-less caller never costs a compile.
+      validate = input.spec.outputSchema ? compileOutputSchema(this.schemas, input.spec.outputSchema) : undefined;
+    } catch (err) {
+      await store.releaseSlot(kh, slotId);
+      await upstream.deleteStream(input.apiKey, created.id).catch((e: unknown) => {
+        this.deps.logger.warn({ err: e, streamId: created.id }, 'upstream delete failed; its lease will expire it');
+      });
+      throw err;
     }
     const now = Date.now();
     const session: LiveSession = {
@@ -321,8 +330,8 @@ export class LegacySessions {
     session.ending = true;
     this.live.delete(streamId);
     session.ticker?.stop();
-    clearTimeout(session.leaseTimer);
-    clearInterval(session.upstreamKeepalive);
+    session.leaseTimer?.clear();
+    session.upstreamKeepalive?.clear();
     clearTimeout(session.firstFramePoll);
     session.abort.abort();
     try {
@@ -364,9 +373,8 @@ export class LegacySessions {
   }
 
   private armLease(session: LiveSession, expiresAtMs: number): void {
-    clearTimeout(session.leaseTimer);
-    session.leaseTimer = setTimeout(() => void this.checkLease(session), Math.max(0, expiresAtMs - Date.now()));
-    session.leaseTimer.unref();
+    session.leaseTimer?.clear();
+    session.leaseTimer = setLongTimeout(() => void this.checkLease(session), expiresAtMs - Date.now());
   }
 
   /** The store's lease is the truth (a keepalive may have landed on another replica). */
@@ -382,7 +390,7 @@ export class LegacySessions {
 
   /** Keeps the upstream lease (300 s) alive on our own, well inside it. */
   private armUpstreamKeepalive(session: LiveSession): void {
-    session.upstreamKeepalive = setInterval(() => {
+    session.upstreamKeepalive = setLongInterval(() => {
       this.deps.upstream
         .keepalive(session.apiKey, session.streamId, { signal: session.abort.signal, ...session.ids })
         .then((ka) => {
@@ -391,7 +399,6 @@ export class LegacySessions {
         })
         .catch((err: unknown) => this.onUpstreamLoss(session, err));
     }, this.deps.cfg.upstreamKeepaliveSeconds * 1000);
-    session.upstreamKeepalive.unref();
   }
 
   /** Upstream stream gone or unrenewable: end with the reason that matches why. */

@@ -1,3 +1,5 @@
+import { setLongTimeout, type LongTimer } from '../../lib/timers';
+
 export interface TickInfo {
   /** Tick number since start (0-based); ticks skipped for lateness are not renumbered. */
   n: number;
@@ -24,7 +26,7 @@ export interface TickerOptions {
  * (and reported), never queued: a slow upstream must not build a backlog.
  */
 export class Ticker {
-  private timer: NodeJS.Timeout | undefined;
+  private timer: LongTimer | undefined;
   private startAtMs = 0;
   private n = 0;
   private inFlight = 0;
@@ -46,7 +48,7 @@ export class Ticker {
 
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.timer);
+    this.timer?.clear();
     this.timer = undefined;
   }
 
@@ -57,7 +59,8 @@ export class Ticker {
   private arm(): void {
     if (this.stopped) return;
     const due = this.startAtMs + this.n * this.opts.periodMs;
-    this.timer = setTimeout(() => this.fire(due), Math.max(0, due - this.now()));
+    // A long period must not overflow into a 1 ms timer (that fired a tick per millisecond).
+    this.timer = setLongTimeout(() => this.fire(due), due - this.now(), { ref: true });
   }
 
   private fire(dueAtMs: number): void {

@@ -1,11 +1,15 @@
-import type { FeedbackRecord, SessionRecord, Store, Unsubscribe } from './store';
+import { setLongTimeout, type LongTimer } from '../../lib/timers';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, SessionRecord, Store, Unsubscribe } from './store';
 
 /** The embedded default store: one process, no persistence. */
 export class MemoryStore implements Store {
   private readonly slots = new Map<string, Set<string>>();
   private readonly sessions = new Map<string, SessionRecord>();
-  private readonly expiries = new Map<string, NodeJS.Timeout>();
-  private readonly feedback: FeedbackRecord[] = [];
+  private readonly expiries = new Map<string, LongTimer>();
+  /** Per account, oldest first; `seq` is the page cursor (stable while older entries are pruned). */
+  private readonly feedback = new Map<string, { seq: number; rec: FeedbackRecord }[]>();
+  private readonly feedbackPerStream = new Map<string, number>();
+  private feedbackSeq = 0;
   private readonly channels = new Map<string, Set<(m: string) => void>>();
   private readonly hashes = new Map<string, Map<string, number>>();
 
@@ -46,22 +50,45 @@ export class MemoryStore implements Store {
   }
 
   async expireSession(streamId: string, afterMs: number): Promise<void> {
-    clearTimeout(this.expiries.get(streamId));
-    const t = setTimeout(() => {
+    this.expiries.get(streamId)?.clear();
+    const t = setLongTimeout(() => {
+      const accountId = this.sessions.get(streamId)?.accountId;
       this.sessions.delete(streamId);
       this.expiries.delete(streamId);
+      if (accountId !== undefined) this.dropFeedback(accountId, streamId);
     }, afterMs);
-    t.unref();
     this.expiries.set(streamId, t);
   }
 
 
-  async addFeedback(rec: FeedbackRecord): Promise<void> {
-    this.feedback.push({ ...rec });
+  async addFeedback(rec: FeedbackRecord, limits: FeedbackLimits): Promise<FeedbackAdd> {
+    const list = this.feedback.get(rec.accountId) ?? [];
+    const ofStream = this.feedbackPerStream.get(rec.stream_id) ?? 0;
+    if (ofStream >= limits.perStream) return 'stream_full';
+    if (list.length >= limits.perAccount) return 'account_full';
+    list.push({ seq: ++this.feedbackSeq, rec: { ...rec } });
+    this.feedback.set(rec.accountId, list);
+    this.feedbackPerStream.set(rec.stream_id, ofStream + 1);
+    return 'ok';
   }
 
-  async feedbackOf(accountId: string): Promise<FeedbackRecord[]> {
-    return this.feedback.filter((f) => f.accountId === accountId).map((f) => ({ ...f }));
+  async feedbackOf(accountId: string, page: { limit: number; after?: string | null }): Promise<FeedbackPage> {
+    const list = this.feedback.get(accountId) ?? [];
+    const after = Number(page.after ?? 0) || 0;
+    const start = list.findIndex((f) => f.seq > after);
+    if (start < 0) return { items: [], next: null };
+    const slice = list.slice(start, start + page.limit);
+    const more = start + page.limit < list.length;
+    return { items: slice.map((f) => ({ ...f.rec })), next: more ? String(slice[slice.length - 1].seq) : null };
+  }
+
+  private dropFeedback(accountId: string, streamId: string): void {
+    this.feedbackPerStream.delete(streamId);
+    const list = this.feedback.get(accountId);
+    if (!list) return;
+    const kept = list.filter((f) => f.rec.stream_id !== streamId);
+    if (kept.length > 0) this.feedback.set(accountId, kept);
+    else this.feedback.delete(accountId);
   }
 
   async publish(channel: string, message: string): Promise<void> {
@@ -121,7 +148,7 @@ export class MemoryStore implements Store {
   }
 
   async close(): Promise<void> {
-    for (const t of this.expiries.values()) clearTimeout(t);
+    for (const t of this.expiries.values()) t.clear();
     this.expiries.clear();
     this.channels.clear();
   }

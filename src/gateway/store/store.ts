@@ -36,6 +36,21 @@ export interface FeedbackRecord {
   updated_at: string;
 }
 
+/** Caps on what one tenant can store as feedback (config `legacy.feedback`). */
+export interface FeedbackLimits {
+  perStream: number;
+  perAccount: number;
+}
+
+/** `ok`, or which cap refused the entry. */
+export type FeedbackAdd = 'ok' | 'stream_full' | 'account_full';
+
+export interface FeedbackPage {
+  items: FeedbackRecord[];
+  /** Opaque cursor of the next page; null on the last one. */
+  next: string | null;
+}
+
 export type Unsubscribe = () => void;
 
 export interface Store {
@@ -49,11 +64,13 @@ export interface Store {
   getSession(streamId: string): Promise<SessionRecord | undefined>;
   /** Updates a session with `patch` if it exists; returns the new record. */
   updateSession(streamId: string, patch: Partial<SessionRecord>): Promise<SessionRecord | undefined>;
-  /** Removes the record after `afterMs` (tombstone window). */
+  /** Removes the record, and the stream's feedback with it, after `afterMs` (tombstone window). */
   expireSession(streamId: string, afterMs: number): Promise<void>;
 
-  addFeedback(rec: FeedbackRecord): Promise<void>;
-  feedbackOf(accountId: string): Promise<FeedbackRecord[]>;
+  /** Adds a feedback entry unless a cap is reached (checked and added atomically). */
+  addFeedback(rec: FeedbackRecord, limits: FeedbackLimits): Promise<FeedbackAdd>;
+  /** An account's feedback, oldest first, `limit` entries after the cursor `after`. */
+  feedbackOf(accountId: string, page: { limit: number; after?: string | null }): Promise<FeedbackPage>;
 
   /** Result fan-out: every subscriber of a channel gets every later message, in publish order. */
   publish(channel: string, message: string): Promise<void>;

@@ -1,7 +1,8 @@
 import Ajv from 'ajv';
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
-import { SchemaValidators, compileValidator, conformingInstance, instanceFromSchema } from '../../../src/emulator/models/json-instance';
+import { compileValidator, conformingInstance, instanceFromSchema } from '../../../src/emulator/models/json-instance';
+import { JsonSchemaValidators } from '../../../src/lib/json-schema';
 import type { Filler } from '../../../src/emulator/models/json-instance';
 
 function expectValid(schema: object | boolean, value: unknown): void {
@@ -129,9 +130,9 @@ describe('compileValidator / conformingInstance', () => {
   });
 });
 
-describe('SchemaValidators', () => {
+describe('JsonSchemaValidators (emulator use)', () => {
   it('compiles a schema once, reuses it, and evicts the least recently used', () => {
-    const v = new SchemaValidators(2);
+    const v = new JsonSchemaValidators({ maxEntries: 2, lenient: true });
     const a = { type: 'integer' };
     const first = v.get(a)!;
     expect(v.get({ type: 'integer' })).toBe(first); // same JSON, new object: cached
@@ -143,7 +144,7 @@ describe('SchemaValidators', () => {
   });
 
   it('accepts two schemas with the same $id one after another, and survives a failed compile', () => {
-    const v = new SchemaValidators();
+    const v = new JsonSchemaValidators({ lenient: true });
     const one = v.get({ $id: 'https://example.com/s', type: 'integer' })!;
     const two = v.get({ $id: 'https://example.com/s', type: 'string' })!;
     expect([one(1), two('x'), two(1)]).toEqual([true, true, false]);

@@ -1,4 +1,8 @@
-import { compileOutputSchema } from '../../../src/gateway/legacy/sessions';
+import { JsonSchemaValidators } from '../../../src/lib/json-schema';
+import { compileOutputSchema as compileWith } from '../../../src/gateway/legacy/sessions';
+
+const validators = new JsonSchemaValidators();
+const compileOutputSchema = (schema: Record<string, unknown>) => compileWith(validators, schema);
 
 describe('compileOutputSchema', () => {
   test('the same $id compiles again (a second stream with the same schema), and validators keep working', () => {
