@@ -10,7 +10,7 @@ import type { Logger } from '../lib/logger';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
 import { adminRouter } from './admin';
-import { assignRequestId, cors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
+import { cors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { IngestRelay } from './ingest';
 import { UpstreamCatalog } from './legacy/catalog';
 import { ResultsSockets } from './legacy/results-socket';
@@ -18,12 +18,12 @@ import type { SocketAuth } from './legacy/results-socket';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
 import type { LegacyObserver, MediaRelay } from './legacy/sessions';
-import { createPassthrough, passthroughPrefix } from './passthrough';
+import { createPassthrough } from './passthrough';
 import type { Passthrough } from './passthrough';
 import { MemoryStore } from './store/memory';
 import type { Store } from './store/store';
 import { announceDeprecation, deprecationHeaderLines, deprecationHeaders } from './telemetry/deprecation';
-import { accessLog, passthroughAccessLog, requestMetrics } from './telemetry/http';
+import { accessLog, passthroughTelemetry, requestMetrics } from './telemetry/http';
 import { GatewayMetrics } from './telemetry/metrics';
 import { socketTelemetry, telemetryObserver } from './telemetry/observer';
 import { DeprecationRollup } from './telemetry/rollup';
@@ -153,27 +153,21 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     upstreamUrl: opts.upstreamUrl,
     logger,
     timeoutMs: cfg.requestTimeoutMs,
-    onSettled(e) {
-      metrics.passthroughRequests.inc({ prefix: e.prefix, outcome: e.outcome });
-      if (e.upstreamHeadersMs !== undefined) metrics.passthroughUpstreamHeaders.observe({ prefix: e.prefix }, e.upstreamHeadersMs / 1000);
-      if (e.outcome === 'upstream_unreachable' || e.outcome === 'upstream_timeout' || e.outcome === 'upstream_reset') {
-        metrics.upstreamErrors.inc({ source: 'passthrough', status: String(e.outcome === 'upstream_timeout' ? 504 : 0) });
-      }
-    },
+    // Access line, HTTP and passthrough metrics: the passthrough skips Express and its edge steps.
+    onSettled: passthroughTelemetry(logger, { log: cfg.telemetry.requestLog, metrics, httpMetrics: cfg.telemetry.metrics }),
   });
 
   const inFlight = { count: 0 };
   let draining = false;
   const logRequest = accessLog(logger, cfg.telemetry.requestLog);
-  const logPassthrough = passthroughAccessLog(logger, cfg.telemetry.requestLog);
   const countRequest = requestMetrics(cfg.telemetry.metrics ? metrics : undefined, inFlight);
 
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.use(requestId, logRequest, countRequest);
-  // Before any body parser: the proxy streams bodies through untouched.
+  // First, before any body parser and Express's own steps: the proxy streams bodies through untouched.
   app.use(passthrough.handle);
+  app.use(requestId, logRequest, countRequest);
   app.use(foldSlashes);
   app.use('/v0.2', announceDeprecation(headers));
   app.use(cors);
@@ -220,24 +214,10 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   app.use(detailErrorHandler(logger));
 
   /**
-   * The passthrough skips Express (its per-request setup costs as much as the proxying): the same
-   * edge steps (request id, access log, metrics), then the proxy.
+   * The passthrough skips Express (its per-request setup costs as much as the proxying): request
+   * id, access line and metrics are the passthrough's own (`onSettled`).
    */
-  const noop = () => undefined;
-  const handler: http.RequestListener = (req, res) => {
-    if (!passthroughPrefix(req.url ?? '/')) {
-      app(req, res);
-      return;
-    }
-    assignRequestId(req, res);
-    logPassthrough(req, res, noop);
-    countRequest(req, res, noop);
-    passthrough.handle(req, res, (err) => {
-      logger.error({ err, url: req.url }, 'passthrough failed before proxying');
-      if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ detail: 'Internal server error' }));
-    });
-  };
+  const handler: http.RequestListener = (req, res) => passthrough.handle(req, res, () => app(req, res));
 
   parts.sessions = sessions;
   parts.sockets = sockets;
@@ -256,7 +236,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     usage,
     rollup,
     get inFlight() {
-      return inFlight.count;
+      return inFlight.count + passthrough.inFlight;
     },
     get draining() {
       return draining;
