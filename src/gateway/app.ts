@@ -149,13 +149,9 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     hooks: socketTelemetry(metrics, usage),
   });
 
-  const passthrough = createPassthrough({
-    upstreamUrl: opts.upstreamUrl,
-    logger,
-    timeoutMs: cfg.requestTimeoutMs,
-    // Access line, HTTP and passthrough metrics: the passthrough skips Express and its edge steps.
-    onSettled: passthroughTelemetry(logger, { log: cfg.telemetry.requestLog, metrics, httpMetrics: cfg.telemetry.metrics }),
-  });
+  // Access line, HTTP and passthrough metrics: the passthrough skips Express and its edge steps.
+  const proxied = passthroughTelemetry(logger, { log: cfg.telemetry.requestLog, metrics, httpMetrics: cfg.telemetry.metrics });
+  const passthrough = createPassthrough({ upstreamUrl: opts.upstreamUrl, logger, timeoutMs: cfg.requestTimeoutMs, onSettled: proxied.settled });
 
   const inFlight = { count: 0 };
   let draining = false;
@@ -258,6 +254,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
         await rollup.run(utcDay(opts.now?.() ?? Date.now()));
         await upstream.close();
         passthrough.close();
+        proxied.flush();
         if (!opts.store) await store.close();
       })();
       return closed;

@@ -41,6 +41,7 @@ export interface PassthroughEvent {
   readonly upstreamHeadersMs?: number;
   /** From arrival to the client response's close. */
   readonly durationMs: number;
+  /** The id sent upstream and to the client (the upstream's own when it answered with one). */
   readonly requestId: string;
   /** The client's request: method, URL and headers stay readable at settle time (per-caller telemetry). */
   readonly req: IncomingMessage;
@@ -84,8 +85,8 @@ export function hasDotSegment(path: string): boolean {
 
 /** Hop-by-hop (RFC 9110 §7.6.1), plus what the pipe sets itself on the upstream leg. */
 const DROP_UPSTREAM = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'host', 'x-request-id', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']);
-/** Hop-by-hop, plus the framing Node re-chooses for the client connection and the id the gateway sets. */
-const DROP_DOWNSTREAM = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'transfer-encoding', 'x-request-id']);
+/** Hop-by-hop, plus the framing Node re-chooses for the client connection. */
+const DROP_DOWNSTREAM = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'transfer-encoding']);
 /** Connection values that name no other header (the common case: no second pass). */
 const PLAIN_CONNECTION = /^\s*(keep-alive|close)\s*$/i;
 /** End-to-end headers a client may not strip by naming them in Connection. */
@@ -110,7 +111,7 @@ class Flight implements PassthroughEvent {
     readonly prefix: PassthroughPrefix,
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
-    readonly requestId: string,
+    public requestId: string,
   ) {}
 }
 
@@ -178,13 +179,17 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     const raw = up.rawHeaders;
     let out: string[] = [];
     let connection: string | undefined;
+    let upstreamId: string | undefined;
     for (let i = 0; i < raw.length; i += 2) {
       const lower = raw[i]!.toLowerCase();
       if (lower === 'connection') connection = raw[i + 1];
+      else if (lower === 'x-request-id') upstreamId ??= raw[i + 1];
       if (!DROP_DOWNSTREAM.has(lower)) out.push(raw[i]!, raw[i + 1]!);
     }
     if (connection && !PLAIN_CONNECTION.test(connection)) out = dropNamed(out, connection);
-    out.push('x-request-id', f.requestId);
+    // An upstream's own request id is the one the client and the access line get.
+    if (upstreamId) f.requestId = upstreamId;
+    else out.push('x-request-id', f.requestId);
     res.writeHead(up.statusCode ?? 502, up.statusMessage, out);
     pump(up, res);
     up.on('close', () => {

@@ -48,7 +48,7 @@ describe('passthrough edge', () => {
         res.socket?.destroy();
         return;
       }
-      res.writeHead(200, { 'content-type': 'application/json' });
+      res.writeHead(200, { 'content-type': 'application/json', ...(req.url === '/v1beta/own-id' ? { 'x-request-id': 'upstream-7' } : {}) });
       res.end('{"ok":true}');
     });
     gw = await gatewayOn(up.url, {}, createLogger('info', 'gateway', { write: (s: string) => void logs.push(s) }));
@@ -103,6 +103,14 @@ describe('passthrough edge', () => {
     expect(seen[2]!.headers['x-request-id']).toBe(bad.headers['x-request-id']);
     // One id upstream, never the caller's and ours side by side.
     expect(typeof seen[2]!.headers['x-request-id']).toBe('string');
+  });
+
+  test('an upstream answering with its own request id: that one reaches the client, once, and the access line', async () => {
+    const r = await rawRequest(gw.url, { path: '/v1beta/own-id' });
+    expect(r.rawHeaders.filter((h) => h.toLowerCase() === 'x-request-id')).toHaveLength(1);
+    expect(r.headers['x-request-id']).toBe('upstream-7');
+    expect(seen[0]!.headers['x-request-id']).toMatch(/^[\w-]{8,}$/);
+    await lineWhere((l) => l.reqId === 'upstream-7' && !!l.req, 'access line with the upstream id');
   });
 
   test('W3C traceparent and tracestate pass through as sent; absent, none is made up', async () => {
