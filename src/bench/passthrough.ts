@@ -152,9 +152,9 @@ async function latency(targets: Target[], s: Scenario, n: number): Promise<Recor
 
 export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOptions = {}): Promise<void> {
   const env = (name: string, dflt: number) => Number(process.env[name] ?? dflt);
-  const requests = opts.requests ?? env('BENCH_PT_REQUESTS', 3000);
+  const requests = opts.requests ?? env('BENCH_PT_REQUESTS', 2000);
   const concurrency = opts.concurrency ?? env('BENCH_PT_CONCURRENCY', 64);
-  const rounds = opts.rounds ?? env('BENCH_PT_ROUNDS', 3);
+  const rounds = opts.rounds ?? env('BENCH_PT_ROUNDS', 5);
   const rate = opts.rate ?? env('BENCH_PT_RATE', 400);
   const latencyRequests = opts.latencyRequests ?? env('BENCH_PT_LATENCY', 600);
   const sseRequests = opts.sseRequests ?? env('BENCH_PT_SSE', 400);

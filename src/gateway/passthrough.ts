@@ -190,7 +190,7 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     // An upstream's own request id is the one the client and the access line get.
     if (upstreamId) f.requestId = upstreamId;
     else out.push('x-request-id', f.requestId);
-    res.writeHead(up.statusCode ?? 502, up.statusMessage, out);
+    res.writeHead(up.statusCode ?? 502, up.statusMessage || undefined, out);
     pump(up, res);
     up.on('close', () => {
       if (!up.complete && !res.writableEnded) cut(f, {});
