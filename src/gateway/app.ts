@@ -13,7 +13,7 @@ import type { Logger } from '../lib/logger';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
 import { adminRouter, requireBearer } from './admin';
-import { assignRequestId, cors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
+import { cors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { IngestRelay } from './ingest';
 import { FailedAuthLimiter } from './legacy/auth-failures';
 import { UpstreamCatalog } from './legacy/catalog';
@@ -24,12 +24,12 @@ import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
 import type { LegacyObserver, MediaRelay } from './legacy/sessions';
 import { SunsetPolicy } from './legacy/sunset';
-import { createPassthrough, passthroughPrefix } from './passthrough';
+import { createPassthrough } from './passthrough';
 import type { Passthrough } from './passthrough';
 import { MemoryStore } from './store/memory';
 import type { Store } from './store/store';
 import { announceDeprecation, deprecationHeaderLines, deprecationHeaders } from './telemetry/deprecation';
-import { accessLog, passthroughAccessLog, requestMetrics } from './telemetry/http';
+import { accessLog, passthroughTelemetry, requestMetrics } from './telemetry/http';
 import { GatewayMetrics } from './telemetry/metrics';
 import { clientFamily } from './telemetry/migration';
 import { socketTelemetry, telemetryObserver } from './telemetry/observer';
@@ -194,20 +194,18 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     hooks: socketTelemetry(metrics, usage),
   });
 
+  // Access line, HTTP and passthrough metrics: the passthrough skips Express and its edge steps.
+  const proxied = passthroughTelemetry(logger, { log: cfg.telemetry.requestLog, metrics, httpMetrics: cfg.telemetry.metrics });
   const passthrough = createPassthrough({
     upstreamUrl: opts.upstreamUrl,
     logger,
     timeoutMs: cfg.requestTimeoutMs,
     onSettled(e) {
-      metrics.passthroughRequests.inc({ prefix: e.prefix, outcome: e.outcome });
-      if (e.upstreamHeadersMs !== undefined) metrics.passthroughUpstreamHeaders.observe({ prefix: e.prefix }, e.upstreamHeadersMs / 1000);
+      proxied.settled(e);
       // Migration progress: the same key calling /v1beta or /billing with success (never a refused key).
       if (e.status >= 200 && e.status < 400) {
-        const key = bearerKey(e);
-        if (key?.startsWith(brand.keyPrefix)) usage.passthrough(memoKeyHash(key), e.prefix, clientFamily(e.headers['user-agent']));
-      }
-      if (e.outcome === 'upstream_unreachable' || e.outcome === 'upstream_timeout' || e.outcome === 'upstream_reset') {
-        metrics.upstreamErrors.inc({ source: 'passthrough', status: String(e.outcome === 'upstream_timeout' ? 504 : 0) });
+        const key = bearerKey(e.req);
+        if (key?.startsWith(brand.keyPrefix)) usage.passthrough(memoKeyHash(key), e.prefix, clientFamily(e.req.headers['user-agent']));
       }
     },
   });
@@ -216,15 +214,14 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   let draining = false;
   let unready = false;
   const logRequest = accessLog(logger, cfg.telemetry.requestLog);
-  const logPassthrough = passthroughAccessLog(logger, cfg.telemetry.requestLog);
   const countRequest = requestMetrics(cfg.telemetry.metrics ? metrics : undefined, inFlight);
 
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.use(requestId, logRequest, countRequest);
-  // Before any body parser: the proxy streams bodies through untouched.
+  // First, before any body parser and Express's own steps: the proxy streams bodies through untouched.
   app.use(passthrough.handle);
+  app.use(requestId, logRequest, countRequest);
   app.use(foldSlashes);
   app.use('/v0.2', announceDeprecation(headers));
   const browserCors = cors(cfg.cors);
@@ -296,24 +293,10 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   app.use(detailErrorHandler(logger));
 
   /**
-   * The passthrough skips Express (its per-request setup costs as much as the proxying): the same
-   * edge steps (request id, access log, metrics), then the proxy.
+   * The passthrough skips Express (its per-request setup costs as much as the proxying): request
+   * id, access line and metrics are the passthrough's own (`onSettled`).
    */
-  const noop = () => undefined;
-  const handler: http.RequestListener = (req, res) => {
-    if (!passthroughPrefix(req.url ?? '/')) {
-      app(req, res);
-      return;
-    }
-    assignRequestId(req, res);
-    logPassthrough(req, res, noop);
-    countRequest(req, res, noop);
-    passthrough.handle(req, res, (err) => {
-      logger.error({ err, url: req.url }, 'passthrough failed before proxying');
-      if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ detail: 'Internal server error' }));
-    });
-  };
+  const handler: http.RequestListener = (req, res) => passthrough.handle(req, res, () => app(req, res));
 
   parts.sessions = sessions;
   parts.sockets = sockets;
@@ -336,7 +319,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     upstreamHealth,
     metricsApp,
     get inFlight() {
-      return inFlight.count;
+      return inFlight.count + passthrough.inFlight;
     },
     get draining() {
       return draining;
@@ -363,6 +346,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
         await rollup.run(utcDay(opts.now?.() ?? Date.now()));
         await upstream.close();
         passthrough.close();
+        proxied.flush();
         if (!opts.store) await store.close();
       })();
       return closed;

@@ -21,10 +21,14 @@ export function foldSlashes(req: Request, _res: Response, next: NextFunction): v
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
+/** The request id to use: the client's own `x-request-id` when well-formed, else a new one. */
+export function requestIdOf(given: unknown): string {
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
 /** Sets `x-request-id` on the response (the client's own when well-formed) and returns it. */
 export function assignRequestId(req: IncomingMessage, res: ServerResponse): string {
-  const given = req.headers['x-request-id'];
-  const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+  const id = requestIdOf(req.headers['x-request-id']);
   res.setHeader('x-request-id', id);
   return id;
 }

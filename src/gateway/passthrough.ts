@@ -1,34 +1,51 @@
 /**
- * `/v1beta/*` and `/billing/*` to the upstream, unchanged (http-proxy-middleware): method, path
- * (slashes inside `/billing/pricing/{model}` included), query, end-to-end headers, status and body
- * all stream through. Runs before any body parser. The gateway adds only `x-request-id`.
+ * `/v1beta/*` and `/billing/*` to the upstream, unchanged: method, path (slashes inside
+ * `/billing/pricing/{model}` included), query, end-to-end headers, status and body all stream
+ * through a direct `node:http` pipe. Runs before any body parser and before Express. The gateway
+ * adds `x-request-id` (the client's own when well-formed, else generated) on both legs and
+ * `x-forwarded-for/-proto/-host` upstream; `traceparent` and every other end-to-end header pass
+ * through as sent.
  *
- * What plain http-proxy does not do, and this module adds:
- * - keep-alive to the upstream (without an agent http-proxy sends `connection: close` every time);
- * - hop-by-hop headers stripped both ways (RFC 9110 §7.6.1);
+ * What the pipe does besides copying bytes:
+ * - keep-alive to the upstream (one agent, LIFO, idle sockets closed before the upstream would);
+ * - hop-by-hop headers stripped both ways while copying (RFC 9110 §7.6.1);
+ * - `.`/`..` path segments (also percent-encoded) refused with 400 before anything is forwarded;
  * - a client that goes away aborts the upstream request, before or during the response (SSE);
  * - an upstream that fails mid-response ends the client's response instead of leaving it hanging;
- * - unreachable → 502, silent for `timeoutMs` → 504, both with a `{detail}` body; never a hang.
+ * - unreachable → 502, silent for `timeoutMs` → 504, both with a `{detail}` body; never a hang;
+ * - no buffering: each upstream chunk is written to the client as it comes (SSE).
+ *
+ * Cost per request is the point (issue 12): one record per request (`Flight`, which is also the
+ * settled event), one close listener on the client response, headers filtered while copied from
+ * `rawHeaders`, the silence timeout on the upstream socket's own timer (no timer per request).
  */
 import http from 'node:http';
 import https from 'node:https';
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { createProxyMiddleware } from 'http-proxy-middleware';
-import type { Plugin } from 'http-proxy-middleware';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { Readable, Writable } from 'node:stream';
 import type { Logger } from '../lib/logger';
+import { requestIdOf } from './http';
+import { redactQuery } from './telemetry/http';
 
 export type PassthroughPrefix = 'v1beta' | 'billing';
-export type PassthroughOutcome = 'ok' | 'client_abort' | 'upstream_unreachable' | 'upstream_timeout' | 'upstream_reset';
+export type PassthroughOutcome = 'ok' | 'client_abort' | 'upstream_unreachable' | 'upstream_timeout' | 'upstream_reset' | 'bad_path';
 
+/** What the settled hook sees of one proxied request (the per-request record itself: read, never keep). */
 export interface PassthroughEvent {
-  prefix: PassthroughPrefix;
-  outcome: PassthroughOutcome;
+  readonly prefix: PassthroughPrefix;
+  readonly outcome: PassthroughOutcome;
   /** Status sent to the client (0 when none was). */
-  status: number;
+  readonly status: number;
   /** Time until the upstream's response headers, when they came. */
-  upstreamHeadersMs?: number;
-  /** The client's request headers (migration telemetry reads the key and User-Agent; never log them). */
-  headers: IncomingHttpHeaders;
+  readonly upstreamHeadersMs?: number;
+  /** From arrival to the client response's close. */
+  readonly durationMs: number;
+  /** The id sent upstream and to the client (the upstream's own when it answered with one). */
+  readonly requestId: string;
+  /** The client's request: method, URL and headers stay readable at settle time (per-caller telemetry). */
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
 }
 
 export interface PassthroughOptions {
@@ -36,12 +53,15 @@ export interface PassthroughOptions {
   logger: Logger;
   /** Longest upstream silence (connect, headers, or between body chunks) before 504 / cut. */
   timeoutMs: number;
+  /** Called once per proxied request, when the client response closes. */
   onSettled?(e: PassthroughEvent): void;
 }
 
 export interface Passthrough {
   /** Proxies /v1beta and /billing requests; calls `next()` for every other path. */
-  handle(req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void): void;
+  handle(req: IncomingMessage, res: ServerResponse, next: () => void): void;
+  /** Proxied requests whose client response has not closed yet. */
+  readonly inFlight: number;
   /** Destroys the upstream connection pool. */
   close(): void;
 }
@@ -53,133 +73,235 @@ export function passthroughPrefix(url: string): PassthroughPrefix | undefined {
   return PREFIX.exec(url)?.[1] as PassthroughPrefix | undefined;
 }
 
-const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade'];
+/**
+ * A `.` or `..` segment, literal or percent-encoded, between any separators an upstream might
+ * decode (`/`, `\`, `%2f`, `%5c`): the upstream would resolve it to a path the gateway never routed.
+ */
+const DOT_SEGMENT = /(?:^|\/|\\|%2f|%5c)(?:\.|%2e){1,2}(?=$|\/|\\|%2f|%5c)/i;
 
-/** Removes hop-by-hop headers, including those the Connection header names. */
-export function stripHopByHop(headers: IncomingHttpHeaders, alsoFraming = false): void {
-  const conn = headers.connection;
-  // The common values name no other header: skip the split.
-  if (typeof conn === 'string' && !/^\s*(keep-alive|close)\s*$/i.test(conn)) {
-    for (const name of conn.split(',')) {
-      const n = name.trim().toLowerCase();
-      // Never let a client strip end-to-end headers the upstream needs by naming them.
-      if (n && n !== 'authorization' && n !== 'content-length' && n !== 'content-type') delete headers[n];
-    }
-  }
-  // Checked first: deleting an absent key still costs the object its fast shape.
-  for (const h of HOP_BY_HOP) if (headers[h] !== undefined) delete headers[h];
-  // The response framing is re-chosen by Node for the client connection.
-  if (alsoFraming && headers['transfer-encoding'] !== undefined) delete headers['transfer-encoding'];
+export function hasDotSegment(path: string): boolean {
+  return DOT_SEGMENT.test(path);
 }
 
-interface Flight {
-  prefix: PassthroughPrefix;
-  startedAt: number;
-  proxyReq?: http.ClientRequest;
-  headersAt?: number;
-  clientGone: boolean;
-  timedOut: boolean;
-  unreachable: boolean;
-  broken: boolean;
+/** Hop-by-hop (RFC 9110 §7.6.1), plus what the pipe sets itself on the upstream leg. */
+const DROP_UPSTREAM = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'host', 'x-request-id', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']);
+/** Hop-by-hop, plus the framing Node re-chooses for the client connection. */
+const DROP_DOWNSTREAM = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'transfer-encoding']);
+/** Connection values that name no other header (the common case: no second pass). */
+const PLAIN_CONNECTION = /^\s*(keep-alive|close)\s*$/i;
+/** End-to-end headers a client may not strip by naming them in Connection. */
+const NEVER_NAMED = new Set(['authorization', 'content-length', 'content-type']);
+
+/** Drops from a raw header list the headers a Connection value names (rare: only when it names any). */
+function dropNamed(raw: string[], connection: string): string[] {
+  const named = new Set(connection.split(',').map((n) => n.trim().toLowerCase()).filter((n) => n && !NEVER_NAMED.has(n)));
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) if (!named.has(raw[i]!.toLowerCase())) out.push(raw[i]!, raw[i + 1]!);
+  return out;
+}
+
+class Flight implements PassthroughEvent {
+  outcome: PassthroughOutcome = 'ok';
+  status = 0;
+  upstreamHeadersMs?: number;
+  durationMs = 0;
+  upstream?: http.ClientRequest;
+  readonly startedAt = performance.now();
+  constructor(
+    readonly prefix: PassthroughPrefix,
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    public requestId: string,
+  ) {}
+}
+
+/**
+ * Every chunk written as it comes (no buffering: SSE), paused while the other side drains, ended
+ * with the source. Lighter than `pipe()`: two listeners, no error or unpipe wiring (the close
+ * handlers above deal with failures).
+ */
+function pump(from: Readable, to: Writable): void {
+  const resume = () => from.resume();
+  from.on('data', (chunk: Buffer) => {
+    if (!to.write(chunk)) {
+      from.pause();
+      to.once('drain', resume);
+    }
+  });
+  from.on('end', () => to.end());
+}
+
+/** A `{detail}` answer from the gateway itself (the upstream never answered). */
+function reply(f: Flight, status: number, detail: string): void {
+  const body = JSON.stringify({ detail });
+  f.res.writeHead(status, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'x-request-id', f.requestId]);
+  f.res.end(body);
 }
 
 export function createPassthrough(opts: PassthroughOptions): Passthrough {
   const target = new URL(opts.upstreamUrl);
+  const secure = target.protocol === 'https:';
+  const request = secure ? https.request : http.request;
   // Idle pooled sockets are closed before a typical upstream's keep-alive timeout (5 s in Node),
   // so a request never lands on a socket the upstream is closing.
   const agentOpts = { keepAlive: true, timeout: 4000, scheduling: 'lifo' as const, noDelay: true };
-  const agent = target.protocol === 'https:' ? new https.Agent(agentOpts) : new http.Agent(agentOpts);
-  const flights = new WeakMap<IncomingMessage, Flight>();
+  const agent = secure ? new https.Agent(agentOpts) : new http.Agent(agentOpts);
+  const hostname = target.hostname.replace(/^\[|\]$/g, '');
+  const port = target.port || (secure ? 443 : 80);
+  const basePath = target.pathname.replace(/\/+$/, '');
   const log = opts.logger.child({ component: 'passthrough' });
+  let inFlight = 0;
 
-  const plugin: Plugin = (proxy) => {
-    proxy.on('proxyReq', (proxyReq, req) => {
-      const f = flights.get(req);
-      if (!f) return;
-      f.proxyReq = proxyReq;
-      if (f.clientGone) {
-        proxyReq.destroy();
-        return;
-      }
-      proxyReq.setTimeout(opts.timeoutMs, () => {
-        f.timedOut = true;
-        proxyReq.destroy();
-      });
-    });
-
-    proxy.on('proxyRes', (proxyRes, req, res) => {
-      const f = flights.get(req);
-      stripHopByHop(proxyRes.headers, true);
-      if (f) f.headersAt = Date.now();
-      // An IncomingMessage only emits 'error' when someone listens; the close below handles it.
-      proxyRes.on('error', () => undefined);
-      proxyRes.once('close', () => {
-        if (proxyRes.complete || res.writableEnded) return;
-        // The upstream went away (or timed out) mid-response: end the client's response too.
-        if (f && !f.clientGone) {
-          f.broken = true;
-          log.warn({ reqId: res.getHeader('x-request-id'), url: req.url, timedOut: f.timedOut }, 'upstream response cut mid-stream');
-        }
-        res.destroy();
-      });
-    });
-
-    proxy.on('error', (err, req, res) => {
-      const f = flights.get(req as IncomingMessage);
-      if (!f || f.clientGone) return;
-      const out = res as ServerResponse;
-      if (!f.timedOut) f.unreachable = true;
-      log.warn(
-        { reqId: out.getHeader?.('x-request-id'), url: req.url, code: (err as NodeJS.ErrnoException).code, err: err.message, timedOut: f.timedOut },
-        f.timedOut ? 'upstream timed out' : 'upstream unreachable',
-      );
-      if (typeof out.writeHead !== 'function') return;
-      if (out.headersSent) {
-        f.broken = true;
-        out.destroy();
-        return;
-      }
-      const body = JSON.stringify({ detail: f.timedOut ? 'Upstream timed out' : 'Upstream unreachable' });
-      out.writeHead(f.timedOut ? 504 : 502, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-      out.end(body);
-    });
-
-    // The client's socket was gone when the upstream reset: nothing to answer.
-    proxy.on('econnreset', () => undefined);
+  const settle = (f: Flight) => {
+    inFlight -= 1;
+    const { res } = f;
+    if (!res.writableFinished && f.outcome === 'ok') {
+      // Before or during the response: the upstream must stop working for nobody.
+      f.outcome = 'client_abort';
+      f.upstream?.destroy();
+    }
+    f.status = res.headersSent ? res.statusCode : 0;
+    f.durationMs = performance.now() - f.startedAt;
+    opts.onSettled?.(f);
   };
 
-  const proxy = createProxyMiddleware<IncomingMessage, ServerResponse>({
-    target: opts.upstreamUrl,
-    changeOrigin: true,
-    xfwd: true,
-    agent,
-    // No default plugins: their error page, console logger and SSE handling are replaced above.
-    ejectPlugins: true,
-    plugins: [plugin],
-  });
+  const warn = (f: Flight, fields: Record<string, unknown>, msg: string) =>
+    log.warn({ reqId: f.requestId, url: redactQuery(f.req.url ?? '/'), ...fields }, msg);
+
+  /** Upstream answered: filter its headers while copying, then every chunk as it comes. */
+  const respond = (f: Flight, up: IncomingMessage) => {
+    const { res } = f;
+    f.upstreamHeadersMs = performance.now() - f.startedAt;
+    if (f.outcome !== 'ok') {
+      up.destroy();
+      return;
+    }
+    const raw = up.rawHeaders;
+    let out: string[] = [];
+    let connection: string | undefined;
+    let upstreamId: string | undefined;
+    for (let i = 0; i < raw.length; i += 2) {
+      const lower = raw[i]!.toLowerCase();
+      if (lower === 'connection') connection = raw[i + 1];
+      else if (lower === 'x-request-id') upstreamId ??= raw[i + 1];
+      if (!DROP_DOWNSTREAM.has(lower)) out.push(raw[i]!, raw[i + 1]!);
+    }
+    if (connection && !PLAIN_CONNECTION.test(connection)) out = dropNamed(out, connection);
+    // An upstream's own request id is the one the client and the access line get.
+    if (upstreamId) f.requestId = upstreamId;
+    else out.push('x-request-id', f.requestId);
+    res.writeHead(up.statusCode ?? 502, up.statusMessage || undefined, out);
+    pump(up, res);
+    up.on('close', () => {
+      if (!up.complete && !res.writableEnded) cut(f, {});
+    });
+  };
+
+  /** The upstream went away (or went silent) mid-response: end the client's response too, once. */
+  const cut = (f: Flight, fields: Record<string, unknown>) => {
+    if (f.res.destroyed) return;
+    if (f.outcome === 'ok') f.outcome = 'upstream_reset';
+    warn(f, { ...fields, timedOut: f.outcome === 'upstream_timeout' }, 'upstream response cut mid-stream');
+    f.res.destroy();
+  };
+
+  const failed = (f: Flight, err: NodeJS.ErrnoException) => {
+    if (f.outcome === 'client_abort') return;
+    if (f.res.headersSent) return cut(f, { code: err.code, err: err.message });
+    const timedOut = f.outcome === 'upstream_timeout';
+    if (!timedOut) f.outcome = 'upstream_unreachable';
+    warn(f, { code: err.code, err: err.message, timedOut }, timedOut ? 'upstream timed out' : 'upstream unreachable');
+    reply(f, timedOut ? 504 : 502, timedOut ? 'Upstream timed out' : 'Upstream unreachable');
+  };
+
+  const handle = (req: IncomingMessage, res: ServerResponse, next: () => void) => {
+    const url = req.url ?? '/';
+    const prefix = passthroughPrefix(url);
+    if (!prefix) return next();
+    // Headers copied in one pass over the raw list: hop-by-hop and what the pipe sets are left out.
+    const raw = req.rawHeaders;
+    const headers: string[] = [];
+    let givenId: string | undefined;
+    let connection: string | undefined;
+    let xff: string | undefined;
+    let proto: string | undefined;
+    let host: string | undefined;
+    let fwdHost: string | undefined;
+    let body = false;
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i]!;
+      const value = raw[i + 1]!;
+      const lower = name.toLowerCase();
+      if (!DROP_UPSTREAM.has(lower)) {
+        headers.push(name, value);
+        if (lower === 'content-length') body = value !== '0';
+        else if (lower === 'transfer-encoding') body = true;
+        continue;
+      }
+      if (lower === 'x-request-id') givenId ??= value;
+      else if (lower === 'connection') connection = value;
+      else if (lower === 'x-forwarded-for') xff = xff === undefined ? value : `${xff}, ${value}`;
+      else if (lower === 'x-forwarded-proto') proto ??= value;
+      else if (lower === 'host') host ??= value;
+      else if (lower === 'x-forwarded-host') fwdHost ??= value;
+    }
+    const f = new Flight(prefix, req, res, requestIdOf(givenId));
+    inFlight += 1;
+    res.once('close', () => settle(f));
+
+    const q = url.indexOf('?');
+    let path = q < 0 ? url : url.slice(0, q);
+    if (hasDotSegment(path)) {
+      f.outcome = 'bad_path';
+      reply(f, 400, 'Path segments "." and ".." are not allowed');
+      return;
+    }
+    // `base + path` clients produce double slashes: fold them in the path, never in the query.
+    if (path.includes('//')) path = path.replace(/\/{2,}/g, '/');
+    const remote = req.socket.remoteAddress;
+    const outHeaders = connection && !PLAIN_CONNECTION.test(connection) ? dropNamed(headers, connection) : headers;
+    outHeaders.push('host', target.host, 'x-request-id', f.requestId);
+    if (remote) outHeaders.push('x-forwarded-for', xff === undefined ? remote : `${xff}, ${remote}`);
+    outHeaders.push('x-forwarded-proto', proto ?? ((req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http'));
+    if (fwdHost ?? host) outHeaders.push('x-forwarded-host', (fwdHost ?? host)!);
+
+    let up: http.ClientRequest;
+    try {
+      up = request({
+        agent,
+        hostname,
+        port,
+        method: req.method,
+        path: basePath + path + (q < 0 ? '' : url.slice(q)),
+        // A raw list: Node writes it as given (no per-header setHeader, no Host added).
+        headers: outHeaders as unknown as http.OutgoingHttpHeaders,
+        timeout: opts.timeoutMs,
+      });
+    } catch (err) {
+      f.outcome = 'upstream_unreachable';
+      log.error({ err, reqId: f.requestId, url: redactQuery(url) }, 'passthrough failed before proxying');
+      reply(f, 502, 'Upstream unreachable');
+      return;
+    }
+    f.upstream = up;
+    up.on('response', (upRes: IncomingMessage) => respond(f, upRes));
+    up.on('error', (err: NodeJS.ErrnoException) => failed(f, err));
+    // The socket's own idle timer (set from `timeout`): silence before headers or between chunks.
+    up.on('timeout', () => {
+      if (f.outcome === 'ok') f.outcome = 'upstream_timeout';
+      up.destroy(new Error('upstream silent past the timeout'));
+    });
+    if (!body) {
+      up.end();
+      return;
+    }
+    pump(req, up);
+  };
 
   return {
-    handle(req, res, next) {
-      const prefix = passthroughPrefix(req.url ?? '/');
-      if (!prefix) return next();
-      const f: Flight = { prefix, startedAt: Date.now(), clientGone: false, timedOut: false, unreachable: false, broken: false };
-      flights.set(req, f);
-      stripHopByHop(req.headers);
-      res.once('close', () => {
-        if (!res.writableFinished) {
-          // Before or during the response: the upstream must stop working for nobody.
-          f.clientGone = true;
-          f.proxyReq?.destroy();
-        }
-        opts.onSettled?.({
-          prefix,
-          outcome: f.clientGone && !f.broken ? 'client_abort' : f.timedOut ? 'upstream_timeout' : f.unreachable ? 'upstream_unreachable' : f.broken ? 'upstream_reset' : 'ok',
-          status: res.headersSent ? res.statusCode : 0,
-          upstreamHeadersMs: f.headersAt === undefined ? undefined : f.headersAt - f.startedAt,
-          headers: req.headers,
-        });
-      });
-      void proxy(req, res, next);
+    handle,
+    get inFlight() {
+      return inFlight;
     },
     close() {
       agent.destroy();

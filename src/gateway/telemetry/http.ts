@@ -1,6 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import pino from 'pino';
 import { pinoHttp } from 'pino-http';
 import type { Logger } from '../../lib/logger';
+import type { PassthroughEvent } from '../passthrough';
 import type { GatewayMetrics } from './metrics';
 
 /** Known route templates: metric labels stay bounded whatever paths clients send. */
@@ -34,26 +37,64 @@ export function routeLabel(url: string): string {
   return 'other';
 }
 
+/**
+ * A URL as it may be logged: parameter names kept, every value replaced (a `?token=` probe, a key
+ * in a query, a signed URL never reach a log); a parameter without `=` is all value.
+ */
+export function redactQuery(url: string): string {
+  const q = url.indexOf('?');
+  if (q < 0) return url;
+  const h = url.indexOf('#', q);
+  const query = url.slice(q + 1, h < 0 ? undefined : h);
+  if (!query) return url.slice(0, q + 1);
+  let out = '';
+  for (const part of query.split('&')) {
+    const eq = part.indexOf('=');
+    out += `${out ? '&' : ''}${eq < 0 ? REDACTED : `${part.slice(0, eq)}=${REDACTED}`}`;
+  }
+  return `${url.slice(0, q)}?${out}`;
+}
+
+const REDACTED = '[redacted]';
+
 /** Connect-style step that works on plain Node requests too (the passthrough runs ahead of Express). */
 export type EdgeStep = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
+
+/**
+ * The HTTP request metrics with their label children cached: label validation and the child's
+ * closures happen once per (method, route, status), not per request.
+ */
+class HttpCounters {
+  private readonly counts = new Map<string, { inc(): void }>();
+  private readonly durations = new Map<string, { observe(v: number): void }>();
+  constructor(private readonly metrics: GatewayMetrics) {}
+
+  record(method: string, route: string, status: string, seconds: number): void {
+    const key = `${method} ${route}`;
+    const countKey = `${key} ${status}`;
+    let count = this.counts.get(countKey);
+    if (!count) this.counts.set(countKey, (count = this.metrics.httpRequests.labels(method, route, status)));
+    let duration = this.durations.get(key);
+    if (!duration) this.durations.set(key, (duration = this.metrics.httpDuration.labels(method, route)));
+    count.inc();
+    duration.observe(seconds);
+  }
+}
 
 /**
  * Counts every HTTP request by route template and status when its response closes; a client that
  * left before the response ended is counted as 499. Also tracks requests in flight (shutdown).
  */
 export function requestMetrics(metrics: GatewayMetrics | undefined, inFlight: { count: number }): EdgeStep {
+  const counters = metrics && new HttpCounters(metrics);
   return (req, res, next) => {
-    const started = process.hrtime.bigint();
+    const started = performance.now();
     const url = req.url ?? '/';
     const method = req.method ?? 'GET';
     inFlight.count += 1;
     res.once('close', () => {
       inFlight.count -= 1;
-      if (!metrics) return;
-      const route = routeLabel(url);
-      const status = res.writableFinished ? String(res.statusCode) : '499';
-      metrics.httpRequests.inc({ method, route, status });
-      metrics.httpDuration.observe({ method, route }, Number(process.hrtime.bigint() - started) / 1e9);
+      counters?.record(method, routeLabel(url), res.writableFinished ? String(res.statusCode) : '499', (performance.now() - started) / 1000);
     });
     next();
   };
@@ -62,12 +103,13 @@ export function requestMetrics(metrics: GatewayMetrics | undefined, inFlight: { 
 const QUIET = /^\/(healthz|readyz|metrics)(\?|$)/;
 
 const levelOf = (status: number, err?: unknown) => (err || status === 500 ? 'error' : status >= 500 ? 'warn' : 'info');
-const messageOf = (method: string | undefined, url: string | undefined, res: ServerResponse, ms: number) =>
-  `${method} ${url} ${res.writableFinished ? res.statusCode : 'aborted'} ${ms}ms`;
+const messageOf = (method: string | undefined, url: string, finished: boolean, status: number, ms: number) =>
+  `${method} ${url} ${finished ? status : 'aborted'} ${ms}ms`;
 
 /**
  * One access-log line per request (pino-http) carrying the request id; `req.log` is a child logger
- * with the same `reqId`. Only method, URL and status are logged: never headers, so never keys.
+ * with the same `reqId`. Only method, URL (query values redacted) and status are logged: never
+ * headers, so never keys.
  */
 export function accessLog(logger: Logger, enabled: boolean): EdgeStep {
   const mw = pinoHttp({
@@ -76,37 +118,100 @@ export function accessLog(logger: Logger, enabled: boolean): EdgeStep {
     quietReqLogger: true,
     autoLogging: enabled ? { ignore: (req: IncomingMessage) => QUIET.test(req.url ?? '') } : false,
     customLogLevel: (_req: IncomingMessage, res: ServerResponse, err?: Error) => levelOf(res.statusCode, err),
-    customSuccessMessage: (req: IncomingMessage, res: ServerResponse, ms: number) => messageOf(req.method, req.url, res, ms),
-    customErrorMessage: (req: IncomingMessage, res: ServerResponse) => `${req.method} ${req.url} ${res.statusCode}`,
+    customSuccessMessage: (req: IncomingMessage, res: ServerResponse, ms: number) =>
+      messageOf(req.method, redactQuery(req.url ?? '/'), res.writableFinished, res.statusCode, ms),
+    customErrorMessage: (req: IncomingMessage, res: ServerResponse) => `${req.method} ${redactQuery(req.url ?? '/')} ${res.statusCode}`,
     serializers: {
-      req: (req: { method?: string; url?: string; remoteAddress?: string }) => ({ method: req.method, url: req.url, remoteAddress: req.remoteAddress }),
+      req: (req: { method?: string; url?: string; remoteAddress?: string }) => ({ method: req.method, url: redactQuery(req.url ?? '/'), remoteAddress: req.remoteAddress }),
       res: (res: { statusCode?: number }) => ({ statusCode: res.statusCode }),
     },
   });
   return mw as EdgeStep;
 }
 
+/** Bytes of access lines gathered before a write, and the longest a line waits for one. */
+const BATCH_BYTES = 16_384;
+const BATCH_MS = 50;
+
 /**
- * The same access line as `accessLog`, for the passthrough's lean path: no child loggers, one
- * log call when the response closes (requests/s there are worth the few microseconds).
+ * Access lines written in batches: one write per 16 KiB or per 50 ms instead of one per request
+ * (pino's default destination hands every write to the thread pool, which on a small machine
+ * costs about as much CPU as proxying the request). The timer keeps the process alive until it
+ * fires; `flush()` writes what is pending at once (gateway close).
  */
-export function passthroughAccessLog(logger: Logger, enabled: boolean): EdgeStep {
-  return (req, res, next) => {
-    if (enabled) {
-      const started = Date.now();
-      res.once('close', () => {
-        const ms = Date.now() - started;
-        logger[levelOf(res.statusCode)](
-          {
-            reqId: res.getHeader('x-request-id'),
-            req: { method: req.method, url: req.url, remoteAddress: req.socket.remoteAddress },
-            res: { statusCode: res.statusCode },
-            responseTime: ms,
-          },
-          messageOf(req.method, req.url, res, ms),
-        );
-      });
-    }
-    next();
+function batchedWrites(dest: pino.DestinationStream): pino.DestinationStream & { flush(): void } {
+  let pending = '';
+  let timer: NodeJS.Timeout | undefined;
+  const flush = () => {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    const out = pending;
+    pending = '';
+    if (out) dest.write(out);
   };
+  return {
+    write(line: string) {
+      pending += line;
+      if (pending.length >= BATCH_BYTES) flush();
+      else timer ??= setTimeout(flush, BATCH_MS);
+    },
+    flush,
+  };
+}
+
+export interface PassthroughTelemetry {
+  /** The passthrough's `onSettled`. */
+  settled(e: PassthroughEvent): void;
+  /** Writes the access lines still batched (gateway close). */
+  flush(): void;
+}
+
+/**
+ * The passthrough's telemetry at settle time, all from the one per-request record: the access line
+ * (same fields as `accessLog`'s), the HTTP request metrics and the passthrough's own metrics.
+ *
+ * The access line costs little: its own pino instance on the gateway logger's destination, with
+ * the same bindings but no redaction paths (none can occur on this line: method, redacted URL,
+ * status), epoch time instead of ISO, and batched writes.
+ */
+export function passthroughTelemetry(
+  logger: Logger,
+  opts: { log: boolean; metrics: GatewayMetrics; httpMetrics: boolean },
+): PassthroughTelemetry {
+  const dest = (logger as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym]!;
+  const batch = batchedWrites(dest);
+  const access = pino({ level: logger.level, base: null, timestamp: pino.stdTimeFunctions.epochTime }, batch).child(logger.bindings());
+  const http = opts.httpMetrics ? new HttpCounters(opts.metrics) : undefined;
+  const { metrics } = opts;
+  const outcomes = new Map<string, { inc(): void }>();
+  const headers = new Map<string, { observe(v: number): void }>();
+  const settled = (e: PassthroughEvent) => {
+    const { req, res } = e;
+    const url = redactQuery(req.url ?? '/');
+    const method = req.method ?? 'GET';
+    const finished = res.writableFinished;
+    http?.record(method, routeLabel(url), finished ? String(res.statusCode) : '499', e.durationMs / 1000);
+
+    const key = `${e.prefix} ${e.outcome}`;
+    let outcome = outcomes.get(key);
+    if (!outcome) outcomes.set(key, (outcome = metrics.passthroughRequests.labels(e.prefix, e.outcome)));
+    outcome.inc();
+    if (e.upstreamHeadersMs !== undefined) {
+      let h = headers.get(e.prefix);
+      if (!h) headers.set(e.prefix, (h = metrics.passthroughUpstreamHeaders.labels(e.prefix)));
+      h.observe(e.upstreamHeadersMs / 1000);
+    }
+    if (e.outcome === 'upstream_unreachable' || e.outcome === 'upstream_timeout' || e.outcome === 'upstream_reset') {
+      metrics.upstreamErrors.inc({ source: 'passthrough', status: String(e.outcome === 'upstream_timeout' ? 504 : 0) });
+    }
+
+    const level = levelOf(res.statusCode);
+    if (!opts.log || !access.isLevelEnabled(level)) return;
+    const ms = Math.round(e.durationMs);
+    access[level](
+      { reqId: e.requestId, req: { method, url, remoteAddress: req.socket.remoteAddress }, res: { statusCode: res.statusCode }, responseTime: ms },
+      messageOf(method, url, finished, res.statusCode, ms),
+    );
+  };
+  return { settled, flush: batch.flush };
 }

@@ -62,7 +62,7 @@ export class GatewayMetrics {
     });
     this.passthroughRequests = new Counter({
       name: 'gateway_passthrough_requests_total',
-      help: '/v1beta and /billing requests passed through, by outcome (ok, client_abort, upstream_unreachable, upstream_timeout, upstream_reset)',
+      help: '/v1beta and /billing requests passed through, by outcome (ok, client_abort, upstream_unreachable, upstream_timeout, upstream_reset, bad_path)',
       labelNames: ['prefix', 'outcome'],
       registers,
     });
