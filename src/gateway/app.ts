@@ -6,7 +6,6 @@ import express from 'express';
 import type { Express } from 'express';
 import { brandOf } from '../brand';
 import type { Config } from '../config';
-import { ServiceError } from '../lib/errors';
 import { bearerKey } from '../lib/bearer';
 import { memoKeyHash } from '../lib/keys';
 import type { Logger } from '../lib/logger';
@@ -15,15 +14,16 @@ import type { RetryOverride } from '../upstream/retry';
 import { adminRouter, requireBearer } from './admin';
 import { assignRequestId, cors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { IngestRelay } from './ingest';
+import { socketAuthorizer } from './legacy/access';
 import { FailedAuthLimiter } from './legacy/auth-failures';
 import { UpstreamCatalog } from './legacy/catalog';
 import { legacyOpenApi } from './legacy/openapi';
 import { ResultsSockets } from './legacy/results-socket';
-import type { SocketAuth } from './legacy/results-socket';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
 import type { LegacyObserver, MediaRelay } from './legacy/sessions';
 import { SunsetPolicy } from './legacy/sunset';
+import { tryLaterClose } from './legacy/translate';
 import { createPassthrough, passthroughPrefix } from './passthrough';
 import type { Passthrough } from './passthrough';
 import { MemoryStore } from './store/memory';
@@ -161,30 +161,19 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     observer: bothObservers(telemetryObserver(metrics, usage), opts.observer),
   });
 
-  // A refused key closes 1008 and counts against the peer's budget; an upstream outage throws (1011).
-  const authorize = async (apiKey: string, streamId: string, ip: string): Promise<SocketAuth> => {
-    if (authLimiter.blockedForMs(ip) > 0) return { ok: false, code: 1013, reason: 'too many failed authentications' };
-    const refused = (): SocketAuth => (authLimiter.fail(ip), { ok: false, reason: 'authentication failed' });
-    if (!apiKey.startsWith(brand.keyPrefix)) return refused();
-    let accountId: string;
-    try {
-      accountId = await catalog.accountOf(apiKey);
-    } catch (err) {
-      if (err instanceof ServiceError && err.status === 401) return refused();
-      throw err;
-    }
-    const record = await store.getSession(streamId);
-    if (!record) return { ok: false, reason: 'stream_not_found' };
-    if (record.accountId !== accountId) return { ok: false, reason: 'forbidden' };
-    const refusal = sunset.admitSocket(record.keyHash);
-    if (refusal) {
+  const authorize = socketAuthorizer({
+    brand,
+    store,
+    catalog,
+    authLimiter,
+    admitSocket(record) {
+      const refusal = sunset.admitSocket(record.keyHash);
+      if (!refusal) return undefined;
       metrics.legacyRefusals.inc({ reason: refusal.reason, kind: 'socket' });
       usage.refused(record.keyHash, refusal.reason);
-      // 1013 Try Again Later: not the 1008 of a bad key.
-      return { ok: false, reason: refusal.closeReason, code: 1013 };
-    }
-    return { ok: true, record };
-  };
+      return tryLaterClose(refusal.closeReason);
+    },
+  });
   const sockets = new ResultsSockets({
     cfg: cfg.legacy,
     logger,

@@ -8,6 +8,7 @@ import { keyHash } from '../../lib/keys';
 import { newTraceId, traceIdOf } from '../../upstream/trace';
 import type { Store } from '../store/store';
 import { bearerKey } from '../http';
+import { isStreamId } from './access';
 import type { FailedAuthLimiter } from './auth-failures';
 import type { UpstreamCatalog } from './catalog';
 import { createLegacySchemas } from './schema';
@@ -42,8 +43,6 @@ interface Caller {
   apiKey: string;
   accountId: string;
 }
-
-const STREAM_ID = /^[\w-]{1,128}$/;
 
 /** Request id and trace id the upstream calls made for this request carry (x-request-id, traceparent). */
 export function upstreamIds(req: Request, res: Response): { requestId: string; traceId: string } {
@@ -107,7 +106,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
 
   function streamId(req: Request): string {
     const id = req.params.id;
-    if (typeof id !== 'string' || !STREAM_ID.test(id)) throw legacyError(404, 'stream_not_found', 'Stream not found');
+    if (!isStreamId(id)) throw legacyError(404, 'stream_not_found', 'Stream not found');
     return id;
   }
 
@@ -189,7 +188,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
       res.status(204).end();
       return;
     }
-    await sessions.end(id, 'client_requested');
+    await sessions.end(id, sessions.reasons.clientRequested);
     res.json({ status: 'ok' });
   });
 

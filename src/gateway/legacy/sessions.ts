@@ -6,7 +6,7 @@ import { JsonSchemaValidators } from '../../lib/json-schema';
 import { keyHash } from '../../lib/keys';
 import { costMicrocents } from '../../lib/wire';
 import type { Logger } from '../../lib/logger';
-import type { UpstreamClient, ChatCompletionRequest, ChatCompletionResponse } from '../../upstream/client';
+import type { UpstreamClient, ChatCompletionResponse } from '../../upstream/client';
 import { DEFAULT_TIMEOUTS, UpstreamError, cacheInfo, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import type { CallOptions } from '../../upstream/client';
 import { newTraceId } from '../../upstream/trace';
@@ -17,7 +17,16 @@ import { setLongInterval, setLongTimeout, type LongTimer } from '../../lib/timer
 import { Ticker } from './ticker';
 import type { TickInfo } from './ticker';
 import type { LegacyMedia, SessionSpec } from './translate';
-import { buildCompletionRequest, legacyEndReasons, microcentsToCents, toLegacyResult, transportLostReason } from './translate';
+import { accessError, streamAccess } from './access';
+import {
+  buildCompletionRequest,
+  legacyEndReasons,
+  legacyRoomToken,
+  legacyThreadId,
+  microcentsToCents,
+  toLegacyResult,
+  transportLostReason,
+} from './translate';
 import { UPSTREAM_CONTEXTS, legacyResultError, toLegacyError } from './upstream-errors';
 import type { UpstreamCallContext } from './upstream-errors';
 import { legacyError } from './validate';
@@ -121,7 +130,8 @@ export class LegacySessions {
    * an abandoned create leaves one here, and `closeAll` deletes what is left.
    */
   private readonly owned = new Map<string, string>();
-  private readonly reasons;
+  /** The legacy end reasons (close reasons of 1001), vendor-named where the vendor shows. */
+  readonly reasons;
   private closing = false;
   /** Output-schema validators, cached by content (streams re-sending one schema compile it once). */
   readonly schemas: JsonSchemaValidators;
@@ -195,7 +205,7 @@ export class LegacySessions {
       accountId: input.accountId,
       spec: input.spec,
       prompt: input.spec.prompt,
-      threadId: `legacy-${created.id}`,
+      threadId: legacyThreadId(created.id),
       ids: { requestId: input.requestId, traceId },
       fallbackModels,
       validate,
@@ -240,7 +250,7 @@ export class LegacySessions {
     }
     if (this.closing) {
       // Shutdown began while this create was in flight: do not hand out a stream that is about to end.
-      await this.end(created.id, 'server_shutdown');
+      await this.end(created.id, this.reasons.serverShutdown);
       throw legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance');
     }
     this.armLease(session, record.leaseExpiresAtMs);
@@ -252,10 +262,9 @@ export class LegacySessions {
 
   /** A session record for a caller: 404 unknown, 403 another account's. */
   async recordFor(streamId: string, accountId: string): Promise<SessionRecord> {
-    const rec = await this.deps.store.getSession(streamId);
-    if (!rec) throw legacyError(404, 'stream_not_found', `Stream ${streamId} not found`);
-    if (rec.accountId !== accountId) throw legacyError(403, 'forbidden', 'This API key cannot access this stream');
-    return rec;
+    const access = streamAccess(await this.deps.store.getSession(streamId), accountId);
+    if (!access.ok) throw accessError(access.refusal, streamId);
+    return access.record;
   }
 
   /** Legacy keepalive: renews the legacy lease and reports credits, cost and state. */
@@ -307,7 +316,7 @@ export class LegacySessions {
       costCents: microcentsToCents(cost),
       secondsCharged: Math.max(0, Math.round((now - since) / 1000)),
       lastFrameAtMs: upstreamStream.last_frame_at_ms,
-      roomToken: rec.spec && (rec.spec as SessionSpec).transport === 'native' ? (session?.publishToken ?? null) : null,
+      roomToken: legacyRoomToken(rec.spec as SessionSpec | undefined, session?.publishToken),
     };
   }
 
@@ -366,7 +375,7 @@ export class LegacySessions {
   }
 
   /** Ends every live session, then deletes every upstream stream this process still owns (shutdown). */
-  async closeAll(reason = 'server_shutdown'): Promise<void> {
+  async closeAll(reason: string = this.reasons.serverShutdown): Promise<void> {
     this.closing = true;
     await Promise.all([...this.live.keys()].map((id) => this.end(id, reason)));
     await Promise.all([...this.owned].map(([id, key]) => this.deleteUpstream(key, id)));
@@ -463,9 +472,7 @@ export class LegacySessions {
     const { upstream, brand, catalog, observer, store } = this.deps;
     observer?.tickLateness?.(tick.latenessMs);
     const prompt = session.prompt;
-    const body: ChatCompletionRequest = {
-      ...buildCompletionRequest(session.spec, session.streamId, brand, { threadId: session.threadId, prompt }),
-    };
+    const body = buildCompletionRequest(session.spec, session.streamId, brand, { threadId: session.threadId, prompt });
     const started = Date.now();
     let response: ChatCompletionResponse | undefined;
     let model = session.spec.model;
