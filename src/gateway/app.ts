@@ -21,7 +21,7 @@ import { legacyOpenApi } from './legacy/openapi';
 import { ResultsSockets } from './legacy/results-socket';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
-import type { LegacyObserver, MediaRelay } from './legacy/sessions';
+import type { LegacyObserver, MediaRelay } from './legacy/session-ports';
 import { SunsetPolicy } from './legacy/sunset';
 import { tryLaterClose } from './legacy/translate';
 import { createPassthrough, passthroughPrefix } from './passthrough';

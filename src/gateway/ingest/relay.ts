@@ -1,6 +1,6 @@
 import type { LegacyConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
-import type { MediaRelay } from '../legacy/sessions';
+import type { MediaRelay } from '../legacy/session-ports';
 import type { LegacyMedia, SessionSpec } from '../legacy/translate';
 import { legacyError, legacyValidationError } from '../legacy/validate';
 import { checkSource } from './checks';

@@ -1,4 +1,4 @@
-import type { LegacyObserver } from '../legacy/sessions';
+import type { LegacyObserver } from '../legacy/session-ports';
 import type { ResultsSocketHooks } from '../legacy/results-socket';
 import type { GatewayMetrics } from './metrics';
 import type { DeprecationUsage } from './usage';
