@@ -23,6 +23,24 @@ export interface LegacyObserver {
   upstreamError?(status: number): void;
 }
 
+/** One observer that hands every event to each of `observers`, in order (absent ones skipped). */
+export function fanOut(observers: ReadonlyArray<LegacyObserver | undefined>): LegacyObserver {
+  const list = observers.filter((o): o is LegacyObserver => o !== undefined);
+  const each =
+    <K extends keyof LegacyObserver>(k: K) =>
+    (...args: Parameters<NonNullable<LegacyObserver[K]>>): void => {
+      for (const o of list) (o[k] as ((...a: typeof args) => void) | undefined)?.(...args);
+    };
+  return {
+    streamCreated: each('streamCreated'),
+    streamEnded: each('streamEnded'),
+    inference: each('inference'),
+    tickSkipped: each('tickSkipped'),
+    tickLateness: each('tickLateness'),
+    upstreamError: each('upstreamError'),
+  };
+}
+
 /** The media side of a stream (webrtc / customer room relays); native streams have none. */
 export interface MediaRelay {
   /** Rejects a source that cannot work (bad SDP, codec, room token) before anything is created. */
