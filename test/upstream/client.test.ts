@@ -1,3 +1,4 @@
+import { sleep } from '../helpers/time';
 import { logLines } from '../helpers/log-lines';
 import { brandOf } from '../../src/brand';
 import { ServiceError } from '../../src/lib/errors';
@@ -129,7 +130,7 @@ describe('keepalive', () => {
     const { fake, client } = await setup({}, reset, streamErr(503, 'unavailable'), reset, streamErr(503, 'unavailable'), json(200, {}));
     const err = await rejection(client.keepalive(KEY, STREAM_ID));
     expect(err).toMatchObject({ status: 503, kind: 'http' });
-    await new Promise((r) => setTimeout(r, 30));
+    await sleep(30);
     expect(fake.requests).toHaveLength(4);
   });
 

@@ -3,6 +3,7 @@
  * keepalive, first-frame poll, tick and tick deadline of the sessions runs on a FakeClock the test
  * moves. Outcomes are read from events (results published, streams ended), never from elapsed time.
  */
+import { sleep } from '../../helpers/time';
 import { brandOf } from '../../../src/brand';
 import { loadConfig } from '../../../src/config';
 import type { Config } from '../../../src/config';
@@ -115,19 +116,19 @@ async function driveUntil(clock: FakeClock, stepMs: number, done: () => boolean,
   for (let i = 0; i < maxSteps && !done(); i++) {
     clock.advance(stepMs);
     for (let j = 0; j < 20 && !done(); j++) await settle();
-    if (!done()) await new Promise((res) => setTimeout(res, 2));
+    if (!done()) await sleep(2);
   }
   expect(done()).toBe(true);
 }
 
 /** Waits (real time, for the emulator's answers) until `done` holds; fails instead of hanging. */
 async function waitFor(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !done(); i++) await new Promise((res) => setTimeout(res, 5));
+  for (let i = 0; i < 500 && !done(); i++) await sleep(5);
   expect(done()).toBe(true);
 }
 
 /** Lets requests in flight finish (no fake time passes). */
-const quiet = () => new Promise((res) => setTimeout(res, 100));
+const quiet = () => sleep(100);
 
 const fault = (body: Record<string, unknown>) => http(emulator.url, 'POST', '/_emulator/faults', { body });
 
