@@ -10,7 +10,7 @@ import type { UpstreamCatalog } from './catalog';
 import type { SocketAuth } from './results-socket';
 import { LEGACY_CLOSES } from './translate';
 import type { LegacyClose } from './translate';
-import { legacyError } from './validate';
+import { LEGACY_ERRORS } from './errors';
 
 /** A stream id: what the upstream hands out (word characters and dashes), at most 128 of them. */
 const STREAM_ID = /^[\w-]{1,128}$/;
@@ -35,9 +35,7 @@ export async function readStreamAccess(store: Store, streamId: string, accountId
 
 /** The HTTP face of a refusal: 404 `stream_not_found` or 403 `forbidden`. */
 export function accessError(refusal: 'stream_not_found' | 'forbidden', streamId: string): ServiceError {
-  return refusal === 'stream_not_found'
-    ? legacyError(404, 'stream_not_found', `Stream ${streamId} not found`)
-    : legacyError(403, 'forbidden', 'This API key cannot access this stream');
+  return refusal === 'stream_not_found' ? LEGACY_ERRORS.streamNotFound(streamId) : LEGACY_ERRORS.forbidden();
 }
 
 /** The socket face of a refusal: 1008 with the legacy code as reason. */

@@ -9,6 +9,7 @@ import type { CallOptions } from '../../upstream/client';
 import { newTraceId } from '../../upstream/trace';
 import type { SessionRecord } from '../store/store';
 import { accessError, streamAccess } from './access';
+import { LEGACY_ERRORS } from './errors';
 import { TickInference } from './inference';
 import { endEnvelope, resultsChannel } from './results-socket';
 import type { CreateInput, CreateOutput, LiveSession, SessionDeps } from './session-ports';
@@ -81,16 +82,14 @@ export class LegacySessions {
   /** Creates a legacy stream. Throws legacy ServiceErrors (429, 401/402/403, 503, 502). */
   async create(input: CreateInput): Promise<CreateOutput> {
     const { cfg, store, upstream } = this.deps;
-    if (this.closing) throw legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance');
+    if (this.closing) throw LEGACY_ERRORS.shuttingDown();
     if (input.spec.transport !== 'native') this.deps.media?.check?.(input.spec);
     // Before the slot and the upstream stream: a models failure here must leave nothing behind.
     const fallbackModels = (cfg.fallbackModels ?? (await this.modelIds())).filter((m) => m !== input.spec.model);
     const kh = keyHash(input.apiKey);
     const slotId = randomUUID();
     if (!(await store.acquireSlot(kh, slotId, cfg.maxStreamsPerKey))) {
-      throw legacyError(429, 'concurrent_stream_limit', `Concurrent stream limit reached (${cfg.maxStreamsPerKey} per API key)`, {
-        limit: cfg.maxStreamsPerKey,
-      });
+      throw LEGACY_ERRORS.concurrentStreamLimit(cfg.maxStreamsPerKey);
     }
     const traceId = input.traceId ?? newTraceId();
     let created;
@@ -107,7 +106,7 @@ export class LegacySessions {
       // The client gave up while the upstream was creating: nobody will use or delete this stream.
       await store.releaseSlot(kh, slotId);
       await this.deleteUpstream(input.apiKey, created.id, { requestId: input.requestId, traceId });
-      throw legacyError(499, 'client_closed_request', 'The client closed the request before the stream was created');
+      throw LEGACY_ERRORS.clientClosedRequest();
     }
     let validate: ValidateFunction | undefined;
     try {
@@ -159,7 +158,7 @@ export class LegacySessions {
     let media: LegacyMedia = { transport: 'native', url: created.publish.url, token: created.publish.token };
     if (input.spec.transport !== 'native') {
       try {
-        if (!this.deps.media) throw legacyError(422, 'unsupported_source', `Source ${input.spec.transport} is not available on this gateway`);
+        if (!this.deps.media) throw LEGACY_ERRORS.unsupportedSource(input.spec.transport);
         media = await this.deps.media.start({
           spec: input.spec,
           streamId: created.id,
@@ -175,7 +174,7 @@ export class LegacySessions {
     if (this.closing) {
       // Shutdown began while this create was in flight: do not hand out a stream that is about to end.
       await this.end(created.id, this.reasons.serverShutdown);
-      throw legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance');
+      throw LEGACY_ERRORS.shuttingDown();
     }
     this.armLease(session, record.leaseExpiresAtMs);
     this.armUpstreamKeepalive(session);
@@ -196,7 +195,7 @@ export class LegacySessions {
     const { store, upstream, cfg } = this.deps;
     const rec = await this.recordFor(streamId, accountId);
     if (rec.state === 'ended') {
-      throw legacyError(404, 'stream_not_found', `Stream ${streamId} has ended (${rec.endReason ?? 'ended'})`);
+      throw LEGACY_ERRORS.streamEnded(streamId, rec.endReason ?? 'ended');
     }
     const balance = await upstream.balance(apiKey, ids).catch((err: unknown) => {
       throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.balance);
@@ -204,7 +203,7 @@ export class LegacySessions {
     if (balance.balance_microcents <= 0) {
       // No credits: the lease is not renewed and the stream ends, as the service did.
       await this.end(streamId, this.reasons.insufficientCredits);
-      throw legacyError(402, 'insufficient_credits', 'Insufficient credits');
+      throw LEGACY_ERRORS.insufficientCredits();
     }
     const now = this.clock.now();
     const leaseExpiresAtMs = now + this.leaseMs;
@@ -222,7 +221,7 @@ export class LegacySessions {
     } catch (err) {
       if (isUpstreamStatus(err, 404)) {
         await this.end(streamId, this.reasons.leaseExpired);
-        throw legacyError(404, 'stream_not_found', `Stream ${streamId} has ended upstream`);
+        throw LEGACY_ERRORS.streamEndedUpstream(streamId);
       }
       throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.keepalive);
     }
@@ -246,7 +245,7 @@ export class LegacySessions {
 
   async updatePrompt(streamId: string, accountId: string, prompt: string): Promise<SessionRecord> {
     const rec = await this.recordFor(streamId, accountId);
-    if (rec.state === 'ended') throw legacyError(404, 'stream_not_found', `Stream ${streamId} has ended`);
+    if (rec.state === 'ended') throw LEGACY_ERRORS.streamEnded(streamId);
     const session = this.live.get(streamId);
     if (session) session.prompt = prompt;
     return (await this.deps.store.updateSession(streamId, { prompt, promptUpdatedAtMs: this.clock.now() }))!;
