@@ -4,12 +4,12 @@
  * end the stream (402, a gone stream) are handed back through `TickOutcomes`.
  */
 import { randomUUID } from 'node:crypto';
-import type { ValidateFunction } from 'ajv';
 import { costMicrocents } from '../../lib/wire';
 import { realClock } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';
 import type { ChatCompletionResponse } from '../../upstream/client';
 import { DEFAULT_TIMEOUTS, UpstreamError, cacheInfo, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
+import { schemaMismatch } from './output-schema';
 import { resultEnvelope, resultsChannel } from './results-socket';
 import type { LiveSession, SessionDeps } from './session-ports';
 import type { TickInfo } from './ticker';
@@ -128,18 +128,4 @@ export class TickInference {
     );
     return { signal: AbortSignal.any([session.abort.signal, deadline.signal]), attemptMs, done: () => this.clock.clearTimeout(timer) };
   }
-}
-
-/** Null when the answer is JSON matching the output schema, else why not. */
-function schemaMismatch(validate: ValidateFunction, text: unknown): string | null {
-  if (typeof text !== 'string') return 'model returned no text';
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return 'model output is not valid JSON for output_schema_json';
-  }
-  if (validate(value)) return null;
-  const first = validate.errors?.[0];
-  return `model output does not match output_schema_json: ${first ? `${first.instancePath || '/'} ${first.message ?? ''}` : 'invalid'}`.trim();
 }

@@ -5,7 +5,7 @@ import type WebSocket from 'ws';
 import type { LegacyConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
 import type { SessionRecord, Store } from '../store/store';
-import { LEGACY_CLOSES, endClose } from './translate';
+import { LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from './translate';
 import type { LegacyClose } from './translate';
 
 /** Channel of a stream's results; messages are `r<result json>` or `e<end reason>`. */
@@ -150,7 +150,7 @@ export class ResultsSockets {
   }
 
   /** Closes every socket (shutdown) with 1001. */
-  async close(reason = 'server_shutdown'): Promise<void> {
+  async close(reason = SERVER_SHUTDOWN): Promise<void> {
     clearInterval(this.heartbeat);
     for (const ws of this.wss.clients) close(ws, endClose(reason));
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));

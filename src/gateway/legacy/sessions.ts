@@ -11,6 +11,7 @@ import type { SessionRecord } from '../store/store';
 import { accessError, streamAccess } from './access';
 import { LEGACY_ERRORS } from './errors';
 import { TickInference } from './inference';
+import { compileOutputSchema } from './output-schema';
 import { endEnvelope, resultsChannel } from './results-socket';
 import type { CreateInput, CreateOutput, LiveSession, SessionDeps } from './session-ports';
 import { Ticker } from './ticker';
@@ -18,20 +19,7 @@ import type { LegacyMedia, SessionSpec } from './translate';
 import { legacyEndReasons, legacyRoomToken, legacyThreadId, microcentsToCents, transportLostReason } from './translate';
 import { UPSTREAM_CONTEXTS, toLegacyError } from './upstream-errors';
 import type { UpstreamCallContext } from './upstream-errors';
-import { legacyError } from './validate';
 
-
-/**
- * Compiles a legacy output schema through the shared validator service (caps, re2js patterns,
- * content-hash cache), or throws the 422 a client must see for an unusable one.
- */
-export function compileOutputSchema(validators: JsonSchemaValidators, schema: Record<string, unknown>): ValidateFunction {
-  const r = validators.compile(schema);
-  if (r.ok) return r.validate;
-  throw legacyError(422, 'validation_error', `output_schema_json is not a usable JSON Schema: ${r.error}`, [
-    { loc: ['body', 'inference', 'output_schema_json'], msg: r.error, type: 'value_error' },
-  ]);
-}
 
 /**
  * Legacy sessions: create (slot → upstream stream → scheduler), leases, keepalives, inference ticks,

@@ -360,6 +360,9 @@ export function toLegacyModels(
   return out;
 }
 
+/** End reason of every stream a shutting-down gateway ends (and of the sockets it closes). */
+export const SERVER_SHUTDOWN = 'server_shutdown';
+
 /** Close reasons of legacy WebSocket 1001 closes (the stream's end reason). */
 export function legacyEndReasons(brand: Brand) {
   return {
@@ -368,7 +371,7 @@ export function legacyEndReasons(brand: Brand) {
     insufficientCredits: 'insufficient_credits',
     webrtcDisconnected: 'webrtc_disconnected',
     roomDisconnected: brand.roomDisconnected,
-    serverShutdown: 'server_shutdown',
+    serverShutdown: SERVER_SHUTDOWN,
   } as const;
 }
 
