@@ -2,6 +2,57 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import globals from 'globals';
 
+/**
+ * Import boundaries: each src folder's README says what it may import; these rules hold it to
+ * that (patterns match the import string as written, so they name relative paths).
+ */
+const boundary = (message, group, extra = {}) => ({ group, message, ...extra });
+const never = (...names) => names.flatMap((n) => [`**/${n}`, `**/${n}/**`]);
+const siblings = (...names) => names.flatMap((n) => [`../${n}`, `../${n}/**`]);
+const gatewayRules = [boundary('src/gateway never imports the emulator (src/gateway/README.md)', never('emulator'))];
+const restrict = (...patterns) => ({ '@typescript-eslint/no-restricted-imports': ['error', { patterns }] });
+const GATEWAY_TOP = ['app', 'server', 'passthrough', 'admin', 'operator'];
+
+const boundaries = [
+  { files: ['src/lib/**/*.ts'], rules: restrict(boundary('src/lib imports nothing from the rest of src/ (src/lib/README.md)', ['../*', '../**'])) },
+  {
+    files: ['src/upstream/**/*.ts'],
+    rules: restrict(
+      boundary('src/upstream never imports the gateway or the emulator (src/upstream/README.md)', never('gateway', 'emulator')),
+      boundary('src/upstream takes only types from src/config.ts (src/upstream/README.md)', ['../config'], { allowTypeImports: true }),
+    ),
+  },
+  {
+    files: ['src/emulator/**/*.ts'],
+    rules: restrict(boundary('the emulator stays a stand-alone provider: never the gateway or src/upstream (src/emulator/README.md)', never('gateway', 'upstream'))),
+  },
+  { files: ['src/gateway/**/*.ts'], rules: restrict(...gatewayRules) },
+  {
+    files: ['src/gateway/legacy/**/*.ts'],
+    rules: restrict(
+      ...gatewayRules,
+      boundary('src/gateway/legacy may import lib, brand, config, upstream, ../store and ../http.ts only (its README)', [
+        ...siblings('telemetry', 'ingest'),
+        ...GATEWAY_TOP.map((n) => `../${n}`),
+      ]),
+    ),
+  },
+  {
+    files: ['src/gateway/ingest/**/*.ts'],
+    rules: restrict(
+      ...gatewayRules,
+      boundary('src/gateway/ingest may import config, lib and gateway/legacy only (its README)', [
+        ...siblings('telemetry', 'store'),
+        '../http',
+        ...GATEWAY_TOP.map((n) => `../${n}`),
+        '../../upstream',
+        '../../upstream/**',
+        '../../brand',
+      ]),
+    ),
+  },
+];
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'test/browser/bundles/**'] },
   js.configs.recommended,
@@ -14,6 +65,7 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
+  ...boundaries,
   // Tests read untyped JSON bodies: `any` there beats a cast on every line.
   { files: ['test/**/*.ts'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },
   { files: ['**/*.js', '**/*.mjs', '**/*.cjs'], rules: { '@typescript-eslint/no-require-imports': 'off' } },

@@ -5,7 +5,7 @@
 import { bootChecks } from '../src/boot-checks';
 import { parseCommandLine, UsageError, USAGE } from '../src/cli';
 import { loadConfig } from '../src/config';
-import { deadline } from './gateway/doubles';
+import { deadline } from './helpers/time';
 import { buildMain, runMain } from './helpers/main-bundle';
 import type { MainBundle } from './helpers/main-bundle';
 

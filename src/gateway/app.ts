@@ -1,38 +1,36 @@
-import fs from 'node:fs/promises';
 import type http from 'node:http';
-import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import express from 'express';
 import type { Express } from 'express';
 import { brandOf } from '../brand';
 import type { Config } from '../config';
-import { ServiceError } from '../lib/errors';
 import { bearerKey } from '../lib/bearer';
 import { memoKeyHash } from '../lib/keys';
 import type { Logger } from '../lib/logger';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
-import { adminRouter, requireBearer } from './admin';
+import { adminRouter } from './admin';
 import { cors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { IngestRelay } from './ingest';
+import { socketAuthorizer } from './legacy/access';
 import { FailedAuthLimiter } from './legacy/auth-failures';
 import { UpstreamCatalog } from './legacy/catalog';
-import { legacyOpenApi } from './legacy/openapi';
 import { ResultsSockets } from './legacy/results-socket';
-import type { SocketAuth } from './legacy/results-socket';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
-import type { LegacyObserver, MediaRelay } from './legacy/sessions';
+import { fanOut } from './legacy/session-ports';
+import type { LegacyObserver, MediaRelay } from './legacy/session-ports';
 import { SunsetPolicy } from './legacy/sunset';
 import { createPassthrough } from './passthrough';
 import type { Passthrough } from './passthrough';
+import { mountDocs, mountHealth, mountMetrics } from './operator';
 import { MemoryStore } from './store/memory';
 import type { Store } from './store/store';
 import { announceDeprecation, deprecationHeaderLines, deprecationHeaders } from './telemetry/deprecation';
 import { accessLog, passthroughTelemetry, requestMetrics } from './telemetry/http';
 import { GatewayMetrics } from './telemetry/metrics';
 import { clientFamily } from './telemetry/migration';
-import { socketTelemetry, telemetryObserver } from './telemetry/observer';
+import { countedAdmission, requestTelemetry, socketTelemetry, telemetryObserver } from './telemetry/observer';
 import { DeprecationRollup } from './telemetry/rollup';
 import { DeprecationUsage, utcDay } from './telemetry/usage';
 import { UpstreamHealth } from './telemetry/upstream-health';
@@ -85,20 +83,6 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-/** The migration guide the default deprecation `Link` points at (same path from src/ and dist/). */
-const MIGRATION_GUIDE = path.resolve(__dirname, '..', '..', 'docs', 'migration.md');
-
-function bothObservers(a: LegacyObserver, b: LegacyObserver | undefined): LegacyObserver {
-  if (!b) return a;
-  return {
-    streamCreated: (k, s) => (a.streamCreated?.(k, s), b.streamCreated?.(k, s)),
-    streamEnded: (k, r) => (a.streamEnded?.(k, r), b.streamEnded?.(k, r)),
-    inference: (e) => (a.inference?.(e), b.inference?.(e)),
-    tickSkipped: (id) => (a.tickSkipped?.(id), b.tickSkipped?.(id)),
-    tickLateness: (ms) => (a.tickLateness?.(ms), b.tickLateness?.(ms)),
-    upstreamError: (s) => (a.upstreamError?.(s), b.upstreamError?.(s)),
-  };
-}
 
 /** Builds the gateway (no listen): /v0.2 adapter, /v1beta + /billing passthrough, telemetry, health. */
 export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions): Gateway {
@@ -158,38 +142,15 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     upstream,
     catalog,
     media: opts.media ?? ingest,
-    observer: bothObservers(telemetryObserver(metrics, usage), opts.observer),
+    observer: fanOut([telemetryObserver(metrics, usage), opts.observer]),
   });
 
-  // A refused key closes 1008 and counts against the peer's budget; an upstream outage throws (1011).
-  const authorize = async (apiKey: string, streamId: string, ip: string): Promise<SocketAuth> => {
-    if (authLimiter.blockedForMs(ip) > 0) return { ok: false, code: 1013, reason: 'too many failed authentications' };
-    const refused = (): SocketAuth => (authLimiter.fail(ip), { ok: false, reason: 'authentication failed' });
-    if (!apiKey.startsWith(brand.keyPrefix)) return refused();
-    let accountId: string;
-    try {
-      accountId = await catalog.accountOf(apiKey);
-    } catch (err) {
-      if (err instanceof ServiceError && err.status === 401) return refused();
-      throw err;
-    }
-    const record = await store.getSession(streamId);
-    if (!record) return { ok: false, reason: 'stream_not_found' };
-    if (record.accountId !== accountId) return { ok: false, reason: 'forbidden' };
-    const refusal = sunset.admitSocket(record.keyHash);
-    if (refusal) {
-      metrics.legacyRefusals.inc({ reason: refusal.reason, kind: 'socket' });
-      usage.refused(record.keyHash, refusal.reason);
-      // 1013 Try Again Later: not the 1008 of a bad key.
-      return { ok: false, reason: refusal.closeReason, code: 1013 };
-    }
-    return { ok: true, record };
-  };
+  const admission = countedAdmission(sunset, metrics, usage);
   const sockets = new ResultsSockets({
     cfg: cfg.legacy,
     logger,
     store,
-    authorize,
+    authorize: socketAuthorizer({ brand, store, catalog, authLimiter, admitSocket: admission.admitSocket }),
     upgradeHeaders: () => deprecationHeaderLines(headers),
     hooks: socketTelemetry(metrics, usage),
   });
@@ -227,42 +188,10 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const browserCors = cors(cfg.cors);
   app.use('/v0.2', browserCors);
   app.use('/healthz', browserCors);
-  app.get('/healthz', (_req, res) => {
-    res.type('text/plain').send('ok');
-  });
-  // "This replica can serve": the store answers and no shutdown began. The upstream's health is
-  // reported (last probe) but does not decide: one upstream blip must not empty the load balancer.
-  app.get('/readyz', async (_req, res) => {
-    const storeOk = await store.ready().catch(() => false);
-    const leaving = draining || unready;
-    res.status(storeOk && !leaving ? 200 : 503).json({ store: storeOk, draining: leaving, upstream: upstreamHealth.up ?? null });
-  });
-  let metricsApp: Express | undefined;
-  if (cfg.telemetry.metrics) {
-    const guard = cfg.telemetry.metricsToken
-      ? [requireBearer(cfg.telemetry.metricsToken, 'metrics', 'Metrics need Authorization: Bearer <metrics token>')]
-      : [];
-    const target = cfg.telemetry.metricsPort === undefined ? app : (metricsApp = express());
-    target.get('/metrics', ...guard, async (_req, res) => {
-      res.type(metrics.contentType()).send(await metrics.text());
-    });
-    if (metricsApp) {
-      metricsApp.disable('x-powered-by');
-      metricsApp.use((_req, res) => void res.status(404).json({ detail: 'Only /metrics is served here' }));
-      metricsApp.use(detailErrorHandler(logger));
-    }
-  }
+  mountHealth(app, { store, upstreamHealth, leaving: () => draining || unready });
+  const metricsApp = mountMetrics(app, cfg.telemetry, metrics, logger);
   if (cfg.admin.token) app.use('/admin', adminRouter({ token: cfg.admin.token, usage, deprecation }));
-  app.get('/docs/migration', async (_req, res) => {
-    const text = await fs.readFile(MIGRATION_GUIDE, 'utf8').catch(() => undefined);
-    if (text === undefined) res.status(404).json({ detail: 'The migration guide is not installed on this gateway' });
-    else res.type('text/markdown; charset=utf-8').send(text);
-  });
-  let openApi: string | undefined;
-  app.get('/v0.2/openapi.json', (_req, res) => {
-    openApi ??= JSON.stringify(legacyOpenApi(brand, cfg.deprecation));
-    res.type('application/json').send(openApi);
-  });
+  mountDocs(app, brand, cfg.deprecation);
   app.use(
     '/v0.2',
     express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] }),
@@ -273,17 +202,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       sessions,
       catalog,
       authLimiter,
-      onRequest(kh, endpoint, accountId, userAgent) {
-        metrics.legacyRequests.inc({ endpoint });
-        if (kh) usage.request(kh, endpoint, accountId, clientFamily(userAgent));
-      },
-      admitCreate(kh) {
-        const refusal = sunset.admitCreate(kh);
-        if (!refusal) return;
-        metrics.legacyRefusals.inc({ reason: refusal.reason, kind: 'create' });
-        usage.refused(kh, refusal.reason);
-        throw refusal.error;
-      },
+      onRequest: requestTelemetry(metrics, usage),
+      admitCreate: admission.admitCreate,
     }),
     legacyErrorHandler(logger),
   );

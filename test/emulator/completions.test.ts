@@ -1,3 +1,4 @@
+import { sleep } from '../helpers/time';
 import Ajv from 'ajv';
 import { randomUUID } from 'node:crypto';
 import type { EmulatedStream } from '../../src/emulator/streams';
@@ -408,7 +409,7 @@ describe('fault injection', () => {
     });
     setTimeout(() => ac.abort(), 100);
     await expect(pending).rejects.toThrow();
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500);
     expect(await balance()).toBe(before);
   });
 });

@@ -8,7 +8,7 @@ import net from 'node:net';
 import WebSocket from 'ws';
 import { frameBody, http, KEY, openResults, startStack } from '../helpers/stack';
 import type { Stack } from '../helpers/stack';
-import { deadline } from './doubles';
+import { deadline } from '../helpers/time';
 
 /** A raw TCP connection to `url` that sends nothing; resolves when the server closes it. */
 function idleConnection(url: string): Promise<void> {

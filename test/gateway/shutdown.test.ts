@@ -9,7 +9,7 @@ import { createLogger } from '../../src/lib/logger';
 import { buildMain, ROOT, runMain } from '../helpers/main-bundle';
 import type { MainBundle } from '../helpers/main-bundle';
 import { frameBody, http, KEY, openResults, startStack } from '../helpers/stack';
-import { deadline, delay } from './doubles';
+import { deadline, sleep } from '../helpers/time';
 
 describe('graceful shutdown in process', () => {
   test('drain refuses creates and reports not ready; close ends live streams with 1001 and deletes them upstream', async () => {
@@ -49,7 +49,7 @@ describe('graceful shutdown in process', () => {
         (r) => r.status,
         () => 'cut',
       );
-      await delay(100);
+      await sleep(100);
       expect(s.gateway.gateway.inFlight).toBe(1);
       const events: string[] = [];
       const settled = pending.then((r) => events.push(`request ${r}`));

@@ -1,5 +1,5 @@
 import WebSocket from 'ws';
-import { loadConfig } from '../../src/config';
+import { loadConfig, mergeDeep } from '../../src/config';
 import type { Config } from '../../src/config';
 import { createLogger } from '../../src/lib/logger';
 import { startEmulator } from '../../src/emulator/server';
@@ -34,7 +34,7 @@ export async function startStack(overrides: Record<string, unknown> = {}, gwOpts
     emulator: { port: 0, controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } },
     legacy: { firstFramePollMs: 50 },
   };
-  const cfg = loadConfig({ env: {}, overrides: mergeOverrides(base, overrides) });
+  const cfg = loadConfig({ env: {}, overrides: mergeDeep(base, overrides) });
   const logger = createLogger(cfg.logLevel);
   const emulator = await startEmulator(cfg, logger);
   const gateway = await startGateway(cfg, logger, emulator.url, { retry: { scale: 0.01 }, ...gwOpts });
@@ -48,18 +48,6 @@ export async function startStack(overrides: Record<string, unknown> = {}, gwOpts
       await emulator.close();
     },
   };
-}
-
-function mergeOverrides(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...a };
-  for (const [k, v] of Object.entries(b)) {
-    const cur = out[k];
-    out[k] =
-      v && typeof v === 'object' && !Array.isArray(v) && cur && typeof cur === 'object' && !Array.isArray(cur)
-        ? mergeOverrides(cur as Record<string, unknown>, v as Record<string, unknown>)
-        : v;
-  }
-  return out;
 }
 
 export interface Http {
@@ -156,7 +144,7 @@ export function tail(text: string): { frames: number; first: number; last: numbe
   };
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export { sleep } from './time';
 
 /** A stack for the enclosing describe block: started before its tests, closed after them. */
 export function useStack(overrides: Record<string, unknown> = {}): () => Stack {

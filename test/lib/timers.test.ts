@@ -3,6 +3,7 @@
  * TimeoutOverflowWarning, which made a huge `delay_seconds` tick once per millisecond.
  */
 import { MAX_TIMER_MS, setLongInterval, setLongTimeout } from '../../src/lib/timers';
+import { FakeClock } from '../helpers/fake-clock';
 import { Ticker } from '../../src/gateway/legacy/ticker';
 
 describe('setLongTimeout / setLongInterval (fake clock)', () => {
@@ -52,13 +53,12 @@ describe('setLongTimeout / setLongInterval (fake clock)', () => {
   });
 
   test('a Ticker with a 1e308 ms period ticks once at start, then never again', async () => {
-    let now = 0;
+    const clock = new FakeClock(0);
     const ticks: number[] = [];
-    const t = new Ticker({ periodMs: 1e308, maxInFlight: 1, now: () => now, onTick: async (tick) => void ticks.push(tick.n) });
+    const t = new Ticker({ periodMs: 1e308, maxInFlight: 1, clock, onTick: async (tick) => void ticks.push(tick.n) });
     t.start(0);
     for (let i = 0; i < 5; i++) {
-      now += MAX_TIMER_MS;
-      jest.advanceTimersByTime(MAX_TIMER_MS);
+      clock.advance(MAX_TIMER_MS);
       await Promise.resolve();
     }
     t.stop();

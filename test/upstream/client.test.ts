@@ -1,3 +1,5 @@
+import { sleep } from '../helpers/time';
+import { logLines } from '../helpers/log-lines';
 import { brandOf } from '../../src/brand';
 import { ServiceError } from '../../src/lib/errors';
 import { createLogger } from '../../src/lib/logger';
@@ -128,7 +130,7 @@ describe('keepalive', () => {
     const { fake, client } = await setup({}, reset, streamErr(503, 'unavailable'), reset, streamErr(503, 'unavailable'), json(200, {}));
     const err = await rejection(client.keepalive(KEY, STREAM_ID));
     expect(err).toMatchObject({ status: 503, kind: 'http' });
-    await new Promise((r) => setTimeout(r, 30));
+    await sleep(30);
     expect(fake.requests).toHaveLength(4);
   });
 
@@ -213,43 +215,54 @@ describe('chatCompletion', () => {
     expect(fake.requests).toHaveLength(1);
   });
 
-  it('honours retry-after in seconds (measured between attempts)', async () => {
+  /** The waits the client chose between attempts, as its debug log reports them. */
+  function retryWaits() {
+    const { sink, lines } = logLines();
+    const logger = createLogger('debug', 'test', sink);
+    const waits = () => lines.map((l) => JSON.parse(l) as { msg: string; delayMs?: number }).filter((l) => l.msg === 'upstream call failed, retrying').map((l) => l.delayMs);
+    return { logger, waits };
+  }
+
+  it('honours retry-after in seconds', async () => {
+    const { logger, waits } = retryWaits();
     const { fake, client } = await setup(
-      { retry: { ...FAST, jitter: 0 } },
+      { retry: { ...FAST, jitter: 0 }, logger },
       streamErr(503, 'upstream_http_503', { 'retry-after': '1' }),
       json(200, sampleCompletion('local/a')),
     );
     await client.chatCompletion(KEY, question('local/a'));
-    const [gap] = fake.gaps();
-    expect(gap).toBeGreaterThanOrEqual(990);
-    expect(gap).toBeLessThan(1500);
+    expect(waits()).toEqual([1000]);
+    expect(fake.requests).toHaveLength(2);
   });
 
   it('honours retry-after as an HTTP date, and caps long hints', async () => {
-    const at = new Date(Date.now() + 2000).toUTCString(); // second resolution: 1–2 s from now
+    const { logger, waits } = retryWaits();
+    const at = new Date(Date.now() + 2000).toUTCString(); // second resolution: up to 2 s from now
     const { fake, client } = await setup(
-      { retry: { ...FAST, retryAfterCapMs: 5000 } },
+      { retry: { ...FAST, retryAfterCapMs: 5000 }, logger },
       streamErr(503, 'upstream_http_503', { 'retry-after': at }),
       json(200, sampleCompletion('local/a')),
     );
-    const capped = new UpstreamClient({ baseUrl: fake.url, brand, retry: { ...FAST, retryAfterCapMs: 50 } });
-    clients.push(capped);
     await client.chatCompletion(KEY, question('local/a'));
-    const [dated] = fake.gaps();
-    expect(dated).toBeGreaterThanOrEqual(900);
-    expect(dated).toBeLessThan(2500);
-    fake.requests.length = 0;
+    const [dated] = waits();
+    expect(dated).toBeGreaterThan(0);
+    expect(dated).toBeLessThanOrEqual(2000);
+    const capped = retryWaits();
+    const cappedClient = new UpstreamClient({ baseUrl: fake.url, brand, retry: { ...FAST, retryAfterCapMs: 50 }, logger: capped.logger });
+    clients.push(cappedClient);
     fake.reply(streamErr(503, 'upstream_http_503', { 'retry-after': '3600' }), json(200, sampleCompletion('local/a')));
-    await capped.chatCompletion(KEY, question('local/a'));
-    expect(fake.gaps()[0]).toBeLessThan(500);
+    await cappedClient.chatCompletion(KEY, question('local/a'));
+    expect(capped.waits()).toEqual([50]);
   });
 
   it('waits the real contract schedule when not shrunk (first wait 0.5 s ± 10 %)', async () => {
-    const { fake, client } = await setup({ retry: {} }, streamErr(503, 'upstream_http_503'), json(200, sampleCompletion('local/a')));
+    const { logger, waits } = retryWaits();
+    const { fake, client } = await setup({ retry: {}, logger }, streamErr(503, 'upstream_http_503'), json(200, sampleCompletion('local/a')));
     await client.chatCompletion(KEY, question('local/a'));
-    const [gap] = fake.gaps();
-    expect(gap).toBeGreaterThanOrEqual(440);
-    expect(gap).toBeLessThan(800);
+    const [wait] = waits();
+    expect(wait).toBeGreaterThanOrEqual(450);
+    expect(wait).toBeLessThanOrEqual(550);
+    expect(fake.requests).toHaveLength(2);
   });
 
   it('stops a retry wait when the signal aborts', async () => {

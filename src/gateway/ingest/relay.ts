@@ -1,7 +1,8 @@
 import type { LegacyConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
-import type { MediaRelay } from '../legacy/sessions';
+import type { MediaRelay } from '../legacy/session-ports';
 import type { LegacyMedia, SessionSpec } from '../legacy/translate';
+import { LEGACY_ERRORS } from '../legacy/errors';
 import { legacyError, legacyValidationError } from '../legacy/validate';
 import { checkSource } from './checks';
 import type { I420Frame, RtcModule, WrtcModule } from './natives';
@@ -91,7 +92,7 @@ export class IngestRelay implements MediaRelay {
   private async startRelay(input: { spec: SessionSpec; streamId: string; publishUrl: string; publishToken: string; onLost: () => void }): Promise<LegacyMedia> {
     const { spec, streamId } = input;
     const { cfg, logger } = this.opts;
-    if (this.closed) throw legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance');
+    if (this.closed) throw LEGACY_ERRORS.shuttingDown();
     if (spec.transport === 'native') throw new Error('native streams have no relay');
     checkSource(spec);
 

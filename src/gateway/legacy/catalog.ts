@@ -4,7 +4,7 @@ import { keyHash } from '../../lib/keys';
 import type { Logger } from '../../lib/logger';
 import { NegativeKeyCache } from './auth-failures';
 import { UPSTREAM_CONTEXTS, toLegacyError } from './upstream-errors';
-import { legacyError } from './validate';
+import { LEGACY_ERRORS } from './errors';
 
 /**
  * What the adapter knows about keys, models and prices, cached briefly so a legacy request costs as
@@ -77,15 +77,11 @@ export class UpstreamCatalog {
   async requireReadyModel(id: string): Promise<void> {
     const status = await this.modelStatus(id);
     if (status === undefined) {
-      throw legacyError(422, 'validation_error', `Unknown model ${JSON.stringify(id)}`, [
-        { loc: ['body', 'inference', 'model'], msg: `Unknown model ${JSON.stringify(id)}`, type: 'value_error' },
-      ]);
+      throw LEGACY_ERRORS.unknownModel(id);
     }
-    if (status !== 'ready') throw legacyError(503, 'model_unavailable', `Model ${id} is ${status}`);
+    if (status !== 'ready') throw LEGACY_ERRORS.modelUnavailable(id, status);
     if (this.observed().get(id) === 'saturated') {
-      throw legacyError(503, 'model_unavailable', `Model ${id} is saturated (at capacity) and takes no new streams; retry later or use another ready model`, {
-        status: 'saturated',
-      });
+      throw LEGACY_ERRORS.modelSaturated(id);
     }
   }
 
@@ -157,5 +153,5 @@ export class UpstreamCatalog {
 const KEY_SHAPE = /^[\x21-\x7e]{1,1024}$/;
 
 function unauthorized(): ServiceError {
-  return legacyError(401, 'unauthorized', 'Invalid or revoked API key');
+  return LEGACY_ERRORS.unauthorized();
 }

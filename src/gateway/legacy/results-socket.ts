@@ -5,6 +5,8 @@ import type WebSocket from 'ws';
 import type { LegacyConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
 import type { SessionRecord, Store } from '../store/store';
+import { LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from './translate';
+import type { LegacyClose } from './translate';
 
 /** Channel of a stream's results; messages are `r<result json>` or `e<end reason>`. */
 export const resultsChannel = (streamId: string): string => `results:${streamId}`;
@@ -38,7 +40,10 @@ export interface ResultsSocketOptions {
   hooks?: ResultsSocketHooks;
 }
 
+/** The id segment is taken as is; whether it is a stream id is `access.ts`'s rule (in `authorize`). */
 const PATH = /^\/+v0\.2\/+ws\/+streams\/+([^/?]+)\/*(?:\?.*)?$/;
+
+const close = (ws: WebSocket, c: LegacyClose) => ws.close(c.code, c.reason);
 
 /**
  * `WS /v0.2/ws/streams/{id}`: authenticate with the first message, then push every later result of
@@ -83,13 +88,13 @@ export class ResultsSockets {
     this.alive.set(ws, true);
     ws.on('pong', () => this.alive.set(ws, true));
     ws.on('error', (err) => logger.debug({ err, streamId }, 'results socket error'));
-    const authTimer = setTimeout(() => ws.close(1008, 'authentication timeout'), cfg.wsAuthTimeoutMs);
+    const authTimer = setTimeout(() => close(ws, LEGACY_CLOSES.authTimeout), cfg.wsAuthTimeoutMs);
     ws.once('close', () => clearTimeout(authTimer));
     ws.once('message', (data, isBinary) => {
       clearTimeout(authTimer);
       const key = isBinary ? undefined : apiKeyOf(data.toString());
       if (!key) {
-        ws.close(1008, 'first message must be {"api_key": "..."}');
+        close(ws, LEGACY_CLOSES.badFirstMessage);
         return;
       }
       this.opts
@@ -97,7 +102,7 @@ export class ResultsSockets {
         .then((auth) => (auth.ok ? this.attach(ws, streamId, auth.record) : ws.close(auth.code ?? 1008, auth.reason)))
         .catch((err: unknown) => {
           logger.warn({ err, streamId }, 'results socket authorization failed');
-          ws.close(1011, 'authorization unavailable');
+          close(ws, LEGACY_CLOSES.authUnavailable);
         });
     });
   }
@@ -108,7 +113,7 @@ export class ResultsSockets {
     const unsubscribe = store.subscribe(resultsChannel(streamId), (msg) => {
       if (ws.readyState !== ws.OPEN) return;
       if (msg.charCodeAt(0) === 101 /* e */) {
-        ws.close(1001, msg.slice(1));
+        close(ws, endClose(msg.slice(1)));
         return;
       }
       if (ws.bufferedAmount > cfg.wsMaxBufferedBytes) {
@@ -124,8 +129,8 @@ export class ResultsSockets {
     });
     // Subscribed first, then checked: an end published in between is not missed.
     const rec = await store.getSession(streamId);
-    if (!rec) ws.close(1008, 'stream_not_found');
-    else if (rec.state === 'ended') ws.close(1001, rec.endReason ?? 'ended');
+    if (!rec) close(ws, LEGACY_CLOSES.streamNotFound);
+    else if (rec.state === 'ended') close(ws, endClose(rec.endReason ?? 'ended'));
   }
 
   /** Heartbeat: a socket that did not answer the last ping is dead. */
@@ -145,9 +150,9 @@ export class ResultsSockets {
   }
 
   /** Closes every socket (shutdown) with 1001. */
-  async close(reason = 'server_shutdown'): Promise<void> {
+  async close(reason = SERVER_SHUTDOWN): Promise<void> {
     clearInterval(this.heartbeat);
-    for (const ws of this.wss.clients) ws.close(1001, reason);
+    for (const ws of this.wss.clients) close(ws, endClose(reason));
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
   }
 }

@@ -8,7 +8,9 @@ import { keyHash } from '../../lib/keys';
 import { newTraceId, traceIdOf } from '../../upstream/trace';
 import type { Store } from '../store/store';
 import { bearerKey } from '../http';
+import { isStreamId } from './access';
 import type { FailedAuthLimiter } from './auth-failures';
+import { LEGACY_ERRORS } from './errors';
 import type { UpstreamCatalog } from './catalog';
 import { createLegacySchemas } from './schema';
 import type { LegacySessions } from './sessions';
@@ -42,8 +44,6 @@ interface Caller {
   apiKey: string;
   accountId: string;
 }
-
-const STREAM_ID = /^[\w-]{1,128}$/;
 
 /** Request id and trace id the upstream calls made for this request carry (x-request-id, traceparent). */
 export function upstreamIds(req: Request, res: Response): { requestId: string; traceId: string } {
@@ -86,7 +86,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     if (blockedMs > 0) throw deps.authLimiter!.refusal(blockedMs);
     const refuse = (message: string) => {
       deps.authLimiter?.fail(ip);
-      return legacyError(401, 'unauthorized', message);
+      return LEGACY_ERRORS.unauthorized(message);
     };
     const apiKey = bearerKey(req);
     if (!apiKey) throw refuse('Missing API key: send Authorization: Bearer <api_key>');
@@ -107,7 +107,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
 
   function streamId(req: Request): string {
     const id = req.params.id;
-    if (typeof id !== 'string' || !STREAM_ID.test(id)) throw legacyError(404, 'stream_not_found', 'Stream not found');
+    if (!isStreamId(id)) throw LEGACY_ERRORS.noSuchStreamId();
     return id;
   }
 
@@ -189,7 +189,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
       res.status(204).end();
       return;
     }
-    await sessions.end(id, 'client_requested');
+    await sessions.end(id, sessions.reasons.clientRequested);
     res.json({ status: 'ok' });
   });
 
@@ -215,7 +215,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     const who = await caller(req, res);
     const body = parseLegacy(schemas.feedback, req.body ?? {}, res.locals.requestId as string);
     const rec = await sessions.recordFor(id, who.accountId);
-    if (rec.state === 'ended') throw legacyError(404, 'stream_not_found', `Stream ${id} has ended`);
+    if (rec.state === 'ended') throw LEGACY_ERRORS.streamEnded(id);
     const now = new Date().toISOString();
     const added = await store.addFeedback(
       { id: randomUUID(), stream_id: id, accountId: who.accountId, ...body, created_at: now, updated_at: now },

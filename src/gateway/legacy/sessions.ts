@@ -1,114 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
-import type { Brand } from '../../brand';
-import type { LegacyConfig } from '../../config';
 import { JsonSchemaValidators } from '../../lib/json-schema';
 import { keyHash } from '../../lib/keys';
-import { costMicrocents } from '../../lib/wire';
-import type { Logger } from '../../lib/logger';
-import type { UpstreamClient, ChatCompletionRequest, ChatCompletionResponse } from '../../upstream/client';
-import { DEFAULT_TIMEOUTS, UpstreamError, cacheInfo, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
+import { realClock, setLongInterval, setLongTimeout } from '../../lib/timers';
+import type { Clock } from '../../lib/timers';
+import { UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import type { CallOptions } from '../../upstream/client';
 import { newTraceId } from '../../upstream/trace';
-import type { SessionRecord, Store } from '../store/store';
-import type { UpstreamCatalog } from './catalog';
-import { endEnvelope, resultEnvelope, resultsChannel } from './results-socket';
-import { setLongInterval, setLongTimeout, type LongTimer } from '../../lib/timers';
+import type { SessionRecord } from '../store/store';
+import { accessError, streamAccess } from './access';
+import { LEGACY_ERRORS } from './errors';
+import { TickInference } from './inference';
+import { compileOutputSchema } from './output-schema';
+import { endEnvelope, resultsChannel } from './results-socket';
+import type { CreateInput, CreateOutput, LiveSession, SessionDeps } from './session-ports';
 import { Ticker } from './ticker';
-import type { TickInfo } from './ticker';
 import type { LegacyMedia, SessionSpec } from './translate';
-import { buildCompletionRequest, legacyEndReasons, microcentsToCents, toLegacyResult, transportLostReason } from './translate';
-import { UPSTREAM_CONTEXTS, legacyResultError, toLegacyError } from './upstream-errors';
+import { legacyEndReasons, legacyRoomToken, legacyThreadId, microcentsToCents, transportLostReason } from './translate';
+import { UPSTREAM_CONTEXTS, toLegacyError } from './upstream-errors';
 import type { UpstreamCallContext } from './upstream-errors';
-import { legacyError } from './validate';
 
-/** What the gateway observes of legacy sessions (metrics, deprecation telemetry). All optional. */
-export interface LegacyObserver {
-  streamCreated?(keyHash: string, spec: SessionSpec): void;
-  streamEnded?(keyHash: string, reason: string): void;
-  inference?(e: { keyHash: string; model: string; ok: boolean; tokens: number; inferenceMs: number; totalMs: number; overheadMs: number }): void;
-  tickSkipped?(streamId: string): void;
-  tickLateness?(ms: number): void;
-  upstreamError?(status: number): void;
-}
-
-/** The media side of a stream (webrtc / customer room relays); native streams have none. */
-export interface MediaRelay {
-  /** Rejects a source that cannot work (bad SDP, codec, room token) before anything is created. */
-  check?(spec: SessionSpec): void;
-  /** Starts relaying; resolves with what the create response needs. `onLost` ends the stream. */
-  start(input: { spec: SessionSpec; streamId: string; publishUrl: string; publishToken: string; onLost: () => void }): Promise<LegacyMedia>;
-  /** Hands a renewed upstream publish token to a running relay. */
-  renewToken?(streamId: string, token: string): void;
-  stop(streamId: string): Promise<void> | void;
-}
-
-export interface SessionDeps {
-  cfg: LegacyConfig;
-  brand: Brand;
-  logger: Logger;
-  store: Store;
-  upstream: UpstreamClient;
-  catalog: UpstreamCatalog;
-  media?: MediaRelay;
-  observer?: LegacyObserver;
-}
-
-/** A running legacy stream in this process: its timers, scheduler and the key it acts with. */
-interface LiveSession {
-  streamId: string;
-  /** The client's key, held in memory only: the scheduler calls the upstream on its behalf. */
-  apiKey: string;
-  keyHash: string;
-  slotId: string;
-  accountId: string;
-  spec: SessionSpec;
-  prompt: string;
-  threadId: string;
-  /** Request id and trace id of every upstream call made for this stream (the create request's). */
-  ids: { requestId?: string; traceId: string };
-  /** Fallback models for this stream's completions (configured, else the upstream's list; less its own model). */
-  fallbackModels: readonly string[];
-  validate?: ValidateFunction;
-  ticker?: Ticker;
-  leaseTimer?: LongTimer;
-  upstreamKeepalive?: LongTimer;
-  firstFramePoll?: NodeJS.Timeout;
-  abort: AbortController;
-  publishToken: string;
-  /** Usage since the last legacy keepalive (microcents). */
-  costMicrocents: number;
-  lastKeepaliveAtMs: number;
-  ending: boolean;
-}
-
-export interface CreateInput {
-  apiKey: string;
-  accountId: string;
-  spec: SessionSpec;
-  /** Aborts when the client gave up: a stream created after that is deleted, not handed out. */
-  signal?: AbortSignal;
-  requestId?: string;
-  traceId?: string;
-}
-
-export interface CreateOutput {
-  streamId: string;
-  ttlSeconds: number;
-  media: LegacyMedia;
-}
-
-/**
- * Compiles a legacy output schema through the shared validator service (caps, re2js patterns,
- * content-hash cache), or throws the 422 a client must see for an unusable one.
- */
-export function compileOutputSchema(validators: JsonSchemaValidators, schema: Record<string, unknown>): ValidateFunction {
-  const r = validators.compile(schema);
-  if (r.ok) return r.validate;
-  throw legacyError(422, 'validation_error', `output_schema_json is not a usable JSON Schema: ${r.error}`, [
-    { loc: ['body', 'inference', 'output_schema_json'], msg: r.error, type: 'value_error' },
-  ]);
-}
 
 /**
  * Legacy sessions: create (slot → upstream stream → scheduler), leases, keepalives, inference ticks,
@@ -121,14 +32,26 @@ export class LegacySessions {
    * an abandoned create leaves one here, and `closeAll` deletes what is left.
    */
   private readonly owned = new Map<string, string>();
-  private readonly reasons;
+  /** The legacy end reasons (close reasons of 1001), vendor-named where the vendor shows. */
+  readonly reasons;
   private closing = false;
   /** Output-schema validators, cached by content (streams re-sending one schema compile it once). */
   readonly schemas: JsonSchemaValidators;
+  private readonly clock: Clock;
+  private readonly inference: TickInference;
 
   constructor(private readonly deps: SessionDeps) {
     this.reasons = legacyEndReasons(deps.brand);
     this.schemas = new JsonSchemaValidators({ maxEntries: 256, logger: deps.logger });
+    this.clock = deps.clock ?? realClock;
+    this.inference = new TickInference(deps, {
+      outOfCredits: (session) => void this.end(session.streamId, this.reasons.insufficientCredits),
+      upstreamLost: (session, err) => void this.onUpstreamLoss(session, err),
+    });
+  }
+
+  private get leaseMs(): number {
+    return this.deps.cfg.leaseTtlSeconds * 1000;
   }
 
   get activeCount(): number {
@@ -147,16 +70,14 @@ export class LegacySessions {
   /** Creates a legacy stream. Throws legacy ServiceErrors (429, 401/402/403, 503, 502). */
   async create(input: CreateInput): Promise<CreateOutput> {
     const { cfg, store, upstream } = this.deps;
-    if (this.closing) throw legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance');
+    if (this.closing) throw LEGACY_ERRORS.shuttingDown();
     if (input.spec.transport !== 'native') this.deps.media?.check?.(input.spec);
     // Before the slot and the upstream stream: a models failure here must leave nothing behind.
     const fallbackModels = (cfg.fallbackModels ?? (await this.modelIds())).filter((m) => m !== input.spec.model);
     const kh = keyHash(input.apiKey);
     const slotId = randomUUID();
     if (!(await store.acquireSlot(kh, slotId, cfg.maxStreamsPerKey))) {
-      throw legacyError(429, 'concurrent_stream_limit', `Concurrent stream limit reached (${cfg.maxStreamsPerKey} per API key)`, {
-        limit: cfg.maxStreamsPerKey,
-      });
+      throw LEGACY_ERRORS.concurrentStreamLimit(cfg.maxStreamsPerKey);
     }
     const traceId = input.traceId ?? newTraceId();
     let created;
@@ -173,7 +94,7 @@ export class LegacySessions {
       // The client gave up while the upstream was creating: nobody will use or delete this stream.
       await store.releaseSlot(kh, slotId);
       await this.deleteUpstream(input.apiKey, created.id, { requestId: input.requestId, traceId });
-      throw legacyError(499, 'client_closed_request', 'The client closed the request before the stream was created');
+      throw LEGACY_ERRORS.clientClosedRequest();
     }
     let validate: ValidateFunction | undefined;
     try {
@@ -186,7 +107,7 @@ export class LegacySessions {
       });
       throw err;
     }
-    const now = Date.now();
+    const now = this.clock.now();
     const session: LiveSession = {
       streamId: created.id,
       apiKey: input.apiKey,
@@ -195,7 +116,7 @@ export class LegacySessions {
       accountId: input.accountId,
       spec: input.spec,
       prompt: input.spec.prompt,
-      threadId: `legacy-${created.id}`,
+      threadId: legacyThreadId(created.id),
       ids: { requestId: input.requestId, traceId },
       fallbackModels,
       validate,
@@ -215,7 +136,7 @@ export class LegacySessions {
       endReason: null,
       createdAtMs: now,
       endedAtMs: null,
-      leaseExpiresAtMs: now + cfg.leaseTtlSeconds * 1000,
+      leaseExpiresAtMs: now + this.leaseMs,
       prompt: input.spec.prompt,
       promptUpdatedAtMs: now,
       spec: input.spec,
@@ -225,7 +146,7 @@ export class LegacySessions {
     let media: LegacyMedia = { transport: 'native', url: created.publish.url, token: created.publish.token };
     if (input.spec.transport !== 'native') {
       try {
-        if (!this.deps.media) throw legacyError(422, 'unsupported_source', `Source ${input.spec.transport} is not available on this gateway`);
+        if (!this.deps.media) throw LEGACY_ERRORS.unsupportedSource(input.spec.transport);
         media = await this.deps.media.start({
           spec: input.spec,
           streamId: created.id,
@@ -240,8 +161,8 @@ export class LegacySessions {
     }
     if (this.closing) {
       // Shutdown began while this create was in flight: do not hand out a stream that is about to end.
-      await this.end(created.id, 'server_shutdown');
-      throw legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance');
+      await this.end(created.id, this.reasons.serverShutdown);
+      throw LEGACY_ERRORS.shuttingDown();
     }
     this.armLease(session, record.leaseExpiresAtMs);
     this.armUpstreamKeepalive(session);
@@ -252,10 +173,9 @@ export class LegacySessions {
 
   /** A session record for a caller: 404 unknown, 403 another account's. */
   async recordFor(streamId: string, accountId: string): Promise<SessionRecord> {
-    const rec = await this.deps.store.getSession(streamId);
-    if (!rec) throw legacyError(404, 'stream_not_found', `Stream ${streamId} not found`);
-    if (rec.accountId !== accountId) throw legacyError(403, 'forbidden', 'This API key cannot access this stream');
-    return rec;
+    const access = streamAccess(await this.deps.store.getSession(streamId), accountId);
+    if (!access.ok) throw accessError(access.refusal, streamId);
+    return access.record;
   }
 
   /** Legacy keepalive: renews the legacy lease and reports credits, cost and state. */
@@ -263,7 +183,7 @@ export class LegacySessions {
     const { store, upstream, cfg } = this.deps;
     const rec = await this.recordFor(streamId, accountId);
     if (rec.state === 'ended') {
-      throw legacyError(404, 'stream_not_found', `Stream ${streamId} has ended (${rec.endReason ?? 'ended'})`);
+      throw LEGACY_ERRORS.streamEnded(streamId, rec.endReason ?? 'ended');
     }
     const balance = await upstream.balance(apiKey, ids).catch((err: unknown) => {
       throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.balance);
@@ -271,10 +191,10 @@ export class LegacySessions {
     if (balance.balance_microcents <= 0) {
       // No credits: the lease is not renewed and the stream ends, as the service did.
       await this.end(streamId, this.reasons.insufficientCredits);
-      throw legacyError(402, 'insufficient_credits', 'Insufficient credits');
+      throw LEGACY_ERRORS.insufficientCredits();
     }
-    const now = Date.now();
-    const leaseExpiresAtMs = now + cfg.leaseTtlSeconds * 1000;
+    const now = this.clock.now();
+    const leaseExpiresAtMs = now + this.leaseMs;
     await store.updateSession(streamId, { leaseExpiresAtMs });
     const session = this.live.get(streamId);
     let upstreamStream;
@@ -289,7 +209,7 @@ export class LegacySessions {
     } catch (err) {
       if (isUpstreamStatus(err, 404)) {
         await this.end(streamId, this.reasons.leaseExpired);
-        throw legacyError(404, 'stream_not_found', `Stream ${streamId} has ended upstream`);
+        throw LEGACY_ERRORS.streamEndedUpstream(streamId);
       }
       throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.keepalive);
     }
@@ -307,16 +227,16 @@ export class LegacySessions {
       costCents: microcentsToCents(cost),
       secondsCharged: Math.max(0, Math.round((now - since) / 1000)),
       lastFrameAtMs: upstreamStream.last_frame_at_ms,
-      roomToken: rec.spec && (rec.spec as SessionSpec).transport === 'native' ? (session?.publishToken ?? null) : null,
+      roomToken: legacyRoomToken(rec.spec as SessionSpec | undefined, session?.publishToken),
     };
   }
 
   async updatePrompt(streamId: string, accountId: string, prompt: string): Promise<SessionRecord> {
     const rec = await this.recordFor(streamId, accountId);
-    if (rec.state === 'ended') throw legacyError(404, 'stream_not_found', `Stream ${streamId} has ended`);
+    if (rec.state === 'ended') throw LEGACY_ERRORS.streamEnded(streamId);
     const session = this.live.get(streamId);
     if (session) session.prompt = prompt;
-    return (await this.deps.store.updateSession(streamId, { prompt, promptUpdatedAtMs: Date.now() }))!;
+    return (await this.deps.store.updateSession(streamId, { prompt, promptUpdatedAtMs: this.clock.now() }))!;
   }
 
   /**
@@ -332,14 +252,14 @@ export class LegacySessions {
     session.ticker?.stop();
     session.leaseTimer?.clear();
     session.upstreamKeepalive?.clear();
-    clearTimeout(session.firstFramePoll);
+    this.clock.clearTimeout(session.firstFramePoll);
     session.abort.abort();
     try {
       await this.deps.media?.stop(streamId);
     } catch (err) {
       logger.warn({ err, streamId }, 'media relay did not stop cleanly');
     }
-    await store.updateSession(streamId, { state: 'ended', endReason: reason, endedAtMs: Date.now() });
+    await store.updateSession(streamId, { state: 'ended', endReason: reason, endedAtMs: this.clock.now() });
     await store.expireSession(streamId, cfg.tombstoneSeconds * 1000);
     await store.releaseSlot(session.keyHash, session.slotId);
     await store.publish(resultsChannel(streamId), endEnvelope(reason));
@@ -366,7 +286,7 @@ export class LegacySessions {
   }
 
   /** Ends every live session, then deletes every upstream stream this process still owns (shutdown). */
-  async closeAll(reason = 'server_shutdown'): Promise<void> {
+  async closeAll(reason: string = this.reasons.serverShutdown): Promise<void> {
     this.closing = true;
     await Promise.all([...this.live.keys()].map((id) => this.end(id, reason)));
     await Promise.all([...this.owned].map(([id, key]) => this.deleteUpstream(key, id)));
@@ -374,14 +294,14 @@ export class LegacySessions {
 
   private armLease(session: LiveSession, expiresAtMs: number): void {
     session.leaseTimer?.clear();
-    session.leaseTimer = setLongTimeout(() => void this.checkLease(session), expiresAtMs - Date.now());
+    session.leaseTimer = setLongTimeout(() => void this.checkLease(session), expiresAtMs - this.clock.now(), { clock: this.clock });
   }
 
   /** The store's lease is the truth (a keepalive may have landed on another replica). */
   private async checkLease(session: LiveSession): Promise<void> {
     if (session.ending) return;
     const rec = await this.deps.store.getSession(session.streamId);
-    if (rec && rec.state === 'active' && rec.leaseExpiresAtMs > Date.now()) {
+    if (rec && rec.state === 'active' && rec.leaseExpiresAtMs > this.clock.now()) {
       this.armLease(session, rec.leaseExpiresAtMs);
       return;
     }
@@ -398,7 +318,7 @@ export class LegacySessions {
           this.deps.media?.renewToken?.(session.streamId, ka.publish.token);
         })
         .catch((err: unknown) => this.onUpstreamLoss(session, err));
-    }, this.deps.cfg.upstreamKeepaliveSeconds * 1000);
+    }, this.deps.cfg.upstreamKeepaliveSeconds * 1000, { clock: this.clock });
   }
 
   /** Upstream stream gone or unrenewable: end with the reason that matches why. */
@@ -426,7 +346,7 @@ export class LegacySessions {
    * clip stream's first tick waits until the stream holds a full clip (frame mode starts at once).
    */
   private waitForFirstFrame(session: LiveSession, delayMs: number): void {
-    session.firstFramePoll = setTimeout(() => {
+    session.firstFramePoll = this.clock.setTimeout(() => {
       this.deps.upstream
         .getStream(session.apiKey, session.streamId, { signal: session.abort.signal, ...session.ids })
         .then((s) => {
@@ -435,7 +355,7 @@ export class LegacySessions {
           if (s.last_frame_at_ms === null) return this.waitForFirstFrame(session, Math.min(delayMs * 1.5, 2000));
           const spec = session.spec;
           const short = spec.mode === 'clip' ? spec.clip.clipLengthMs - s.stream_time_ms : 0;
-          this.startTicker(session, Date.now() + Math.max(0, short));
+          this.startTicker(session, this.clock.now() + Math.max(0, short));
         })
         .catch((err: unknown) => {
           if (session.ending) return;
@@ -443,7 +363,7 @@ export class LegacySessions {
           this.waitForFirstFrame(session, Math.min(delayMs * 2, 5000));
         });
     }, delayMs);
-    session.firstFramePoll.unref();
+    session.firstFramePoll.unref?.();
   }
 
   private startTicker(session: LiveSession, firstAtMs: number): void {
@@ -451,108 +371,12 @@ export class LegacySessions {
     session.ticker = new Ticker({
       periodMs: session.spec.intervalMs,
       maxInFlight: cfg.maxInFlight,
-      onTick: (tick) => this.infer(session, tick),
+      onTick: (tick) => this.inference.run(session, tick),
+      clock: this.clock,
       onSkip: () => observer?.tickSkipped?.(session.streamId),
       onError: (err) => logger.error({ err, streamId: session.streamId }, 'inference tick failed'),
     });
     session.ticker.start(firstAtMs);
-  }
-
-  /** One tick: a chat completion about the current window, published as one legacy result. */
-  private async infer(session: LiveSession, tick: TickInfo): Promise<void> {
-    const { upstream, brand, catalog, observer, store } = this.deps;
-    observer?.tickLateness?.(tick.latenessMs);
-    const prompt = session.prompt;
-    const body: ChatCompletionRequest = {
-      ...buildCompletionRequest(session.spec, session.streamId, brand, { threadId: session.threadId, prompt }),
-    };
-    const started = Date.now();
-    let response: ChatCompletionResponse | undefined;
-    let model = session.spec.model;
-    let error: string | null = null;
-    const budget = this.tickBudget(session);
-    try {
-      const r = await upstream.chatCompletion(session.apiKey, body, {
-        signal: budget.signal,
-        timeouts: { headersMs: budget.attemptMs, bodyMs: budget.attemptMs },
-        ...session.ids,
-        fallbackModels: session.fallbackModels,
-        isModelReady: (id) => catalog.isReady(id),
-      });
-      response = r.response;
-      model = r.model;
-      // A fallback answer means the requested model failed: the saturation view must see that.
-      if (r.fallbackUsed) catalog.recordOutcome(session.spec.model, false);
-      catalog.recordOutcome(model, true);
-    } catch (err) {
-      if (session.ending) return;
-      if (err instanceof UpstreamError) observer?.upstreamError?.(err.status);
-      if (isUpstreamCode(err, 'frame_not_yet_produced')) return; // nothing to look at yet: skip quietly
-      if (isUpstreamStatus(err, 402)) return void this.end(session.streamId, this.reasons.insufficientCredits);
-      if (isUpstreamStatus(err, 404) && isUpstreamCode(err, 'stream_not_found')) return void this.onUpstreamLoss(session, err);
-      const modelsFault = err instanceof UpstreamError && err.code !== 'upstream_circuit_open' && (err.status === 503 || err.kind !== 'http');
-      if (modelsFault) catalog.recordOutcome(model, false);
-      if (err instanceof UpstreamError && err.kind !== 'http') {
-        this.deps.logger.warn({ streamId: session.streamId, code: err.code, kind: err.kind, err: err.message }, 'inference failed upstream');
-      }
-      error = legacyResultError(err);
-    } finally {
-      budget.done();
-    }
-    if (session.ending) return;
-    // performance.now(): the gateway's own overhead per result is sub-millisecond.
-    const answeredAt = performance.now();
-    const inferenceMs = Date.now() - started;
-    if (response && session.validate) {
-      const text = response.choices?.[0]?.message?.content;
-      error = schemaMismatch(session.validate, text);
-    }
-    if (response?.usage) session.costMicrocents += await this.costOf(model, response);
-    const result = toLegacyResult({
-      id: randomUUID(),
-      streamId: session.streamId,
-      spec: session.spec,
-      prompt,
-      completion: error ? null : response,
-      error,
-      modelName: model,
-      inferenceLatencyMs: inferenceMs,
-      totalLatencyMs: Date.now() - tick.dueAtMs,
-    });
-    await store.publish(resultsChannel(session.streamId), resultEnvelope(JSON.stringify(result)));
-    observer?.inference?.({
-      keyHash: session.keyHash,
-      model,
-      ok: result.ok,
-      tokens: response?.usage?.completion_tokens ?? 0,
-      inferenceMs,
-      totalMs: result.total_latency_ms,
-      overheadMs: performance.now() - answeredAt,
-    });
-  }
-
-  private async costOf(model: string, response: ChatCompletionResponse): Promise<number> {
-    const price = await this.deps.catalog.pricing(model);
-    if (!price || !response.usage) return 0;
-    return costMicrocents(price, response.usage, cacheInfo(response, this.deps.brand)?.cached_input_tokens ?? 0);
-  }
-
-  /**
-   * Time a tick may spend on the upstream, tied to the stream's cadence: each completion attempt
-   * gets `attemptTimeoutIntervals` intervals (1 s to 30 s), and the whole tick (retries and
-   * fallbacks) `tickDeadlineIntervals` intervals (at least 2 s); past it the tick publishes an
-   * `upstream_timeout` error result instead of leaving the client with nothing.
-   */
-  private tickBudget(session: LiveSession): { signal: AbortSignal; attemptMs: number; done(): void } {
-    const f = this.deps.cfg.upstreamFailures;
-    const interval = session.spec.intervalMs;
-    const attemptMs = Math.min(Math.max(1000, interval * f.attemptTimeoutIntervals), DEFAULT_TIMEOUTS.headersMs);
-    const deadline = new AbortController();
-    const timer = setTimeout(
-      () => deadline.abort(new UpstreamError({ kind: 'timeout', status: 504, message: 'tick deadline passed' })),
-      Math.max(2000, interval * f.tickDeadlineIntervals),
-    );
-    return { signal: AbortSignal.any([session.abort.signal, deadline.signal]), attemptMs, done: () => clearTimeout(timer) };
   }
 
   /** Upstream failures → the legacy status and body a client expects (one mapping: ./upstream-errors). */
@@ -560,18 +384,4 @@ export class LegacySessions {
     if (err instanceof UpstreamError) this.deps.observer?.upstreamError?.(err.status);
     return toLegacyError(err, ctx, this.deps.logger);
   }
-}
-
-/** Null when the answer is JSON matching the output schema, else why not. */
-function schemaMismatch(validate: ValidateFunction, text: unknown): string | null {
-  if (typeof text !== 'string') return 'model returned no text';
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return 'model output is not valid JSON for output_schema_json';
-  }
-  if (validate(value)) return null;
-  const first = validate.errors?.[0];
-  return `model output does not match output_schema_json: ${first ? `${first.instancePath || '/'} ${first.message ?? ''}` : 'invalid'}`.trim();
 }

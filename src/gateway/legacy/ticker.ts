@@ -1,4 +1,4 @@
-import { setLongTimeout, type LongTimer } from '../../lib/timers';
+import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
 
 export interface TickInfo {
   /** Tick number since start (0-based); ticks skipped for lateness are not renumbered. */
@@ -17,7 +17,8 @@ export interface TickerOptions {
   maxInFlight: number;
   onSkip?(tick: TickInfo): void;
   onError?(err: unknown): void;
-  now?: () => number;
+  /** Time and timers (default: the real clock). */
+  clock?: Clock;
 }
 
 /**
@@ -31,10 +32,14 @@ export class Ticker {
   private n = 0;
   private inFlight = 0;
   private stopped = true;
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
   constructor(private readonly opts: TickerOptions) {
-    this.now = opts.now ?? Date.now;
+    this.clock = opts.clock ?? realClock;
+  }
+
+  private now(): number {
+    return this.clock.now();
   }
 
   /** Starts with the first tick due at `firstAtMs` (default: now). */
@@ -60,7 +65,7 @@ export class Ticker {
     if (this.stopped) return;
     const due = this.startAtMs + this.n * this.opts.periodMs;
     // A long period must not overflow into a 1 ms timer (that fired a tick per millisecond).
-    this.timer = setLongTimeout(() => this.fire(due), due - this.now(), { ref: true });
+    this.timer = setLongTimeout(() => this.fire(due), due - this.now(), { ref: true, clock: this.clock });
   }
 
   private fire(dueAtMs: number): void {

@@ -5,6 +5,7 @@
  * calls the `toLegacy*` renderers; it never branches on legacy quirks or brand/vendor names.
  */
 import type { Brand } from '../../brand';
+import type { ChatCompletionRequest, ContentPart } from '../../upstream/types';
 import type { LegacyCreateRequest, LegacyMode } from './schema';
 import { legacyValidationError } from './validate';
 
@@ -156,6 +157,7 @@ export function normalizeCreate(
     intervalSeconds = parsed.processing.interval_seconds;
     modeSpec = { mode: 'frame', frame: { intervalMs: toMs(intervalSeconds) } };
   }
+  const intervalMs = modeSpec.mode === 'clip' ? modeSpec.clip.delayMs : modeSpec.frame.intervalMs;
 
   const requestId = parsed.client?.request_id ?? fallbackRequestId;
   const maxOutputTokens = inf.max_output_tokens ?? defaultMaxOutputTokens(intervalSeconds, limits.maxTokensPerSecond);
@@ -165,7 +167,7 @@ export function normalizeCreate(
     transport: source.transport,
     source,
     ...modeSpec,
-    intervalMs: toMs(intervalSeconds),
+    intervalMs,
     prompt: inf.prompt,
     model: inf.model,
     backend: inf.backend,
@@ -179,19 +181,8 @@ export function normalizeCreate(
 // ---------------------------------------------------------------------------------------------
 // SessionSpec → /v1beta chat completion
 
-export type CompletionContentPart =
-  | { type: 'text'; text: string }
-  | { type: 'image_url'; image_url: { url: string } }
-  | { type: 'video_url'; video_url: { url: string } };
-
-export interface CompletionRequest {
-  model: string;
-  messages: [{ role: 'user'; content: CompletionContentPart[] }];
-  max_completion_tokens: number;
-  response_format?: { type: 'json_schema'; json_schema: { name: string; schema: Record<string, unknown> } };
-  thread_id: string;
-  stream: false;
-}
+/** The prompt-cache thread of a legacy stream: one per stream, so its ticks share a cache. */
+export const legacyThreadId = (streamId: string): string => `legacy-${streamId}`;
 
 /** The visual reference one tick asks about: the last clip window, or the newest frame. */
 export function streamReference(spec: SessionSpec, streamId: string, brand: Brand): string {
@@ -210,9 +201,9 @@ export function buildCompletionRequest(
   streamId: string,
   brand: Brand,
   opts: { threadId: string; prompt: string; model?: string },
-): CompletionRequest {
+): ChatCompletionRequest {
   const url = streamReference(spec, streamId, brand);
-  const visual: CompletionContentPart =
+  const visual: ContentPart =
     spec.mode === 'clip' ? { type: 'video_url', video_url: { url } } : { type: 'image_url', image_url: { url } };
   return {
     model: opts.model ?? spec.model,
@@ -369,7 +360,10 @@ export function toLegacyModels(
   return out;
 }
 
-/** Close reasons of legacy WebSocket 1001 closes. */
+/** End reason of every stream a shutting-down gateway ends (and of the sockets it closes). */
+export const SERVER_SHUTDOWN = 'server_shutdown';
+
+/** Close reasons of legacy WebSocket 1001 closes (the stream's end reason). */
 export function legacyEndReasons(brand: Brand) {
   return {
     clientRequested: 'client_requested',
@@ -377,8 +371,35 @@ export function legacyEndReasons(brand: Brand) {
     insufficientCredits: 'insufficient_credits',
     webrtcDisconnected: 'webrtc_disconnected',
     roomDisconnected: brand.roomDisconnected,
+    serverShutdown: SERVER_SHUTDOWN,
   } as const;
 }
+
+/** A results-socket close: code and reason text, as legacy clients classify them. */
+export interface LegacyClose {
+  code: number;
+  reason: string;
+}
+
+/**
+ * Every results-socket close that is not a stream end (1001 + end reason). 1008 is fatal in legacy
+ * clients (a refused key or stream), 1011 and 1013 are retried (could not check; try later).
+ */
+export const LEGACY_CLOSES = {
+  authTimeout: { code: 1008, reason: 'authentication timeout' },
+  badFirstMessage: { code: 1008, reason: 'first message must be {"api_key": "..."}' },
+  authFailed: { code: 1008, reason: 'authentication failed' },
+  streamNotFound: { code: 1008, reason: 'stream_not_found' },
+  forbidden: { code: 1008, reason: 'forbidden' },
+  authRateLimited: { code: 1013, reason: 'too many failed authentications' },
+  authUnavailable: { code: 1011, reason: 'authorization unavailable' },
+} as const satisfies Record<string, LegacyClose>;
+
+/** 1001 Going Away: the stream ended, the reason says why. */
+export const endClose = (reason: string): LegacyClose => ({ code: 1001, reason });
+
+/** 1013 Try Again Later with a sunset refusal's reason: not the 1008 of a bad key. */
+export const tryLaterClose = (reason: string): LegacyClose => ({ code: 1013, reason });
 
 export type LegacyEndReasons = ReturnType<typeof legacyEndReasons>;
 
@@ -406,6 +427,11 @@ export function legacyStreamState(
 /** 1 cent = 1,000,000 microcents (spec/legacy-clients.md). */
 export function microcentsToCents(microcents: number): number {
   return microcents / 1_000_000;
+}
+
+/** The keepalive's room token: the fresh publish token of a native stream, else null. */
+export function legacyRoomToken(spec: Pick<SessionSpec, 'transport'> | null | undefined, publishToken: string | undefined): string | null {
+  return spec?.transport === 'native' ? (publishToken ?? null) : null;
 }
 
 export interface LegacyKeepaliveInput {

@@ -12,6 +12,7 @@
 import { ServiceError } from '../../lib/errors';
 import type { Logger } from '../../lib/logger';
 import { UpstreamError } from '../../upstream/client';
+import { LEGACY_ERRORS } from './errors';
 import { legacyError } from './validate';
 
 /** Which legacy path made the call; `clientKey` says whether it carried the client's own key. */
@@ -63,7 +64,7 @@ const MESSAGES: Record<string, (what: string) => string> = {
  */
 export function toLegacyError(err: unknown, ctx: UpstreamCallContext, log?: Logger): Error {
   if (err instanceof ServiceError && err.code === 'upstream_client_closed') {
-    return legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance');
+    return LEGACY_ERRORS.shuttingDown();
   }
   if (!(err instanceof UpstreamError)) return err as Error;
   const { status, code } = legacyStatusOf(err, ctx);

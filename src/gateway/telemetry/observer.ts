@@ -1,6 +1,11 @@
-import type { LegacyObserver } from '../legacy/sessions';
+import type { LegacyObserver } from '../legacy/session-ports';
 import type { ResultsSocketHooks } from '../legacy/results-socket';
+import type { SunsetPolicy } from '../legacy/sunset';
+import { tryLaterClose } from '../legacy/translate';
+import type { LegacyClose } from '../legacy/translate';
+import type { SessionRecord } from '../store/store';
 import type { GatewayMetrics } from './metrics';
+import { clientFamily } from './migration';
 import type { DeprecationUsage } from './usage';
 
 /** Endpoint name of the results socket in counters and the report. */
@@ -50,6 +55,37 @@ export function socketTelemetry(metrics: GatewayMetrics, usage: DeprecationUsage
     },
     onShed() {
       metrics.socketsShed.inc();
+    },
+  };
+}
+
+/** A legacy HTTP request by endpoint → the request counter and the key's deprecation counters. */
+export function requestTelemetry(metrics: GatewayMetrics, usage: DeprecationUsage) {
+  return (keyHash: string | undefined, endpoint: string, accountId?: string, userAgent?: string): void => {
+    metrics.legacyRequests.inc({ endpoint });
+    if (keyHash) usage.request(keyHash, endpoint, accountId, clientFamily(userAgent));
+  };
+}
+
+/**
+ * The sunset policy's admission of creates and results sockets, each refusal counted (metric and
+ * the key's report row): a create throws the legacy refusal, a socket gets the 1013 close.
+ */
+export function countedAdmission(sunset: SunsetPolicy, metrics: GatewayMetrics, usage: DeprecationUsage) {
+  return {
+    admitCreate(keyHash: string): void {
+      const refusal = sunset.admitCreate(keyHash);
+      if (!refusal) return;
+      metrics.legacyRefusals.inc({ reason: refusal.reason, kind: 'create' });
+      usage.refused(keyHash, refusal.reason);
+      throw refusal.error;
+    },
+    admitSocket(record: SessionRecord): LegacyClose | undefined {
+      const refusal = sunset.admitSocket(record.keyHash);
+      if (!refusal) return undefined;
+      metrics.legacyRefusals.inc({ reason: refusal.reason, kind: 'socket' });
+      usage.refused(record.keyHash, refusal.reason);
+      return tryLaterClose(refusal.closeReason);
     },
   };
 }

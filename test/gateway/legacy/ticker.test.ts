@@ -1,60 +1,81 @@
 import { Ticker } from '../../../src/gateway/legacy/ticker';
 import type { TickInfo } from '../../../src/gateway/legacy/ticker';
+import { FakeClock, settle } from '../../helpers/fake-clock';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A run that ends when the test says so. */
+function gate() {
+  let open!: () => void;
+  const p = new Promise<void>((r) => (open = r));
+  return { p, open };
+}
 
-describe('Ticker', () => {
+describe('Ticker (fake time)', () => {
   test('ticks are anchored in time: slow ticks do not push later ones back', async () => {
+    const clock = new FakeClock();
     const ticks: TickInfo[] = [];
+    const runs: Array<() => void> = [];
     const t = new Ticker({
       periodMs: 50,
       maxInFlight: 5,
-      onTick: async (tick) => {
+      clock,
+      onTick: (tick) => {
         ticks.push(tick);
-        await sleep(30); // each run costs most of a period
+        const g = gate();
+        runs.push(g.open);
+        return g.p;
       },
     });
-    const start = Date.now();
+    const start = clock.now();
     t.start(start);
-    await sleep(520);
+    for (let i = 0; i < 10; i++) {
+      clock.advance(30); // a run costs most of a period…
+      runs.shift()?.();
+      await settle();
+      clock.advance(20);
+    }
     t.stop();
-    // Every tick is due on the grid start + n × 50, in order: run cost never shifts the grid.
-    // (On a loaded machine a tick may be dropped, never shifted.)
-    expect(ticks.length).toBeGreaterThanOrEqual(7);
-    expect(ticks.length).toBeLessThanOrEqual(11);
-    ticks.forEach((tick) => expect((tick.dueAtMs - start) % 50).toBe(0));
-    ticks.forEach((tick, i) => i > 0 && expect(tick.dueAtMs).toBeGreaterThan(ticks[i - 1]!.dueAtMs));
-    expect(ticks[ticks.length - 1]!.dueAtMs - start).toBeGreaterThanOrEqual(400);
+    // …yet every tick is due on the grid start + n × 50, none late, none missing.
+    expect(ticks.map((k) => k.dueAtMs - start)).toEqual([0, 50, 100, 150, 200, 250, 300, 350, 400, 450, 500]);
+    expect(ticks.every((k) => k.latenessMs === 0)).toBe(true);
   });
 
   test('a tick finding maxInFlight runs is skipped and reported, not queued', async () => {
-    let runs = 0;
-    let skipped = 0;
+    const clock = new FakeClock();
+    const events: string[] = [];
+    let finish: (() => void) | undefined;
     const t = new Ticker({
       periodMs: 20,
       maxInFlight: 1,
-      onTick: async () => {
-        runs++;
-        await sleep(75); // spans three more ticks
+      clock,
+      onTick: (tick) => {
+        events.push(`run ${tick.n}`);
+        const g = gate();
+        finish = g.open;
+        return g.p;
       },
-      onSkip: () => skipped++,
+      onSkip: (tick) => events.push(`skip ${tick.n}`),
     });
     t.start();
-    await sleep(250);
+    clock.advance(60); // ticks 1-3 find run 0 still going
+    finish!();
+    await settle();
+    clock.advance(20); // tick 4 runs
+    expect(events).toEqual(['run 0', 'skip 1', 'skip 2', 'skip 3', 'run 4']);
+    expect(t.running).toBe(1);
     t.stop();
-    await sleep(100);
-    expect(runs).toBeGreaterThanOrEqual(3);
-    expect(runs).toBeLessThanOrEqual(4);
-    expect(skipped).toBeGreaterThanOrEqual(7);
+    finish!();
+    await settle();
     expect(t.running).toBe(0);
   });
 
   test('stop() cancels the next tick; errors go to onError', async () => {
+    const clock = new FakeClock();
     const errors: unknown[] = [];
     let runs = 0;
     const t = new Ticker({
       periodMs: 10,
       maxInFlight: 1,
+      clock,
       onTick: async () => {
         runs++;
         throw new Error('boom');
@@ -62,11 +83,15 @@ describe('Ticker', () => {
       onError: (e) => errors.push(e),
     });
     t.start();
-    await sleep(35);
+    clock.advance(0);
+    await settle();
+    clock.advance(10);
+    await settle();
     t.stop();
-    const seen = runs;
-    await sleep(50);
-    expect(runs).toBe(seen);
-    expect(errors.length).toBe(seen);
+    expect(clock.pending).toBe(0);
+    clock.advance(100);
+    await settle();
+    expect(runs).toBe(2);
+    expect(errors).toHaveLength(2);
   });
 });

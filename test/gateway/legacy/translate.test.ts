@@ -18,6 +18,11 @@ import {
   toLegacyPromptResponse,
   toLegacyResult,
   transportLostReason,
+  LEGACY_CLOSES,
+  endClose,
+  legacyRoomToken,
+  legacyThreadId,
+  tryLaterClose,
   type SessionSpec,
 } from '../../../src/gateway/legacy/translate';
 
@@ -425,6 +430,7 @@ describe('end reasons, keepalive, prompt and feedback responses', () => {
       insufficientCredits: 'insufficient_credits',
       webrtcDisconnected: 'webrtc_disconnected',
       roomDisconnected: 'room_disconnected',
+      serverShutdown: 'server_shutdown',
     });
     expect(legacyEndReasons(acme).roomDisconnected).toBe('lk_disconnected');
     expect(transportLostReason('webrtc', acme)).toBe('webrtc_disconnected');
@@ -524,5 +530,38 @@ describe('a custom brand end to end: acme / lk', () => {
     const details = rejection(() => spec({ source: { type: 'room', url: 'u', token: 't' }, processing: { interval_seconds: 1 }, inference }, acme))
       .options.details as ValidationDetail[];
     expect(details[0]).toMatchObject({ loc: ['body', 'source', 'type'], type: 'literal_error' });
+  });
+});
+
+describe('results-socket closes', () => {
+  // Legacy clients treat 1008 as fatal (stop), 1011/1013 as retryable, 1001 as the stream's end.
+  it.each([
+    ['authTimeout', 1008, 'authentication timeout'],
+    ['badFirstMessage', 1008, 'first message must be {"api_key": "..."}'],
+    ['authFailed', 1008, 'authentication failed'],
+    ['streamNotFound', 1008, 'stream_not_found'],
+    ['forbidden', 1008, 'forbidden'],
+    ['authRateLimited', 1013, 'too many failed authentications'],
+    ['authUnavailable', 1011, 'authorization unavailable'],
+  ] as const)('%s closes %i "%s"', (name, code, reason) => {
+    expect(LEGACY_CLOSES[name]).toEqual({ code, reason });
+  });
+  it('every close is listed above', () => expect(Object.keys(LEGACY_CLOSES)).toHaveLength(7));
+  it('a stream end is 1001 with its reason; a sunset refusal is 1013', () => {
+    expect(endClose('lease_expired')).toEqual({ code: 1001, reason: 'lease_expired' });
+    expect(tryLaterClose('brownout')).toEqual({ code: 1013, reason: 'brownout' });
+  });
+});
+
+describe('per-stream legacy values', () => {
+  it('the thread id is one per stream', () => expect(legacyThreadId(STREAM)).toBe(`legacy-${STREAM}`));
+  it.each([
+    [{ transport: 'native' as const }, 'tok', 'tok'],
+    [{ transport: 'native' as const }, undefined, null],
+    [{ transport: 'webrtc' as const }, 'tok', null],
+    [{ transport: 'room' as const }, 'tok', null],
+    [null, 'tok', null],
+  ])('room token of %j with publish token %j is %j', (s, token, want) => {
+    expect(legacyRoomToken(s, token)).toBe(want);
   });
 });

@@ -8,6 +8,7 @@
  * - orphans: delete retried, a create answered after the client gave up is deleted, shutdown reconciles;
  * - x-request-id and traceparent reach the upstream.
  */
+import { sleep } from '../../helpers/time';
 import type http from 'node:http';
 import WebSocket from 'ws';
 import { loadConfig } from '../../../src/config';
@@ -93,7 +94,7 @@ function socketAuth(streamId: string, key: string): Promise<{ code: number; reas
 const record = (streamId: string) => sessionRecord(streamId, 'acct-1');
 
 async function until(what: () => boolean): Promise<void> {
-  while (!what()) await new Promise((r) => setTimeout(r, 10));
+  while (!what()) await sleep(10);
 }
 
 describe('upstream statuses are not the client’s (issue 8 item 6)', () => {

@@ -1,0 +1,40 @@
+/**
+ * Every legacy error the adapter raises from its own state or a /v1beta fact, with the status,
+ * code and text legacy clients see (spec/legacy-clients.md; codes in docs/errors.md). Upstream
+ * failures map in ./upstream-errors.ts, request validation in ./validate.ts.
+ */
+import type { ServiceError } from '../../lib/errors';
+import { legacyError } from './validate';
+
+const unknownModelText = (id: string) => `Unknown model ${JSON.stringify(id)}`;
+
+export const LEGACY_ERRORS = {
+  /** Shutdown began: retryable on another replica. */
+  shuttingDown: (): ServiceError => legacyError(503, 'shutting_down', 'The gateway is shutting down; retry on another instance'),
+  /** A malformed stream id in the path (never looked up). */
+  noSuchStreamId: (): ServiceError => legacyError(404, 'stream_not_found', 'Stream not found'),
+  streamNotFound: (streamId: string): ServiceError => legacyError(404, 'stream_not_found', `Stream ${streamId} not found`),
+  /** A tombstone: the stream ended (`why`: its end reason, when shown). */
+  streamEnded: (streamId: string, why?: string): ServiceError =>
+    legacyError(404, 'stream_not_found', why === undefined ? `Stream ${streamId} has ended` : `Stream ${streamId} has ended (${why})`),
+  /** The upstream no longer knows the stream (its keepalive answered 404). */
+  streamEndedUpstream: (streamId: string): ServiceError => legacyError(404, 'stream_not_found', `Stream ${streamId} has ended upstream`),
+  forbidden: (): ServiceError => legacyError(403, 'forbidden', 'This API key cannot access this stream'),
+  unauthorized: (message = 'Invalid or revoked API key'): ServiceError => legacyError(401, 'unauthorized', message),
+  /** The balance read at keepalive is zero or below. */
+  insufficientCredits: (): ServiceError => legacyError(402, 'insufficient_credits', 'Insufficient credits'),
+  concurrentStreamLimit: (limit: number): ServiceError =>
+    legacyError(429, 'concurrent_stream_limit', `Concurrent stream limit reached (${limit} per API key)`, { limit }),
+  clientClosedRequest: (): ServiceError => legacyError(499, 'client_closed_request', 'The client closed the request before the stream was created'),
+  unsupportedSource: (transport: string): ServiceError => legacyError(422, 'unsupported_source', `Source ${transport} is not available on this gateway`),
+  /** The /v1beta model list does not name it. */
+  unknownModel: (id: string): ServiceError =>
+    legacyError(422, 'validation_error', unknownModelText(id), [{ loc: ['body', 'inference', 'model'], msg: unknownModelText(id), type: 'value_error' }]),
+  /** The /v1beta model status is not `ready`. */
+  modelUnavailable: (id: string, status: string): ServiceError => legacyError(503, 'model_unavailable', `Model ${id} is ${status}`),
+  /** Ready upstream, but the gateway observed it saturated. */
+  modelSaturated: (id: string): ServiceError =>
+    legacyError(503, 'model_unavailable', `Model ${id} is saturated (at capacity) and takes no new streams; retry later or use another ready model`, {
+      status: 'saturated',
+    }),
+} as const;

@@ -1,0 +1,111 @@
+/**
+ * The ports of legacy sessions: what LegacySessions needs from the rest of the gateway (deps, media,
+ * observers) and the in-process state of one live stream, shared by lifecycle and inference.
+ */
+import type { ValidateFunction } from 'ajv';
+import type { Brand } from '../../brand';
+import type { LegacyConfig } from '../../config';
+import type { Logger } from '../../lib/logger';
+import type { Clock, LongTimer, TimerHandle } from '../../lib/timers';
+import type { UpstreamClient } from '../../upstream/client';
+import type { Store } from '../store/store';
+import type { UpstreamCatalog } from './catalog';
+import type { Ticker } from './ticker';
+import type { LegacyMedia, SessionSpec } from './translate';
+
+/** What the gateway observes of legacy sessions (metrics, deprecation telemetry). All optional. */
+export interface LegacyObserver {
+  streamCreated?(keyHash: string, spec: SessionSpec): void;
+  streamEnded?(keyHash: string, reason: string): void;
+  inference?(e: { keyHash: string; model: string; ok: boolean; tokens: number; inferenceMs: number; totalMs: number; overheadMs: number }): void;
+  tickSkipped?(streamId: string): void;
+  tickLateness?(ms: number): void;
+  upstreamError?(status: number): void;
+}
+
+/** One observer that hands every event to each of `observers`, in order (absent ones skipped). */
+export function fanOut(observers: ReadonlyArray<LegacyObserver | undefined>): LegacyObserver {
+  const list = observers.filter((o): o is LegacyObserver => o !== undefined);
+  const each =
+    <K extends keyof LegacyObserver>(k: K) =>
+    (...args: Parameters<NonNullable<LegacyObserver[K]>>): void => {
+      for (const o of list) (o[k] as ((...a: typeof args) => void) | undefined)?.(...args);
+    };
+  return {
+    streamCreated: each('streamCreated'),
+    streamEnded: each('streamEnded'),
+    inference: each('inference'),
+    tickSkipped: each('tickSkipped'),
+    tickLateness: each('tickLateness'),
+    upstreamError: each('upstreamError'),
+  };
+}
+
+/** The media side of a stream (webrtc / customer room relays); native streams have none. */
+export interface MediaRelay {
+  /** Rejects a source that cannot work (bad SDP, codec, room token) before anything is created. */
+  check?(spec: SessionSpec): void;
+  /** Starts relaying; resolves with what the create response needs. `onLost` ends the stream. */
+  start(input: { spec: SessionSpec; streamId: string; publishUrl: string; publishToken: string; onLost: () => void }): Promise<LegacyMedia>;
+  /** Hands a renewed upstream publish token to a running relay. */
+  renewToken?(streamId: string, token: string): void;
+  stop(streamId: string): Promise<void> | void;
+}
+
+export interface SessionDeps {
+  cfg: LegacyConfig;
+  brand: Brand;
+  logger: Logger;
+  store: Store;
+  upstream: UpstreamClient;
+  catalog: UpstreamCatalog;
+  media?: MediaRelay;
+  observer?: LegacyObserver;
+  /** Time and timers of leases, keepalives, first-frame polls and ticks (default: the real clock). */
+  clock?: Clock;
+}
+
+/** A running legacy stream in this process: its timers, scheduler and the key it acts with. */
+export interface LiveSession {
+  streamId: string;
+  /** The client's key, held in memory only: the scheduler calls the upstream on its behalf. */
+  apiKey: string;
+  keyHash: string;
+  slotId: string;
+  accountId: string;
+  spec: SessionSpec;
+  prompt: string;
+  threadId: string;
+  /** Request id and trace id of every upstream call made for this stream (the create request's). */
+  ids: { requestId?: string; traceId: string };
+  /** Fallback models for this stream's completions (configured, else the upstream's list; less its own model). */
+  fallbackModels: readonly string[];
+  validate?: ValidateFunction;
+  ticker?: Ticker;
+  leaseTimer?: LongTimer;
+  upstreamKeepalive?: LongTimer;
+  firstFramePoll?: TimerHandle;
+  abort: AbortController;
+  publishToken: string;
+  /** Usage since the last legacy keepalive (microcents). */
+  costMicrocents: number;
+  lastKeepaliveAtMs: number;
+  ending: boolean;
+}
+
+export interface CreateInput {
+  apiKey: string;
+  accountId: string;
+  spec: SessionSpec;
+  /** Aborts when the client gave up: a stream created after that is deleted, not handed out. */
+  signal?: AbortSignal;
+  requestId?: string;
+  traceId?: string;
+}
+
+export interface CreateOutput {
+  streamId: string;
+  ttlSeconds: number;
+  media: LegacyMedia;
+}
+

@@ -1,0 +1,67 @@
+/**
+ * The operator's endpoints: liveness, readiness, Prometheus metrics (on the public app or an app of
+ * its own), the migration guide and the legacy OpenAPI document.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import express from 'express';
+import type { Express } from 'express';
+import type { Brand } from '../brand';
+import type { Config } from '../config';
+import type { Logger } from '../lib/logger';
+import { requireBearer } from './admin';
+import { detailErrorHandler } from './http';
+import { legacyOpenApi } from './legacy/openapi';
+import type { Store } from './store/store';
+import type { GatewayMetrics } from './telemetry/metrics';
+import type { UpstreamHealth } from './telemetry/upstream-health';
+
+/** The migration guide the default deprecation `Link` points at (same path from src/ and dist/). */
+const MIGRATION_GUIDE = path.resolve(__dirname, '..', '..', 'docs', 'migration.md');
+
+/** `/healthz` (the process answers) and `/readyz` (this replica can serve). */
+export function mountHealth(app: Express, deps: { store: Store; upstreamHealth: UpstreamHealth; leaving(): boolean }): void {
+  app.get('/healthz', (_req, res) => {
+    res.type('text/plain').send('ok');
+  });
+  // "This replica can serve": the store answers and no shutdown began. The upstream's health is
+  // reported (last probe) but does not decide: one upstream blip must not empty the load balancer.
+  app.get('/readyz', async (_req, res) => {
+    const storeOk = await deps.store.ready().catch(() => false);
+    const leaving = deps.leaving();
+    res.status(storeOk && !leaving ? 200 : 503).json({ store: storeOk, draining: leaving, upstream: deps.upstreamHealth.up ?? null });
+  });
+}
+
+/**
+ * `/metrics` (when enabled), behind the metrics token when one is set; on `app`, or on an app of
+ * its own (returned) when `telemetry.metricsPort` moves it off the public port.
+ */
+export function mountMetrics(app: Express, telemetry: Config['telemetry'], metrics: GatewayMetrics, logger: Logger): Express | undefined {
+  if (!telemetry.metrics) return undefined;
+  const guard = telemetry.metricsToken ? [requireBearer(telemetry.metricsToken, 'metrics', 'Metrics need Authorization: Bearer <metrics token>')] : [];
+  const own = telemetry.metricsPort === undefined ? undefined : express();
+  (own ?? app).get('/metrics', ...guard, async (_req, res) => {
+    res.type(metrics.contentType()).send(await metrics.text());
+  });
+  if (own) {
+    own.disable('x-powered-by');
+    own.use((_req, res) => void res.status(404).json({ detail: 'Only /metrics is served here' }));
+    own.use(detailErrorHandler(logger));
+  }
+  return own;
+}
+
+/** `/docs/migration` (the guide as markdown) and `/v0.2/openapi.json` (built once, on first ask). */
+export function mountDocs(app: Express, brand: Brand, deprecation: Config['deprecation']): void {
+  app.get('/docs/migration', async (_req, res) => {
+    const text = await fs.readFile(MIGRATION_GUIDE, 'utf8').catch(() => undefined);
+    if (text === undefined) res.status(404).json({ detail: 'The migration guide is not installed on this gateway' });
+    else res.type('text/markdown; charset=utf-8').send(text);
+  });
+  let openApi: string | undefined;
+  app.get('/v0.2/openapi.json', (_req, res) => {
+    openApi ??= JSON.stringify(legacyOpenApi(brand, deprecation));
+    res.type('application/json').send(openApi);
+  });
+}

@@ -1,0 +1,36 @@
+import { LEGACY_ERRORS } from '../../../src/gateway/legacy/errors';
+import { ServiceError } from '../../../src/lib/errors';
+
+// The status, code and text of every legacy error the adapter raises itself: clients branch on
+// status and code, and some show the text.
+describe('LEGACY_ERRORS', () => {
+  it.each([
+    ['shuttingDown', LEGACY_ERRORS.shuttingDown(), 503, 'shutting_down', 'The gateway is shutting down; retry on another instance'],
+    ['noSuchStreamId', LEGACY_ERRORS.noSuchStreamId(), 404, 'stream_not_found', 'Stream not found'],
+    ['streamNotFound', LEGACY_ERRORS.streamNotFound('s1'), 404, 'stream_not_found', 'Stream s1 not found'],
+    ['streamEnded', LEGACY_ERRORS.streamEnded('s1'), 404, 'stream_not_found', 'Stream s1 has ended'],
+    ['streamEnded + why', LEGACY_ERRORS.streamEnded('s1', 'lease_expired'), 404, 'stream_not_found', 'Stream s1 has ended (lease_expired)'],
+    ['streamEndedUpstream', LEGACY_ERRORS.streamEndedUpstream('s1'), 404, 'stream_not_found', 'Stream s1 has ended upstream'],
+    ['forbidden', LEGACY_ERRORS.forbidden(), 403, 'forbidden', 'This API key cannot access this stream'],
+    ['unauthorized', LEGACY_ERRORS.unauthorized(), 401, 'unauthorized', 'Invalid or revoked API key'],
+    ['unauthorized + text', LEGACY_ERRORS.unauthorized('Invalid API key'), 401, 'unauthorized', 'Invalid API key'],
+    ['insufficientCredits', LEGACY_ERRORS.insufficientCredits(), 402, 'insufficient_credits', 'Insufficient credits'],
+    ['concurrentStreamLimit', LEGACY_ERRORS.concurrentStreamLimit(5), 429, 'concurrent_stream_limit', 'Concurrent stream limit reached (5 per API key)'],
+    ['clientClosedRequest', LEGACY_ERRORS.clientClosedRequest(), 499, 'client_closed_request', 'The client closed the request before the stream was created'],
+    ['unsupportedSource', LEGACY_ERRORS.unsupportedSource('webrtc'), 422, 'unsupported_source', 'Source webrtc is not available on this gateway'],
+    ['unknownModel', LEGACY_ERRORS.unknownModel('x/y'), 422, 'validation_error', 'Unknown model "x/y"'],
+    ['modelUnavailable', LEGACY_ERRORS.modelUnavailable('x/y', 'unavailable'), 503, 'model_unavailable', 'Model x/y is unavailable'],
+    ['modelSaturated', LEGACY_ERRORS.modelSaturated('x/y'), 503, 'model_unavailable', 'Model x/y is saturated (at capacity) and takes no new streams; retry later or use another ready model'],
+  ])('%s → %i %s', (_name, err, status, code, message) => {
+    expect(err).toBeInstanceOf(ServiceError);
+    expect(err).toMatchObject({ status, code, message, shape: 'legacy' });
+  });
+
+  it('every factory is in the table above', () => expect(Object.keys(LEGACY_ERRORS)).toHaveLength(14));
+
+  it('details: the limit, the saturated status, the model field', () => {
+    expect(LEGACY_ERRORS.concurrentStreamLimit(5).options.details).toEqual({ limit: 5 });
+    expect(LEGACY_ERRORS.modelSaturated('m').options.details).toEqual({ status: 'saturated' });
+    expect(LEGACY_ERRORS.unknownModel('m').options.details).toEqual([{ loc: ['body', 'inference', 'model'], msg: 'Unknown model "m"', type: 'value_error' }]);
+  });
+});

@@ -1,0 +1,234 @@
+/**
+ * LegacySessions on fake time: the real emulator and upstream client answer, but every lease,
+ * keepalive, first-frame poll, tick and tick deadline of the sessions runs on a FakeClock the test
+ * moves. Outcomes are read from events (results published, streams ended), never from elapsed time.
+ */
+import { sleep } from '../../helpers/time';
+import { brandOf } from '../../../src/brand';
+import { loadConfig } from '../../../src/config';
+import type { Config } from '../../../src/config';
+import { startEmulator } from '../../../src/emulator/server';
+import type { RunningEmulator } from '../../../src/emulator/server';
+import { UpstreamCatalog } from '../../../src/gateway/legacy/catalog';
+import { createLegacySchemas } from '../../../src/gateway/legacy/schema';
+import { resultsChannel } from '../../../src/gateway/legacy/results-socket';
+import { LegacySessions } from '../../../src/gateway/legacy/sessions';
+import { normalizeCreate } from '../../../src/gateway/legacy/translate';
+import type { LegacyResultMessage } from '../../../src/gateway/legacy/translate';
+import { parseLegacy } from '../../../src/gateway/legacy/validate';
+import { MemoryStore } from '../../../src/gateway/store/memory';
+import { createLogger } from '../../../src/lib/logger';
+import { UpstreamClient } from '../../../src/upstream/client';
+import { FakeClock, settle } from '../../helpers/fake-clock';
+import { KEY, frameBody, http } from '../../helpers/stack';
+
+const POLL_MS = 50;
+const INTERVAL_MS = 500;
+
+interface Rig {
+  cfg: Config;
+  clock: FakeClock;
+  store: MemoryStore;
+  sessions: LegacySessions;
+  upstream: UpstreamClient;
+  ended: string[];
+  upstreamErrors: number[];
+  close(): Promise<void>;
+}
+
+let emulator: RunningEmulator;
+let baseCfg: Config;
+
+beforeAll(async () => {
+  baseCfg = loadConfig({
+    env: {},
+    overrides: {
+      logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
+      emulator: { port: 0, host: '127.0.0.1', controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } },
+    },
+  });
+  emulator = await startEmulator(baseCfg, createLogger(baseCfg.logLevel));
+});
+afterAll(async () => {
+  await emulator.close();
+});
+afterEach(async () => {
+  await http(emulator.url, 'DELETE', '/_emulator/faults');
+});
+
+function rig(legacy: Record<string, unknown> = {}): Rig {
+  const cfg: Config = { ...baseCfg, legacy: { ...baseCfg.legacy, firstFramePollMs: POLL_MS, ...legacy } };
+  const logger = createLogger(cfg.logLevel);
+  const brand = brandOf(cfg);
+  const clock = new FakeClock(Date.now());
+  const store = new MemoryStore();
+  const upstream = new UpstreamClient({ baseUrl: emulator.url, brand, logger, retry: { scale: 0.01 } });
+  const catalog = new UpstreamCatalog(upstream, { modelsCacheMs: 60_000, accountCacheMs: 60_000, logger });
+  const ended: string[] = [];
+  const upstreamErrors: number[] = [];
+  const sessions = new LegacySessions({
+    cfg: cfg.legacy,
+    brand,
+    logger,
+    store,
+    upstream,
+    catalog,
+    clock,
+    observer: { streamEnded: (_k, reason) => void ended.push(reason), upstreamError: (status) => void upstreamErrors.push(status) },
+  });
+  return {
+    cfg,
+    clock,
+    store,
+    sessions,
+    upstream,
+    ended,
+    upstreamErrors,
+    async close() {
+      await sessions.closeAll();
+      await upstream.close();
+      await store.close();
+    },
+  };
+}
+
+async function create(r: Rig): Promise<string> {
+  const parsed = parseLegacy(createLegacySchemas(brandOf(r.cfg)).createStream, frameBody({ interval_seconds: INTERVAL_MS / 1000 }), 'req');
+  const spec = normalizeCreate(parsed, { maxTokensPerSecond: r.cfg.legacy.maxTokensPerSecond });
+  const accountId = await new UpstreamCatalog(r.upstream, { modelsCacheMs: 0, accountCacheMs: 0 }).accountOf(KEY);
+  return (await r.sessions.create({ apiKey: KEY, accountId, spec })).streamId;
+}
+
+/** Results published for a stream, in order. */
+function results(r: Rig, streamId: string): LegacyResultMessage[] {
+  const out: LegacyResultMessage[] = [];
+  r.store.subscribe(resultsChannel(streamId), (msg) => {
+    if (msg.startsWith('r')) out.push(JSON.parse(msg.slice(1)) as LegacyResultMessage);
+  });
+  return out;
+}
+
+/**
+ * Moves fake time one step at a time, letting real I/O (the emulator's answers) run in between,
+ * until `done` holds. Fails instead of hanging.
+ */
+async function driveUntil(clock: FakeClock, stepMs: number, done: () => boolean, maxSteps = 400): Promise<void> {
+  for (let i = 0; i < maxSteps && !done(); i++) {
+    clock.advance(stepMs);
+    for (let j = 0; j < 20 && !done(); j++) await settle();
+    if (!done()) await sleep(2);
+  }
+  expect(done()).toBe(true);
+}
+
+/** Waits (real time, for the emulator's answers) until `done` holds; fails instead of hanging. */
+async function waitFor(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !done(); i++) await sleep(5);
+  expect(done()).toBe(true);
+}
+
+/** Lets requests in flight finish (no fake time passes). */
+const quiet = () => sleep(100);
+
+const fault = (body: Record<string, unknown>) => http(emulator.url, 'POST', '/_emulator/faults', { body });
+
+describe('LegacySessions on fake time', () => {
+  test('ticks publish ok results once the first frame is in, one per interval of (fake) time', async () => {
+    const r = rig();
+    const id = await create(r);
+    const seen = results(r, id);
+    await driveUntil(r.clock, POLL_MS, () => seen.length >= 1);
+    await quiet();
+    const n = seen.length;
+    for (let i = 1; i <= 4; i++) {
+      r.clock.advance(INTERVAL_MS);
+      await waitFor(() => seen.length === n + i);
+    }
+    // Without time passing, no tick runs.
+    await quiet();
+    expect(seen).toHaveLength(n + 4);
+    expect(seen.every((m) => m.ok && m.stream_id === id)).toBe(true);
+    expect(r.ended).toEqual([]);
+    await r.close();
+  });
+
+  test('an upstream 402 on a tick ends the stream insufficient_credits', async () => {
+    const r = rig();
+    const id = await create(r);
+    await fault({ model: '*', count: 5, status: 402, code: 'insufficient_credits' });
+    await driveUntil(r.clock, POLL_MS, () => r.ended.length > 0);
+    expect(r.ended).toEqual(['insufficient_credits']);
+    expect(await r.store.getSession(id)).toMatchObject({ state: 'ended', endReason: 'insufficient_credits' });
+    await r.close();
+  });
+
+  test('an upstream stream gone (404) ends the legacy stream with the upstream reason', async () => {
+    const r = rig();
+    const id = await create(r);
+    const seen = results(r, id);
+    await driveUntil(r.clock, POLL_MS, () => seen.length >= 1);
+    await http(emulator.url, 'POST', `/_emulator/streams/${id}/expire`);
+    await driveUntil(r.clock, POLL_MS, () => r.ended.length > 0);
+    expect(r.ended).toEqual(['lease_expired']);
+    // The upstream stream is already gone: nothing is left to delete at shutdown.
+    expect(r.sessions.undeletedUpstreamStreams).toEqual([]);
+    await r.close();
+  });
+
+  test('frame_not_yet_produced skips the tick quietly: no result, stream alive, the next tick answers', async () => {
+    const r = rig();
+    const id = await create(r);
+    const seen = results(r, id);
+    await fault({ model: '*', count: 1, status: 422, code: 'frame_not_yet_produced' });
+    await driveUntil(r.clock, POLL_MS, () => seen.length >= 1);
+    // The 422 was seen (and counted), yet left no result: the first one published is ok.
+    expect(r.upstreamErrors).toEqual([422]);
+    expect(seen[0]).toMatchObject({ ok: true, error: null });
+    expect(r.ended).toEqual([]);
+    await r.close();
+  });
+
+  test('the requested model failing falls back to the configured model', async () => {
+    const r = rig({ fallbackModels: ['local/analyzer-mini'] });
+    const id = await create(r);
+    const seen = results(r, id);
+    await fault({ model: 'local/analyzer', count: 3, status: 503 });
+    await driveUntil(r.clock, POLL_MS, () => seen.length >= 1);
+    expect(seen[0]).toMatchObject({ ok: true, model_name: 'local/analyzer-mini' });
+    await r.close();
+  });
+
+  test('keepalive reports the cost of the ticks since the last one and the fake seconds passed', async () => {
+    const r = rig();
+    const id = await create(r);
+    const seen = results(r, id);
+    await driveUntil(r.clock, POLL_MS, () => seen.length >= 2);
+    r.clock.advance(7_000);
+    const rec = (await r.store.getSession(id))!;
+    const ka = await r.sessions.keepalive(id, KEY, rec.accountId);
+    expect(ka.costCents).toBeGreaterThan(0);
+    expect(ka.secondsCharged).toBe(Math.round((r.clock.now() - rec.createdAtMs) / 1000));
+    // The cost was handed out: the next keepalive at once reports none and no seconds.
+    const again = await r.sessions.keepalive(id, KEY, rec.accountId);
+    expect(again).toMatchObject({ costCents: 0, secondsCharged: 0 });
+    await r.close();
+  });
+
+  test('the lease expires exactly at its time; a keepalive before it moves it', async () => {
+    const r = rig({ leaseTtlSeconds: 45 });
+    const id = await create(r);
+    const accountId = (await r.store.getSession(id))!.accountId;
+    r.clock.advance(30_000);
+    await r.sessions.keepalive(id, KEY, accountId);
+    // 45 s after create but only 15 s after the keepalive: still alive.
+    r.clock.advance(15_000);
+    await settle();
+    expect(r.ended).toEqual([]);
+    // 45 s after the keepalive: ended lease_expired.
+    r.clock.advance(30_000);
+    for (let i = 0; i < 20 && r.ended.length === 0; i++) await settle();
+    expect(r.ended).toEqual(['lease_expired']);
+    expect(await r.store.getSession(id)).toMatchObject({ state: 'ended', endReason: 'lease_expired' });
+    await r.close();
+  });
+});

@@ -1,0 +1,15 @@
+/** Real-time waits for tests: the one `sleep`, and a bound that turns a hang into a failure. */
+
+/** Resolves after `ms`; the timer never holds the process. Never assert on how long it took. */
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+
+/** Rejects when `p` takes longer than `ms` (a hang is a failure, not a jest timeout). */
+export function deadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let t: NodeJS.Timeout;
+  return Promise.race([
+    p.finally(() => clearTimeout(t)),
+    new Promise<never>((_, reject) => {
+      t = setTimeout(() => reject(new Error(`${what}: still pending after ${ms} ms`)), ms);
+    }),
+  ]);
+}
