@@ -4,8 +4,6 @@ import express from 'express';
 import type { Express } from 'express';
 import { brandOf } from '../brand';
 import type { Config } from '../config';
-import { bearerKey } from '../lib/bearer';
-import { memoKeyHash } from '../lib/keys';
 import type { Logger } from '../lib/logger';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
@@ -29,8 +27,7 @@ import type { Store } from './store/store';
 import { announceDeprecation, deprecationHeaderLines, deprecationHeaders } from './telemetry/deprecation';
 import { accessLog, passthroughTelemetry, requestMetrics } from './telemetry/http';
 import { GatewayMetrics } from './telemetry/metrics';
-import { clientFamily } from './telemetry/migration';
-import { countedAdmission, requestTelemetry, socketTelemetry, telemetryObserver } from './telemetry/observer';
+import { countedAdmission, passthroughMigration, requestTelemetry, socketTelemetry, telemetryObserver } from './telemetry/observer';
 import { DeprecationRollup } from './telemetry/rollup';
 import { DeprecationUsage, utcDay } from './telemetry/usage';
 import { UpstreamHealth } from './telemetry/upstream-health';
@@ -157,17 +154,14 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
 
   // Access line, HTTP and passthrough metrics: the passthrough skips Express and its edge steps.
   const proxied = passthroughTelemetry(logger, { log: cfg.telemetry.requestLog, metrics, httpMetrics: cfg.telemetry.metrics });
+  const migration = passthroughMigration(usage, brand.keyPrefix);
   const passthrough = createPassthrough({
     upstreamUrl: opts.upstreamUrl,
     logger,
     timeoutMs: cfg.requestTimeoutMs,
     onSettled(e) {
       proxied.settled(e);
-      // Migration progress: the same key calling /v1beta or /billing with success (never a refused key).
-      if (e.status >= 200 && e.status < 400) {
-        const key = bearerKey(e.req);
-        if (key?.startsWith(brand.keyPrefix)) usage.passthrough(memoKeyHash(key), e.prefix, clientFamily(e.req.headers['user-agent']));
-      }
+      migration(e);
     },
   });
 

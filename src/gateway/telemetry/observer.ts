@@ -1,8 +1,11 @@
+import { bearerKey } from '../../lib/bearer';
+import { memoKeyHash } from '../../lib/keys';
 import type { LegacyObserver } from '../legacy/session-ports';
 import type { ResultsSocketHooks } from '../legacy/results-socket';
 import type { SunsetPolicy } from '../legacy/sunset';
 import { tryLaterClose } from '../legacy/translate';
 import type { LegacyClose } from '../legacy/translate';
+import type { PassthroughEvent } from '../passthrough';
 import type { SessionRecord } from '../store/store';
 import type { GatewayMetrics } from './metrics';
 import { clientFamily } from './migration';
@@ -87,5 +90,17 @@ export function countedAdmission(sunset: SunsetPolicy, metrics: GatewayMetrics, 
       usage.refused(record.keyHash, refusal.reason);
       return tryLaterClose(refusal.closeReason);
     },
+  };
+}
+
+/**
+ * Migration progress from the passthrough: a successful /v1beta or /billing call made with one of
+ * our keys (a refused key counts for nobody), recorded under the key's hash with its client family.
+ */
+export function passthroughMigration(usage: DeprecationUsage, keyPrefix: string) {
+  return (e: PassthroughEvent): void => {
+    if (e.status < 200 || e.status >= 400) return;
+    const key = bearerKey(e.req);
+    if (key?.startsWith(keyPrefix)) usage.passthrough(memoKeyHash(key), e.prefix, clientFamily(e.req.headers['user-agent']));
   };
 }
