@@ -177,9 +177,11 @@ export class RedisStore implements Store {
     const redis = new Redis(url, common);
     const sub = new Redis(url, { ...common, enableOfflineQueue: true, commandTimeout: undefined });
     // One line per state change, not one per retry: an outage must not flood the log.
+    let lastError = '';
     for (const [name, conn] of [['command', redis], ['subscriber', sub]] as const) {
       let down = false;
       conn.on('error', (err: Error) => {
+        lastError = err.message;
         if (!down) log?.warn({ err: err.message, connection: name }, 'redis connection error');
         down = true;
       });
@@ -194,7 +196,7 @@ export class RedisStore implements Store {
     } catch (err) {
       redis.disconnect();
       sub.disconnect();
-      throw new RedisStoreError(`cannot reach Redis at ${where} (REDIS_URL / store.redisUrl): ${err instanceof Error ? err.message : String(err)}`);
+      throw new RedisStoreError(`cannot reach Redis at ${where} (REDIS_URL / store.redisUrl): ${lastError || (err instanceof Error ? err.message : String(err))}`);
     }
     let policy: string | undefined;
     try {
