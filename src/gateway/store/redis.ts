@@ -65,7 +65,9 @@ local limit = tonumber(ARGV[3])
 local seqs = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[2], '+inf', 'LIMIT', 0, limit + 1)
 local out = {''}
 if #seqs > limit then out[1] = seqs[limit] seqs[limit + 1] = nil end
-for i, seq in ipairs(seqs) do out[i + 1] = redis.call('HGET', KEYS[2], seq) end
+if #seqs > 0 then
+  for i, json in ipairs(redis.call('HMGET', KEYS[2], unpack(seqs))) do out[i + 1] = json end
+end
 return out`;
 
 /** KEYS fbprune; ARGV streamId, afterMs. Schedules the stream's feedback drop; returns the time (Redis ms). */
