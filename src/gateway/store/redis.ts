@@ -17,6 +17,7 @@
  * Times compared inside scripts are Redis's (`TIME`), so clock skew between replicas does not matter.
  */
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import type { Logger } from '../../lib/logger';
 import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, SessionRecord, Store, Unsubscribe } from './store';
@@ -175,9 +176,13 @@ export class RedisStore implements Store {
       connectTimeout: opts.connectTimeoutMs ?? 5_000,
       commandTimeout: opts.commandTimeoutMs ?? 2_000,
       retryStrategy: (times: number) => Math.min(100 * times, 2_000),
+      // ioredis's guard timer after disconnect (untyped option, default 2 s): it outlives a socket
+      // that was already dead and would hold the process that long after close().
+      disconnectTimeout: 200,
     };
     const redis = new Redis(url, common);
-    const sub = new Redis(url, { ...common, enableOfflineQueue: true, commandTimeout: undefined });
+    // The subscriber fails fast too: a results socket is refused (1011) rather than left waiting.
+    const sub = new Redis(url, common);
     // One line per state change, not one per retry: an outage must not flood the log.
     let lastError = '';
     for (const [name, conn] of [['command', redis], ['subscriber', sub]] as const) {
@@ -361,9 +366,14 @@ export class RedisStore implements Store {
     }
   }
 
+  /** QUIT (replies in flight finish), bounded: with Redis away it would wait; then no reconnecting. */
   async close(): Promise<void> {
     this.channels.clear();
-    await Promise.allSettled([this.redis.quit(), this.sub.quit()]);
+    const timer = new AbortController();
+    await Promise.race([Promise.allSettled([this.redis.quit(), this.sub.quit()]), sleep(1_000, undefined, { signal: timer.signal }).catch(() => undefined)]);
+    timer.abort();
+    this.redis.disconnect();
+    this.sub.disconnect();
   }
 }
 

@@ -191,3 +191,17 @@ describe.each(factories)('%s', (_name, make) => {
     expect(await store.ready()).toBe(true);
   });
 });
+
+describe('RedisStore with Redis gone', () => {
+  test('calls fail fast (no queueing, no hang), ready() is false, close() returns', async () => {
+    const own = await startRedis();
+    // ioredis keeps a refused command's timeout timer until it fires: short, so jest exits at once.
+    const store = await RedisStore.connect(own.url, { prefix: 'gone:', commandTimeoutMs: 200 });
+    expect(await store.acquireSlot('k', 's1', 5)).toBe(true);
+    await own.stop();
+    await deadline(expect(store.acquireSlot('k', 's2', 5)).rejects.toThrow(), 10_000, 'acquire with Redis gone');
+    await deadline(expect(store.subscribe('c', () => undefined)).rejects.toThrow(), 10_000, 'subscribe with Redis gone');
+    expect(await deadline(store.ready(), 10_000, 'ready')).toBe(false);
+    await deadline(store.close(), 10_000, 'close');
+  });
+});
