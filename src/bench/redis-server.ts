@@ -34,14 +34,15 @@ function rawCommand(port: number, args: string[]): Promise<string> {
   });
 }
 
-export async function startRedis(extraArgs: string[] = []): Promise<RedisServer> {
+/** `port`: a given one (a restart on the same address); otherwise a free one. */
+export async function startRedis(extraArgs: string[] = [], fixedPort?: number): Promise<RedisServer> {
   const which = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
   if (which.error || which.status !== 0) {
     throw new Error('redis-server not found on PATH: install it (Debian: apt-get install redis-server; .ci/run does) — these tests need a real Redis');
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-redis-'));
   for (let attempt = 0; ; attempt++) {
-    const port = await freePort();
+    const port = fixedPort ?? (await freePort());
     const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extraArgs], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -62,7 +63,7 @@ export async function startRedis(extraArgs: string[] = []): Promise<RedisServer>
     }
     if (!up) {
       // Lost the port to someone else between probing and binding: another one.
-      if (attempt < 3) continue;
+      if (attempt < 3 && fixedPort === undefined) continue;
       fs.rmSync(dir, { recursive: true, force: true });
       throw new Error(`redis-server did not start: ${log}`);
     }

@@ -205,3 +205,23 @@ describe('RedisStore with Redis gone', () => {
     await deadline(store.close(), 10_000, 'close');
   });
 });
+
+test('RedisStore: a subscription comes back after Redis restarts (ioredis resubscribes)', async () => {
+  const first = await startRedis();
+  const store = await RedisStore.connect(first.url, { prefix: 'restart:' });
+  const got: string[] = [];
+  await store.subscribe('chan', (m) => got.push(m));
+  await first.stop();
+  const second = await startRedis([], first.port);
+  try {
+    // Publish until the resubscribed connection hears one (bounded): the restart is an event, not a window.
+    await until(async () => {
+      await store.publish('chan', 'back').catch(() => undefined);
+      return got.includes('back');
+    }, 'delivery after the restart');
+    expect(got.every((m) => m === 'back')).toBe(true);
+  } finally {
+    await store.close();
+    await second.stop();
+  }
+});
