@@ -19,5 +19,12 @@ export function bootChecks(cfg: Config, env: NodeJS.ProcessEnv): { refuse?: stri
       warnings,
     };
   }
+  if (cfg.store.redisUrl && !cfg.store.secret) {
+    return {
+      refuse:
+        'refusing to start: REDIS_URL (store.redisUrl) is set but GATEWAY_SECRET is not. Set GATEWAY_SECRET (or GATEWAY_SECRET_FILE; config store.secret) to the same secret of at least 32 characters on every replica.',
+      warnings,
+    };
+  }
   return { warnings };
 }

@@ -4,6 +4,7 @@
  * Every key is documented in docs/configuration.md; a bad value fails at boot naming the key.
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { validate as validCron } from 'node-cron';
 import { z } from 'zod';
@@ -276,6 +277,20 @@ const telemetrySchema = z.strictObject({
   requestLog: z.boolean().default(true),
 });
 
+/** The shared store of a fleet of replicas (docs/scaling.md). No redisUrl → the in-process memory store. */
+const storeSchema = z.strictObject({
+  /** redis:// or rediss:// URL of the fleet's Redis; selects the Redis store. */
+  redisUrl: z
+    .string()
+    .url()
+    .refine((u) => /^rediss?:\/\//.test(u), 'use a redis:// or rediss:// URL')
+    .optional(),
+  /** Names this replica in the fleet (logs, later ownership). */
+  gatewayId: z.string().min(1).max(200).default(`${os.hostname()}:${process.pid}`),
+  /** Shared by every replica (required with redisUrl): protects what the fleet shares to act for a session. */
+  secret: z.string().min(32, 'use at least 32 characters').optional(),
+});
+
 export const configSchema = z.strictObject({
   port: port.default(8080),
   host: z.string().default('0.0.0.0'),
@@ -306,6 +321,7 @@ export const configSchema = z.strictObject({
   deprecation: deprecationSchema.prefault({}),
   admin: adminSchema.prefault({}),
   telemetry: telemetrySchema.prefault({}),
+  store: storeSchema.prefault({}),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -319,9 +335,10 @@ export type BrownoutConfig = DeprecationConfig['brownouts'];
 export type TelemetryConfig = Config['telemetry'];
 export type ServerConfig = Config['server'];
 export type CorsConfig = Config['cors'];
+export type StoreConfig = Config['store'];
 
 /** Environment variable → config path, and how to parse it. */
-const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean' | 'list' }> = {
+const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean' | 'list' | 'file' }> = {
   PORT: { path: ['port'], type: 'number' },
   HOST: { path: ['host'], type: 'string' },
   UPSTREAM_URL: { path: ['upstreamUrl'], type: 'string' },
@@ -364,6 +381,11 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   METRICS_PORT: { path: ['telemetry', 'metricsPort'], type: 'number' },
   METRICS_TOKEN: { path: ['telemetry', 'metricsToken'], type: 'string' },
   TELEMETRY_REQUEST_LOG: { path: ['telemetry', 'requestLog'], type: 'boolean' },
+  REDIS_URL: { path: ['store', 'redisUrl'], type: 'string' },
+  GATEWAY_ID: { path: ['store', 'gatewayId'], type: 'string' },
+  GATEWAY_SECRET: { path: ['store', 'secret'], type: 'string' },
+  /** The secret read from a file (a mounted secret), trailing newline dropped. */
+  GATEWAY_SECRET_FILE: { path: ['store', 'secret'], type: 'file' },
 };
 
 /** Names of the configuration environment variables set in `env` (for the boot log; never their values). */
@@ -408,6 +430,7 @@ function readJson(file: string): Json {
 
 function envLayer(env: NodeJS.ProcessEnv): Json {
   const out: Json = {};
+  if (env.GATEWAY_SECRET && env.GATEWAY_SECRET_FILE) throw new ConfigError('set GATEWAY_SECRET or GATEWAY_SECRET_FILE, not both');
   for (const [name, spec] of Object.entries(ENV)) {
     const raw = env[name];
     if (raw === undefined || raw === '') continue;
@@ -420,6 +443,12 @@ function envLayer(env: NodeJS.ProcessEnv): Json {
         throw new ConfigError(`${name}: expected true or false, got ${JSON.stringify(raw)}`);
       }
       value = /^(1|true|yes)$/i.test(raw);
+    } else if (spec.type === 'file') {
+      try {
+        value = fs.readFileSync(raw, 'utf8').replace(/\r?\n$/, '');
+      } catch (err) {
+        throw new ConfigError(`${name}: cannot read ${raw}: ${(err as Error).message}`);
+      }
     } else if (spec.type === 'list') {
       value = raw.split(',').map((v) => v.trim()).filter(Boolean);
     }

@@ -75,6 +75,26 @@ async function runEmulator(cfg: Config, logger: Logger, configFile: string | und
   onSignals(logger, () => emu.close(), cfg.shutdownGraceMs);
 }
 
+/**
+ * The Redis store when `store.redisUrl` is set (the gateway then owns no store of its own and this
+ * closes it); undefined → the gateway's in-process memory store. Unreachable Redis or an evicting
+ * policy ends the process with one clear line (exit 1 / 2), not a stack trace or a retry loop.
+ */
+async function openStore(cfg: Config, logger: Logger) {
+  if (!cfg.store.redisUrl) return undefined;
+  const { RedisStore, RedisStoreError } = await import('./gateway/store/redis');
+  try {
+    const store = await RedisStore.connect(cfg.store.redisUrl, { logger: logger.child({ component: 'redis' }) });
+    logger.info({ gatewayId: cfg.store.gatewayId }, 'redis store connected');
+    return store;
+  } catch (err) {
+    if (!(err instanceof RedisStoreError)) throw err;
+    logger.fatal(err.message);
+    process.stderr.write(`${err.message}\n`);
+    process.exit(err.message.startsWith('refusing') ? 2 : 1);
+  }
+}
+
 async function runServe(cfg: Config, logger: Logger, configFile: string | undefined): Promise<void> {
   const checks = bootChecks(cfg, process.env);
   for (const w of checks.warnings) logger.warn(w);
@@ -83,6 +103,7 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
     process.stderr.write(`${checks.refuse}\n`);
     process.exit(2);
   }
+  const store = await openStore(cfg, logger);
   const { startGateway } = await import('./gateway/server');
   let upstreamUrl = cfg.upstreamUrl;
   let emulator: { url: string; port: number; controlApi: boolean; autoPublish: boolean } | undefined;
@@ -96,7 +117,7 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
     stopEmulator = () => emu.close();
     emulator = { url: emu.url, port: emu.port, controlApi: embedded.emulator.controlApi === true, autoPublish: embedded.emulator.autoPublish.enabled === true };
   }
-  const gw = await startGateway(cfg, logger, upstreamUrl);
+  const gw = await startGateway(cfg, logger, upstreamUrl, { store });
   const sources = configSources(configFile);
   logger.info(
     {
@@ -111,6 +132,8 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
       metrics: cfg.telemetry.metrics ? '/metrics' : null,
       adminReport: cfg.admin.token ? '/admin/deprecation' : null,
       shutdownGraceMs: cfg.shutdownGraceMs,
+      store: cfg.store.redisUrl ? 'redis' : 'memory',
+      gatewayId: cfg.store.gatewayId,
     },
     [
       `gateway listening on ${gw.url} (port ${gw.port})`,
@@ -122,6 +145,7 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
     logger,
     async (graceMs) => {
       await gw.close(graceMs);
+      await store?.close();
       await stopEmulator();
     },
     cfg.shutdownGraceMs,

@@ -6,8 +6,7 @@ import { bootChecks } from '../src/boot-checks';
 import { parseCommandLine, UsageError, USAGE } from '../src/cli';
 import { loadConfig } from '../src/config';
 import { deadline } from './helpers/time';
-import { buildMain, runMain } from './helpers/main-bundle';
-import type { MainBundle } from './helpers/main-bundle';
+import { runMain, useMainBundle } from './helpers/main-bundle';
 
 describe('parseCommandLine', () => {
   test('each command takes its own flags; no command means serve', () => {
@@ -61,33 +60,29 @@ describe('bootChecks', () => {
 });
 
 describe('the real process', () => {
-  let bundle: MainBundle;
-  beforeAll(async () => {
-    bundle = await buildMain();
-  }, 30_000);
-  afterAll(() => bundle.remove());
+  const bundle = useMainBundle();
 
   test('an unknown flag exits 2 with a message naming it', async () => {
-    const p = runMain(bundle, ['serve', '--upstream', 'http://x'], {});
+    const p = runMain(bundle(), ['serve', '--upstream', 'http://x'], {});
     expect(await deadline(p.exited, 15_000, 'exit')).toEqual({ code: 2, signal: null });
     expect(p.stderr()).toMatch(/^legacy-gateway serve: Unknown option '--upstream'.*\nRun 'legacy-gateway serve --help'/);
   });
 
   test('serve --help prints its usage and exits 0', async () => {
-    const p = runMain(bundle, ['serve', '--help'], {});
+    const p = runMain(bundle(), ['serve', '--help'], {});
     expect(await deadline(p.exited, 15_000, 'exit')).toEqual({ code: 0, signal: null });
     expect(p.stdout()).toMatch(/^usage: legacy-gateway serve/);
   });
 
   test('NODE_ENV=production without UPSTREAM_URL refuses to boot (exit 2, clear message)', async () => {
-    const p = runMain(bundle, ['serve'], { NODE_ENV: 'production', PORT: '0', HOST: '127.0.0.1' });
+    const p = runMain(bundle(), ['serve'], { NODE_ENV: 'production', PORT: '0', HOST: '127.0.0.1' });
     expect(await deadline(p.exited, 15_000, 'exit')).toEqual({ code: 2, signal: null });
     expect(p.stderr()).toMatch(/refusing to start: NODE_ENV=production and no UPSTREAM_URL.*EMULATOR_EMBEDDED=true/);
     expect(p.lines.some((l) => String(l.msg).startsWith('gateway listening'))).toBe(false);
   });
 
   test('NODE_ENV=production with EMULATOR_EMBEDDED=true boots, warning about the default deprecation dates', async () => {
-    const p = runMain(bundle, ['serve'], { NODE_ENV: 'production', EMULATOR_EMBEDDED: 'true', PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0' });
+    const p = runMain(bundle(), ['serve'], { NODE_ENV: 'production', EMULATOR_EMBEDDED: 'true', PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0' });
     try {
       const boot = await deadline(p.line('gateway listening'), 20_000, `boot (stderr: ${p.stderr()})`);
       expect(boot.embeddedEmulator).toMatchObject({ controlApi: true });

@@ -6,8 +6,7 @@ import path from 'node:path';
 import { loadConfig } from '../../src/config';
 import { startEmulator } from '../../src/emulator/server';
 import { createLogger } from '../../src/lib/logger';
-import { buildMain, ROOT, runMain } from '../helpers/main-bundle';
-import type { MainBundle } from '../helpers/main-bundle';
+import { ROOT, runMain, useMainBundle } from '../helpers/main-bundle';
 import { frameBody, http, KEY, openResults, startStack } from '../helpers/stack';
 import { deadline, sleep } from '../helpers/time';
 
@@ -68,17 +67,13 @@ describe('graceful shutdown in process', () => {
 });
 
 describe('graceful shutdown of the process', () => {
-  let bundle: MainBundle;
-  beforeAll(async () => {
-    bundle = await buildMain();
-  }, 30_000);
-  afterAll(() => bundle.remove());
+  const bundle = useMainBundle();
 
   test('SIGTERM with a live legacy stream: socket closes 1001, the upstream stream is deleted, exit 0 within the grace period', async () => {
     const cfg = loadConfig({ env: {}, overrides: { emulator: { port: 0, controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } } } });
     const emulator = await startEmulator(cfg, createLogger('silent'));
     const graceMs = 3000;
-    const main = runMain(bundle, ['serve', '--config', path.join(ROOT, 'config', 'default.json')], {
+    const main = runMain(bundle(), ['serve', '--config', path.join(ROOT, 'config', 'default.json')], {
       PORT: '0',
       HOST: '127.0.0.1',
       UPSTREAM_URL: emulator.url,

@@ -33,6 +33,16 @@ export async function buildMain(): Promise<MainBundle> {
   return { file, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }
 
+/** The bundle for the enclosing describe block: built before its tests, removed after them. */
+export function useMainBundle(): () => MainBundle {
+  let bundle: MainBundle | undefined;
+  beforeAll(async () => {
+    bundle = await buildMain();
+  }, 30_000);
+  afterAll(() => bundle?.remove());
+  return () => bundle!;
+}
+
 export interface MainProcess {
   child: ChildProcessByStdio<null, Readable, Readable>;
   /** JSON log lines seen so far (stdout). */

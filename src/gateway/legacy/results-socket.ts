@@ -110,7 +110,7 @@ export class ResultsSockets {
   private async attach(ws: WebSocket, streamId: string, record: SessionRecord): Promise<void> {
     if (ws.readyState !== ws.OPEN) return;
     const { store, hooks, cfg } = this.opts;
-    const unsubscribe = store.subscribe(resultsChannel(streamId), (msg) => {
+    const unsubscribe = await store.subscribe(resultsChannel(streamId), (msg) => {
       if (ws.readyState !== ws.OPEN) return;
       if (msg.charCodeAt(0) === 101 /* e */) {
         close(ws, endClose(msg.slice(1)));
@@ -122,6 +122,11 @@ export class ResultsSockets {
       }
       ws.send(msg.slice(1));
     });
+    // The socket may have closed while the subscription was confirmed.
+    if (ws.readyState !== ws.OPEN) {
+      unsubscribe();
+      return;
+    }
     hooks?.onOpen?.(streamId, record);
     ws.once('close', () => {
       unsubscribe();

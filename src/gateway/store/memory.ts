@@ -95,7 +95,7 @@ export class MemoryStore implements Store {
     for (const fn of this.channels.get(channel) ?? []) fn(message);
   }
 
-  subscribe(channel: string, onMessage: (message: string) => void): Unsubscribe {
+  async subscribe(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe> {
     const set = this.channels.get(channel) ?? new Set();
     set.add(onMessage);
     this.channels.set(channel, set);

@@ -74,7 +74,8 @@ export interface Store {
 
   /** Result fan-out: every subscriber of a channel gets every later message, in publish order. */
   publish(channel: string, message: string): Promise<void>;
-  subscribe(channel: string, onMessage: (message: string) => void): Unsubscribe;
+  /** Resolves once subscribed: every message published after that reaches `onMessage`. */
+  subscribe(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe>;
 
   /** Telemetry counters: `hash` fields incremented by `by`; `setMax`/`setMin` for first/last seen. */
   hincr(key: string, field: string, by?: number): Promise<void>;

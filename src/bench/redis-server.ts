@@ -1,0 +1,81 @@
+/**
+ * A real `redis-server` for a test file or a bench (never a mock in its place): its own loopback
+ * port and temp dir, no persistence. Missing `redis-server` is an error saying how to install it
+ * (`.ci/run` does): a test fails, it never skips.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from './util';
+
+export interface RedisServer {
+  url: string;
+  port: number;
+  /** Sends one command with redis-cli semantics over a raw socket (inline protocol); the reply line. */
+  command(...args: string[]): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** One inline command on a fresh connection; resolves with the first reply chunk. */
+function rawCommand(port: number, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    sock.once('error', reject);
+    sock.setTimeout(2_000, () => sock.destroy(new Error('redis-server did not answer within 2 s')));
+    sock.once('data', (d) => {
+      sock.destroy();
+      resolve(d.toString());
+    });
+    sock.once('connect', () => sock.write(`${args.map((a) => `"${a.replace(/["\\]/g, '\\$&')}"`).join(' ')}\r\n`));
+  });
+}
+
+/** `port`: a given one (a restart on the same address); otherwise a free one. */
+export async function startRedis(extraArgs: string[] = [], fixedPort?: number): Promise<RedisServer> {
+  const which = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
+  if (which.error || which.status !== 0) {
+    throw new Error('redis-server not found on PATH: install it (Debian: apt-get install redis-server; .ci/run does) — these tests need a real Redis');
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-redis-'));
+  for (let attempt = 0; ; attempt++) {
+    const port = fixedPort ?? (await freePort());
+    const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extraArgs], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let log = '';
+    child.stdout?.on('data', (d: Buffer) => (log += d.toString()));
+    child.stderr?.on('data', (d: Buffer) => (log += d.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    let dead = false;
+    void exited.then(() => (dead = true));
+    let up = false;
+    for (const until = Date.now() + 10_000; !dead && !up && Date.now() < until; await sleep(20)) {
+      up = (await rawCommand(port, ['PING']).catch(() => '')).startsWith('+PONG');
+    }
+    if (!up && !dead) {
+      child.kill('SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+      throw new Error(`redis-server on port ${port} did not answer PING within 10 s: ${log}`);
+    }
+    if (!up) {
+      // Lost the port to someone else between probing and binding: another one.
+      if (attempt < 3 && fixedPort === undefined) continue;
+      fs.rmSync(dir, { recursive: true, force: true });
+      throw new Error(`redis-server did not start: ${log}`);
+    }
+    return {
+      url: `redis://127.0.0.1:${port}`,
+      port,
+      command: (...args) => rawCommand(port, args),
+      async stop() {
+        if (!dead) child.kill('SIGTERM');
+        await exited;
+        fs.rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+}

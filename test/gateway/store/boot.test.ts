@@ -1,0 +1,95 @@
+/**
+ * Store selection at boot, on the real process: REDIS_URL selects Redis and needs GATEWAY_SECRET;
+ * an evicting maxmemory-policy or an unreachable Redis ends the boot with one clear line.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort } from '../../../src/bench/util';
+import { loadConfig } from '../../../src/config';
+import { ROOT, runMain, useMainBundle } from '../../helpers/main-bundle';
+import { startRedis } from '../../helpers/redis';
+import { KEY, frameBody, http } from '../../helpers/stack';
+import { deadline } from '../../helpers/time';
+
+const SECRET = 'a-fleet-secret-of-at-least-32-characters';
+
+describe('config', () => {
+  test('REDIS_URL, GATEWAY_ID, GATEWAY_SECRET and GATEWAY_SECRET_FILE', () => {
+    const bare = loadConfig({ env: {} }).store;
+    expect(bare).toEqual({ gatewayId: `${os.hostname()}:${process.pid}` });
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-secret-'));
+    try {
+      const file = path.join(dir, 'secret');
+      fs.writeFileSync(file, `${SECRET}\n`);
+      expect(loadConfig({ env: { REDIS_URL: 'redis://r:6379/0', GATEWAY_ID: 'gw-1', GATEWAY_SECRET_FILE: file } }).store).toEqual({
+        redisUrl: 'redis://r:6379/0',
+        gatewayId: 'gw-1',
+        secret: SECRET,
+      });
+      expect(() => loadConfig({ env: { GATEWAY_SECRET: SECRET, GATEWAY_SECRET_FILE: file } })).toThrow(/GATEWAY_SECRET or GATEWAY_SECRET_FILE, not both/);
+      expect(() => loadConfig({ env: { GATEWAY_SECRET_FILE: path.join(dir, 'absent') } })).toThrow(/GATEWAY_SECRET_FILE: cannot read/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    expect(() => loadConfig({ env: { GATEWAY_SECRET: 'short' } })).toThrow(/store\.secret: use at least 32 characters/);
+    expect(() => loadConfig({ env: { REDIS_URL: 'http://r:6379' } })).toThrow(/store\.redisUrl: use a redis:\/\/ or rediss:\/\/ URL/);
+  });
+});
+
+describe('the real process', () => {
+  const bundle = useMainBundle();
+  const base = { PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0' };
+
+  test('REDIS_URL without GATEWAY_SECRET refuses to boot, naming the setting', async () => {
+    const p = runMain(bundle(), ['serve'], { ...base, REDIS_URL: 'redis://127.0.0.1:1' });
+    expect(await deadline(p.exited, 15_000, 'exit')).toEqual({ code: 2, signal: null });
+    expect(p.stderr()).toMatch(/^refusing to start: REDIS_URL \(store\.redisUrl\) is set but GATEWAY_SECRET is not/);
+  });
+
+  test('an unreachable Redis: exit 1 with one clear line, no retry spew', async () => {
+    const port = await freePort();
+    const p = runMain(bundle(), ['serve'], { ...base, REDIS_URL: `redis://:pw@127.0.0.1:${port}`, GATEWAY_SECRET: SECRET });
+    expect(await deadline(p.exited, 20_000, 'exit')).toEqual({ code: 1, signal: null });
+    expect(p.stderr()).toBe(`cannot reach Redis at redis://:***@127.0.0.1:${port} (REDIS_URL / store.redisUrl): connect ECONNREFUSED 127.0.0.1:${port}\n`);
+    expect(p.lines.filter((l) => l.msg === 'redis connection error').length).toBeLessThanOrEqual(2);
+    expect(p.lines.some((l) => String(l.msg).startsWith('gateway listening'))).toBe(false);
+  });
+
+  test('an evicting maxmemory-policy refuses to boot, naming the setting', async () => {
+    const redis = await startRedis(['--maxmemory-policy', 'allkeys-lru']);
+    try {
+      const p = runMain(bundle(), ['serve'], { ...base, REDIS_URL: redis.url, GATEWAY_SECRET: SECRET });
+      expect(await deadline(p.exited, 20_000, 'exit')).toEqual({ code: 2, signal: null });
+      expect(p.stderr()).toMatch(/^refusing to start: Redis maxmemory-policy is allkeys-lru.*Set maxmemory-policy noeviction/);
+    } finally {
+      await redis.stop();
+    }
+  });
+
+  test('noeviction: boots on Redis, keeps its sessions there, stops cleanly on SIGTERM', async () => {
+    const redis = await startRedis();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-secret-'));
+    const file = path.join(dir, 'secret');
+    fs.writeFileSync(file, SECRET);
+    // The shipped config (the emulator's dev keys): the bundle lives outside the repository.
+    const p = runMain(bundle(), ['serve', '-c', path.join(ROOT, 'config', 'default.json')], { ...base, REDIS_URL: redis.url, GATEWAY_SECRET_FILE: file, GATEWAY_ID: 'replica-a' });
+    try {
+      const boot = await deadline(p.line('gateway listening'), 20_000, `boot (stderr: ${p.stderr()})`);
+      expect(boot).toMatchObject({ store: 'redis', gatewayId: 'replica-a' });
+      const created = await http(String(boot.url), 'POST', '/v0.2/streams', { key: KEY, body: frameBody({ interval_seconds: 5 }) });
+      expect(created.status).toBe(201);
+      const id = (created.body as { stream_id: string }).stream_id;
+      expect(await redis.command('EXISTS', `lg:session:{${id}}`)).toBe(':1\r\n');
+      p.child.kill('SIGTERM');
+      expect(await deadline(p.exited, 20_000, 'exit')).toEqual({ code: 0, signal: null });
+      // The shutdown ended the stream in Redis too.
+      expect(await redis.command('HGET', `lg:session:{${id}}`, 'state')).toMatch(/"ended"/);
+    } finally {
+      p.child.kill('SIGKILL');
+      await p.exited;
+      fs.rmSync(dir, { recursive: true, force: true });
+      await redis.stop();
+    }
+  });
+});
