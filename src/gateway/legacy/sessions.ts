@@ -102,9 +102,7 @@ export class LegacySessions {
       validate = input.spec.outputSchema ? compileOutputSchema(this.schemas, input.spec.outputSchema) : undefined;
     } catch (err) {
       await store.releaseSlot(kh, slotId);
-      await upstream.deleteStream(input.apiKey, created.id).catch((e: unknown) => {
-        this.deps.logger.warn({ err: e, streamId: created.id }, 'upstream delete failed; its lease will expire it');
-      });
+      await this.deleteUpstream(input.apiKey, created.id, { requestId: input.requestId, traceId });
       throw err;
     }
     const now = this.clock.now();
