@@ -6,6 +6,7 @@
  */
 import { MemoryStore } from '../gateway/store/memory';
 import { RedisStore } from '../gateway/store/redis';
+import { FLEET_DEFAULTS } from '../gateway/store/store';
 import type { SessionRecord, Store } from '../gateway/store/store';
 import { startRedis } from './redis-server';
 import type { RedisServer } from './redis-server';
@@ -26,6 +27,8 @@ const record = (streamId: string): SessionRecord => ({
   prompt: 'Describe the frame',
   promptUpdatedAtMs: Date.now(),
   spec: { mode: 'frame', processing: { interval_seconds: 1 }, inference: { model: 'local/analyzer', max_tokens: 200 } },
+  ...FLEET_DEFAULTS,
+  fallbackModels: [],
 });
 
 async function commandsProcessed(redis: RedisServer): Promise<number> {

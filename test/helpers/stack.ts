@@ -6,6 +6,7 @@ import { startEmulator } from '../../src/emulator/server';
 import type { RunningEmulator } from '../../src/emulator/server';
 import { startGateway } from '../../src/gateway/server';
 import type { RunningGateway, ServerOptions } from '../../src/gateway/server';
+import { FLEET_DEFAULTS } from '../../src/gateway/store/store';
 import type { SessionRecord } from '../../src/gateway/store/store';
 
 export const KEY = 'svc-local-dev';
@@ -172,4 +173,6 @@ export const sessionRecord = (streamId: string, accountId = 'a'): SessionRecord 
   prompt: 'p',
   promptUpdatedAtMs: Date.now(),
   spec: {},
+  ...FLEET_DEFAULTS,
+  fallbackModels: [],
 });

@@ -7,6 +7,7 @@ import type { Clock } from '../../lib/timers';
 import { UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import type { CallOptions } from '../../upstream/client';
 import { newTraceId } from '../../upstream/trace';
+import { FLEET_DEFAULTS } from '../store/store';
 import type { SessionRecord } from '../store/store';
 import { accessError, streamAccess } from './access';
 import { LEGACY_ERRORS } from './errors';
@@ -138,6 +139,10 @@ export class LegacySessions {
       prompt: input.spec.prompt,
       promptUpdatedAtMs: now,
       spec: input.spec,
+      ...FLEET_DEFAULTS,
+      lastKeepaliveAtMs: now,
+      fallbackModels: [...fallbackModels],
+      ids: session.ids,
     };
     await store.putSession(record);
 

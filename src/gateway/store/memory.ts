@@ -1,9 +1,19 @@
-import { setLongTimeout, type LongTimer } from '../../lib/timers';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, SessionRecord, Store, Unsubscribe } from './store';
+import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
-/** The embedded default store: one process, no persistence. */
+/**
+ * The embedded default store: one process, no persistence. Several gateways built on one instance
+ * behave as replicas of a fleet (the in-process tests of ownership and failover use that).
+ */
 export class MemoryStore implements Store {
-  private readonly slots = new Map<string, Set<string>>();
+  private readonly slots = new Map<string, Map<string, SlotHolder>>();
+  private readonly heartbeats = new Map<string, number>();
+  private readonly once = new Map<string, number>();
+  private readonly clock: Pick<Clock, 'now'>;
+
+  constructor(opts: { clock?: Pick<Clock, 'now'> } = {}) {
+    this.clock = opts.clock ?? realClock;
+  }
   private readonly sessions = new Map<string, SessionRecord>();
   private readonly expiries = new Map<string, LongTimer>();
   /** Per account, oldest first; `seq` is the page cursor (stable while older entries are pruned). */
@@ -13,19 +23,32 @@ export class MemoryStore implements Store {
   private readonly channels = new Map<string, Set<(m: string) => void>>();
   private readonly hashes = new Map<string, Map<string, number>>();
 
-  async acquireSlot(keyHash: string, streamId: string, limit: number): Promise<boolean> {
-    const set = this.slots.get(keyHash) ?? new Set<string>();
-    if (set.has(streamId)) return true;
-    if (set.size >= limit) return false;
-    set.add(streamId);
-    this.slots.set(keyHash, set);
+  async acquireSlot(keyHash: string, slotId: string, limit: number, replica?: string): Promise<boolean> {
+    const held = this.slots.get(keyHash) ?? new Map<string, SlotHolder>();
+    if (held.has(slotId)) return true;
+    if (held.size >= limit) return false;
+    held.set(slotId, { slotId, replica: replica ?? null, streamId: null, acquiredAtMs: this.clock.now() });
+    this.slots.set(keyHash, held);
     return true;
   }
 
-  async releaseSlot(keyHash: string, streamId: string): Promise<boolean> {
-    const set = this.slots.get(keyHash);
-    if (!set?.delete(streamId)) return false;
-    if (set.size === 0) this.slots.delete(keyHash);
+  async bindSlot(keyHash: string, slotId: string, streamId: string): Promise<void> {
+    const slot = this.slots.get(keyHash)?.get(slotId);
+    if (slot) slot.streamId = streamId;
+  }
+
+  async slotHolders(keyHash: string): Promise<SlotHolder[]> {
+    return [...(this.slots.get(keyHash)?.values() ?? [])].map((s) => ({ ...s }));
+  }
+
+  async slotKeys(): Promise<string[]> {
+    return [...this.slots.keys()];
+  }
+
+  async releaseSlot(keyHash: string, slotId: string): Promise<boolean> {
+    const held = this.slots.get(keyHash);
+    if (!held?.delete(slotId)) return false;
+    if (held.size === 0) this.slots.delete(keyHash);
     return true;
   }
 
@@ -60,6 +83,83 @@ export class MemoryStore implements Store {
     this.expiries.set(streamId, t);
   }
 
+  /** The live record (not a copy) of an active session, for the fleet operations below. */
+  private active(streamId: string): SessionRecord | undefined {
+    const s = this.sessions.get(streamId);
+    return s?.state === 'active' ? s : undefined;
+  }
+
+  async endSession(streamId: string, reason: string, endedAtMs: number): Promise<SessionRecord | undefined> {
+    const s = this.active(streamId);
+    if (!s) return undefined;
+    const before = { ...s };
+    Object.assign(s, { state: 'ended', endReason: reason, endedAtMs, owner: null, sealedKey: '' });
+    return before;
+  }
+
+  async renewLease(streamId: string, leaseExpiresAtMs: number, nowMs: number) {
+    const s = this.active(streamId);
+    if (!s) return undefined;
+    const out = { costMicrocents: s.costMicrocents, sinceMs: s.lastKeepaliveAtMs };
+    Object.assign(s, { leaseExpiresAtMs, costMicrocents: 0, lastKeepaliveAtMs: nowMs });
+    return { ...out, record: { ...s } };
+  }
+
+  async setPrompt(streamId: string, prompt: string, atMs: number): Promise<SessionRecord | undefined> {
+    const s = this.active(streamId);
+    if (!s) return undefined;
+    Object.assign(s, { prompt, promptUpdatedAtMs: atMs, promptRev: s.promptRev + 1 });
+    return { ...s };
+  }
+
+  async claimSession(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<SessionRecord | undefined> {
+    const s = this.active(streamId);
+    if (!s || s.owner !== expect.owner || s.epoch !== expect.epoch) return undefined;
+    Object.assign(s, { owner, epoch: s.epoch + 1 });
+    return { ...s };
+  }
+
+  async commitTick(streamId: string, c: { owner: string; epoch: number; tick: number; costMicrocents: number; channel: string; message: string }): Promise<TickCommit> {
+    const s = this.sessions.get(streamId);
+    if (!s) return { ok: false, reason: 'missing' };
+    if (s.state !== 'active') return { ok: false, reason: 'ended' };
+    if (s.owner !== c.owner || s.epoch !== c.epoch) return { ok: false, reason: 'fenced' };
+    if (c.tick <= s.lastTick) return { ok: false, reason: 'duplicate' };
+    s.lastTick = c.tick;
+    s.costMicrocents += c.costMicrocents;
+    await this.publish(c.channel, c.message);
+    return { ok: true, promptRev: s.promptRev };
+  }
+
+  async sessionsOf(replica: string): Promise<string[]> {
+    return [...this.sessions.values()].filter((s) => s.state === 'active' && s.owner === replica).map((s) => s.streamId);
+  }
+
+  async heartbeat(replica: string): Promise<number> {
+    const now = this.clock.now();
+    this.heartbeats.set(replica, now);
+    return now;
+  }
+
+  async membership(deadAfterMs: number): Promise<Membership> {
+    const nowMs = this.clock.now();
+    const alive: string[] = [];
+    const dead: string[] = [];
+    for (const [id, at] of this.heartbeats) (nowMs - at > deadAfterMs ? dead : alive).push(id);
+    return { alive, dead, nowMs };
+  }
+
+  async forgetReplica(replica: string): Promise<void> {
+    this.heartbeats.delete(replica);
+  }
+
+  async claimOnce(key: string, ttlMs: number): Promise<boolean> {
+    const now = this.clock.now();
+    const until = this.once.get(key);
+    if (until !== undefined && until > now) return false;
+    this.once.set(key, now + ttlMs);
+    return true;
+  }
 
   async addFeedback(rec: FeedbackRecord, limits: FeedbackLimits): Promise<FeedbackAdd> {
     const list = this.feedback.get(rec.accountId) ?? [];

@@ -20,7 +20,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import type { Logger } from '../../lib/logger';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, SessionRecord, Store, Unsubscribe } from './store';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
 const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
@@ -283,6 +283,51 @@ export class RedisStore implements Store {
     const after = Number(page.after ?? 0) || 0;
     const [next, ...items] = (await SCRIPTS.feedbackPage.run(this.redis, keys.slice(0, 4), [fbs, after, page.limit])) as string[];
     return { items: items.map((j) => JSON.parse(j) as FeedbackRecord), next: next || null };
+  }
+
+  // Fleet operations: their Lua scripts are being written (issue 10); until then a RedisStore
+  // fleet refuses them loudly rather than acting without fencing.
+  private notYet(): never {
+    throw new Error('RedisStore: fleet operation not implemented yet');
+  }
+  async bindSlot(): Promise<void> {
+    this.notYet();
+  }
+  async slotHolders(): Promise<SlotHolder[]> {
+    this.notYet();
+  }
+  async slotKeys(): Promise<string[]> {
+    this.notYet();
+  }
+  async endSession(): Promise<SessionRecord | undefined> {
+    this.notYet();
+  }
+  async renewLease(): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined> {
+    this.notYet();
+  }
+  async setPrompt(): Promise<SessionRecord | undefined> {
+    this.notYet();
+  }
+  async claimSession(): Promise<SessionRecord | undefined> {
+    this.notYet();
+  }
+  async commitTick(): Promise<TickCommit> {
+    this.notYet();
+  }
+  async sessionsOf(): Promise<string[]> {
+    this.notYet();
+  }
+  async heartbeat(): Promise<number> {
+    this.notYet();
+  }
+  async membership(): Promise<Membership> {
+    this.notYet();
+  }
+  async forgetReplica(): Promise<void> {
+    this.notYet();
+  }
+  async claimOnce(): Promise<boolean> {
+    this.notYet();
   }
 
   async publish(channel: string, message: string): Promise<void> {

@@ -23,6 +23,69 @@ export interface SessionRecord {
   promptUpdatedAtMs: number;
   /** The normalized legacy configuration (SessionSpec), stored as JSON. */
   spec: unknown;
+
+  // ── Fleet fields: what any replica needs to act for the session, and to fence its owner. ──
+  /** Replica (GATEWAY_ID) whose timer ticks this session; null once ended. */
+  owner: string | null;
+  /** Fencing number, bumped by every claim: a tick committed under an older epoch is refused. */
+  epoch: number;
+  /** Highest tick number published (-1: none yet). A commit of a tick ≤ this is a duplicate. */
+  lastTick: number;
+  /** When tick 0 was due (ms; null until the first frame came): a new owner resumes on that grid. */
+  gridStartMs: number | null;
+  /** Usage since the last legacy keepalive (microcents): ticks add, the keepalive reads and zeroes. */
+  costMicrocents: number;
+  /** When the previous legacy keepalive was served (or the create), whichever replica served it. */
+  lastKeepaliveAtMs: number;
+  /** Bumped by every prompt change; a tick commit answers it, so an owner notices a lost message. */
+  promptRev: number;
+  /** Bound to its owner's process (a webrtc relay): cannot fail over, ends when its owner dies. */
+  pinned: boolean;
+  /** The client's API key sealed with GATEWAY_SECRET (src/lib/seal.ts); '' once ended. */
+  sealedKey: string;
+  /** The stream's fallback models, chosen at create (a new owner keeps them). */
+  fallbackModels: string[];
+  /** Request id and trace id of the create: every upstream call made for the stream carries them. */
+  ids: { requestId?: string; traceId: string };
+}
+
+/** The fleet fields of a record nobody owns yet (tests and tools build records from these). */
+export const FLEET_DEFAULTS = {
+  owner: null,
+  epoch: 0,
+  lastTick: -1,
+  gridStartMs: null,
+  costMicrocents: 0,
+  lastKeepaliveAtMs: 0,
+  promptRev: 0,
+  pinned: false,
+  sealedKey: '',
+  fallbackModels: [],
+  ids: { traceId: '' },
+} as const satisfies Partial<SessionRecord>;
+
+/** Answer of `commitTick`: published, or why not (nothing was written then). */
+export type TickCommit =
+  | { ok: true; promptRev: number }
+  /** `fenced`: another owner or epoch; `duplicate`: tick ≤ lastTick; `ended`/`missing`: no active record. */
+  | { ok: false; reason: 'fenced' | 'duplicate' | 'ended' | 'missing' };
+
+/** One concurrency slot as the reconciler sees it. */
+export interface SlotHolder {
+  slotId: string;
+  /** Replica that acquired it (null: acquired without one, e.g. by an older replica). */
+  replica: string | null;
+  /** Stream bound to it once created (null: the create is still in flight, or died with its replica). */
+  streamId: string | null;
+  acquiredAtMs: number;
+}
+
+/** Replicas by heartbeat age on the store's clock. */
+export interface Membership {
+  alive: string[];
+  dead: string[];
+  /** The store's time (ms) when read. */
+  nowMs: number;
 }
 
 export interface FeedbackRecord {
@@ -54,8 +117,17 @@ export interface FeedbackPage {
 export type Unsubscribe = () => void;
 
 export interface Store {
-  /** Takes one of `limit` concurrency slots of a key for a stream, atomically. False when full. */
-  acquireSlot(keyHash: string, streamId: string, limit: number): Promise<boolean>;
+  /**
+   * Takes one of `limit` concurrency slots of a key, atomically. False when full. `replica` records
+   * who holds it until `bindSlot` names its stream (the reconciler frees a dead replica's).
+   */
+  acquireSlot(keyHash: string, slotId: string, limit: number, replica?: string): Promise<boolean>;
+  /** Records which stream a slot belongs to (after the upstream create). */
+  bindSlot(keyHash: string, slotId: string, streamId: string): Promise<void>;
+  /** Every slot of a key with its holder (the reconciler's view). */
+  slotHolders(keyHash: string): Promise<SlotHolder[]>;
+  /** Key hashes that hold at least one slot (the reconciler walks these). */
+  slotKeys(): Promise<string[]>;
   /** Releases a stream's slot; true only the first time (so it is released exactly once). */
   releaseSlot(keyHash: string, streamId: string): Promise<boolean>;
   slotsInUse(keyHash: string): Promise<number>;
@@ -66,6 +138,44 @@ export interface Store {
   updateSession(streamId: string, patch: Partial<SessionRecord>): Promise<SessionRecord | undefined>;
   /** Removes the record, and the stream's feedback with it, after `afterMs` (tombstone window). */
   expireSession(streamId: string, afterMs: number): Promise<void>;
+
+  // ── Fleet: ownership, fencing and the operations any replica may run on any session. ──
+  /**
+   * Ends an active session exactly once across the fleet: state ended, the reason, `endedAtMs`,
+   * owner null, sealedKey ''. Returns the record as it was before (the one caller that ended it
+   * releases the slot, deletes upstream, publishes the end), undefined when already ended or absent.
+   */
+  endSession(streamId: string, reason: string, endedAtMs: number): Promise<SessionRecord | undefined>;
+  /**
+   * Legacy keepalive on an active session: sets `leaseExpiresAtMs`, reads and zeroes the cost since
+   * the previous keepalive and sets `lastKeepaliveAtMs` to `nowMs`, atomically. Returns that cost,
+   * the previous keepalive's time and the new record; undefined unless active.
+   */
+  renewLease(streamId: string, leaseExpiresAtMs: number, nowMs: number): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined>;
+  /** Prompt change on an active session: sets the prompt and bumps `promptRev`. The new record, else undefined. */
+  setPrompt(streamId: string, prompt: string, atMs: number): Promise<SessionRecord | undefined>;
+  /**
+   * Compare-and-set ownership: if the session is active and its owner and epoch are `expect`, makes
+   * `owner` its owner with epoch + 1. The new record, or undefined (another claimer won, or it ended).
+   */
+  claimSession(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<SessionRecord | undefined>;
+  /**
+   * A tick's result, fenced: if the session is active, owned by `owner` at `epoch`, and `tick` >
+   * lastTick, then in one atomic step sets lastTick, adds `costMicrocents` and publishes `message`
+   * on `channel`. Otherwise writes and publishes nothing.
+   */
+  commitTick(streamId: string, c: { owner: string; epoch: number; tick: number; costMicrocents: number; channel: string; message: string }): Promise<TickCommit>;
+  /** Active stream ids owned by `replica` (an index kept by put, claim and end). */
+  sessionsOf(replica: string): Promise<string[]>;
+
+  /** Records that `replica` is alive, on the store's clock; returns that time (ms). */
+  heartbeat(replica: string): Promise<number>;
+  /** Replicas that ever heartbeat and were not forgotten, split by `deadAfterMs` of silence. */
+  membership(deadAfterMs: number): Promise<Membership>;
+  /** Drops a replica from the membership (it drained, or its sessions were all taken over). */
+  forgetReplica(replica: string): Promise<void>;
+  /** True for exactly one caller per `key` within `ttlMs` (fleet-wide run-once: roll-up, reconciler). */
+  claimOnce(key: string, ttlMs: number): Promise<boolean>;
 
   /** Adds a feedback entry unless a cap is reached (checked and added atomically). */
   addFeedback(rec: FeedbackRecord, limits: FeedbackLimits): Promise<FeedbackAdd>;

@@ -6,6 +6,7 @@ import { clipBody, http, KEY, KEY_BROKE, startStack } from '../../helpers/stack'
 import type { Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
 import { MemoryStore } from '../../../src/gateway/store/memory';
+import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
 
 const legacyShape = { error: expect.any(String), message: expect.any(String), request_id: expect.any(String) };
 
@@ -141,7 +142,7 @@ describe('feedback pruned with the tombstone (MemoryStore, fake clock)', () => {
     const limits = { perStream: 2, perAccount: 3 };
     const rec = (streamId: string) => ({
       streamId, keyHash: 'k', slotId: 's', accountId: 'acct', state: 'ended' as const, endReason: 'x', createdAtMs: 0, endedAtMs: 0,
-      leaseExpiresAtMs: 0, prompt: 'p', promptUpdatedAtMs: 0, spec: null,
+      leaseExpiresAtMs: 0, prompt: 'p', promptUpdatedAtMs: 0, spec: null, ...FLEET_DEFAULTS, fallbackModels: [],
     });
     const fb = (id: string, streamId: string) => ({ id, stream_id: streamId, accountId: 'acct', rating: 1, category: 'c', feedback: 'f', created_at: '', updated_at: '' });
     await store.putSession(rec('s1'));

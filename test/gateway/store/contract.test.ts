@@ -4,6 +4,7 @@
  */
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { RedisStore } from '../../../src/gateway/store/redis';
+import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
 import type { FeedbackRecord, SessionRecord, Store } from '../../../src/gateway/store/store';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
@@ -36,6 +37,8 @@ function session(streamId: string, over: Partial<SessionRecord> = {}): SessionRe
     prompt: 'describe {x}',
     promptUpdatedAtMs: 1_000,
     spec: { mode: 'frame', nested: { list: [1, 'two', null] } },
+    ...FLEET_DEFAULTS,
+    fallbackModels: [],
     ...over,
   };
 }
