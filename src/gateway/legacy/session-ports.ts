@@ -21,6 +21,14 @@ export interface LegacyObserver {
   tickSkipped?(streamId: string): void;
   tickLateness?(ms: number): void;
   upstreamError?(status: number): void;
+  /** Fleet (Redis store): replicas alive as this replica last saw them. */
+  fleetReplicas?(alive: number): void;
+  /** Fleet: sessions this replica schedules now. */
+  ownedSessions?(count: number): void;
+  /** Fleet: this replica took over a session from a dead or draining replica (`how`). */
+  sessionAdopted?(streamId: string, how: 'failover' | 'handover'): void;
+  /** Fleet: a tick's result was refused by the store (another owner/epoch, a duplicate, ended). */
+  tickFenced?(reason: 'fenced' | 'duplicate' | 'ended' | 'missing'): void;
 }
 
 /** One observer that hands every event to each of `observers`, in order (absent ones skipped). */
@@ -38,6 +46,10 @@ export function fanOut(observers: ReadonlyArray<LegacyObserver | undefined>): Le
     tickSkipped: each('tickSkipped'),
     tickLateness: each('tickLateness'),
     upstreamError: each('upstreamError'),
+    fleetReplicas: each('fleetReplicas'),
+    ownedSessions: each('ownedSessions'),
+    sessionAdopted: each('sessionAdopted'),
+    tickFenced: each('tickFenced'),
   };
 }
 
