@@ -19,13 +19,16 @@
  *   P fbprune:{acct}           ZSET  streamId, score = when its feedback goes (its tombstone's end).
  *   P fbseq:{acct}             STRING the account's feedback counter (page cursor).
  *   P h:<key>                  HASH  telemetry counters (usage report), numbers as decimal strings.
- *   P ch:<channel>             pub/sub channel (results fan-out, and commitTick's PUBLISH), not a key.
+ *   P ch:<channel>             pub/sub channel (results fan-out, and commitTick's PUBLISH), not a key. On a
+ *                                    Cluster published from the node of session:{<last ':' segment>}.
  * Times compared inside scripts are Redis's (`TIME`), so clock skew between replicas does not matter.
  */
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../lib/logger';
+import { parseClusterUrl } from './redis-url';
 import { StoreUnavailableError } from './store';
 import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, Membership, SessionRecord, SlotHolder, Store, StoreObserver, TickCommit, Unsubscribe } from './store';
 
@@ -99,6 +102,10 @@ redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', string.format
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 return {1, v[5] or '0'}`;
 
+/** KEYS[1] only routes (a Cluster runs it on that key's node); ARGV channel, message. */
+const PUBLISH_FROM = `redis.call('PUBLISH', ARGV[1], ARGV[2])
+return 0`;
+
 /** KEYS replicas zset; ARGV replica. Records the heartbeat on Redis's clock; returns that time. */
 const HEARTBEAT = `${NOW_MS}
 redis.call('ZADD', KEYS[1], now, ARGV[1])
@@ -162,13 +169,16 @@ if cur == false or (ARGV[3] == 'min' and v < tonumber(cur)) or (ARGV[3] == 'max'
 end
 return 0`;
 
+/** One server or a Cluster (`redis+cluster://`): the same commands, routed by key on a Cluster. */
+type Conn = Redis | Cluster;
+
 /** A Lua script called by its SHA1 (one round trip), loaded again after a Redis restart (NOSCRIPT). */
 class Script {
   private readonly sha: string;
   constructor(private readonly lua: string) {
     this.sha = createHash('sha1').update(lua).digest('hex');
   }
-  async run(redis: Redis, keys: string[], args: (string | number)[]): Promise<unknown> {
+  async run(redis: Conn, keys: string[], args: (string | number)[]): Promise<unknown> {
     try {
       return await redis.evalsha(this.sha, keys.length, ...keys, ...args);
     } catch (err) {
@@ -188,6 +198,7 @@ const SCRIPTS = {
   setPrompt: new Script(SET_PROMPT),
   claim: new Script(CLAIM),
   commitTick: new Script(COMMIT_TICK),
+  publishFrom: new Script(PUBLISH_FROM),
   heartbeat: new Script(HEARTBEAT),
   members: new Script(MEMBERS),
   update: new Script(UPDATE),
@@ -241,8 +252,8 @@ export class RedisStore implements Store {
   private lastReply = '';
 
   private constructor(
-    private readonly redis: Redis,
-    private readonly sub: Redis,
+    private readonly redis: Conn,
+    private readonly sub: Conn,
     prefix: string,
     private readonly log?: Logger,
   ) {
@@ -271,9 +282,9 @@ export class RedisStore implements Store {
       // that was already dead and would hold the process that long after close().
       disconnectTimeout: 200,
     };
-    const redis = new Redis(url, common);
+    const redis = open(url, common);
     // The subscriber fails fast too: a results socket is refused (1011) rather than left waiting.
-    const sub = new Redis(url, common);
+    const sub = open(url, common);
     // One line per state change, not one per retry: an outage must not flood the log.
     let lastError = '';
     for (const [name, conn] of [['command', redis], ['subscriber', sub]] as const) {
@@ -298,8 +309,11 @@ export class RedisStore implements Store {
     }
     let policy: string | undefined;
     try {
-      const reply = (await redis.call('CONFIG', 'GET', 'maxmemory-policy')) as string[];
-      policy = reply[1];
+      // Every primary of a Cluster: one evicting node is enough to lose slots.
+      for (const node of primaries(redis)) {
+        const reply = (await node.call('CONFIG', 'GET', 'maxmemory-policy')) as string[];
+        if (!policy || checkMaxmemoryPolicy(reply[1])) policy = reply[1];
+      }
     } catch (err) {
       // Managed services may rename CONFIG: say so, and that the policy must be set there.
       log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'cannot read Redis maxmemory-policy (CONFIG GET refused): make sure it is noeviction');
@@ -578,9 +592,18 @@ export class RedisStore implements Store {
     return `${this.p}ch:${channel}`;
   }
 
+  /**
+   * On a Cluster a message reaches other nodes' subscribers over the cluster bus, in order per
+   * publishing node only: so a channel is published from the node of the session named by its last
+   * `:` segment (`results:<streamId>` → where commitTick publishes), and a stream's end can never
+   * overtake its last results.
+   */
   async publish(channel: string, message: string): Promise<void> {
     return this.guard('publish', async () => {
-      await this.redis.publish(this.channelName(channel), message);
+      if (this.redis instanceof Cluster) {
+        const route = this.sessionKey(channel.slice(channel.lastIndexOf(':') + 1));
+        await SCRIPTS.publishFrom.run(this.redis, [route], [this.channelName(channel), message]);
+      } else await this.redis.publish(this.channelName(channel), message);
     });
   }
 
@@ -659,15 +682,17 @@ export class RedisStore implements Store {
     });
   }
 
-  /** Every key matching a glob (deduplicated: SCAN may return one twice). */
+  /** Every key matching a glob, on every primary of a Cluster (deduplicated: SCAN may return one twice). */
   private async scan(pattern: string): Promise<string[]> {
     const found = new Set<string>();
-    let cursor = '0';
-    do {
-      const [next, batch] = await this.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-      for (const k of batch) found.add(k);
-      cursor = next;
-    } while (cursor !== '0');
+    for (const node of primaries(this.redis)) {
+      let cursor = '0';
+      do {
+        const [next, batch] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+        for (const k of batch) found.add(k);
+        cursor = next;
+      } while (cursor !== '0');
+    }
     return [...found];
   }
 
@@ -690,6 +715,25 @@ export class RedisStore implements Store {
   }
 }
 
+/** A connection for `url`: a Cluster client for `redis+cluster://`, else one server. */
+function open(url: string, common: RedisOptions): Conn {
+  const cluster = parseClusterUrl(url);
+  if (!cluster) return new Redis(url, common);
+  const { lazyConnect, enableOfflineQueue, enableAutoPipelining, retryStrategy, ...perNode } = common;
+  return new Cluster(cluster.nodes, {
+    lazyConnect,
+    enableOfflineQueue,
+    enableAutoPipelining,
+    clusterRetryStrategy: retryStrategy,
+    redisOptions: { ...perNode, username: cluster.username, password: cluster.password, ...(cluster.tls ? { tls: {} } : {}) },
+  });
+}
+
+/** The connections to scan or check one by one: each primary of a Cluster, or the one server. */
+function primaries(conn: Conn): Redis[] {
+  return conn instanceof Cluster ? conn.nodes('master') : [conn];
+}
+
 /** A literal for a SCAN MATCH glob. */
 function escapeGlob(s: string): string {
   return s.replace(/[*?[\]\\]/g, '\\$&');
@@ -697,6 +741,7 @@ function escapeGlob(s: string): string {
 
 /** The URL without its password, for messages. */
 function safeUrl(url: string): string {
+  if (parseClusterUrl(url)) return url.replace(/^([^/]+\/\/[^:@/]*:)[^@/]*@/, '$1***@');
   try {
     const u = new URL(url);
     if (u.password) u.password = '***';

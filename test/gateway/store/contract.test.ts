@@ -1,21 +1,23 @@
 /**
- * The store contract: the same behaviour from MemoryStore (one process) and RedisStore (a real
- * redis-server started for this file), so the gateway cannot tell them apart.
+ * The store contract: the same behaviour from MemoryStore (one process), RedisStore on a real
+ * redis-server and RedisStore on a real 3-node Redis Cluster (both started for this file), so the
+ * gateway cannot tell them apart and every script keeps its keys on one hash tag.
  */
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { RedisStore } from '../../../src/gateway/store/redis';
 import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
 import type { FeedbackRecord, SessionRecord, Store } from '../../../src/gateway/store/store';
-import { startRedis } from '../../helpers/redis';
-import type { RedisServer } from '../../helpers/redis';
+import { startRedis, startRedisCluster } from '../../helpers/redis';
+import type { RedisCluster, RedisServer } from '../../helpers/redis';
 import { deadline, sleep } from '../../helpers/time';
 
 let redis: RedisServer;
+let cluster: RedisCluster;
 let seq = 0;
 beforeAll(async () => {
-  redis = await startRedis();
-}, 30_000);
-afterAll(async () => redis?.stop());
+  [redis, cluster] = await Promise.all([startRedis(), startRedisCluster(3)]);
+}, 60_000);
+afterAll(async () => Promise.all([redis?.stop(), cluster?.stop()]));
 
 /**
  * `make` builds a fresh store; `peer` another connection onto the same data (a second replica):
@@ -39,6 +41,13 @@ const factories: [string, () => Promise<Fleet>][] = [
       // A prefix per store: tests on one server never see each other's keys.
       const prefix = `t${++seq}:`;
       return { store: await RedisStore.connect(redis.url, { prefix }), peer: () => RedisStore.connect(redis.url, { prefix }) };
+    },
+  ],
+  [
+    'RedisStore on a 3-node Cluster',
+    async () => {
+      const prefix = `t${++seq}:`;
+      return { store: await RedisStore.connect(cluster.url, { prefix }), peer: () => RedisStore.connect(cluster.url, { prefix }) };
     },
   ],
 ];
@@ -439,5 +448,19 @@ test('RedisStore: a subscription comes back after Redis restarts (ioredis resubs
   } finally {
     await store.close();
     await second.stop();
+  }
+});
+
+test('the Cluster run is a real one: sessions spread over its 3 primaries, each script on its own slot', async () => {
+  const store = await RedisStore.connect(cluster.url, { prefix: 'spread:' });
+  try {
+    await Promise.all(Array.from({ length: 30 }, (_, i) => store.putSession(session(`spread-${i}`, { owner: 'gw-a', epoch: 1 }))));
+    const sizes = await Promise.all(cluster.nodes.map(async (n) => Number(/:(\d+)/.exec(await n.command('DBSIZE'))?.[1] ?? 0)));
+    expect(sizes.filter((n) => n > 0).length).toBe(3);
+    expect((await store.sessionsOf('gw-a')).length).toBe(30);
+    const ticks = await Promise.all(Array.from({ length: 30 }, (_, i) => store.commitTick(`spread-${i}`, { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 1, channel: 'c', message: 'm' })));
+    expect(ticks.every((t) => t.ok)).toBe(true);
+  } finally {
+    await store.close();
   }
 });
