@@ -418,14 +418,27 @@ describe.each(factories)('%s', (_name, make) => {
 });
 
 describe('RedisStore with Redis gone', () => {
-  test('calls fail fast (no queueing, no hang), ready() is false, close() returns', async () => {
+  test('calls fail fast with StoreUnavailableError (no queueing, no hang) and observers see it; ready() is false, close() returns', async () => {
     const own = await startRedis();
     // ioredis keeps a refused command's timeout timer until it fires: short, so jest exits at once.
     const store = await RedisStore.connect(own.url, { prefix: 'gone:', commandTimeoutMs: 200 });
+    const seen: [string, boolean][] = [];
+    store.observe({ call: (op, _s, failed) => seen.push([op, failed]) });
     expect(await store.acquireSlot('k', 's1', 5)).toBe(true);
     await own.stop();
-    await deadline(expect(store.acquireSlot('k', 's2', 5)).rejects.toThrow(), 10_000, 'acquire with Redis gone');
-    await deadline(expect(store.subscribe('c', () => undefined)).rejects.toThrow(), 10_000, 'subscribe with Redis gone');
+    const unavailable = (op: string) => expect.objectContaining({ name: 'StoreUnavailableError', status: 503, code: 'store_unavailable', op });
+    await deadline(expect(store.acquireSlot('k', 's2', 5)).rejects.toEqual(unavailable('acquireSlot')), 10_000, 'acquire with Redis gone');
+    const tick = { owner: 'gw', epoch: 1, tick: 0, costMicrocents: 0, channel: 'c', message: 'm' };
+    await deadline(expect(store.commitTick('s1', tick)).rejects.toEqual(unavailable('commitTick')), 10_000, 'commitTick with Redis gone');
+    await deadline(expect(store.heartbeat('gw')).rejects.toEqual(unavailable('heartbeat')), 10_000, 'heartbeat with Redis gone');
+    await deadline(expect(store.subscribe('c', () => undefined)).rejects.toEqual(unavailable('subscribe')), 10_000, 'subscribe with Redis gone');
+    expect(seen).toEqual([
+      ['acquireSlot', false],
+      ['acquireSlot', true],
+      ['commitTick', true],
+      ['heartbeat', true],
+      ['subscribe', true],
+    ]);
     expect(await deadline(store.ready(), 10_000, 'ready')).toBe(false);
     await deadline(store.close(), 10_000, 'close');
   });
