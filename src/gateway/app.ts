@@ -262,7 +262,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
         await sockets.close();
         await rollup.stop();
         await sunset.close();
-        await usage.flush();
+        await usage.close();
         // The day so far, so a restart never loses the last summary.
         await rollup.run(utcDay(opts.now?.() ?? Date.now()), { partial: true });
         await upstream.close();

@@ -40,6 +40,16 @@ export class CounterBuffer {
     return h;
   }
 
+  /** Takes back updates the store refused (increments add up again, extremes combine). */
+  restore(updates: readonly HashUpdate[]): void {
+    for (const u of updates) {
+      const h = this.hash(u.key);
+      for (const [f, v] of Object.entries(u.incr ?? {})) h.add(f, v);
+      for (const [f, v] of Object.entries(u.min ?? {})) h.lower(f, v);
+      for (const [f, v] of Object.entries(u.max ?? {})) h.raise(f, v);
+    }
+  }
+
   /** Everything pending, as store updates; the buffer starts empty again. */
   take(): HashUpdate[] {
     const out: HashUpdate[] = [];

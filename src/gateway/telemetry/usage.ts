@@ -15,7 +15,8 @@
  *
  * Writes are buffered per replica (CounterBuffer) and flushed every FLUSH_MS as one `store.hbatch`:
  * the store's cost is per flush and hash, not per tick. A crash loses at most the last FLUSH_MS of
- * this replica's counters; a flush the store refuses (outage) is dropped and logged.
+ * this replica's counters; a flush the store refuses (outage) is kept and retried every FLUSH_MS
+ * (up to RETAINED_HASHES hashes), so an outage costs no counters unless the process dies in it.
  */
 import type { Logger } from '../../lib/logger';
 import type { RefusalReason } from '../legacy/sunset';
@@ -34,6 +35,8 @@ const MEMO_KEYS = 10_000;
 /** Counter writes are summed in process and written at most this often (or at this many pending hashes). */
 const FLUSH_MS = 1_000;
 const PENDING_HASHES = 1_000;
+/** While the store refuses flushes, counters are kept for the next one, up to this many hashes. */
+const RETAINED_HASHES = 20_000;
 
 /** Per key, this process's last written day (old day fields are pruned when it changes) and families. */
 type KeyMemo = Map<string, { day: string; families: Set<string> }>;
@@ -132,6 +135,7 @@ export class DeprecationUsage {
   private flushTimer: NodeJS.Timeout | undefined;
   /** Consecutive failed flushes: an outage is logged once when it starts and once when it ends. */
   private failedFlushes = 0;
+  private closed = false;
 
   /**
    * @param flushMs how long counter writes are held (summed) before one `store.hbatch` writes them:
@@ -221,10 +225,25 @@ export class DeprecationUsage {
     while (this.pending.size) await Promise.all([...this.pending]);
   }
 
-  /** A flush within `flushMs`, or at once when many keys are pending (memory stays bounded). */
+  /** A last flush; then no timer is armed again (what a failing store refused now stays unwritten). */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.flush();
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+  }
+
+  /**
+   * A flush within `flushMs`, or at once when many keys are pending (memory stays bounded), but not
+   * while the store is failing: then one try per interval, not one per event.
+   */
   private scheduleFlush(): void {
-    if (this.buffer.size >= PENDING_HASHES) this.writeBuffer();
-    else this.flushTimer ??= setTimeout(() => this.writeBuffer(), this.flushMs).unref();
+    if (this.buffer.size >= PENDING_HASHES && !this.failedFlushes) this.writeBuffer();
+    else this.armFlushTimer();
+  }
+
+  private armFlushTimer(): void {
+    if (!this.closed) this.flushTimer ??= setTimeout(() => this.writeBuffer(), this.flushMs).unref();
   }
 
   private writeBuffer(): void {
@@ -239,8 +258,12 @@ export class DeprecationUsage {
           this.failedFlushes = 0;
         },
         (err: unknown) => {
-          // Dropped, not retried: a timed-out batch may have landed, and a retry would count it twice.
-          if (this.failedFlushes++ === 0) this.logger.warn({ err, hashes: updates.length }, 'deprecation counter write failed (counters dropped until the store answers)');
+          if (this.failedFlushes++ === 0) this.logger.warn({ err, hashes: updates.length }, 'deprecation counter write failed (counters kept for the next flush)');
+          // Kept for the next flush (a batch that timed out may have landed: its increments would
+          // count twice; first/last seen stay exact). Past the bound, dropped.
+          if (this.buffer.size + updates.length <= RETAINED_HASHES) this.buffer.restore(updates);
+          else this.logger.warn({ hashes: updates.length }, 'deprecation counters dropped: the store has refused them too long');
+          this.armFlushTimer();
         },
       ),
     );

@@ -178,3 +178,31 @@ describe.each(fleets)('the daily roll-up of three replicas on %s', (_name, makeF
     }
   });
 });
+
+test('Redis away: counters are kept in the replica and land once Redis is back (own redis-server, stopped and restarted)', async () => {
+  const own = await startRedis();
+  const store = await RedisStore.connect(own.url, { prefix: 'outage:', commandTimeoutMs: 500 });
+  const usage = new DeprecationUsage(store, createLogger('silent'), () => Date.parse('2026-03-01T12:00:00Z'));
+  let running: RedisServer | undefined = own;
+  try {
+    usage.request('kh', 'GET /v0.2/models');
+    await usage.flush();
+    await own.stop();
+    running = undefined;
+    for (let i = 0; i < 5; i++) {
+      usage.inference('kh', true, 10);
+      await usage.flush(); // refused: kept
+    }
+    running = await startRedis([], own.port); // empty: what was written before the outage is gone with it
+    const landed = async () => (await store.hgetall('depr:key:kh').catch(() => ({}) as Record<string, number>))['inferences:ok'] === 5;
+    for (let i = 0; i < 200 && !(await landed()); i++) {
+      await usage.flush();
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(await store.hgetall('depr:key:kh')).toEqual({ 'inferences:ok': 5, output_tokens: 50 });
+  } finally {
+    await usage.close();
+    await store.close();
+    await running?.stop();
+  }
+}, 30_000);

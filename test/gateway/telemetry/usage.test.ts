@@ -99,7 +99,7 @@ describe('deprecation usage counters', () => {
     await store.close();
   });
 
-  test('a failing store never throws into the caller; flush still settles; an outage is logged once, its end once', async () => {
+  test('a failing store never throws into the caller; flush still settles; an outage is logged once, its end once, and its counters land after it', async () => {
     const store = new MemoryStore();
     const hbatch = store.hbatch.bind(store);
     let down = true;
@@ -116,8 +116,10 @@ describe('deprecation usage counters', () => {
     await usage.flush();
     expect(lines.filter((l) => /deprecation counters written again/.test(l))).toHaveLength(1);
     expect(JSON.parse(lines.find((l) => /written again/.test(l))!)).toMatchObject({ failedFlushes: 3 });
-    // What the store refused is gone (documented); what came after it landed.
-    expect((await store.hgetall('depr:key:k'))['req:GET /v0.2/models']).toBe(1);
+    // What the store refused was kept and written once with the first flush it took, exactly once.
+    expect((await store.hgetall('depr:key:k'))['req:GET /v0.2/models']).toBe(4);
+    expect((await store.hgetall('depr:day:2026-03-01')).requests).toBe(4);
+    await usage.close();
     await store.close();
   });
 
