@@ -33,11 +33,11 @@ registerSection('legacy', async () => {
   };
 });
 registerSection('passthrough', async () => (await import('./bench/passthrough')).benchPassthrough);
+registerSection('telemetry', async () => (await import('./bench/telemetry')).benchTelemetry);
 registerSection('upstream-outage', async () => (await import('./bench/upstream-outage')).benchUpstreamOutage);
 registerSection('relay', async () => (await import('./bench/relay')).benchRelay);
 registerSection('sunset', async () => (await import('./bench/sunset')).benchSunset);
 registerSection('store', async () => (await import('./bench/store')).benchStore);
-registerSection('telemetry', async () => (await import('./bench/telemetry')).benchTelemetry);
 registerSection('hostile', async () => (await import('./bench/hostile')).benchHostile);
 
 export async function runBench(cfg: Config, only: string[]): Promise<void> {

@@ -86,7 +86,7 @@ async function run(label: string, raw: Store, redis: RedisServer | undefined, ma
     sent += u.length - 1;
     return hbatch(u);
   };
-  const store = measuredStore(raw, { command: () => void calls++, failed: () => undefined });
+  const store = measuredStore(raw, { call: () => void calls++ });
   let t = T0;
   const sink = make(store, () => t);
   // One keepalive per stream before counting: day pruning (a once-per-key-and-day read) is not per tick.

@@ -87,10 +87,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const brand = brandOf(cfg);
   // Every store call timed and its failures counted (gateway_store_*); `metrics` is built below and
   // no store call happens before it is.
-  const store = measuredStore(opts.store ?? new MemoryStore(), {
-    command: (op, seconds) => metrics.store.command(op, seconds),
-    failed: (op) => metrics.store.failed(op),
-  });
+  const store = measuredStore(opts.store ?? new MemoryStore(), { call: (op, seconds, failed) => metrics.store.call(op, seconds, failed) });
   const upstream = new UpstreamClient({
     baseUrl: opts.upstreamUrl,
     brand,

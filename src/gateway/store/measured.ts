@@ -2,11 +2,9 @@ import { performance } from 'node:perf_hooks';
 import type { Store } from './store';
 
 /** Where a measured store reports each call (the gateway's metrics implement it). */
-export interface StoreCommandSink {
-  /** A call of `op` (a Store method name) answered or failed after `seconds`. */
-  command(op: string, seconds: number): void;
-  /** A call of `op` failed (threw or rejected): Redis away, a timeout, a script error. */
-  failed(op: string): void;
+export interface StoreCallSink {
+  /** A call of `op` (a Store method name) answered, or `failed` (threw or rejected), after `seconds`. */
+  call(op: string, seconds: number, failed: boolean): void;
 }
 
 /**
@@ -14,7 +12,7 @@ export interface StoreCommandSink {
  * method name (never an argument: keys and stream ids stay out of labels). A Proxy rather than a
  * class listing each method, so a method added to Store is measured without touching this file.
  */
-export function measuredStore(inner: Store, sink: StoreCommandSink): Store {
+export function measuredStore(inner: Store, sink: StoreCallSink): Store {
   /** Wrappers per method, rebuilt if the method was replaced on `inner` (tests fake failures so). */
   const wrappers = new Map<string, { of: unknown; fn: unknown }>();
   return new Proxy(inner, {
@@ -30,13 +28,10 @@ export function measuredStore(inner: Store, sink: StoreCommandSink): Store {
   });
 }
 
-function measure(op: string, method: (...args: unknown[]) => unknown, target: Store, sink: StoreCommandSink) {
+function measure(op: string, method: (...args: unknown[]) => unknown, target: Store, sink: StoreCallSink) {
   return (...args: unknown[]): unknown => {
     const start = performance.now();
-    const done = (failed: boolean) => {
-      sink.command(op, (performance.now() - start) / 1000);
-      if (failed) sink.failed(op);
-    };
+    const done = (failed: boolean) => sink.call(op, (performance.now() - start) / 1000, failed);
     let out: unknown;
     try {
       out = method.apply(target, args);

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { StoreCommandSink } from '../store/measured';
+import type { StoreCallSink } from '../store/measured';
 
 /** Seconds buckets for request-scale latencies (1 ms … 30 s). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -52,7 +52,7 @@ export class GatewayMetrics {
   readonly storeCommands: Histogram<'op'>;
   readonly storeErrors: Counter<'op'>;
   /** Label children of the store metrics per op: a store call costs no label lookup. */
-  private readonly storeChildren = new Map<string, { observe(v: number): void; fail(): void }>();
+  private readonly storeChildren = new Map<string, { time: { observe(v: number): void }; errors: { inc(): void } }>();
 
   constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -254,20 +254,14 @@ export class GatewayMetrics {
   }
 
   /** Store calls by operation, fed by the measured store (src/gateway/store/measured.ts). */
-  readonly store: StoreCommandSink = {
-    command: (op, seconds) => this.storeChild(op).observe(seconds),
-    failed: (op) => this.storeChild(op).fail(),
+  readonly store: StoreCallSink = {
+    call: (op, seconds, failed) => {
+      let c = this.storeChildren.get(op);
+      if (!c) this.storeChildren.set(op, (c = { time: this.storeCommands.labels(op), errors: this.storeErrors.labels(op) }));
+      c.time.observe(seconds);
+      if (failed) c.errors.inc();
+    },
   };
-
-  private storeChild(op: string): { observe(v: number): void; fail(): void } {
-    let c = this.storeChildren.get(op);
-    if (!c) {
-      const h = this.storeCommands.labels(op);
-      const e = this.storeErrors.labels(op);
-      this.storeChildren.set(op, (c = { observe: (v) => h.observe(v), fail: () => e.inc() }));
-    }
-    return c;
-  }
 
   contentType(): string {
     return this.registry.contentType;
