@@ -11,6 +11,7 @@ import { frameBody, http, startStack } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
 import { deadline, sleep } from '../../helpers/time';
 
+const ADMIN = 'admin-token-for-the-outage-test';
 let redis: RedisServer;
 let store: RedisStore;
 let stack: Stack;
@@ -21,7 +22,7 @@ beforeAll(async () => {
   // Short command timeout: ioredis keeps a refused command's timer until it fires.
   store = await RedisStore.connect(redis.url, { commandTimeoutMs: 300 });
   store.observe({ call: (op, _s, failed) => calls.push({ op, failed }) });
-  stack = await startStack({}, { store });
+  stack = await startStack({ admin: { token: ADMIN } }, { store });
 }, 30_000);
 
 afterAll(async () => {
@@ -32,7 +33,7 @@ afterAll(async () => {
 
 const created = (r: { status: number; body: unknown }) => (r.status === 201 ? (r.body as { stream_id: string }).stream_id : null);
 
-test('Redis stopped: create and keepalive answer 503 store_unavailable in the legacy body; back once Redis is', async () => {
+test('Redis stopped: create and keepalive answer 503 store_unavailable in the legacy body, the admin report in {detail}; back once Redis is', async () => {
   const before = created(await http(stack.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) }));
   expect(before).toEqual(expect.any(String));
   expect(calls.some((c) => c.op === 'acquireSlot' && !c.failed)).toBe(true);
@@ -46,6 +47,10 @@ test('Redis stopped: create and keepalive answer 503 store_unavailable in the le
   expect(keepalive.status).toBe(503);
   expect((keepalive.body as { error: string }).error).toBe('store_unavailable');
   expect(calls.some((c) => c.failed)).toBe(true);
+  // Outside /v0.2 the same code in the {detail} shape.
+  const report = await deadline(http(stack.url, 'GET', '/admin/deprecation', { key: ADMIN }), 10_000, 'report with Redis stopped');
+  expect(report.status).toBe(503);
+  expect(report.body).toEqual({ detail: expect.stringMatching(/store/) });
   // The live stream keeps ticking; its results fail to go out through Redis: the process stays up.
   const tickFailed = () => calls.some((c) => (c.op === 'publish' || c.op === 'commitTick') && c.failed);
   await deadline(
