@@ -335,8 +335,8 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Every store call runs through here: a failure (connection gone, command timed out, an error
-   * reply) becomes StoreUnavailableError (503 `store_unavailable`), and observers see each call.
+   * Every store call runs through here: a Redis failure (connection gone, command timed out, an
+   * error reply) becomes StoreUnavailableError (503 `store_unavailable`), and observers see each call.
    */
   private async guard<T>(op: string, fn: () => Promise<T>): Promise<T> {
     const start = performance.now();
@@ -351,6 +351,11 @@ export class RedisStore implements Store {
     } catch (err) {
       // A nested call (updateSession → getSession) was told already.
       if (err instanceof StoreUnavailableError) throw err;
+      // A bug here (a record that does not parse, a wrong type) is not an outage: a 500, logged.
+      if (err instanceof TypeError || err instanceof SyntaxError || err instanceof RangeError || err instanceof ReferenceError) {
+        tell(true);
+        throw err;
+      }
       // Redis answered with an error (out of memory, read-only replica, a script bug): worth a line;
       // connection errors are logged once per state change by connect().
       if (err instanceof Error && err.name === 'ReplyError' && err.message !== this.lastReply) {

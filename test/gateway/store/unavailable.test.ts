@@ -82,3 +82,16 @@ test('StoreUnavailableError names the operation and keeps the cause', async () =
   expect(err).toMatchObject({ status: 503, code: 'store_unavailable', op: 'commitTick', cause });
   expect(err.toLegacyBody('req-1')).toEqual({ error: 'store_unavailable', message: err.message, request_id: 'req-1', details: null });
 });
+
+test('a record that does not parse is a bug, not an outage: the error stays what it is', async () => {
+  const own = await startRedis();
+  const s = await RedisStore.connect(own.url, { prefix: 'bad:' });
+  try {
+    await own.command('HSET', 'bad:session:{broken}', 'state', 'not json');
+    await expect(s.getSession('broken')).rejects.toBeInstanceOf(SyntaxError);
+    expect(await s.ready()).toBe(true);
+  } finally {
+    await s.close();
+    await own.stop();
+  }
+});
