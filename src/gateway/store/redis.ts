@@ -1,6 +1,8 @@
 /**
  * The shared store of a fleet of replicas (`REDIS_URL` / `store.redisUrl`), with the semantics of
  * `MemoryStore`: whatever one replica writes, every replica reads; slots are exact across replicas.
+ * One server (`redis://`) or a Cluster (`redis+cluster://host:port,…`). A call Redis cannot answer
+ * throws StoreUnavailableError (503 `store_unavailable`).
  *
  * Keys (`P` is the prefix, `lg:` by default). Every multi-key script keeps its keys on one hash tag
  * (`{…}`), so a Redis Cluster serves them unchanged.
