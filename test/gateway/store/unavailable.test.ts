@@ -19,11 +19,12 @@ const calls: { op: string; failed: boolean }[] = [];
 
 beforeAll(async () => {
   redis = await startRedis();
-  // Short command timeout: ioredis keeps a refused command's timer until it fires.
-  store = await RedisStore.connect(redis.url, { commandTimeoutMs: 300 });
+  // Shortish command timeout: ioredis keeps a refused command's timer until it fires; long enough
+  // for a loaded CI machine to answer the calls made while Redis is up.
+  store = await RedisStore.connect(redis.url, { commandTimeoutMs: 1_000, connectTimeoutMs: 20_000 });
   store.observe({ call: (op, _s, failed) => calls.push({ op, failed }) });
   stack = await startStack({ admin: { token: ADMIN } }, { store });
-}, 30_000);
+}, 60_000);
 
 afterAll(async () => {
   await stack?.close();
