@@ -1,6 +1,8 @@
 /**
  * The shared store of a fleet of replicas (`REDIS_URL` / `store.redisUrl`), with the semantics of
  * `MemoryStore`: whatever one replica writes, every replica reads; slots are exact across replicas.
+ * One server (`redis://`) or a Cluster (`redis+cluster://host:port,…`). A call Redis cannot answer
+ * throws StoreUnavailableError (503 `store_unavailable`).
  *
  * Keys (`P` is the prefix, `lg:` by default). Every multi-key script keeps its keys on one hash tag
  * (`{…}`), so a Redis Cluster serves them unchanged.
@@ -364,8 +366,8 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Every store call runs through here: a failure (connection gone, command timed out, an error
-   * reply) becomes StoreUnavailableError (503 `store_unavailable`), and observers see each call.
+   * Every store call runs through here: a Redis failure (connection gone, command timed out, an
+   * error reply) becomes StoreUnavailableError (503 `store_unavailable`), and observers see each call.
    */
   private async guard<T>(op: string, fn: () => Promise<T>): Promise<T> {
     const start = performance.now();
@@ -380,6 +382,11 @@ export class RedisStore implements Store {
     } catch (err) {
       // A nested call (updateSession → getSession) was told already.
       if (err instanceof StoreUnavailableError) throw err;
+      // A bug here (a record that does not parse, a wrong type) is not an outage: a 500, logged.
+      if (err instanceof TypeError || err instanceof SyntaxError || err instanceof RangeError || err instanceof ReferenceError) {
+        tell(true);
+        throw err;
+      }
       // Redis answered with an error (out of memory, read-only replica, a script bug): worth a line;
       // connection errors are logged once per state change by connect().
       if (err instanceof Error && err.name === 'ReplyError' && err.message !== this.lastReply) {

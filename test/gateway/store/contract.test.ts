@@ -421,7 +421,7 @@ describe('RedisStore with Redis gone', () => {
   test('calls fail fast with StoreUnavailableError (no queueing, no hang) and observers see it; ready() is false, close() returns', async () => {
     const own = await startRedis();
     // ioredis keeps a refused command's timeout timer until it fires: short, so jest exits at once.
-    const store = await RedisStore.connect(own.url, { prefix: 'gone:', commandTimeoutMs: 200 });
+    const store = await RedisStore.connect(own.url, { prefix: 'gone:', commandTimeoutMs: 1_000 });
     const seen: [string, boolean][] = [];
     store.observe({ call: (op, _s, failed) => seen.push([op, failed]) });
     expect(await store.acquireSlot('k', 's1', 5)).toBe(true);
