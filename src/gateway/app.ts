@@ -17,6 +17,7 @@ import { socketAuthorizer } from './legacy/access';
 import { FailedAuthLimiter } from './legacy/auth-failures';
 import { UpstreamCatalog } from './legacy/catalog';
 import { ResultsSockets } from './legacy/results-socket';
+import { LEGACY_CLOSES } from './legacy/translate';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
 import { fanOut } from './legacy/session-ports';
@@ -246,6 +247,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   // Awaited by startGateway; a gateway built alone must not crash on an unhandled rejection.
   joined.catch((err: unknown) => logger.error({ err }, 'could not join the fleet'));
   let closed: Promise<void> | undefined;
+  /** The drain handed this replica's streams to others: its sockets close so that clients reconnect. */
+  let handedOver = false;
 
   return {
     handler,
@@ -276,7 +279,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     async drain() {
       draining = true;
       // Handed-over streams leave this replica; what is left (webrtc, or no other replica) ends.
-      await fleet?.drain();
+      handedOver = (await fleet?.drain()) ?? false;
       await sessions.closeAll();
     },
     close() {
@@ -286,7 +289,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
         await fleet?.stop();
         await sessions.closeAll();
         await ingest?.close();
-        await sockets.close();
+        await sockets.close(handedOver ? LEGACY_CLOSES.replicaLeaving : undefined);
         await rollup.stop();
         await sunset.close();
         await usage.flush();

@@ -351,9 +351,12 @@ describe('failover and drain', () => {
     const [a, b] = f.replicas as [Replica, Replica, Replica];
     const ids = [await create(a), await create(a)];
     const socks = await Promise.all(ids.map((id) => openResults(b.url, id)));
+    const onA = await openResults(a.url, ids[0]!);
     await driveUntil(f, () => socks.every((s) => s.messages.length >= 2));
     const before = socks.map((s) => s.messages.length);
     await a.gw.close(2000);
+    // Not an end (1001): clients reconnect on 1012 and land on a replica that serves the stream.
+    expect(await onA.closed).toEqual({ code: 1012, reason: 'service_restart' });
     expect(f.adopted.filter((x) => x.includes(':handover:')).length).toBe(2);
     await driveUntil(f, () => socks.every((s, i) => s.messages.length >= before[i]! + 3));
     expect(f.ended).toEqual([]);
