@@ -1,5 +1,6 @@
 /**
  * A fleet in one process: two or three real gateways (loopback, port 0) sharing ONE MemoryStore
+ * (the cross-replica and fencing groups also on a real redis-server, one connection per replica)
  * and one FakeClock, in front of one real emulator. The fleet's loops (heartbeat, sweep, failover,
  * reconcile), leases and ticks run on the fake clock; outcomes are read from events (results on
  * sockets, closes, store state), never from elapsed time. Upstream deletes are counted by a plain
@@ -15,17 +16,22 @@ import { resultId } from '../../../src/gateway/legacy/ownership';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
 import { MemoryStore } from '../../../src/gateway/store/memory';
+import { RedisStore } from '../../../src/gateway/store/redis';
+import type { Store } from '../../../src/gateway/store/store';
 import { keyHash } from '../../../src/lib/keys';
 import { createLogger } from '../../../src/lib/logger';
 import { FakeClock, settle } from '../../helpers/fake-clock';
 import { KEY, KEY_B, frameBody, http as call, openResults } from '../../helpers/stack';
 import type { ResultSocket } from '../../helpers/stack';
+import { startRedis } from '../../helpers/redis';
+import type { RedisServer } from '../../helpers/redis';
 import { sleep } from '../../helpers/time';
 
 const SECRET = 'fleet-test-secret-0123456789abcdef';
 const INTERVAL_MS = 1000;
 
 let emulator: RunningEmulator;
+let redis: RedisServer;
 let proxy: http.Server;
 let upstreamUrl: string;
 /** DELETE /v1beta/streams/:id calls that reached the upstream, per stream id. */
@@ -40,6 +46,7 @@ beforeAll(async () => {
     },
   });
   emulator = await startEmulator(cfg, createLogger(cfg.logLevel));
+  redis = await startRedis();
   const target = new URL(emulator.url);
   proxy = http.createServer((req, res) => {
     const m = /^\/v1beta\/streams\/([^/?]+)$/.exec(req.url ?? '');
@@ -58,6 +65,7 @@ afterAll(async () => {
   proxy.closeAllConnections();
   await new Promise((r) => proxy.close(r));
   await emulator.close();
+  await redis.stop();
 });
 
 interface Replica {
@@ -66,9 +74,12 @@ interface Replica {
   url: string;
 }
 
+type StoreKind = 'memory' | 'redis';
+
 interface Fleet {
   clock: FakeClock;
-  store: MemoryStore;
+  /** The test's own handle on the fleet's store. */
+  store: Store;
   replicas: Replica[];
   /** `replica:reason` of every stream end, wherever it was counted. */
   ended: string[];
@@ -77,9 +88,13 @@ interface Fleet {
   close(): Promise<void>;
 }
 
-async function startFleet(ids: string[], legacy: Record<string, unknown> = {}): Promise<Fleet> {
+async function startFleet(ids: string[], kind: StoreKind = 'memory'): Promise<Fleet> {
   const clock = new FakeClock(Date.now());
-  const store = new MemoryStore({ clock });
+  const memory = kind === 'memory' ? new MemoryStore({ clock }) : undefined;
+  const connections: RedisStore[] = [];
+  // Redis: a connection per replica, as separate processes would have (its clock is Redis TIME).
+  const connect = async (): Promise<Store> => memory ?? connections[connections.push(await RedisStore.connect(redis.url)) - 1]!;
+  const store = await connect();
   const ended: string[] = [];
   const fenced: string[] = [];
   const adopted: string[] = [];
@@ -88,12 +103,12 @@ async function startFleet(ids: string[], legacy: Record<string, unknown> = {}): 
     const cfg: Config = loadConfig({
       env: {},
       overrides: mergeDeep(
-        { port: 0, host: '127.0.0.1', logLevel: process.env.TEST_LOG_LEVEL ?? 'silent', legacy: { firstFramePollMs: 50, ...legacy } },
+        { port: 0, host: '127.0.0.1', logLevel: process.env.TEST_LOG_LEVEL ?? 'silent', legacy: { firstFramePollMs: 50 } },
         { store: { gatewayId: id, secret: SECRET } },
       ),
     });
     const gw = await startGateway(cfg, createLogger(cfg.logLevel), upstreamUrl, {
-      store,
+      store: await connect(),
       clock,
       retry: { scale: 0.01 },
       observer: {
@@ -113,7 +128,8 @@ async function startFleet(ids: string[], legacy: Record<string, unknown> = {}): 
     adopted,
     async close() {
       for (const r of replicas) await r.gw.close(2000);
-      await store.close();
+      await memory?.close();
+      for (const c of connections) await c.close();
     },
   };
 }
@@ -158,10 +174,10 @@ function tickNumbers(sock: ResultSocket, streamId: string): number[] {
   return sock.messages.map((m) => byId.get(m.id as string) ?? -1);
 }
 
-describe('any replica, any call', () => {
+describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', (kind) => {
   let f: Fleet;
   beforeEach(async () => {
-    f = await startFleet(['A', 'B']);
+    f = await startFleet(['A', 'B'], kind);
   });
   afterEach(async () => {
     await f.close();
@@ -253,10 +269,10 @@ describe('any replica, any call', () => {
   });
 });
 
-describe('fencing', () => {
+describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
   let f: Fleet;
   beforeEach(async () => {
-    f = await startFleet(['A']);
+    f = await startFleet(['A'], kind);
   });
   afterEach(async () => {
     await f.close();
