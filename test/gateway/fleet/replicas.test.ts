@@ -8,6 +8,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Writable } from 'node:stream';
 import { loadConfig, mergeDeep } from '../../../src/config';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
@@ -23,6 +24,7 @@ import { createLogger } from '../../../src/lib/logger';
 import { FakeClock, settle } from '../../helpers/fake-clock';
 import { KEY, KEY_B, frameBody, http as call, openResults } from '../../helpers/stack';
 import type { ResultSocket } from '../../helpers/stack';
+import { logLines } from '../../helpers/log-lines';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
 import { sleep } from '../../helpers/time';
@@ -46,7 +48,8 @@ beforeAll(async () => {
     },
   });
   emulator = await startEmulator(cfg, createLogger(cfg.logLevel));
-  redis = await startRedis();
+  // DEBUG SLEEP stands for a Redis outage (the server stops answering, as when paused).
+  redis = await startRedis(['--enable-debug-command', 'yes']);
   const target = new URL(emulator.url);
   proxy = http.createServer((req, res) => {
     const m = /^\/v1beta\/streams\/([^/?]+)$/.exec(req.url ?? '');
@@ -88,12 +91,20 @@ interface Fleet {
   close(): Promise<void>;
 }
 
-async function startFleet(ids: string[], kind: StoreKind = 'memory'): Promise<Fleet> {
+interface FleetOptions {
+  legacy?: Record<string, unknown>;
+  /** Redis command timeout (an outage shows sooner). */
+  commandTimeoutMs?: number;
+  /** Where the replicas log (warn and up); default nowhere. */
+  log?: Writable;
+}
+
+async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOptions = {}): Promise<Fleet> {
   const clock = new FakeClock(Date.now());
   const memory = kind === 'memory' ? new MemoryStore({ clock }) : undefined;
   const connections: RedisStore[] = [];
   // Redis: a connection per replica, as separate processes would have (its clock is Redis TIME).
-  const connect = async (): Promise<Store> => memory ?? connections[connections.push(await RedisStore.connect(redis.url)) - 1]!;
+  const connect = async (): Promise<Store> => memory ?? connections[connections.push(await RedisStore.connect(redis.url, { commandTimeoutMs: o.commandTimeoutMs })) - 1]!;
   const store = await connect();
   const ended: string[] = [];
   const fenced: string[] = [];
@@ -103,11 +114,12 @@ async function startFleet(ids: string[], kind: StoreKind = 'memory'): Promise<Fl
     const cfg: Config = loadConfig({
       env: {},
       overrides: mergeDeep(
-        { port: 0, host: '127.0.0.1', logLevel: process.env.TEST_LOG_LEVEL ?? 'silent', legacy: { firstFramePollMs: 50 } },
+        { port: 0, host: '127.0.0.1', logLevel: process.env.TEST_LOG_LEVEL ?? 'silent', legacy: { firstFramePollMs: 50, ...o.legacy } },
         { store: { gatewayId: id, secret: SECRET } },
       ),
     });
-    const gw = await startGateway(cfg, createLogger(cfg.logLevel), upstreamUrl, {
+    const logger = o.log ? createLogger('warn', 'gateway', o.log) : createLogger(cfg.logLevel);
+    const gw = await startGateway(cfg, logger, upstreamUrl, {
       store: await connect(),
       clock,
       retry: { scale: 0.01 },
@@ -312,6 +324,32 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
     expect(await f.store.getSession(id)).toMatchObject({ state: 'active', owner: 'A', epoch: 2 });
     expect(await f.store.slotsInUse(keyHash(KEY))).toBe(1);
   });
+});
+
+test('a Redis outage never ends a stream as lease_expired: the lease check retries and extends a lease that lapsed meanwhile', async () => {
+  const log = logLines();
+  const f = await startFleet(['A'], 'redis', { legacy: { leaseTtlSeconds: 2 }, commandTimeoutMs: 300, log: log.sink });
+  try {
+    const [a] = f.replicas as [Replica];
+    const id = await create(a);
+    const sock = await openResults(a.url, id);
+    await driveUntil(f, () => sock.messages.length >= 1);
+    const outage = redis.command('DEBUG', 'SLEEP', '2').catch(() => undefined);
+    await until(() => f.store.getSession(id).then(() => false, () => true));
+    // The lease (2 s) lapses on the fake clock while Redis cannot be read.
+    await drive(f, 60);
+    await outage;
+    await until(() => f.store.getSession(id).then(() => true, () => false));
+    const n = sock.messages.length;
+    await driveUntil(f, () => sock.messages.length >= n + 2);
+    expect(log.lines.some((l) => l.includes('lease check could not read the store'))).toBe(true);
+    expect(f.ended).toEqual([]);
+    const rec = (await f.store.getSession(id))!;
+    expect(rec.state).toBe('active');
+    expect(rec.leaseExpiresAtMs).toBeGreaterThan(f.clock.now());
+  } finally {
+    await f.close();
+  }
 });
 
 describe('failover and drain', () => {
