@@ -14,6 +14,7 @@ import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
 import { resultId } from '../../../src/gateway/legacy/ownership';
+import type { MediaRelay } from '../../../src/gateway/legacy/session-ports';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
 import { MemoryStore } from '../../../src/gateway/store/memory';
@@ -97,6 +98,8 @@ interface FleetOptions {
   commandTimeoutMs?: number;
   /** Where the replicas log (warn and up); default nowhere. */
   log?: Writable;
+  /** Media relay of each replica (room sources); default the gateway's own. */
+  media?: (replicaId: string) => MediaRelay;
 }
 
 async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOptions = {}): Promise<Fleet> {
@@ -121,6 +124,7 @@ async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOpt
     const logger = o.log ? createLogger('warn', 'gateway', o.log) : createLogger(cfg.logLevel);
     const gw = await startGateway(cfg, logger, upstreamUrl, {
       store: await connect(),
+      media: o.media?.(id),
       clock,
       retry: { scale: 0.01 },
       observer: {
@@ -401,6 +405,37 @@ describe('failover and drain', () => {
     for (const id of ids) expect(deletes.get(id)).toBe(1);
   });
 
+  test("a room-source stream is re-joined by its new owner (the relay died with A): same customer room, B's fresh publish token", async () => {
+    await f.close();
+    const joins: { replica: string; streamId: string; room: unknown; publishUrl: string; publishToken: string }[] = [];
+    const stops: string[] = [];
+    // A relay that only records what it was asked: the real one needs a customer room (test/gateway/ingest).
+    const relay = (replica: string): MediaRelay => ({
+      start: async (input) => {
+        joins.push({ replica, streamId: input.streamId, room: input.spec.source, publishUrl: input.publishUrl, publishToken: input.publishToken });
+        return { transport: 'room' };
+      },
+      stop: (streamId) => void stops.push(`${replica}:${streamId}`),
+    });
+    f = await startFleet(['A', 'B'], 'memory', { media: relay });
+    const [a, b] = f.replicas as [Replica, Replica];
+    const room = { type: 'room', url: 'wss://customer.example/room', token: 'customer-room-token' };
+    const res = await call(a.url, 'POST', '/v0.2/streams', { body: { ...frameBody({ interval_seconds: INTERVAL_MS / 1000 }), source: room } });
+    expect(res.status).toBe(201);
+    const id = (res.body as { stream_id: string }).stream_id;
+    const sock = await openResults(b.url, id);
+    await driveUntil(f, () => sock.messages.length >= 1);
+    await a.gw.gateway.fleet!.halt();
+    expect(stops).toEqual([`A:${id}`]);
+    const n = sock.messages.length;
+    await driveUntil(f, () => sock.messages.length >= n + 2);
+    expect(joins.map((j) => j.replica)).toEqual(['A', 'B']);
+    expect(joins[1]).toMatchObject({ streamId: id, room: expect.objectContaining({ url: room.url, token: room.token }), publishUrl: joins[0]!.publishUrl });
+    expect(joins[1]!.publishToken).toEqual(expect.any(String));
+    expect(joins[1]!.publishToken.length).toBeGreaterThan(0);
+    expect(b.gw.gateway.sessions.activeCount).toBe(1);
+  });
+
   test('drain of A hands its streams to the others with at most one missed tick; none ends', async () => {
     const [a, b] = f.replicas as [Replica, Replica, Replica];
     const ids = [await create(a), await create(a)];
@@ -423,6 +458,22 @@ describe('failover and drain', () => {
     expect((await f.store.membership(3000)).alive.sort()).toEqual(['B', 'C']);
     expect(await f.store.slotsInUse(keyHash(KEY))).toBe(2);
     expect(a.gw.gateway.sessions.undeletedUpstreamStreams).toEqual([]);
+  });
+
+  test('a lost adopt message: the new owner finds the stream in its owned-streams reconcile; the old one is fenced', async () => {
+    const [a, b] = f.replicas as [Replica, Replica, Replica];
+    const id = await create(a);
+    const sock = await openResults(b.url, id);
+    await driveUntil(f, () => sock.messages.length >= 1);
+    // Claimed for B in the store, and no message sent.
+    expect(await f.store.claimSession(id, { owner: 'A', epoch: 1 }, 'B')).toMatchObject({ owner: 'B', epoch: 2 });
+    const n = sock.messages.length;
+    await driveUntil(f, () => b.gw.gateway.sessions.activeCount === 1 && sock.messages.length >= n + 2);
+    expect(a.gw.gateway.sessions.activeCount).toBe(0);
+    expect(f.fenced).toEqual(['A:fenced']);
+    expect(f.adopted).toEqual([`B:handover:${id}`]);
+    const ticks = tickNumbers(sock, id);
+    expect(new Set(ticks).size).toBe(ticks.length);
   });
 
   test('the last replica standing ends its streams as before (server_shutdown)', async () => {
