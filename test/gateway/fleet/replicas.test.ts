@@ -100,6 +100,8 @@ interface FleetOptions {
   log?: Writable;
   /** Media relay of each replica (room sources); default the gateway's own. */
   media?: (replicaId: string) => MediaRelay;
+  /** Wraps a replica's view of the store (a heartbeat that fails for one replica only). */
+  wrap?: (replicaId: string, store: Store) => Store;
 }
 
 async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOptions = {}): Promise<Fleet> {
@@ -123,7 +125,7 @@ async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOpt
     });
     const logger = o.log ? createLogger('warn', 'gateway', o.log) : createLogger(cfg.logLevel);
     const gw = await startGateway(cfg, logger, upstreamUrl, {
-      store: await connect(),
+      store: o.wrap ? o.wrap(id, await connect()) : await connect(),
       media: o.media?.(id),
       clock,
       retry: { scale: 0.01 },
@@ -474,6 +476,38 @@ describe('failover and drain', () => {
     expect(f.adopted).toEqual([`B:handover:${id}`]);
     const ticks = tickNumbers(sock, id);
     expect(new Set(ticks).size).toBe(ticks.length);
+  });
+
+  test("a replica whose heartbeat fails stops ticking before the fleet takes its streams: zero duplicates, and once back it finds the streams gone (fenced) and stops them", async () => {
+    await f.close();
+    const down = new Set<string>();
+    // Only A's heartbeats fail (its link to the store is cut for heartbeats; everything else answers).
+    const flaky = (replica: string, store: Store): Store =>
+      new Proxy(store, {
+        get(target, prop, receiver) {
+          if (prop === 'heartbeat' && down.has(replica)) return async () => Promise.reject(new Error('store unreachable'));
+          const v = Reflect.get(target, prop, receiver) as unknown;
+          return typeof v === 'function' ? (v as (...args: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+    f = await startFleet(['A', 'B'], 'memory', { wrap: flaky });
+    const [a, b] = f.replicas as [Replica, Replica];
+    const id = await create(a);
+    const sock = await openResults(b.url, id);
+    await driveUntil(f, () => sock.messages.length >= 2);
+    down.add('A');
+    await driveUntil(f, () => b.gw.gateway.sessions.activeCount === 1);
+    // A paused its ticks (self-fenced) before B took over: nothing from A after the fence.
+    expect(a.gw.gateway.sessions.selfFenced).toBe(true);
+    down.delete('A');
+    const n = sock.messages.length;
+    await driveUntil(f, () => sock.messages.length >= n + 3 && a.gw.gateway.sessions.activeCount === 0);
+    expect(a.gw.gateway.sessions.selfFenced).toBe(false);
+    const ticks = tickNumbers(sock, id);
+    expect(new Set(ticks).size).toBe(ticks.length);
+    expect([...ticks].sort((x, y) => x - y)).toEqual(ticks);
+    expect(f.adopted).toEqual([`B:failover:${id}`]);
+    expect(await f.store.getSession(id)).toMatchObject({ owner: 'B', epoch: 2 });
   });
 
   test('the last replica standing ends its streams as before (server_shutdown)', async () => {
