@@ -519,6 +519,22 @@ describe('failover and drain', () => {
     expect(await f.store.getSession(id)).toMatchObject({ owner: 'B', epoch: 2 });
   });
 
+  test("the fleet's slot reconciler frees a crashed create's unbound slot after its 30 s grace, within one reconcile period", async () => {
+    const kh = keyHash(KEY);
+    // A create in flight on a replica that then vanished: acquired, never bound.
+    expect(await f.store.acquireSlot(kh, 'orphan', 5, 'vanished')).toBe(true);
+    const acquiredAt = f.clock.now();
+    for (let i = 0; i < 600 && (await f.store.slotsInUse(kh)) > 0; i++) {
+      f.clock.advance(100);
+      await settle();
+    }
+    const freedAfter = f.clock.now() - acquiredAt;
+    expect(await f.store.slotsInUse(kh)).toBe(0);
+    // Not before the 30 s grace of a create in flight; within one reconcile period (10 s) after it.
+    expect(freedAfter).toBeGreaterThan(30_000);
+    expect(freedAfter).toBeLessThanOrEqual(40_000 + 100);
+  });
+
   test('the last replica standing ends its streams as before (server_shutdown)', async () => {
     const [a, b, c] = f.replicas as [Replica, Replica, Replica];
     await b.gw.close(2000);
