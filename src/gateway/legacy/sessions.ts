@@ -26,8 +26,10 @@ import type { UpstreamCallContext } from './upstream-errors';
 const LEASE_RETRY_MS = 1000;
 
 /**
- * Legacy sessions: create (slot → upstream stream → scheduler), leases, keepalives, inference ticks,
- * and the one idempotent end path every exit goes through.
+ * Legacy sessions: create (slot → upstream stream → record → scheduler), leases, keepalives,
+ * inference ticks, and the one end path every exit goes through, on any replica of a fleet. This
+ * replica schedules the streams it owns (`live`); the store's record is the truth for the rest.
+ * The fleet side (adopt, hand over, owner messages, reconcile) is driven by ../fleet.
  */
 export class LegacySessions {
   private readonly live = new Map<string, LiveSession>();
