@@ -50,6 +50,13 @@ export interface ServerOptions extends Omit<GatewayOptions, 'upstreamUrl'> {
 export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: string, opts: ServerOptions = {}): Promise<RunningGateway> {
   const { delay = (ms: number) => sleep(ms), ...gatewayOpts } = opts;
   const gateway = createGateway(cfg, logger, { ...gatewayOpts, upstreamUrl });
+  // In a fleet: listening only once this replica heartbeats and hears its control channel.
+  try {
+    await gateway.joined;
+  } catch (err) {
+    await gateway.close();
+    throw err;
+  }
   const server = createHttpServer(gateway.handler, cfg.server);
   // Upgraded sockets leave the server's own bookkeeping: track them so shutdown can cut them.
   const upgraded = new Set<Duplex>();
@@ -96,7 +103,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     const waitUntil = deadline - Math.min(1000, (deadline - Date.now()) / 4);
     const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
-    log.info({ graceMs, legacyStreams: gateway.sessions.activeCount, inFlight: gateway.inFlight }, `draining: ${gateway.sessions.activeCount} legacy streams to end`);
+    log.info({ graceMs, legacyStreams: gateway.sessions.activeCount, inFlight: gateway.inFlight }, `draining: ${gateway.sessions.activeCount} legacy streams to hand over (fleet) or end`);
     if (!(await within(gateway.drain(), waitUntil - Date.now(), log))) log.warn('legacy streams did not all end in time');
     let reported = -1;
     while (gateway.inFlight > 0 && Date.now() < waitUntil) {
