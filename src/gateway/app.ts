@@ -27,6 +27,8 @@ import { createPassthrough } from './passthrough';
 import type { Passthrough } from './passthrough';
 import { mountDocs, mountHealth, mountMetrics } from './operator';
 import { MemoryStore } from './store/memory';
+import { measuredStore } from './store/measured';
+import { StoreHealth } from './store/outage';
 import type { Store } from './store/store';
 import { announceDeprecation, deprecationHeaderLines, deprecationHeaders } from './telemetry/deprecation';
 import { accessLog, passthroughTelemetry, requestMetrics } from './telemetry/http';
@@ -94,7 +96,16 @@ export interface Gateway {
 /** Builds the gateway (no listen): /v0.2 adapter, /v1beta + /billing passthrough, telemetry, health. */
 export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions): Gateway {
   const brand = brandOf(cfg);
-  const store = opts.store ?? new MemoryStore();
+  // Every store call timed and its failures counted (gateway_store_*); `metrics` is built below and
+  // no store call happens before it is.
+  // Outages as this replica sees them: the lease check never ends a stream because the store was away.
+  const storeHealth = new StoreHealth({ clock: opts.clock });
+  const store = measuredStore(opts.store ?? new MemoryStore(), {
+    call: (op, seconds, failed) => {
+      metrics.store.call(op, seconds, failed);
+      storeHealth.call(op, seconds, failed);
+    },
+  });
   const upstream = new UpstreamClient({
     baseUrl: opts.upstreamUrl,
     brand,
@@ -117,6 +128,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const headers = deprecationHeaders(cfg.deprecation);
   const rollup = new DeprecationRollup({
     usage,
+    store,
     logger: logger.child({ component: 'deprecation' }),
     deprecation,
     cron: cfg.telemetry.rollupCron,
@@ -155,6 +167,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     media: opts.media ?? ingest,
     observer,
     clock: opts.clock,
+    storeHealth,
     fleet: sealer && { replicaId: cfg.store.gatewayId, sealer, tell: (replica, msg) => fleetRef.fleet!.tell(replica, msg) },
   });
   const fleet = (fleetRef.fleet =
@@ -292,9 +305,9 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
         await sockets.close(handedOver ? LEGACY_CLOSES.replicaLeaving : undefined);
         await rollup.stop();
         await sunset.close();
-        await usage.flush();
+        await usage.close();
         // The day so far, so a restart never loses the last summary.
-        await rollup.run(utcDay(opts.now?.() ?? Date.now()));
+        await rollup.run(utcDay(opts.now?.() ?? Date.now()), { partial: true });
         await upstream.close();
         passthrough.close();
         proxied.flush();

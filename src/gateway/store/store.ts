@@ -3,6 +3,28 @@
  * lets several replicas share it (a keepalive or WebSocket may land on any replica). Methods are
  * async even in memory so callers are already written for a networked store.
  */
+import { ServiceError } from '../../lib/errors';
+
+/**
+ * A store call failed (Redis unreachable, a command timed out, Redis refused the write): the caller
+ * cannot know the shared state, so the request is refused with 503 `store_unavailable` (legacy body
+ * on /v0.2) and a retry-after, never a 500. The underlying error is the `cause`.
+ */
+export class StoreUnavailableError extends ServiceError {
+  override name = 'StoreUnavailableError';
+  constructor(
+    readonly op: string,
+    cause: unknown,
+  ) {
+    super(503, 'store_unavailable', 'The gateway cannot reach its shared state store; retry shortly.', { headers: { 'retry-after': '1' }, cause });
+  }
+}
+
+/** Told of every store call (metrics: latency and errors per op; src/gateway/store/outage.ts: outages). */
+export interface StoreObserver {
+  /** `seconds` the call took; `failed` when it threw StoreUnavailableError. */
+  call(op: string, seconds: number, failed: boolean): void;
+}
 
 /** What the store keeps of a legacy session (serialisable; the live scheduler stays in its process). */
 export interface SessionRecord {
@@ -116,6 +138,17 @@ export interface FeedbackPage {
 
 export type Unsubscribe = () => void;
 
+/**
+ * One telemetry hash's share of a flush: fields to add to, and fields to lower or raise to a value
+ * (first/last seen). Applied atomically per hash; a batch of several hashes is not one transaction.
+ */
+export interface HashUpdate {
+  key: string;
+  incr?: Readonly<Record<string, number>>;
+  min?: Readonly<Record<string, number>>;
+  max?: Readonly<Record<string, number>>;
+}
+
 export interface Store {
   /**
    * Takes one of `limit` concurrency slots of a key, atomically. False when full. `replica` records
@@ -191,10 +224,15 @@ export interface Store {
   hincr(key: string, field: string, by?: number): Promise<void>;
   hsetMin(key: string, field: string, value: number): Promise<void>;
   hsetMax(key: string, field: string, value: number): Promise<void>;
+  /** Buffered telemetry in one call (Redis: one round trip, one script per hash, so one hash tag each). */
+  hbatch(updates: readonly HashUpdate[]): Promise<void>;
   hgetall(key: string): Promise<Record<string, number>>;
   /** Removes `fields` of a hash (bounded per-key series drop their old fields). */
   hdel(key: string, fields: readonly string[]): Promise<void>;
   keys(prefix: string): Promise<string[]>;
+
+  /** Tells `observer` of every later call (a store that can fail: Redis); returns how to stop. */
+  observe?(observer: StoreObserver): Unsubscribe;
 
   ready(): Promise<boolean>;
   close(): Promise<void>;

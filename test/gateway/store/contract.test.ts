@@ -1,21 +1,23 @@
 /**
- * The store contract: the same behaviour from MemoryStore (one process) and RedisStore (a real
- * redis-server started for this file), so the gateway cannot tell them apart.
+ * The store contract: the same behaviour from MemoryStore (one process), RedisStore on a real
+ * redis-server and RedisStore on a real 3-node Redis Cluster (both started for this file), so the
+ * gateway cannot tell them apart and every script keeps its keys on one hash tag.
  */
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { RedisStore } from '../../../src/gateway/store/redis';
 import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
 import type { FeedbackRecord, SessionRecord, Store } from '../../../src/gateway/store/store';
-import { startRedis } from '../../helpers/redis';
-import type { RedisServer } from '../../helpers/redis';
+import { startRedis, startRedisCluster } from '../../helpers/redis';
+import type { RedisCluster, RedisServer } from '../../helpers/redis';
 import { deadline, sleep } from '../../helpers/time';
 
 let redis: RedisServer;
+let cluster: RedisCluster;
 let seq = 0;
 beforeAll(async () => {
-  redis = await startRedis();
-}, 30_000);
-afterAll(async () => redis?.stop());
+  [redis, cluster] = await Promise.all([startRedis(), startRedisCluster(3)]);
+}, 60_000);
+afterAll(async () => Promise.all([redis?.stop(), cluster?.stop()]));
 
 /**
  * `make` builds a fresh store; `peer` another connection onto the same data (a second replica):
@@ -39,6 +41,13 @@ const factories: [string, () => Promise<Fleet>][] = [
       // A prefix per store: tests on one server never see each other's keys.
       const prefix = `t${++seq}:`;
       return { store: await RedisStore.connect(redis.url, { prefix }), peer: () => RedisStore.connect(redis.url, { prefix }) };
+    },
+  ],
+  [
+    'RedisStore on a 3-node Cluster',
+    async () => {
+      const prefix = `t${++seq}:`;
+      return { store: await RedisStore.connect(cluster.url, { prefix }), peer: () => RedisStore.connect(cluster.url, { prefix }) };
     },
   ],
 ];
@@ -409,14 +418,27 @@ describe.each(factories)('%s', (_name, make) => {
 });
 
 describe('RedisStore with Redis gone', () => {
-  test('calls fail fast (no queueing, no hang), ready() is false, close() returns', async () => {
+  test('calls fail fast with StoreUnavailableError (no queueing, no hang) and observers see it; ready() is false, close() returns', async () => {
     const own = await startRedis();
     // ioredis keeps a refused command's timeout timer until it fires: short, so jest exits at once.
-    const store = await RedisStore.connect(own.url, { prefix: 'gone:', commandTimeoutMs: 200 });
+    const store = await RedisStore.connect(own.url, { prefix: 'gone:', commandTimeoutMs: 1_000 });
+    const seen: [string, boolean][] = [];
+    store.observe({ call: (op, _s, failed) => seen.push([op, failed]) });
     expect(await store.acquireSlot('k', 's1', 5)).toBe(true);
     await own.stop();
-    await deadline(expect(store.acquireSlot('k', 's2', 5)).rejects.toThrow(), 10_000, 'acquire with Redis gone');
-    await deadline(expect(store.subscribe('c', () => undefined)).rejects.toThrow(), 10_000, 'subscribe with Redis gone');
+    const unavailable = (op: string) => expect.objectContaining({ name: 'StoreUnavailableError', status: 503, code: 'store_unavailable', op });
+    await deadline(expect(store.acquireSlot('k', 's2', 5)).rejects.toEqual(unavailable('acquireSlot')), 10_000, 'acquire with Redis gone');
+    const tick = { owner: 'gw', epoch: 1, tick: 0, costMicrocents: 0, channel: 'c', message: 'm' };
+    await deadline(expect(store.commitTick('s1', tick)).rejects.toEqual(unavailable('commitTick')), 10_000, 'commitTick with Redis gone');
+    await deadline(expect(store.heartbeat('gw')).rejects.toEqual(unavailable('heartbeat')), 10_000, 'heartbeat with Redis gone');
+    await deadline(expect(store.subscribe('c', () => undefined)).rejects.toEqual(unavailable('subscribe')), 10_000, 'subscribe with Redis gone');
+    expect(seen).toEqual([
+      ['acquireSlot', false],
+      ['acquireSlot', true],
+      ['commitTick', true],
+      ['heartbeat', true],
+      ['subscribe', true],
+    ]);
     expect(await deadline(store.ready(), 10_000, 'ready')).toBe(false);
     await deadline(store.close(), 10_000, 'close');
   });
@@ -440,4 +462,86 @@ test('RedisStore: a subscription comes back after Redis restarts (ioredis resubs
     await store.close();
     await second.stop();
   }
+});
+
+test('the Cluster run is a real one: sessions spread over its 3 primaries, each script on its own slot', async () => {
+  const store = await RedisStore.connect(cluster.url, { prefix: 'spread:' });
+  try {
+    await Promise.all(Array.from({ length: 30 }, (_, i) => store.putSession(session(`spread-${i}`, { owner: 'gw-a', epoch: 1 }))));
+    const sizes = await Promise.all(cluster.nodes.map(async (n) => Number(/:(\d+)/.exec(await n.command('DBSIZE'))?.[1] ?? 0)));
+    expect(sizes.filter((n) => n > 0).length).toBe(3);
+    expect((await store.sessionsOf('gw-a')).length).toBe(30);
+    const ticks = await Promise.all(Array.from({ length: 30 }, (_, i) => store.commitTick(`spread-${i}`, { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 1, channel: 'c', message: 'm' })));
+    expect(ticks.every((t) => t.ok)).toBe(true);
+  } finally {
+    await store.close();
+  }
+});
+
+test('a Cluster with one evicting primary is refused at connect, naming the setting', async () => {
+  const node = cluster.nodes[2];
+  expect(await node.command('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru')).toMatch(/^\+OK/);
+  try {
+    await expect(RedisStore.connect(cluster.url, { prefix: 'evict:' })).rejects.toThrow(/maxmemory-policy is allkeys-lru.*noeviction/);
+  } finally {
+    await node.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+  }
+});
+
+// Batched telemetry (the fleet-telemetry lane): one call per flush, whatever the number of hashes.
+describe.each(factories)('%s: hbatch (a replica flushing its buffered telemetry)', (_name, make) => {
+  let store: Store;
+  beforeEach(async () => {
+    store = (await make()).store;
+  });
+  afterEach(async () => store.close());
+
+  test('adds, lowers and raises fields of several hashes; absent fields take the value; other fields stay', async () => {
+    await store.hincr('depr:key:a', 'kept', 7);
+    await store.hsetMin('depr:key:a', 'first', 500);
+    await store.hsetMax('depr:key:a', 'last', 500);
+    await store.hbatch([
+      { key: 'depr:key:a', incr: { req: 3, tokens: 2.5 }, min: { first: 400, fresh_min: 9 }, max: { last: 450, fresh_max: 8 } },
+      { key: 'depr:day:2026-03-01', incr: { requests: 3, 'key:a': 3 } },
+      { key: 'depr:key:empty' },
+    ]);
+    await store.hbatch([]);
+    await store.hbatch([{ key: 'depr:key:a', incr: { req: 1, tokens: 0.25 }, min: { first: 600 }, max: { last: 900 } }]);
+    expect(await store.hgetall('depr:key:a')).toEqual({ kept: 7, req: 4, tokens: 2.75, first: 400, last: 900, fresh_min: 9, fresh_max: 8 });
+    expect(await store.hgetall('depr:day:2026-03-01')).toEqual({ requests: 3, 'key:a': 3 });
+    // An update with no fields writes nothing (no empty hash appears).
+    expect((await store.keys('depr:')).sort()).toEqual(['depr:day:2026-03-01', 'depr:key:a']);
+  });
+
+  test('concurrent flushes of several replicas sum exactly and keep the extremes (atomic per hash)', async () => {
+    const replicas = 12;
+    await Promise.all(
+      Array.from({ length: replicas }, (_, r) =>
+        store.hbatch([
+          { key: 'depr:key:shared', incr: { req: r + 1, 'inferences:ok': 2 }, min: { first_seen_ms: 1_763_900_000_000 + r }, max: { last_seen_ms: 1_763_900_000_000 + r } },
+          { key: `depr:key:own${r}`, incr: { req: 1 } },
+        ]),
+      ),
+    );
+    expect(await store.hgetall('depr:key:shared')).toEqual({
+      req: (replicas * (replicas + 1)) / 2,
+      'inferences:ok': 2 * replicas,
+      first_seen_ms: 1_763_900_000_000,
+      last_seen_ms: 1_763_900_000_000 + replicas - 1,
+    });
+    expect(await store.keys('depr:key:own')).toHaveLength(replicas);
+  });
+
+  test('large integers stay exact; thousands of fields in one hash (past the script chunk) all land', async () => {
+    const big = 2 ** 52 + 1;
+    await store.hbatch([{ key: 'depr:key:big', incr: { n: big }, max: { last_seen_ms: 1_763_900_000_123 } }]);
+    await store.hbatch([{ key: 'depr:key:big', incr: { n: 2 } }]);
+    expect(await store.hgetall('depr:key:big')).toEqual({ n: big + 2, last_seen_ms: 1_763_900_000_123 });
+    const incr = Object.fromEntries(Array.from({ length: 2_500 }, (_, i) => [`key:k${i}`, i + 1]));
+    await store.hbatch([{ key: 'depr:day:wide', incr }, { key: 'depr:day:wide', incr: { 'key:k0': 1 } }]);
+    const wide = await store.hgetall('depr:day:wide');
+    expect(Object.keys(wide)).toHaveLength(2_500);
+    expect(wide['key:k0']).toBe(2);
+    expect(wide['key:k2499']).toBe(2_500);
+  });
 });
