@@ -395,6 +395,11 @@ describe('failover and drain', () => {
     expect(deletes.get(pinned)).toBe(1);
     expect(f.adopted.filter((x) => x.includes(':failover:')).length).toBe(3);
     expect(f.adopted.every((x) => !x.startsWith('A:'))).toBe(true);
+    // What the operator sees on the survivors' /metrics: the adoptions, and two replicas left.
+    const texts = await Promise.all([b, c].map((r) => r.gw.gateway.metrics.text()));
+    const sample = (text: string, series: string) => Number(text.split('\n').find((l) => l.startsWith(`${series} `))?.slice(series.length + 1));
+    expect(texts.reduce((sum, t) => sum + sample(t, 'gateway_fleet_adoptions_total{how="failover"}'), 0)).toBe(3);
+    for (const t of texts) expect(sample(t, 'gateway_fleet_replicas')).toBe(2);
     expect(b.gw.gateway.sessions.activeCount + c.gw.gateway.sessions.activeCount).toBe(3);
     for (const [i, id] of ids.entries()) {
       const ticks = tickNumbers(socks[i]!, id);
