@@ -4,18 +4,21 @@
  * `serve`, `dist/bench/bare-proxy.js`), the load comes from this process over loopback keep-alive
  * connections in bounded loops. Reported per scenario (`/v1beta/models`, a non-streaming chat
  * completion, an SSE completion):
- * - CPU time of each proxy process per request (user+system from /proc), closed loop at a fixed
- *   concurrency and open loop at a fixed rate, and the gateway/bare ratio (target ≤ 1.2);
+ * - CPU time of each proxy process per request (its own `process.cpuUsage()`, asked over IPC from
+ *   the preloaded `cpu-probe.ts`), closed loop at a fixed concurrency and open loop at a fixed rate,
+ *   in alternating rounds (bare, gateway, gateway, bare, …): the median of the rounds' gateway/bare
+ *   ratios and their spread (target ≤ 1.2);
  * - latency added at 1 in flight, targets (direct, bare, gateway) alternating per request: the
  *   gateway's p50 minus the bare pipe's (target ≤ 0.1 ms).
  * Throughput ratios and absolute p99s are not reported: on a shared small machine they measure how
  * the cores are shared more than the proxy.
  *
  * `BENCH_PT_SCENARIOS` picks some of `models,completion,sse`; `BENCH_PT_GATEWAY_MAIN` runs another build's `main.js` as the gateway (before/after comparisons);
- * `BENCH_PT_GATEWAY_NODE_ARGS` are node flags for the gateway (e.g. `--cpu-prof --cpu-prof-dir=…`).
+ * `BENCH_PT_GATEWAY_NODE_ARGS` / `BENCH_PT_BARE_NODE_ARGS` are node flags for either proxy (e.g.
+ * `--cpu-prof --cpu-prof-dir=…`).
  */
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -44,7 +47,8 @@ type Name = 'direct' | 'bare' | 'gateway';
 interface Target {
   name: Name;
   pool: Pool;
-  pid?: number;
+  /** The proxy's process, preloaded with the CPU probe (none for the emulator itself). */
+  proc?: ChildProcess;
 }
 
 interface Scenario {
@@ -57,15 +61,18 @@ interface Scenario {
 }
 
 const fmt = (x: number, d = 2) => x.toFixed(d);
+const PROBE = path.join(__dirname, 'cpu-probe.js');
+/** Extra node flags for one of the proxies, from the environment (profiling). */
+const nodeArgs = (name: string) => process.env[name]?.split(' ').filter(Boolean) ?? [];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** One request, its body read to the end; resolves with [latency, time to first body chunk] in ms. */
 async function once(t: Target, s: Scenario): Promise<[number, number]> {
   const t0 = performance.now();
   const res = await t.pool.request({ method: s.method, path: s.path, headers: s.headers, body: s.body });
+  if (res.statusCode >= 300) throw new Error(`${t.name} ${s.method} ${s.path}: HTTP ${res.statusCode} ${(await res.body.text()).slice(0, 300)}`);
   let first = 0;
   for await (const _chunk of res.body) if (!first) first = performance.now() - t0;
-  if (res.statusCode >= 300) throw new Error(`${t.name} ${s.method} ${s.path}: HTTP ${res.statusCode}`);
   return [performance.now() - t0, first];
 }
 
@@ -96,14 +103,18 @@ async function fixedRate(t: Target, s: Scenario, n: number, rps: number): Promis
   await Promise.all(pending);
 }
 
-/** User+system CPU seconds of a child process so far (Linux /proc), or NaN elsewhere. */
-function cpuSeconds(pid: number | undefined): number {
-  try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
-  } catch {
-    return NaN;
-  }
+/** CPU µs (user+system, all threads) a proxy process has used so far, asked over IPC (`cpu-probe.ts`). */
+function cpuMicros(t: Target): Promise<number> {
+  const proc = t.proc!;
+  return new Promise((resolve, reject) => {
+    const onExit = () => reject(new Error(`${t.name} exited`));
+    proc.once('exit', onExit);
+    proc.once('message', (us) => {
+      proc.off('exit', onExit);
+      resolve(Number(us));
+    });
+    proc.send('cpu');
+  });
 }
 
 function progress(text: string): void {
@@ -114,12 +125,16 @@ const median = (xs: number[]) => quantile(xs, 0.5);
 
 /** CPU µs per request of a proxy process over `run` (which sends `n` requests through it). */
 async function cpuPerRequest(t: Target, n: number, run: () => Promise<void>): Promise<number> {
-  const c0 = cpuSeconds(t.pid);
+  const c0 = await cpuMicros(t);
   await run();
-  return ((cpuSeconds(t.pid) - c0) / n) * 1e6;
+  return ((await cpuMicros(t)) - c0) / n;
 }
 
-/** Alternating bare/gateway rounds of `run`; the median CPU µs per request of each and their ratio. */
+/**
+ * Alternating rounds (bare, gateway, then gateway, bare, …): each round's gateway/bare ratio is
+ * taken from two back-to-back measurements, so a neighbour's load shifts both sides of it. The
+ * median ratio over rounds and its spread (min–max), and the median µs per request of each.
+ */
 async function compareCpu(label: string, bare: Target, gw: Target, rounds: number, n: number, run: (t: Target) => Promise<void>) {
   const us: Record<'bare' | 'gateway', number[]> = { bare: [], gateway: [] };
   for (let r = 0; r < rounds; r++) {
@@ -129,9 +144,15 @@ async function compareCpu(label: string, bare: Target, gw: Target, rounds: numbe
     }
   }
   progress('');
-  const b = median(us.bare);
-  const g = median(us.gateway);
-  return { b, g, ratio: g / b, text: `bare ${fmt(b, 0)} µs  gateway ${fmt(g, 0)} µs  ratio ${fmt(g / b)} (rounds: bare ${us.bare.map((x) => fmt(x, 0)).join('/')}, gateway ${us.gateway.map((x) => fmt(x, 0)).join('/')})` };
+  const ratios = us.gateway.map((g, r) => g / us.bare[r]!);
+  const ratio = median(ratios);
+  const spread = `${fmt(Math.min(...ratios))}–${fmt(Math.max(...ratios))}`;
+  return {
+    ratio,
+    text:
+      `ratio ${fmt(ratio)} (spread ${spread}; rounds ${ratios.map((x) => fmt(x)).join('/')})  ` +
+      `bare ${fmt(median(us.bare), 0)} µs  gateway ${fmt(median(us.gateway), 0)} µs`,
+  };
 }
 
 /** Latency at 1 in flight, the targets alternating per request (rotating who goes first). */
@@ -177,9 +198,9 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
     const emuUrl = `http://127.0.0.1:${emuPort}`;
     await waitHealthy(`${emuUrl}/healthz`);
     // The gateway as deployed: access log on (written to /dev/null, not read back here), metrics on.
-    const proc = spawn(process.execPath, [...(process.env.BENCH_PT_GATEWAY_NODE_ARGS?.split(' ').filter(Boolean) ?? []), gatewayMain, 'serve'], {
+    const proc = spawn(process.execPath, ['-r', PROBE, ...nodeArgs('BENCH_PT_GATEWAY_NODE_ARGS'), gatewayMain, 'serve'], {
       env: { ...process.env, PORT: String(gwPort), HOST: '127.0.0.1', UPSTREAM_URL: emuUrl, LOG_LEVEL: 'info' },
-      stdio: ['ignore', 'ignore', 'inherit'],
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
     children.push({
       proc,
@@ -192,7 +213,7 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
           proc.kill('SIGTERM');
         }),
     });
-    const bareProc = child(path.join(__dirname, 'bare-proxy.js'), [String(barePort), emuUrl]);
+    const bareProc = child(path.join(__dirname, 'bare-proxy.js'), [String(barePort), emuUrl], {}, { nodeArgs: ['-r', PROBE, ...nodeArgs('BENCH_PT_BARE_NODE_ARGS')], ipc: true });
     children.push(bareProc);
     await bareProc.line('listening');
     const gwUrl = `http://127.0.0.1:${gwPort}`;
@@ -200,8 +221,8 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
 
     const poolOpts = { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 };
     const direct: Target = { name: 'direct', pool: new Pool(emuUrl, poolOpts) };
-    const bare: Target = { name: 'bare', pool: new Pool(`http://127.0.0.1:${barePort}`, poolOpts), pid: bareProc.proc.pid };
-    const gw: Target = { name: 'gateway', pool: new Pool(gwUrl, poolOpts), pid: proc.pid };
+    const bare: Target = { name: 'bare', pool: new Pool(`http://127.0.0.1:${barePort}`, poolOpts), proc: bareProc.proc };
+    const gw: Target = { name: 'gateway', pool: new Pool(gwUrl, poolOpts), proc };
     pools.push(direct.pool, bare.pool, gw.pool);
 
     // A stream with frames for the completions (created through the gateway, published by the emulator).
