@@ -32,7 +32,22 @@ const ROUTES: [RegExp, string][] = [
 /** Route template of a URL (query ignored, slashes folded, trailing slash dropped). */
 export function routeLabel(url: string): string {
   const q = url.search(/[?#]/);
-  const path = (q < 0 ? url : url.slice(0, q)).replace(/\/{2,}/g, '/').replace(/(.)\/$/, '$1');
+  const raw = q < 0 ? url : url.slice(0, q);
+  let label = labels.get(raw);
+  if (label === undefined) {
+    label = matchRoute(raw.replace(/\/{2,}/g, '/').replace(/(.)\/$/, '$1'));
+    // Bounded: paths with ids are endless, so the memo is emptied when full instead of growing.
+    if (labels.size >= LABEL_MEMO) labels.clear();
+    labels.set(raw, label);
+  }
+  return label;
+}
+
+/** The same few paths come on every request: each is matched against ROUTES once. */
+const LABEL_MEMO = 1024;
+const labels = new Map<string, string>();
+
+function matchRoute(path: string): string {
   for (const [re, label] of ROUTES) if (re.test(path)) return label || path;
   return 'other';
 }
@@ -166,13 +181,31 @@ export interface PassthroughTelemetry {
   flush(): void;
 }
 
+/** pino's numeric levels, for the hand-built access line. */
+const LEVEL_VALUES = { info: 30, warn: 40, error: 50 } as const;
+
+/**
+ * The passthrough's access line, written by hand: the JSON line pino would write for it (level,
+ * epoch time, the gateway logger's bindings, reqId, req, res, responseTime, msg), every string
+ * escaped by JSON.stringify. pino's generic path (child bindings, serializers, per-call object
+ * walk) cost more than proxying a small request; no redaction path can occur on these fields
+ * (method, redacted URL, status, address).
+ */
+function accessLine(level: number, bindings: string, e: PassthroughEvent, method: string, url: string, finished: boolean, ms: number): string {
+  const status = e.res.statusCode;
+  const remote = e.req.socket.remoteAddress;
+  return (
+    `{"level":${level},"time":${Date.now()}${bindings},"reqId":${JSON.stringify(e.requestId)},` +
+    `"req":{"method":${JSON.stringify(method)},"url":${JSON.stringify(url)}${remote === undefined ? '' : `,"remoteAddress":${JSON.stringify(remote)}`}},` +
+    `"res":{"statusCode":${status}},"responseTime":${ms},"msg":${JSON.stringify(messageOf(method, url, finished, status, ms))}}\n`
+  );
+}
+
 /**
  * The passthrough's telemetry at settle time, all from the one per-request record: the access line
- * (same fields as `accessLog`'s), the HTTP request metrics and the passthrough's own metrics.
- *
- * The access line costs little: its own pino instance on the gateway logger's destination, with
- * the same bindings but no redaction paths (none can occur on this line: method, redacted URL,
- * status), epoch time instead of ISO, and batched writes.
+ * (same fields as `accessLog`'s, built by `accessLine` onto the gateway logger's destination with
+ * batched writes; the logger's level is read per request), the HTTP request metrics and the
+ * passthrough's own metrics.
  */
 export function passthroughTelemetry(
   logger: Logger,
@@ -180,7 +213,9 @@ export function passthroughTelemetry(
 ): PassthroughTelemetry {
   const dest = (logger as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym]!;
   const batch = batchedWrites(dest);
-  const access = pino({ level: logger.level, base: null, timestamp: pino.stdTimeFunctions.epochTime }, batch).child(logger.bindings());
+  // The logger's bindings as JSON members, serialized once: `,"service":"gateway","name":"gateway"`.
+  const bound = JSON.stringify(logger.bindings()).slice(1, -1);
+  const bindings = bound ? `,${bound}` : '';
   const http = opts.httpMetrics ? new HttpCounters(opts.metrics) : undefined;
   const { metrics } = opts;
   const outcomes = new Map<string, { inc(): void }>();
@@ -205,13 +240,9 @@ export function passthroughTelemetry(
       metrics.upstreamErrors.inc({ source: 'passthrough', status: String(e.outcome === 'upstream_timeout' ? 504 : 0) });
     }
 
-    const level = levelOf(res.statusCode);
-    if (!opts.log || !access.isLevelEnabled(level)) return;
-    const ms = Math.round(e.durationMs);
-    access[level](
-      { reqId: e.requestId, req: { method, url, remoteAddress: req.socket.remoteAddress }, res: { statusCode: res.statusCode }, responseTime: ms },
-      messageOf(method, url, finished, res.statusCode, ms),
-    );
+    const level = LEVEL_VALUES[levelOf(res.statusCode)];
+    if (!opts.log || level < logger.levelVal) return;
+    batch.write(accessLine(level, bindings, e, method, url, finished, Math.round(e.durationMs)));
   };
   return { settled, flush: batch.flush };
 }
