@@ -6,8 +6,9 @@
  * completion, an SSE completion):
  * - CPU time of each proxy process per request (its own `process.cpuUsage()`, asked over IPC from
  *   the preloaded `cpu-probe.ts`), closed loop at a fixed concurrency and open loop at a fixed rate,
- *   in alternating rounds (bare, gateway, gateway, bare, …): the median of the rounds' gateway/bare
- *   ratios and their spread (target ≤ 1.2);
+ *   in rounds (closed loop: bare, gateway, gateway, bare, …; fixed rate: both at once, their
+ *   requests interleaved): the median of the rounds' gateway/bare ratios and their spread
+ *   (target ≤ 1.2);
  * - latency added at 1 in flight, targets (direct, bare, gateway) alternating per request: the
  *   gateway's p50 minus the bare pipe's (target ≤ 0.1 ms).
  * Throughput ratios and absolute p99s are not reported: on a shared small machine they measure how
@@ -89,15 +90,20 @@ async function closedLoop(t: Target, s: Scenario, n: number, c: number): Promise
   );
 }
 
-/** `n` requests started at `rps` per second whatever the answers (open loop, at most 512 in flight). */
-async function fixedRate(t: Target, s: Scenario, n: number, rps: number): Promise<void> {
+/**
+ * `n` requests to each target, each at `rps` per second whatever the answers (open loop, at most
+ * 512 in flight), the targets' requests interleaved one by one: both proxies run through the same
+ * seconds, so a neighbour's burst lands on both.
+ */
+async function fixedRate(targets: Target[], s: Scenario, n: number, rps: number): Promise<void> {
   const t0 = performance.now();
+  const k = targets.length;
   const pending = new Set<Promise<unknown>>();
-  for (let i = 0; i < n; i++) {
-    const wait = t0 + (i * 1000) / rps - performance.now();
+  for (let i = 0; i < n * k; i++) {
+    const wait = t0 + (i * 1000) / (rps * k) - performance.now();
     if (wait >= 1) await sleep(wait);
     while (pending.size >= 512) await Promise.race(pending);
-    const p = once(t, s).finally(() => pending.delete(p));
+    const p = once(targets[i % k]!, s).finally(() => pending.delete(p));
     pending.add(p);
   }
   await Promise.all(pending);
@@ -123,25 +129,31 @@ function progress(text: string): void {
 
 const median = (xs: number[]) => quantile(xs, 0.5);
 
-/** CPU µs per request of a proxy process over `run` (which sends `n` requests through it). */
-async function cpuPerRequest(t: Target, n: number, run: () => Promise<void>): Promise<number> {
-  const c0 = await cpuMicros(t);
+/** CPU µs per request of each proxy process over `run` (which sends `n` requests through each). */
+async function cpuPerRequest(targets: Target[], n: number, run: () => Promise<void>): Promise<number[]> {
+  const c0 = await Promise.all(targets.map(cpuMicros));
   await run();
-  return ((await cpuMicros(t)) - c0) / n;
+  const c1 = await Promise.all(targets.map(cpuMicros));
+  return c1.map((c, i) => (c - c0[i]!) / n);
 }
 
 /**
- * Alternating rounds (bare, gateway, then gateway, bare, …): each round's gateway/bare ratio is
- * taken from two back-to-back measurements, so a neighbour's load shifts both sides of it. The
- * median ratio over rounds and its spread (min–max), and the median µs per request of each.
+ * `rounds` measurements of both proxies, each round giving one gateway/bare ratio: `alternate`
+ * runs them back to back (bare, gateway, then gateway, bare, …), `together` runs one load that
+ * interleaves them (`run` gets both). Either way a neighbour's load shifts both sides of a round's
+ * ratio. The median ratio over rounds and its spread (min–max), and the median µs of each.
  */
-async function compareCpu(label: string, bare: Target, gw: Target, rounds: number, n: number, run: (t: Target) => Promise<void>) {
+async function compareCpu(label: string, bare: Target, gw: Target, rounds: number, n: number, schedule: 'alternate' | 'together', run: (t: Target[]) => Promise<void>) {
   const us: Record<'bare' | 'gateway', number[]> = { bare: [], gateway: [] };
   for (let r = 0; r < rounds; r++) {
-    for (const t of r % 2 ? [gw, bare] : [bare, gw]) {
-      progress(`${label}: round ${r + 1}/${rounds}, ${t.name}…`);
-      us[t.name as 'bare' | 'gateway'].push(await cpuPerRequest(t, n, () => run(t)));
+    progress(`${label}: round ${r + 1}/${rounds}…`);
+    if (schedule === 'together') {
+      const [b, g] = await cpuPerRequest([bare, gw], n, () => run([bare, gw]));
+      us.bare.push(b!);
+      us.gateway.push(g!);
+      continue;
     }
+    for (const t of r % 2 ? [gw, bare] : [bare, gw]) us[t.name as 'bare' | 'gateway'].push((await cpuPerRequest([t], n, () => run([t])))[0]!);
   }
   progress('');
   const ratios = us.gateway.map((g, r) => g / us.bare[r]!);
@@ -265,7 +277,7 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
     console.log(
       `emulator, gateway and a bare node:http pipe proxy in child processes on ${os.cpus().length} cores, load from this one over loopback keep-alive; ` +
         `CPU per request of each proxy process: ${requests} requests (SSE ${sseRequests}) × ${rounds} alternating rounds at ${concurrency} in flight, ` +
-        `and at a fixed ${rate} requests/s; latency at 1 in flight, targets alternating per request (n=${latencyRequests} each)`,
+        `and at a fixed ${rate} requests/s to each, their requests interleaved; latency at 1 in flight, targets alternating per request (n=${latencyRequests} each)`,
     );
     const verdicts: string[] = [];
     for (const s of scenarios) {
@@ -273,9 +285,9 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
       const c = s.sse ? Math.min(concurrency, 16) : concurrency;
       // Warm-up (JIT, connection pools) on both proxies before anything counts.
       for (let w = 0; w < 2; w++) for (const t of [bare, gw]) await closedLoop(t, s, Math.min(1000, n), c);
-      const closed = await compareCpu(`${s.label} closed loop`, bare, gw, rounds, n, (t) => closedLoop(t, s, n, c));
+      const closed = await compareCpu(`${s.label} closed loop`, bare, gw, rounds, n, 'alternate', ([t]) => closedLoop(t!, s, n, c));
       const fixedN = Math.min(n, rate * 5);
-      const fixed = await compareCpu(`${s.label} fixed rate`, bare, gw, rounds, fixedN, (t) => fixedRate(t, s, fixedN, s.sse ? Math.min(rate, 100) : rate));
+      const fixed = await compareCpu(`${s.label} fixed rate`, bare, gw, rounds, fixedN, 'together', (ts) => fixedRate(ts, s, fixedN, s.sse ? Math.min(rate, 100) : rate));
       const lat = await latency([direct, bare, gw], s, s.sse ? Math.min(latencyRequests, 200) : latencyRequests);
       const pick = (name: Name) => (s.sse ? lat[name].first : lat[name].total);
       const p50 = (name: Name) => quantile(pick(name), 0.5);

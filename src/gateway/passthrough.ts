@@ -85,7 +85,8 @@ export function passthroughPrefix(url: string): PassthroughPrefix | undefined {
 const DOT_SEGMENT = /(?:^|\/|\\|%2f|%5c)(?:\.|%2e){1,2}(?=$|\/|\\|%2f|%5c)/i;
 
 export function hasDotSegment(path: string): boolean {
-  return DOT_SEGMENT.test(path);
+  // Most paths hold neither a dot nor an escape: no regex scan for them.
+  return (path.includes('.') || path.includes('%')) && DOT_SEGMENT.test(path);
 }
 
 /** Hop-by-hop (RFC 9110 §7.6.1), plus what the pipe sets itself on the upstream leg. */

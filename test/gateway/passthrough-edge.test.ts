@@ -152,6 +152,26 @@ describe('passthrough edge', () => {
     expect(Math.abs((line.time as number) - Date.now())).toBeLessThan(3_600_000);
   });
 
+  test('request counts kept outside prom-client are exact at every scrape: added once, never twice', async () => {
+    const scrape = async () => {
+      const text = (await rawRequest(gw.url, { path: '/metrics' })).body;
+      const count = (re: RegExp) => Number(re.exec(text)?.[1] ?? 0);
+      return {
+        http: count(/^gateway_http_requests_total\{method="GET",route="\/billing\/pricing\/:model",status="200"\} (\d+)$/m),
+        passthrough: count(/^gateway_passthrough_requests_total\{prefix="billing",outcome="ok"\} (\d+)$/m),
+      };
+    };
+    const before = await scrape();
+    for (let i = 0; i < 3; i++) expect((await rawRequest(gw.url, { path: `/billing/pricing/m${i}` })).status).toBe(200);
+    // The access line is written when the response closes: wait for the last one, then read.
+    await lineWhere((l) => l.req?.url === '/billing/pricing/m2', 'last access line');
+    expect(await scrape()).toEqual({ http: before.http + 3, passthrough: before.passthrough + 3 });
+    expect(await scrape()).toEqual({ http: before.http + 3, passthrough: before.passthrough + 3 });
+    await rawRequest(gw.url, { path: '/billing/pricing/m3' });
+    await lineWhere((l) => l.req?.url === '/billing/pricing/m3', 'access line');
+    expect(await scrape()).toEqual({ http: before.http + 4, passthrough: before.passthrough + 4 });
+  });
+
   test('W3C traceparent and tracestate pass through as sent; absent, none is made up', async () => {
     const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     await rawRequest(gw.url, { path: '/billing/pricing', headers: { traceparent, tracestate: 'vendor=x' } });

@@ -76,22 +76,50 @@ const REDACTED = '[redacted]';
 export type EdgeStep = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
 
 /**
- * The HTTP request metrics with their label children cached: label validation and the child's
- * closures happen once per (method, route, status), not per request.
+ * Counter increments by label key, kept as plain numbers and added to prom-client when the counter
+ * is read (`GatewayMetrics.onCollect`): a request costs a Map lookup and an addition, not
+ * prom-client's label validation and hashing.
+ */
+class DeferredCounts {
+  private readonly pending = new Map<string, { child: { inc(n: number): void }; n: number }>();
+  constructor(metrics: GatewayMetrics) {
+    metrics.onCollect(() => {
+      for (const p of this.pending.values()) {
+        if (p.n) p.child.inc(p.n);
+        p.n = 0;
+      }
+    });
+  }
+
+  /** One more for `key`; false when the key is new (then `add` it with its label child). */
+  inc(key: string): boolean {
+    const p = this.pending.get(key);
+    if (p) p.n += 1;
+    return p !== undefined;
+  }
+
+  add(key: string, child: { inc(n: number): void }): void {
+    this.pending.set(key, { child, n: 1 });
+  }
+}
+
+/**
+ * The HTTP request metrics: counts deferred, duration children cached (label validation and the
+ * child's closures once per (method, route), not per request).
  */
 class HttpCounters {
-  private readonly counts = new Map<string, { inc(): void }>();
+  private readonly counts: DeferredCounts;
   private readonly durations = new Map<string, { observe(v: number): void }>();
-  constructor(private readonly metrics: GatewayMetrics) {}
+  constructor(private readonly metrics: GatewayMetrics) {
+    this.counts = new DeferredCounts(metrics);
+  }
 
   record(method: string, route: string, status: string, seconds: number): void {
     const key = `${method} ${route}`;
     const countKey = `${key} ${status}`;
-    let count = this.counts.get(countKey);
-    if (!count) this.counts.set(countKey, (count = this.metrics.httpRequests.labels(method, route, status)));
+    if (!this.counts.inc(countKey)) this.counts.add(countKey, this.metrics.httpRequests.labels(method, route, status));
     let duration = this.durations.get(key);
     if (!duration) this.durations.set(key, (duration = this.metrics.httpDuration.labels(method, route)));
-    count.inc();
     duration.observe(seconds);
   }
 }
@@ -218,7 +246,7 @@ export function passthroughTelemetry(
   const bindings = bound ? `,${bound}` : '';
   const http = opts.httpMetrics ? new HttpCounters(opts.metrics) : undefined;
   const { metrics } = opts;
-  const outcomes = new Map<string, { inc(): void }>();
+  const outcomes = new DeferredCounts(metrics);
   const headers = new Map<string, { observe(v: number): void }>();
   const settled = (e: PassthroughEvent) => {
     const { req, res } = e;
@@ -227,10 +255,8 @@ export function passthroughTelemetry(
     const finished = res.writableFinished;
     http?.record(method, routeLabel(url), finished ? String(res.statusCode) : '499', e.durationMs / 1000);
 
-    const key = `${e.prefix} ${e.outcome}`;
-    let outcome = outcomes.get(key);
-    if (!outcome) outcomes.set(key, (outcome = metrics.passthroughRequests.labels(e.prefix, e.outcome)));
-    outcome.inc();
+    const outcomeKey = `${e.prefix} ${e.outcome}`;
+    if (!outcomes.inc(outcomeKey)) outcomes.add(outcomeKey, metrics.passthroughRequests.labels(e.prefix, e.outcome));
     if (e.upstreamHeadersMs !== undefined) {
       let h = headers.get(e.prefix);
       if (!h) headers.set(e.prefix, (h = metrics.passthroughUpstreamHeaders.labels(e.prefix)));

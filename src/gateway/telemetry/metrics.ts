@@ -42,6 +42,21 @@ export class GatewayMetrics {
   readonly socketsShed: Counter;
   readonly upstreamErrors: Counter<'source' | 'status'>;
   readonly legacyRefusals: Counter<'reason' | 'kind'>;
+  /** Counts the hot paths keep outside prom-client, added in before the counters are read. */
+  private readonly pendingCounts: (() => void)[] = [];
+
+  /**
+   * Registers `add`, which adds counts kept outside prom-client to `httpRequests` /
+   * `passthroughRequests`: run whenever either is read (a scrape, `get()`), so reads stay exact
+   * while a request costs a number increment instead of a label hash.
+   */
+  onCollect(add: () => void): void {
+    this.pendingCounts.push(add);
+  }
+
+  private addPendingCounts(): void {
+    for (const add of this.pendingCounts) add();
+  }
 
   constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -52,6 +67,7 @@ export class GatewayMetrics {
       help: 'HTTP requests by method, route template and status (499: the client went away first)',
       labelNames: ['method', 'route', 'status'],
       registers,
+      collect: () => this.addPendingCounts(),
     });
     this.httpDuration = new Histogram({
       name: 'gateway_http_request_duration_seconds',
@@ -65,6 +81,7 @@ export class GatewayMetrics {
       help: '/v1beta and /billing requests passed through, by outcome (ok, client_abort, upstream_unreachable, upstream_timeout, upstream_reset, bad_path)',
       labelNames: ['prefix', 'outcome'],
       registers,
+      collect: () => this.addPendingCounts(),
     });
     this.passthroughUpstreamHeaders = new Histogram({
       name: 'gateway_passthrough_upstream_headers_seconds',
