@@ -240,6 +240,7 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
     // A stream with frames for the completions (created through the gateway, published by the emulator).
     const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const created = await gw.pool.request({ method: 'POST', path: '/v1beta/streams', headers: auth, body: '{}' });
+    if (created.statusCode !== 201) throw new Error(`creating the bench's stream: HTTP ${created.statusCode} ${await created.body.text()}`);
     const streamId = ((await created.body.json()) as { id: string }).id;
     for (let i = 0; i < 100; i++) {
       const r = await gw.pool.request({ method: 'GET', path: `/v1beta/streams/${streamId}`, headers: auth });
@@ -279,6 +280,10 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
         `CPU per request of each proxy process: ${requests} requests (SSE ${sseRequests}) × ${rounds} alternating rounds at ${concurrency} in flight, ` +
         `and at a fixed ${rate} requests/s to each, their requests interleaved; latency at 1 in flight, targets alternating per request (n=${latencyRequests} each)`,
     );
+    // What each process burns with no request at all (timers, metrics sampling, cron): part of every
+    // fixed-rate figure (at 400/s, 4 ms/s of background is 10 µs per request), none of closed loops'.
+    const idle = await cpuPerRequest([bare, gw], 1, async () => void (await sleep(3000)));
+    console.log(`idle CPU, no requests: bare ${fmt(idle[0]! / 3000, 2)} ms/s  gateway ${fmt(idle[1]! / 3000, 2)} ms/s`);
     const verdicts: string[] = [];
     for (const s of scenarios) {
       const n = s.sse ? sseRequests : requests;
