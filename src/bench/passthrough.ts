@@ -280,10 +280,6 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
         `CPU per request of each proxy process: ${requests} requests (SSE ${sseRequests}) × ${rounds} alternating rounds at ${concurrency} in flight, ` +
         `and at a fixed ${rate} requests/s to each, their requests interleaved; latency at 1 in flight, targets alternating per request (n=${latencyRequests} each)`,
     );
-    // What each process burns with no request at all (timers, metrics sampling, cron): part of every
-    // fixed-rate figure (at 400/s, 4 ms/s of background is 10 µs per request), none of closed loops'.
-    const idle = await cpuPerRequest([bare, gw], 1, async () => void (await sleep(3000)));
-    console.log(`idle CPU, no requests: bare ${fmt(idle[0]! / 3000, 2)} ms/s  gateway ${fmt(idle[1]! / 3000, 2)} ms/s`);
     const verdicts: string[] = [];
     for (const s of scenarios) {
       const n = s.sse ? sseRequests : requests;
@@ -310,6 +306,10 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
           `added p50 ${fmt(added)} ms ${meets(added <= 0.1)} ≤ 0.10 ms`,
       );
     }
+    // What each process burns with no request at all (timers, metrics sampling, cron), after the load
+    // (not right after boot): part of every fixed-rate figure (at 400/s, 4 ms/s is 10 µs per request).
+    const idle = await cpuPerRequest([bare, gw], 1, async () => void (await sleep(3000)));
+    console.log(`\nidle CPU after the load, no requests for 3 s: bare ${fmt(idle[0]! / 3000)} ms/s  gateway ${fmt(idle[1]! / 3000)} ms/s`);
     console.log(`\n${verdicts.join('\n')}`);
     await gw.pool.request({ method: 'DELETE', path: `/v1beta/streams/${streamId}`, headers: auth }).then((r) => r.body.dump());
   } finally {
