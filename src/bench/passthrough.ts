@@ -77,17 +77,19 @@ async function once(t: Target, s: Scenario): Promise<[number, number]> {
   return [performance.now() - t0, first];
 }
 
-/** `n` requests with `c` in flight. */
+/** `n` requests with `c` in flight; the first failure stops every loop and is thrown once all have stopped. */
 async function closedLoop(t: Target, s: Scenario, n: number, c: number): Promise<void> {
   let issued = 0;
+  let failure: unknown;
   await Promise.all(
     Array.from({ length: c }, async () => {
-      while (issued < n) {
+      while (issued < n && failure === undefined) {
         issued += 1;
-        await once(t, s);
+        await once(t, s).catch((err: unknown) => (failure ??= err));
       }
     }),
   );
+  if (failure !== undefined) throw failure;
 }
 
 /**
@@ -99,14 +101,19 @@ async function fixedRate(targets: Target[], s: Scenario, n: number, rps: number)
   const t0 = performance.now();
   const k = targets.length;
   const pending = new Set<Promise<unknown>>();
-  for (let i = 0; i < n * k; i++) {
+  // A failure stops the schedule; it is thrown once nothing is in flight (no stray rejections).
+  let failure: unknown;
+  for (let i = 0; i < n * k && failure === undefined; i++) {
     const wait = t0 + (i * 1000) / (rps * k) - performance.now();
     if (wait >= 1) await sleep(wait);
     while (pending.size >= 512) await Promise.race(pending);
-    const p = once(targets[i % k]!, s).finally(() => pending.delete(p));
+    const p = once(targets[i % k]!, s)
+      .catch((err: unknown) => (failure ??= err))
+      .finally(() => pending.delete(p));
     pending.add(p);
   }
   await Promise.all(pending);
+  if (failure !== undefined) throw failure;
 }
 
 /** CPU µs (user+system, all threads) a proxy process has used so far, asked over IPC (`cpu-probe.ts`). */
