@@ -27,4 +27,8 @@ export function startBareProxy(port: number, upstream: string): http.Server {
   return server.listen(port, '127.0.0.1', () => console.log(`listening ${port}`));
 }
 
-if (require.main === module) startBareProxy(Number(process.argv[2]), process.argv[3]!);
+if (require.main === module) {
+  startBareProxy(Number(process.argv[2]), process.argv[3]!);
+  // An orderly exit on the bench's SIGTERM, so `--cpu-prof` (BENCH_PT_BARE_NODE_ARGS) gets written.
+  process.once('SIGTERM', () => process.exit(0));
+}

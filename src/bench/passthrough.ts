@@ -4,18 +4,22 @@
  * `serve`, `dist/bench/bare-proxy.js`), the load comes from this process over loopback keep-alive
  * connections in bounded loops. Reported per scenario (`/v1beta/models`, a non-streaming chat
  * completion, an SSE completion):
- * - CPU time of each proxy process per request (user+system from /proc), closed loop at a fixed
- *   concurrency and open loop at a fixed rate, and the gateway/bare ratio (target ≤ 1.2);
+ * - CPU time of each proxy process per request (its own `process.cpuUsage()`, asked over IPC from
+ *   the preloaded `cpu-probe.ts`), closed loop at a fixed concurrency and open loop at a fixed rate,
+ *   in rounds (closed loop: bare, gateway, gateway, bare, …; fixed rate: both at once, their
+ *   requests interleaved): the median of the rounds' gateway/bare ratios and their spread
+ *   (target ≤ 1.2);
  * - latency added at 1 in flight, targets (direct, bare, gateway) alternating per request: the
  *   gateway's p50 minus the bare pipe's (target ≤ 0.1 ms).
  * Throughput ratios and absolute p99s are not reported: on a shared small machine they measure how
  * the cores are shared more than the proxy.
  *
  * `BENCH_PT_SCENARIOS` picks some of `models,completion,sse`; `BENCH_PT_GATEWAY_MAIN` runs another build's `main.js` as the gateway (before/after comparisons);
- * `BENCH_PT_GATEWAY_NODE_ARGS` are node flags for the gateway (e.g. `--cpu-prof --cpu-prof-dir=…`).
+ * `BENCH_PT_GATEWAY_NODE_ARGS` / `BENCH_PT_BARE_NODE_ARGS` are node flags for either proxy (e.g.
+ * `--cpu-prof --cpu-prof-dir=…`).
  */
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -44,7 +48,8 @@ type Name = 'direct' | 'bare' | 'gateway';
 interface Target {
   name: Name;
   pool: Pool;
-  pid?: number;
+  /** The proxy's process, preloaded with the CPU probe (none for the emulator itself). */
+  proc?: ChildProcess;
 }
 
 interface Scenario {
@@ -57,53 +62,72 @@ interface Scenario {
 }
 
 const fmt = (x: number, d = 2) => x.toFixed(d);
+const PROBE = path.join(__dirname, 'cpu-probe.js');
+/** Extra node flags for one of the proxies, from the environment (profiling). */
+const nodeArgs = (name: string) => process.env[name]?.split(' ').filter(Boolean) ?? [];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** One request, its body read to the end; resolves with [latency, time to first body chunk] in ms. */
 async function once(t: Target, s: Scenario): Promise<[number, number]> {
   const t0 = performance.now();
   const res = await t.pool.request({ method: s.method, path: s.path, headers: s.headers, body: s.body });
+  if (res.statusCode >= 300) throw new Error(`${t.name} ${s.method} ${s.path}: HTTP ${res.statusCode} ${(await res.body.text()).slice(0, 300)}`);
   let first = 0;
   for await (const _chunk of res.body) if (!first) first = performance.now() - t0;
-  if (res.statusCode >= 300) throw new Error(`${t.name} ${s.method} ${s.path}: HTTP ${res.statusCode}`);
   return [performance.now() - t0, first];
 }
 
-/** `n` requests with `c` in flight. */
+/** `n` requests with `c` in flight; the first failure stops every loop and is thrown once all have stopped. */
 async function closedLoop(t: Target, s: Scenario, n: number, c: number): Promise<void> {
   let issued = 0;
+  let failure: unknown;
   await Promise.all(
     Array.from({ length: c }, async () => {
-      while (issued < n) {
+      while (issued < n && failure === undefined) {
         issued += 1;
-        await once(t, s);
+        await once(t, s).catch((err: unknown) => (failure ??= err));
       }
     }),
   );
+  if (failure !== undefined) throw failure;
 }
 
-/** `n` requests started at `rps` per second whatever the answers (open loop, at most 512 in flight). */
-async function fixedRate(t: Target, s: Scenario, n: number, rps: number): Promise<void> {
+/**
+ * `n` requests to each target, each at `rps` per second whatever the answers (open loop, at most
+ * 512 in flight), the targets' requests interleaved one by one: both proxies run through the same
+ * seconds, so a neighbour's burst lands on both.
+ */
+async function fixedRate(targets: Target[], s: Scenario, n: number, rps: number): Promise<void> {
   const t0 = performance.now();
+  const k = targets.length;
   const pending = new Set<Promise<unknown>>();
-  for (let i = 0; i < n; i++) {
-    const wait = t0 + (i * 1000) / rps - performance.now();
+  // A failure stops the schedule; it is thrown once nothing is in flight (no stray rejections).
+  let failure: unknown;
+  for (let i = 0; i < n * k && failure === undefined; i++) {
+    const wait = t0 + (i * 1000) / (rps * k) - performance.now();
     if (wait >= 1) await sleep(wait);
     while (pending.size >= 512) await Promise.race(pending);
-    const p = once(t, s).finally(() => pending.delete(p));
+    const p = once(targets[i % k]!, s)
+      .catch((err: unknown) => (failure ??= err))
+      .finally(() => pending.delete(p));
     pending.add(p);
   }
   await Promise.all(pending);
+  if (failure !== undefined) throw failure;
 }
 
-/** User+system CPU seconds of a child process so far (Linux /proc), or NaN elsewhere. */
-function cpuSeconds(pid: number | undefined): number {
-  try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
-  } catch {
-    return NaN;
-  }
+/** CPU µs (user+system, all threads) a proxy process has used so far, asked over IPC (`cpu-probe.ts`). */
+function cpuMicros(t: Target): Promise<number> {
+  const proc = t.proc!;
+  return new Promise((resolve, reject) => {
+    const onExit = () => reject(new Error(`${t.name} exited`));
+    proc.once('exit', onExit);
+    proc.once('message', (us) => {
+      proc.off('exit', onExit);
+      resolve(Number(us));
+    });
+    proc.send('cpu');
+  });
 }
 
 function progress(text: string): void {
@@ -112,26 +136,42 @@ function progress(text: string): void {
 
 const median = (xs: number[]) => quantile(xs, 0.5);
 
-/** CPU µs per request of a proxy process over `run` (which sends `n` requests through it). */
-async function cpuPerRequest(t: Target, n: number, run: () => Promise<void>): Promise<number> {
-  const c0 = cpuSeconds(t.pid);
+/** CPU µs per request of each proxy process over `run` (which sends `n` requests through each). */
+async function cpuPerRequest(targets: Target[], n: number, run: () => Promise<void>): Promise<number[]> {
+  const c0 = await Promise.all(targets.map(cpuMicros));
   await run();
-  return ((cpuSeconds(t.pid) - c0) / n) * 1e6;
+  const c1 = await Promise.all(targets.map(cpuMicros));
+  return c1.map((c, i) => (c - c0[i]!) / n);
 }
 
-/** Alternating bare/gateway rounds of `run`; the median CPU µs per request of each and their ratio. */
-async function compareCpu(label: string, bare: Target, gw: Target, rounds: number, n: number, run: (t: Target) => Promise<void>) {
+/**
+ * `rounds` measurements of both proxies, each round giving one gateway/bare ratio: `alternate`
+ * runs them back to back (bare, gateway, then gateway, bare, …), `together` runs one load that
+ * interleaves them (`run` gets both). Either way a neighbour's load shifts both sides of a round's
+ * ratio. The median ratio over rounds and its spread (min–max), and the median µs of each.
+ */
+async function compareCpu(label: string, bare: Target, gw: Target, rounds: number, n: number, schedule: 'alternate' | 'together', run: (t: Target[]) => Promise<void>) {
   const us: Record<'bare' | 'gateway', number[]> = { bare: [], gateway: [] };
   for (let r = 0; r < rounds; r++) {
-    for (const t of r % 2 ? [gw, bare] : [bare, gw]) {
-      progress(`${label}: round ${r + 1}/${rounds}, ${t.name}…`);
-      us[t.name as 'bare' | 'gateway'].push(await cpuPerRequest(t, n, () => run(t)));
+    progress(`${label}: round ${r + 1}/${rounds}…`);
+    if (schedule === 'together') {
+      const [b, g] = await cpuPerRequest([bare, gw], n, () => run([bare, gw]));
+      us.bare.push(b!);
+      us.gateway.push(g!);
+      continue;
     }
+    for (const t of r % 2 ? [gw, bare] : [bare, gw]) us[t.name as 'bare' | 'gateway'].push((await cpuPerRequest([t], n, () => run([t])))[0]!);
   }
   progress('');
-  const b = median(us.bare);
-  const g = median(us.gateway);
-  return { b, g, ratio: g / b, text: `bare ${fmt(b, 0)} µs  gateway ${fmt(g, 0)} µs  ratio ${fmt(g / b)} (rounds: bare ${us.bare.map((x) => fmt(x, 0)).join('/')}, gateway ${us.gateway.map((x) => fmt(x, 0)).join('/')})` };
+  const ratios = us.gateway.map((g, r) => g / us.bare[r]!);
+  const ratio = median(ratios);
+  const spread = `${fmt(Math.min(...ratios))}–${fmt(Math.max(...ratios))}`;
+  return {
+    ratio,
+    text:
+      `ratio ${fmt(ratio)} (spread ${spread}; rounds ${ratios.map((x) => fmt(x)).join('/')})  ` +
+      `bare ${fmt(median(us.bare), 0)} µs  gateway ${fmt(median(us.gateway), 0)} µs`,
+  };
 }
 
 /** Latency at 1 in flight, the targets alternating per request (rotating who goes first). */
@@ -163,6 +203,7 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
   const [emuPort, gwPort, barePort] = await Promise.all([freePort(), freePort(), freePort()]);
   const children: Child[] = [];
   const pools: Pool[] = [];
+  const timers: NodeJS.Timeout[] = [];
   try {
     const emulator = child(MAIN, ['emulator'], {
       EMULATOR_PORT: String(emuPort),
@@ -177,9 +218,9 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
     const emuUrl = `http://127.0.0.1:${emuPort}`;
     await waitHealthy(`${emuUrl}/healthz`);
     // The gateway as deployed: access log on (written to /dev/null, not read back here), metrics on.
-    const proc = spawn(process.execPath, [...(process.env.BENCH_PT_GATEWAY_NODE_ARGS?.split(' ').filter(Boolean) ?? []), gatewayMain, 'serve'], {
+    const proc = spawn(process.execPath, ['-r', PROBE, ...nodeArgs('BENCH_PT_GATEWAY_NODE_ARGS'), gatewayMain, 'serve'], {
       env: { ...process.env, PORT: String(gwPort), HOST: '127.0.0.1', UPSTREAM_URL: emuUrl, LOG_LEVEL: 'info' },
-      stdio: ['ignore', 'ignore', 'inherit'],
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
     children.push({
       proc,
@@ -192,7 +233,7 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
           proc.kill('SIGTERM');
         }),
     });
-    const bareProc = child(path.join(__dirname, 'bare-proxy.js'), [String(barePort), emuUrl]);
+    const bareProc = child(path.join(__dirname, 'bare-proxy.js'), [String(barePort), emuUrl], {}, { nodeArgs: ['-r', PROBE, ...nodeArgs('BENCH_PT_BARE_NODE_ARGS')], ipc: true });
     children.push(bareProc);
     await bareProc.line('listening');
     const gwUrl = `http://127.0.0.1:${gwPort}`;
@@ -200,14 +241,23 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
 
     const poolOpts = { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 };
     const direct: Target = { name: 'direct', pool: new Pool(emuUrl, poolOpts) };
-    const bare: Target = { name: 'bare', pool: new Pool(`http://127.0.0.1:${barePort}`, poolOpts), pid: bareProc.proc.pid };
-    const gw: Target = { name: 'gateway', pool: new Pool(gwUrl, poolOpts), pid: proc.pid };
+    const bare: Target = { name: 'bare', pool: new Pool(`http://127.0.0.1:${barePort}`, poolOpts), proc: bareProc.proc };
+    const gw: Target = { name: 'gateway', pool: new Pool(gwUrl, poolOpts), proc };
     pools.push(direct.pool, bare.pool, gw.pool);
 
     // A stream with frames for the completions (created through the gateway, published by the emulator).
     const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const created = await gw.pool.request({ method: 'POST', path: '/v1beta/streams', headers: auth, body: '{}' });
+    if (created.statusCode !== 201) throw new Error(`creating the bench's stream: HTTP ${created.statusCode} ${await created.body.text()}`);
     const streamId = ((await created.body.json()) as { id: string }).id;
+    // Kept alive past its TTL straight at the emulator (not through a measured proxy): a run on a
+    // loaded machine outlasts it.
+    const keepalive = () =>
+      direct.pool.request({ method: 'POST', path: `/v1beta/streams/${streamId}/keepalive`, headers: auth, body: '{}' }).then(
+        (r) => r.body.dump(),
+        () => undefined,
+      );
+    timers.push(setInterval(() => void keepalive(), 10_000));
     for (let i = 0; i < 100; i++) {
       const r = await gw.pool.request({ method: 'GET', path: `/v1beta/streams/${streamId}`, headers: auth });
       if (((await r.body.json()) as { last_frame_index: number | null }).last_frame_index !== null) break;
@@ -244,7 +294,7 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
     console.log(
       `emulator, gateway and a bare node:http pipe proxy in child processes on ${os.cpus().length} cores, load from this one over loopback keep-alive; ` +
         `CPU per request of each proxy process: ${requests} requests (SSE ${sseRequests}) × ${rounds} alternating rounds at ${concurrency} in flight, ` +
-        `and at a fixed ${rate} requests/s; latency at 1 in flight, targets alternating per request (n=${latencyRequests} each)`,
+        `and at a fixed ${rate} requests/s to each, their requests interleaved; latency at 1 in flight, targets alternating per request (n=${latencyRequests} each)`,
     );
     const verdicts: string[] = [];
     for (const s of scenarios) {
@@ -252,9 +302,9 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
       const c = s.sse ? Math.min(concurrency, 16) : concurrency;
       // Warm-up (JIT, connection pools) on both proxies before anything counts.
       for (let w = 0; w < 2; w++) for (const t of [bare, gw]) await closedLoop(t, s, Math.min(1000, n), c);
-      const closed = await compareCpu(`${s.label} closed loop`, bare, gw, rounds, n, (t) => closedLoop(t, s, n, c));
+      const closed = await compareCpu(`${s.label} closed loop`, bare, gw, rounds, n, 'alternate', ([t]) => closedLoop(t!, s, n, c));
       const fixedN = Math.min(n, rate * 5);
-      const fixed = await compareCpu(`${s.label} fixed rate`, bare, gw, rounds, fixedN, (t) => fixedRate(t, s, fixedN, s.sse ? Math.min(rate, 100) : rate));
+      const fixed = await compareCpu(`${s.label} fixed rate`, bare, gw, rounds, fixedN, 'together', (ts) => fixedRate(ts, s, fixedN, s.sse ? Math.min(rate, 100) : rate));
       const lat = await latency([direct, bare, gw], s, s.sse ? Math.min(latencyRequests, 200) : latencyRequests);
       const pick = (name: Name) => (s.sse ? lat[name].first : lat[name].total);
       const p50 = (name: Name) => quantile(pick(name), 0.5);
@@ -272,9 +322,14 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
           `added p50 ${fmt(added)} ms ${meets(added <= 0.1)} ≤ 0.10 ms`,
       );
     }
+    // What each process burns with no request at all (timers, metrics sampling, cron), after the load
+    // (not right after boot): part of every fixed-rate figure (at 400/s, 4 ms/s is 10 µs per request).
+    const idle = await cpuPerRequest([bare, gw], 1, async () => void (await sleep(3000)));
+    console.log(`\nidle CPU after the load, no requests for 3 s: bare ${fmt(idle[0]! / 3000)} ms/s  gateway ${fmt(idle[1]! / 3000)} ms/s`);
     console.log(`\n${verdicts.join('\n')}`);
     await gw.pool.request({ method: 'DELETE', path: `/v1beta/streams/${streamId}`, headers: auth }).then((r) => r.body.dump());
   } finally {
+    for (const t of timers) clearInterval(t);
     await Promise.all(pools.map((p) => p.close()));
     await Promise.all(children.map((c) => c.kill()));
   }

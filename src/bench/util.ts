@@ -37,9 +37,11 @@ export interface Child {
   kill(): Promise<void>;
 }
 
-/** Starts a node child process with line-oriented stdout. */
-export function child(script: string, args: string[], env: NodeJS.ProcessEnv = {}): Child {
-  const proc = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
+/** Starts a node child process with line-oriented stdout (`nodeArgs` before the script; `ipc` adds a channel). */
+export function child(script: string, args: string[], env: NodeJS.ProcessEnv = {}, opts: { nodeArgs?: string[]; ipc?: boolean } = {}): Child {
+  const stdio: ('pipe' | 'inherit' | 'ipc')[] = ['pipe', 'pipe', 'inherit'];
+  if (opts.ipc) stdio.push('ipc');
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), script, ...args], { env: { ...process.env, ...env }, stdio });
   let buf = '';
   const waiters: { prefix: string; resolve: (s: string) => void }[] = [];
   proc.stdout!.on('data', (d: Buffer) => {

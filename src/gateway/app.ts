@@ -250,7 +250,9 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
    * The passthrough skips Express (its per-request setup costs as much as the proxying): request
    * id, access line and metrics are the passthrough's own (`onSettled`).
    */
-  const handler: http.RequestListener = (req, res) => passthrough.handle(req, res, () => app(req, res));
+  const handler: http.RequestListener = (req, res) => {
+    if (!passthrough.proxy(req, res)) void app(req, res);
+  };
 
   parts.sessions = sessions;
   parts.sockets = sockets;

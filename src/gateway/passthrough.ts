@@ -43,7 +43,10 @@ export interface PassthroughEvent {
   readonly durationMs: number;
   /** The id sent upstream and to the client (the upstream's own when it answered with one). */
   readonly requestId: string;
-  /** The client's request: method, URL and headers stay readable at settle time (per-caller telemetry). */
+  /** The client's `Authorization` and `User-Agent`, picked up while its headers were copied (per-caller telemetry without building `req.headers`). */
+  readonly authorization?: string;
+  readonly userAgent?: string;
+  /** The client's request: method, URL and headers stay readable at settle time. */
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
 }
@@ -60,6 +63,8 @@ export interface PassthroughOptions {
 export interface Passthrough {
   /** Proxies /v1beta and /billing requests; calls `next()` for every other path. */
   handle(req: IncomingMessage, res: ServerResponse, next: () => void): void;
+  /** Proxies /v1beta and /billing requests and answers true; false for every other path (no `next` closure per request). */
+  proxy(req: IncomingMessage, res: ServerResponse): boolean;
   /** Proxied requests whose client response has not closed yet. */
   readonly inFlight: number;
   /** Destroys the upstream connection pool. */
@@ -80,7 +85,8 @@ export function passthroughPrefix(url: string): PassthroughPrefix | undefined {
 const DOT_SEGMENT = /(?:^|\/|\\|%2f|%5c)(?:\.|%2e){1,2}(?=$|\/|\\|%2f|%5c)/i;
 
 export function hasDotSegment(path: string): boolean {
-  return DOT_SEGMENT.test(path);
+  // Most paths hold neither a dot nor an escape: no regex scan for them.
+  return (path.includes('.') || path.includes('%')) && DOT_SEGMENT.test(path);
 }
 
 /** Hop-by-hop (RFC 9110 §7.6.1), plus what the pipe sets itself on the upstream leg. */
@@ -105,6 +111,8 @@ class Flight implements PassthroughEvent {
   status = 0;
   upstreamHeadersMs?: number;
   durationMs = 0;
+  authorization?: string;
+  userAgent?: string;
   upstream?: http.ClientRequest;
   readonly startedAt = performance.now();
   constructor(
@@ -214,10 +222,10 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     reply(f, timedOut ? 504 : 502, timedOut ? 'Upstream timed out' : 'Upstream unreachable');
   };
 
-  const handle = (req: IncomingMessage, res: ServerResponse, next: () => void) => {
+  const proxy = (req: IncomingMessage, res: ServerResponse): boolean => {
     const url = req.url ?? '/';
     const prefix = passthroughPrefix(url);
-    if (!prefix) return next();
+    if (!prefix) return false;
     // Headers copied in one pass over the raw list: hop-by-hop and what the pipe sets are left out.
     const raw = req.rawHeaders;
     const headers: string[] = [];
@@ -227,6 +235,8 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     let proto: string | undefined;
     let host: string | undefined;
     let fwdHost: string | undefined;
+    let authorization: string | undefined;
+    let userAgent: string | undefined;
     let body = false;
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i]!;
@@ -236,6 +246,8 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
         headers.push(name, value);
         if (lower === 'content-length') body = value !== '0';
         else if (lower === 'transfer-encoding') body = true;
+        else if (lower === 'authorization') authorization ??= value;
+        else if (lower === 'user-agent') userAgent ??= value;
         continue;
       }
       if (lower === 'x-request-id') givenId ??= value;
@@ -246,15 +258,18 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
       else if (lower === 'x-forwarded-host') fwdHost ??= value;
     }
     const f = new Flight(prefix, req, res, requestIdOf(givenId));
+    f.authorization = authorization;
+    f.userAgent = userAgent;
     inFlight += 1;
-    res.once('close', () => settle(f));
+    // 'close' comes once per response: `on` spares the once-wrapper.
+    res.on('close', () => settle(f));
 
     const q = url.indexOf('?');
     let path = q < 0 ? url : url.slice(0, q);
     if (hasDotSegment(path)) {
       f.outcome = 'bad_path';
       reply(f, 400, 'Path segments "." and ".." are not allowed');
-      return;
+      return true;
     }
     // `base + path` clients produce double slashes: fold them in the path, never in the query.
     if (path.includes('//')) path = path.replace(/\/{2,}/g, '/');
@@ -281,7 +296,7 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
       f.outcome = 'upstream_unreachable';
       log.error({ err, reqId: f.requestId, url: redactQuery(url) }, 'passthrough failed before proxying');
       reply(f, 502, 'Upstream unreachable');
-      return;
+      return true;
     }
     f.upstream = up;
     up.on('response', (upRes: IncomingMessage) => respond(f, upRes));
@@ -291,15 +306,16 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
       if (f.outcome === 'ok') f.outcome = 'upstream_timeout';
       up.destroy(new Error('upstream silent past the timeout'));
     });
-    if (!body) {
-      up.end();
-      return;
-    }
-    pump(req, up);
+    if (!body) up.end();
+    else pump(req, up);
+    return true;
   };
 
   return {
-    handle,
+    proxy,
+    handle: (req, res, next) => {
+      if (!proxy(req, res)) next();
+    },
     get inFlight() {
       return inFlight;
     },

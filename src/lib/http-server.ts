@@ -19,6 +19,9 @@ export interface ServerTimeouts {
  *   progress on it (an SSE stream or a long poll is governed by its own limits, not this one).
  * Upgraded sockets (WebSocket) leave the server's timeouts: the caller's upgrade handler owns them.
  */
+const LATEST = Symbol('latest response');
+type Tracked = Socket & { [LATEST]?: http.ServerResponse };
+
 export function createHttpServer(listener: http.RequestListener, t: ServerTimeouts): http.Server {
   const server = http.createServer({
     headersTimeout: t.headersTimeoutMs,
@@ -28,16 +31,17 @@ export function createHttpServer(listener: http.RequestListener, t: ServerTimeou
     connectionsCheckingInterval: Math.max(50, Math.min(30_000, Math.floor(t.headersTimeoutMs / 4))),
   });
   server.timeout = t.idleTimeoutMs;
-  const busy = new WeakMap<Socket, number>();
+  // The connection's latest response, kept on the socket: no WeakMap and no close listener per
+  // request (the passthrough's per-request cost, issue 12).
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
-    const socket = req.socket;
-    busy.set(socket, (busy.get(socket) ?? 0) + 1);
-    res.once('close', () => busy.set(socket, (busy.get(socket) ?? 1) - 1));
+    (req.socket as Tracked)[LATEST] = res;
   });
   server.on('request', listener);
   // A listener here replaces Node's default (destroy on timeout), so a busy response survives.
-  server.on('timeout', (socket: Socket) => {
-    if (!busy.get(socket)) socket.destroy();
+  // Responses on one connection finish in order: while the latest is unfinished, one is in progress.
+  server.on('timeout', (socket: Tracked) => {
+    const res = socket[LATEST];
+    if (!res || res.writableFinished) socket.destroy();
   });
   server.on('upgrade', (_req: http.IncomingMessage, socket: Duplex) => (socket as Socket).setTimeout?.(0));
   return server;

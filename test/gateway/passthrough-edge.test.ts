@@ -20,6 +20,9 @@ interface Line {
   res?: { statusCode: number };
 }
 
+/** An upstream's own request id that JSON must escape (quotes, a backslash, non-ASCII). */
+const ODD_ID = 'odd "quoted" \\ id \u00e9';
+
 describe('passthrough edge', () => {
   let up: RawUpstream;
   let gw: RunningGateway;
@@ -48,7 +51,8 @@ describe('passthrough edge', () => {
         res.socket?.destroy();
         return;
       }
-      res.writeHead(200, { 'content-type': 'application/json', ...(req.url === '/v1beta/own-id' ? { 'x-request-id': 'upstream-7' } : {}) });
+      const ownId = req.url === '/v1beta/own-id' ? 'upstream-7' : req.url?.startsWith('/v1beta/odd-id') ? ODD_ID : undefined;
+      res.writeHead(200, { 'content-type': 'application/json', ...(ownId ? { 'x-request-id': ownId } : {}) });
       res.end('{"ok":true}');
     });
     // The gateway's own upstream-health probe (GET /v1beta/models at start, then every
@@ -115,6 +119,57 @@ describe('passthrough edge', () => {
     expect(r.headers['x-request-id']).toBe('upstream-7');
     expect(seen[0]!.headers['x-request-id']).toMatch(/^[\w-]{8,}$/);
     await lineWhere((l) => l.reqId === 'upstream-7' && !!l.req, 'access line with the upstream id');
+  });
+
+  test('the passthrough access line: one JSON line of fixed fields in pino\'s shape, every string escaped', async () => {
+    const r = await rawRequest(gw.url, { method: 'DELETE', path: '/v1beta/odd-id?key=v"1' });
+    expect(r.headers['x-request-id']).toBe(ODD_ID);
+    const raw = await deadline(
+      (async () => {
+        for (;;) {
+          const l = logs.join('').split('\n').find((x) => x.includes('"url":"/v1beta/odd-id'));
+          if (l) return l;
+          await delay(10);
+        }
+      })(),
+      3000,
+      'odd-id access line',
+    );
+    const line = JSON.parse(raw) as Record<string, unknown>;
+    expect(Object.keys(line)).toEqual(['level', 'time', 'service', 'name', 'reqId', 'req', 'res', 'responseTime', 'msg']);
+    expect(line).toEqual({
+      level: 30,
+      time: expect.any(Number),
+      service: 'gateway',
+      name: 'gateway',
+      reqId: r.headers['x-request-id'],
+      req: { method: 'DELETE', url: '/v1beta/odd-id?key=[redacted]', remoteAddress: '127.0.0.1' },
+      res: { statusCode: 200 },
+      responseTime: expect.any(Number),
+      msg: `DELETE /v1beta/odd-id?key=[redacted] 200 ${String(line.responseTime)}ms`,
+    });
+    // Epoch milliseconds, as pino's epochTime writes them.
+    expect(Math.abs((line.time as number) - Date.now())).toBeLessThan(3_600_000);
+  });
+
+  test('request counts kept outside prom-client are exact at every scrape: added once, never twice', async () => {
+    const scrape = async () => {
+      const text = (await rawRequest(gw.url, { path: '/metrics' })).body;
+      const count = (re: RegExp) => Number(re.exec(text)?.[1] ?? 0);
+      return {
+        http: count(/^gateway_http_requests_total\{method="GET",route="\/billing\/pricing\/:model",status="200"\} (\d+)$/m),
+        passthrough: count(/^gateway_passthrough_requests_total\{prefix="billing",outcome="ok"\} (\d+)$/m),
+      };
+    };
+    const before = await scrape();
+    for (let i = 0; i < 3; i++) expect((await rawRequest(gw.url, { path: `/billing/pricing/m${i}` })).status).toBe(200);
+    // The access line is written when the response closes: wait for the last one, then read.
+    await lineWhere((l) => l.req?.url === '/billing/pricing/m2', 'last access line');
+    expect(await scrape()).toEqual({ http: before.http + 3, passthrough: before.passthrough + 3 });
+    expect(await scrape()).toEqual({ http: before.http + 3, passthrough: before.passthrough + 3 });
+    await rawRequest(gw.url, { path: '/billing/pricing/m3' });
+    await lineWhere((l) => l.req?.url === '/billing/pricing/m3', 'access line');
+    expect(await scrape()).toEqual({ http: before.http + 4, passthrough: before.passthrough + 4 });
   });
 
   test('W3C traceparent and tracestate pass through as sent; absent, none is made up', async () => {

@@ -32,7 +32,22 @@ const ROUTES: [RegExp, string][] = [
 /** Route template of a URL (query ignored, slashes folded, trailing slash dropped). */
 export function routeLabel(url: string): string {
   const q = url.search(/[?#]/);
-  const path = (q < 0 ? url : url.slice(0, q)).replace(/\/{2,}/g, '/').replace(/(.)\/$/, '$1');
+  const raw = q < 0 ? url : url.slice(0, q);
+  let label = labels.get(raw);
+  if (label === undefined) {
+    label = matchRoute(raw.replace(/\/{2,}/g, '/').replace(/(.)\/$/, '$1'));
+    // Bounded: paths with ids are endless, so the memo is emptied when full instead of growing.
+    if (labels.size >= LABEL_MEMO) labels.clear();
+    labels.set(raw, label);
+  }
+  return label;
+}
+
+/** The same few paths come on every request: each is matched against ROUTES once. */
+const LABEL_MEMO = 1024;
+const labels = new Map<string, string>();
+
+function matchRoute(path: string): string {
   for (const [re, label] of ROUTES) if (re.test(path)) return label || path;
   return 'other';
 }
@@ -61,22 +76,50 @@ const REDACTED = '[redacted]';
 export type EdgeStep = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
 
 /**
- * The HTTP request metrics with their label children cached: label validation and the child's
- * closures happen once per (method, route, status), not per request.
+ * Counter increments by label key, kept as plain numbers and added to prom-client when the counter
+ * is read (`GatewayMetrics.onCollect`): a request costs a Map lookup and an addition, not
+ * prom-client's label validation and hashing.
+ */
+class DeferredCounts {
+  private readonly pending = new Map<string, { child: { inc(n: number): void }; n: number }>();
+  constructor(metrics: GatewayMetrics) {
+    metrics.onCollect(() => {
+      for (const p of this.pending.values()) {
+        if (p.n) p.child.inc(p.n);
+        p.n = 0;
+      }
+    });
+  }
+
+  /** One more for `key`; false when the key is new (then `add` it with its label child). */
+  inc(key: string): boolean {
+    const p = this.pending.get(key);
+    if (p) p.n += 1;
+    return p !== undefined;
+  }
+
+  add(key: string, child: { inc(n: number): void }): void {
+    this.pending.set(key, { child, n: 1 });
+  }
+}
+
+/**
+ * The HTTP request metrics: counts deferred, duration children cached (label validation and the
+ * child's closures once per (method, route), not per request).
  */
 class HttpCounters {
-  private readonly counts = new Map<string, { inc(): void }>();
+  private readonly counts: DeferredCounts;
   private readonly durations = new Map<string, { observe(v: number): void }>();
-  constructor(private readonly metrics: GatewayMetrics) {}
+  constructor(private readonly metrics: GatewayMetrics) {
+    this.counts = new DeferredCounts(metrics);
+  }
 
   record(method: string, route: string, status: string, seconds: number): void {
     const key = `${method} ${route}`;
     const countKey = `${key} ${status}`;
-    let count = this.counts.get(countKey);
-    if (!count) this.counts.set(countKey, (count = this.metrics.httpRequests.labels(method, route, status)));
+    if (!this.counts.inc(countKey)) this.counts.add(countKey, this.metrics.httpRequests.labels(method, route, status));
     let duration = this.durations.get(key);
     if (!duration) this.durations.set(key, (duration = this.metrics.httpDuration.labels(method, route)));
-    count.inc();
     duration.observe(seconds);
   }
 }
@@ -166,13 +209,31 @@ export interface PassthroughTelemetry {
   flush(): void;
 }
 
+/** pino's numeric levels, for the hand-built access line. */
+const LEVEL_VALUES = { info: 30, warn: 40, error: 50 } as const;
+
+/**
+ * The passthrough's access line, written by hand: the JSON line pino would write for it (level,
+ * epoch time, the gateway logger's bindings, reqId, req, res, responseTime, msg), every string
+ * escaped by JSON.stringify. pino's generic path (child bindings, serializers, per-call object
+ * walk) cost more than proxying a small request; no redaction path can occur on these fields
+ * (method, redacted URL, status, address).
+ */
+function accessLine(level: number, bindings: string, e: PassthroughEvent, method: string, url: string, finished: boolean, ms: number): string {
+  const status = e.res.statusCode;
+  const remote = e.req.socket.remoteAddress;
+  return (
+    `{"level":${level},"time":${Date.now()}${bindings},"reqId":${JSON.stringify(e.requestId)},` +
+    `"req":{"method":${JSON.stringify(method)},"url":${JSON.stringify(url)}${remote === undefined ? '' : `,"remoteAddress":${JSON.stringify(remote)}`}},` +
+    `"res":{"statusCode":${status}},"responseTime":${ms},"msg":${JSON.stringify(messageOf(method, url, finished, status, ms))}}\n`
+  );
+}
+
 /**
  * The passthrough's telemetry at settle time, all from the one per-request record: the access line
- * (same fields as `accessLog`'s), the HTTP request metrics and the passthrough's own metrics.
- *
- * The access line costs little: its own pino instance on the gateway logger's destination, with
- * the same bindings but no redaction paths (none can occur on this line: method, redacted URL,
- * status), epoch time instead of ISO, and batched writes.
+ * (same fields as `accessLog`'s, built by `accessLine` onto the gateway logger's destination with
+ * batched writes; the logger's level is read per request), the HTTP request metrics and the
+ * passthrough's own metrics.
  */
 export function passthroughTelemetry(
   logger: Logger,
@@ -180,10 +241,12 @@ export function passthroughTelemetry(
 ): PassthroughTelemetry {
   const dest = (logger as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym]!;
   const batch = batchedWrites(dest);
-  const access = pino({ level: logger.level, base: null, timestamp: pino.stdTimeFunctions.epochTime }, batch).child(logger.bindings());
+  // The logger's bindings as JSON members, serialized once: `,"service":"gateway","name":"gateway"`.
+  const bound = JSON.stringify(logger.bindings()).slice(1, -1);
+  const bindings = bound ? `,${bound}` : '';
   const http = opts.httpMetrics ? new HttpCounters(opts.metrics) : undefined;
   const { metrics } = opts;
-  const outcomes = new Map<string, { inc(): void }>();
+  const outcomes = new DeferredCounts(metrics);
   const headers = new Map<string, { observe(v: number): void }>();
   const settled = (e: PassthroughEvent) => {
     const { req, res } = e;
@@ -192,10 +255,8 @@ export function passthroughTelemetry(
     const finished = res.writableFinished;
     http?.record(method, routeLabel(url), finished ? String(res.statusCode) : '499', e.durationMs / 1000);
 
-    const key = `${e.prefix} ${e.outcome}`;
-    let outcome = outcomes.get(key);
-    if (!outcome) outcomes.set(key, (outcome = metrics.passthroughRequests.labels(e.prefix, e.outcome)));
-    outcome.inc();
+    const outcomeKey = `${e.prefix} ${e.outcome}`;
+    if (!outcomes.inc(outcomeKey)) outcomes.add(outcomeKey, metrics.passthroughRequests.labels(e.prefix, e.outcome));
     if (e.upstreamHeadersMs !== undefined) {
       let h = headers.get(e.prefix);
       if (!h) headers.set(e.prefix, (h = metrics.passthroughUpstreamHeaders.labels(e.prefix)));
@@ -205,13 +266,9 @@ export function passthroughTelemetry(
       metrics.upstreamErrors.inc({ source: 'passthrough', status: String(e.outcome === 'upstream_timeout' ? 504 : 0) });
     }
 
-    const level = levelOf(res.statusCode);
-    if (!opts.log || !access.isLevelEnabled(level)) return;
-    const ms = Math.round(e.durationMs);
-    access[level](
-      { reqId: e.requestId, req: { method, url, remoteAddress: req.socket.remoteAddress }, res: { statusCode: res.statusCode }, responseTime: ms },
-      messageOf(method, url, finished, res.statusCode, ms),
-    );
+    const level = LEVEL_VALUES[levelOf(res.statusCode)];
+    if (!opts.log || level < logger.levelVal) return;
+    batch.write(accessLine(level, bindings, e, method, url, finished, Math.round(e.durationMs)));
   };
   return { settled, flush: batch.flush };
 }

@@ -29,6 +29,10 @@ export function migrationStatus(lastLegacyMs: number | undefined, lastPassthroug
 /** Most distinct client families recorded per key (per process); the rest count as `other`. */
 export const MAX_FAMILIES_PER_KEY = 8;
 
+/** The same few User-Agents arrive on every passthrough call: each is parsed once. */
+const FAMILY_MEMO = 512;
+const families = new Map<string, string>();
+
 const PRODUCT = /^([A-Za-z][\w.-]{0,39})\/v?(\d{1,4})(?:\.(\d{1,4}))?/;
 
 /**
@@ -38,6 +42,17 @@ const PRODUCT = /^([A-Za-z][\w.-]{0,39})\/v?(\d{1,4})(?:\.(\d{1,4}))?/;
  */
 export function clientFamily(userAgent: string | undefined): string {
   if (!userAgent) return 'none';
+  let family = families.get(userAgent);
+  if (family === undefined) {
+    family = parseFamily(userAgent);
+    // Bounded: a client rotating User-Agents empties the memo, it never grows past FAMILY_MEMO.
+    if (families.size >= FAMILY_MEMO) families.clear();
+    families.set(userAgent, family);
+  }
+  return family;
+}
+
+function parseFamily(userAgent: string): string {
   if (userAgent.startsWith('Mozilla/')) return 'browser';
   const m = PRODUCT.exec(userAgent);
   if (!m) return 'other';

@@ -1,4 +1,4 @@
-import { bearerKey } from '../../lib/bearer';
+import { parseBearer } from '../../lib/bearer';
 import { memoKeyHash } from '../../lib/keys';
 import type { LegacyObserver } from '../legacy/session-ports';
 import type { ResultsSocketHooks } from '../legacy/results-socket';
@@ -112,7 +112,8 @@ export function countedAdmission(sunset: SunsetPolicy, metrics: GatewayMetrics, 
 export function passthroughMigration(usage: DeprecationUsage, keyPrefix: string) {
   return (e: PassthroughEvent): void => {
     if (e.status < 200 || e.status >= 400) return;
-    const key = bearerKey(e.req);
-    if (key?.startsWith(keyPrefix)) usage.passthrough(memoKeyHash(key), e.prefix, clientFamily(e.req.headers['user-agent']));
+    // The two headers as the passthrough picked them up: `req.headers` is never built on this path.
+    const key = parseBearer(e.authorization);
+    if (key?.startsWith(keyPrefix)) usage.passthrough(memoKeyHash(key), e.prefix, clientFamily(e.userAgent));
   };
 }

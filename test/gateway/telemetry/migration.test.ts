@@ -38,6 +38,13 @@ describe('client families', () => {
     expect(clientFamily(ua)).toBe(family);
   });
 
+  test('parsed once per User-Agent (memo), and still right after a client rotates more agents than the memo holds', () => {
+    expect(clientFamily('svc-python/1.4.2')).toBe('svc-python/1.4');
+    for (let i = 0; i < 2000; i++) expect(clientFamily(`rotating${i}/${i % 7}.1`)).toBe(`rotating${i}/${i % 7}.1`);
+    expect(clientFamily('svc-python/1.4.2')).toBe('svc-python/1.4');
+    expect(clientFamily('Mozilla/5.0 (X11)')).toBe('browser');
+  });
+
   test('at most MAX_FAMILIES_PER_KEY families per key; the rest count as other', async () => {
     const store = new MemoryStore();
     const usage = new DeprecationUsage(store, createLogger('silent'), () => NOW);
