@@ -14,6 +14,7 @@ import type { SessionRecord, TickCommit } from '../store/store';
 import { compileOutputSchema } from './output-schema';
 import { recordOf } from './ownership';
 import type { LiveSession, OwnerMessage, SessionDeps } from './session-ports';
+import type { SessionTimers } from './session-timers';
 import type { LegacyEndReasons, SessionSpec } from './translate';
 import { legacyThreadId, transportLostReason } from './translate';
 
@@ -37,12 +38,8 @@ export interface SessionHost {
   end(streamId: string, reason: string): Promise<boolean>;
   /** The client's key from a record (in memory here, else unsealed). */
   openKey(rec: SessionRecord): string | undefined;
-  /** Arms a session's lease check (at `leaseExpiresAtMs`) and its upstream keepalive. */
-  arm(session: LiveSession, leaseExpiresAtMs: number): void;
-  /** Starts ticking once the upstream sees a first frame (a stream that never ticked yet). */
-  waitForFirstFrame(session: LiveSession): void;
-  /** Resumes ticking on the record's grid (the next tick due, none replayed). */
-  resumeTicking(session: LiveSession, rec: SessionRecord): void;
+  /** Lease, upstream keepalive, first-frame wait and ticker of an adopted stream. */
+  readonly timers: Pick<SessionTimers, 'arm' | 'waitForFirstFrame' | 'resumeTicking'>;
 }
 
 export class SessionFleet {
@@ -145,11 +142,11 @@ export class SessionFleet {
       const session = this.sessionOf(rec, apiKey);
       host.track(session);
       host.own(id, apiKey);
-      host.arm(session, rec.leaseExpiresAtMs);
+      host.timers.arm(session, rec.leaseExpiresAtMs);
       if (session.spec.transport === 'room') await this.rejoinRoom(session);
       if (session.ending) return false;
-      if (rec.gridStartMs === null) host.waitForFirstFrame(session);
-      else host.resumeTicking(session, rec);
+      if (rec.gridStartMs === null) host.timers.waitForFirstFrame(session);
+      else host.timers.resumeTicking(session, rec);
       this.deps.observer?.sessionAdopted?.(id, how);
       logger.info({ streamId: id, how, epoch: rec.epoch, key: rec.keyHash }, 'legacy stream adopted');
       return true;

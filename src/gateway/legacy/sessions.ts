@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
 import { JsonSchemaValidators } from '../../lib/json-schema';
 import { keyHash } from '../../lib/keys';
-import { realClock, setLongInterval, setLongTimeout } from '../../lib/timers';
+import { realClock } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';
-import { UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
+import { UpstreamError, isUpstreamStatus } from '../../upstream/client';
 import type { CallOptions } from '../../upstream/client';
 import { newTraceId } from '../../upstream/trace';
 import type { SessionRecord } from '../store/store';
@@ -13,25 +13,23 @@ import { LEGACY_ERRORS } from './errors';
 import { TickInference } from './inference';
 import { compileOutputSchema } from './output-schema';
 import { endEnvelope, resultsChannel } from './results-socket';
-import { recordOf, resumePoint } from './ownership';
+import { recordOf } from './ownership';
 import { SessionFleet } from './session-fleet';
 import type { SessionHost } from './session-fleet';
 import { SOLO_REPLICA } from './session-ports';
 import type { CreateInput, CreateOutput, LiveSession, OwnerMessage, SessionDeps } from './session-ports';
-import { Ticker } from './ticker';
+import { SessionTimers } from './session-timers';
 import type { LegacyMedia, SessionSpec } from './translate';
 import { legacyEndReasons, legacyRoomToken, legacyThreadId, microcentsToCents, transportLostReason } from './translate';
 import { UPSTREAM_CONTEXTS, toLegacyError } from './upstream-errors';
 import type { UpstreamCallContext } from './upstream-errors';
 
-/** How soon a lease check that could not read the store asks again. */
-const LEASE_RETRY_MS = 1000;
-
 /**
- * Legacy sessions: create (slot → upstream stream → record → scheduler), leases, keepalives,
- * inference ticks, and the one end path every exit goes through, on any replica of a fleet. This
- * replica schedules the streams it owns (`live`); the store's record is the truth for the rest.
- * The fleet side (adopt, hand over, owner messages, reconcile), driven by ../fleet, is ./session-fleet.ts.
+ * Legacy sessions: create (slot → upstream stream → record → scheduler), keepalives, prompt, and
+ * the one end path every exit goes through, on any replica of a fleet. This replica schedules the
+ * streams it owns (`live`); the store's record is the truth for the rest. A live stream's timers
+ * (lease check, upstream keepalive, first-frame wait, ticker) are ./session-timers.ts; the fleet
+ * side (adopt, hand over, owner messages, reconcile), driven by ../fleet, is ./session-fleet.ts.
  */
 export class LegacySessions {
   private readonly live = new Map<string, LiveSession>();
@@ -50,15 +48,25 @@ export class LegacySessions {
   private readonly clock: Clock;
   private readonly inference: TickInference;
   private readonly fleetSide: SessionFleet;
+  private readonly timers: SessionTimers;
 
   constructor(private readonly deps: SessionDeps) {
     this.reasons = legacyEndReasons(deps.brand);
     this.schemas = new JsonSchemaValidators({ maxEntries: 256, logger: deps.logger });
     this.clock = deps.clock ?? realClock;
+    this.timers = new SessionTimers(deps, {
+      replicaId: this.replicaId,
+      reasons: this.reasons,
+      end: (streamId, reason, opts) => this.end(streamId, reason, opts),
+      stopLocal: (session) => this.stopLocal(session),
+      reRegister: (session) => this.fleetSide.reRegister(session),
+      // A self-fenced replica (its heartbeat failing) lets the ticks pass: a successor may own them.
+      tick: async (session, tick) => (this.fleetSide.selfFenced ? undefined : this.inference.run(session, tick)),
+    });
     this.fleetSide = new SessionFleet(deps, this.hostForFleet());
     this.inference = new TickInference(deps, {
       outOfCredits: (session) => void this.end(session.streamId, this.reasons.insufficientCredits),
-      upstreamLost: (session, err) => void this.onUpstreamLoss(session, err),
+      upstreamLost: (session, err) => void this.timers.onUpstreamLoss(session, err),
       committed: (session, tick, commit) => this.fleetSide.onCommit(session, tick, commit),
     });
   }
@@ -186,9 +194,8 @@ export class LegacySessions {
       await this.end(created.id, this.reasons.serverShutdown);
       throw LEGACY_ERRORS.shuttingDown();
     }
-    this.armLease(session, session.leaseExpiresAtMs);
-    this.armUpstreamKeepalive(session);
-    this.waitForFirstFrame(session, cfg.firstFramePollMs);
+    this.timers.arm(session, session.leaseExpiresAtMs);
+    this.timers.waitForFirstFrame(session);
     this.deps.observer?.streamCreated?.(kh, input.spec);
     return { streamId: created.id, ttlSeconds: cfg.leaseTtlSeconds, media };
   }
@@ -243,7 +250,7 @@ export class LegacySessions {
       session.publishToken = ka.publish.token;
       this.deps.media?.renewToken?.(streamId, ka.publish.token);
       session.leaseExpiresAtMs = renewed.record.leaseExpiresAtMs;
-      this.armLease(session, session.leaseExpiresAtMs);
+      this.timers.armLease(session, session.leaseExpiresAtMs);
     }
     return {
       streamId,
@@ -335,137 +342,6 @@ export class LegacySessions {
     await Promise.all([...this.owned].map(([id, key]) => this.deleteUpstream(key, id)));
   }
 
-  private armLease(session: LiveSession, expiresAtMs: number): void {
-    session.leaseTimer?.clear();
-    session.leaseTimer = setLongTimeout(() => void this.checkLease(session), expiresAtMs - this.clock.now(), { clock: this.clock });
-  }
-
-  /**
-   * The store's lease is the truth (a keepalive may have landed on another replica). A store that
-   * cannot be read is asked again later, and a lease that lapsed meanwhile is extended by one TTL
-   * from the recovery: an outage of the store never ends a stream as lease_expired.
-   */
-  private async checkLease(session: LiveSession, storeFailed = false): Promise<void> {
-    if (session.ending) return;
-    let rec: SessionRecord | undefined;
-    try {
-      rec = await this.deps.store.getSession(session.streamId);
-    } catch (err) {
-      this.deps.logger.warn({ err, streamId: session.streamId }, 'lease check could not read the store; retrying');
-      return this.retryLeaseCheck(session);
-    }
-    if (session.ending) return;
-    const now = this.clock.now();
-    if (!rec) {
-      // The store lost the record: it is re-registered while this replica's own lease view holds.
-      if (session.leaseExpiresAtMs > now) {
-        await this.fleetSide.reRegister(session);
-        return this.armLease(session, session.leaseExpiresAtMs);
-      }
-    } else if (rec.state !== 'active' || rec.owner !== this.replicaId) {
-      return this.stopLocal(session);
-    } else if (rec.leaseExpiresAtMs > now) {
-      session.leaseExpiresAtMs = rec.leaseExpiresAtMs;
-      return this.armLease(session, rec.leaseExpiresAtMs);
-    } else {
-      // Lapsed: during or after a store outage it gets a full lease from the recovery instead.
-      const deadline = this.deps.storeHealth?.leaseDeadline(rec.leaseExpiresAtMs, this.leaseMs);
-      if (deadline === null) return this.retryLeaseCheck(session);
-      const extendTo = Math.max(deadline ?? 0, storeFailed ? now + this.leaseMs : 0);
-      if (extendTo > now) {
-        const renewed = await this.deps.store.updateSession(session.streamId, { leaseExpiresAtMs: extendTo });
-        if (renewed) {
-          session.leaseExpiresAtMs = renewed.leaseExpiresAtMs;
-          return this.armLease(session, renewed.leaseExpiresAtMs);
-        }
-      }
-    }
-    await this.end(session.streamId, this.reasons.leaseExpired);
-  }
-
-  /** Asks again soon, remembering that the store failed (a lease that lapsed meanwhile is extended). */
-  private retryLeaseCheck(session: LiveSession): void {
-    session.leaseTimer?.clear();
-    session.leaseTimer = setLongTimeout(() => void this.checkLease(session, true), LEASE_RETRY_MS, { clock: this.clock });
-  }
-
-  /** Keeps the upstream lease (300 s) alive on our own, well inside it. */
-  private armUpstreamKeepalive(session: LiveSession): void {
-    session.upstreamKeepalive = setLongInterval(() => {
-      this.deps.upstream
-        .keepalive(session.apiKey, session.streamId, { signal: session.abort.signal, ...session.ids })
-        .then((ka) => {
-          session.publishToken = ka.publish.token;
-          this.deps.media?.renewToken?.(session.streamId, ka.publish.token);
-        })
-        .catch((err: unknown) => this.onUpstreamLoss(session, err));
-    }, this.deps.cfg.upstreamKeepaliveSeconds * 1000, { clock: this.clock });
-  }
-
-  /** Upstream stream gone or unrenewable: end with the reason that matches why. */
-  private async onUpstreamLoss(session: LiveSession, err: unknown): Promise<void> {
-    if (session.ending) return;
-    if (isUpstreamStatus(err, 402)) return void this.end(session.streamId, this.reasons.insufficientCredits);
-    if (isUpstreamStatus(err, 404) || isUpstreamCode(err, 'stream_not_found')) {
-      const reason = await this.upstreamEndReason(session);
-      return void this.end(session.streamId, reason, { deleteUpstream: false });
-    }
-    this.deps.logger.warn({ err, streamId: session.streamId }, 'upstream keepalive failed');
-  }
-
-  private async upstreamEndReason(session: LiveSession): Promise<string> {
-    try {
-      const s = await this.deps.upstream.getStream(session.apiKey, session.streamId);
-      return s.end_reason === 'deleted' ? this.reasons.clientRequested : this.reasons.leaseExpired;
-    } catch {
-      return this.reasons.leaseExpired;
-    }
-  }
-
-  /**
-   * Polls (cheaply, backing off) until the upstream reports a first frame, then starts ticking; a
-   * clip stream's first tick waits until the stream holds a full clip (frame mode starts at once).
-   */
-  private waitForFirstFrame(session: LiveSession, delayMs: number): void {
-    session.firstFramePoll = this.clock.setTimeout(() => {
-      this.deps.upstream
-        .getStream(session.apiKey, session.streamId, { signal: session.abort.signal, ...session.ids })
-        .then((s) => {
-          if (session.ending) return;
-          if (s.state === 'ended') return void this.onUpstreamLoss(session, new UpstreamError({ status: 404, kind: 'http', upstreamCode: 'stream_not_found', message: 'stream ended upstream' }));
-          if (s.last_frame_at_ms === null) return this.waitForFirstFrame(session, Math.min(delayMs * 1.5, 2000));
-          const spec = session.spec;
-          const short = spec.mode === 'clip' ? spec.clip.clipLengthMs - s.stream_time_ms : 0;
-          this.startTicker(session, this.clock.now() + Math.max(0, short));
-        })
-        .catch((err: unknown) => {
-          if (session.ending) return;
-          if (isUpstreamStatus(err, 404)) return void this.onUpstreamLoss(session, err);
-          this.waitForFirstFrame(session, Math.min(delayMs * 2, 5000));
-        });
-    }, delayMs);
-    session.firstFramePoll.unref?.();
-  }
-
-  /** Ticks from tick `firstN` on the grid starting at `gridStartMs` (a new stream: its first tick, recorded for a successor). */
-  private startTicker(session: LiveSession, gridStartMs: number, firstN = 0): void {
-    const { cfg, observer, logger } = this.deps;
-    if (session.gridStartMs === null) {
-      session.gridStartMs = gridStartMs;
-      this.deps.store.updateSession(session.streamId, { gridStartMs }).catch((err: unknown) => logger.warn({ err, streamId: session.streamId }, 'could not record the tick grid'));
-    }
-    session.ticker = new Ticker({
-      periodMs: session.spec.intervalMs,
-      maxInFlight: cfg.maxInFlight,
-      // A self-fenced replica (its heartbeat failing) lets the ticks pass: a successor may own them.
-      onTick: async (tick) => (this.fleetSide.selfFenced ? undefined : this.inference.run(session, tick)),
-      clock: this.clock,
-      onSkip: () => observer?.tickSkipped?.(session.streamId),
-      onError: (err) => logger.error({ err, streamId: session.streamId }, 'inference tick failed'),
-    });
-    session.ticker.start(gridStartMs, firstN);
-  }
-
   // ── Fleet: what the membership loop and the control channel ask (./session-fleet.ts does it). ──
 
   /** Pauses (true) or resumes ticking on every stream here (a replica whose heartbeat fails fences itself). */
@@ -528,15 +404,7 @@ export class LegacySessions {
       stopLocal: (session) => this.stopLocal(session),
       end: (streamId, reason) => this.end(streamId, reason),
       openKey: (rec) => this.openKey(rec),
-      arm: (session, leaseExpiresAtMs) => {
-        this.armLease(session, leaseExpiresAtMs);
-        this.armUpstreamKeepalive(session);
-      },
-      waitForFirstFrame: (session) => this.waitForFirstFrame(session, this.deps.cfg.firstFramePollMs),
-      resumeTicking: (session, rec) => {
-        const at = resumePoint(rec, session.spec.intervalMs, this.clock.now());
-        this.startTicker(session, at.gridStartMs, at.n);
-      },
+      timers: this.timers,
     };
   }
 
