@@ -2,34 +2,34 @@ import { randomUUID } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
 import { JsonSchemaValidators } from '../../lib/json-schema';
 import { keyHash } from '../../lib/keys';
-import { realClock, setLongInterval, setLongTimeout } from '../../lib/timers';
+import { realClock } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';
-import { UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
+import { UpstreamError, isUpstreamStatus } from '../../upstream/client';
 import type { CallOptions } from '../../upstream/client';
 import { newTraceId } from '../../upstream/trace';
-import type { SessionRecord, TickCommit } from '../store/store';
+import type { SessionRecord } from '../store/store';
 import { accessError, streamAccess } from './access';
 import { LEGACY_ERRORS } from './errors';
 import { TickInference } from './inference';
 import { compileOutputSchema } from './output-schema';
 import { endEnvelope, resultsChannel } from './results-socket';
-import { recordOf, resumePoint } from './ownership';
+import { recordOf } from './ownership';
+import { SessionFleet } from './session-fleet';
+import type { SessionHost } from './session-fleet';
 import { SOLO_REPLICA } from './session-ports';
 import type { CreateInput, CreateOutput, LiveSession, OwnerMessage, SessionDeps } from './session-ports';
-import { Ticker } from './ticker';
+import { SessionTimers } from './session-timers';
 import type { LegacyMedia, SessionSpec } from './translate';
 import { legacyEndReasons, legacyRoomToken, legacyThreadId, microcentsToCents, transportLostReason } from './translate';
 import { UPSTREAM_CONTEXTS, toLegacyError } from './upstream-errors';
 import type { UpstreamCallContext } from './upstream-errors';
 
-/** How soon a lease check that could not read the store asks again. */
-const LEASE_RETRY_MS = 1000;
-
 /**
- * Legacy sessions: create (slot → upstream stream → record → scheduler), leases, keepalives,
- * inference ticks, and the one end path every exit goes through, on any replica of a fleet. This
- * replica schedules the streams it owns (`live`); the store's record is the truth for the rest.
- * The fleet side (adopt, hand over, owner messages, reconcile) is driven by ../fleet.
+ * Legacy sessions: create (slot → upstream stream → record → scheduler), keepalives, prompt, and
+ * the one end path every exit goes through, on any replica of a fleet. This replica schedules the
+ * streams it owns (`live`); the store's record is the truth for the rest. A live stream's timers
+ * (lease check, upstream keepalive, first-frame wait, ticker) are ./session-timers.ts; the fleet
+ * side (adopt, hand over, owner messages, reconcile), driven by ../fleet, is ./session-fleet.ts.
  */
 export class LegacySessions {
   private readonly live = new Map<string, LiveSession>();
@@ -41,24 +41,33 @@ export class LegacySessions {
   /** The legacy end reasons (close reasons of 1001), vendor-named where the vendor shows. */
   readonly reasons;
   private closing = false;
-  /** Streams being adopted right now (an adopt message and the reconcile may both ask). */
-  private readonly adopting = new Set<string>();
-  private readonly reRegistering = new Set<string>();
   /** Streams whose record is being written by their create (the owned-streams reconcile leaves them be). */
   private readonly creating = new Set<string>();
   /** Output-schema validators, cached by content (streams re-sending one schema compile it once). */
   readonly schemas: JsonSchemaValidators;
   private readonly clock: Clock;
   private readonly inference: TickInference;
+  private readonly fleetSide: SessionFleet;
+  private readonly timers: SessionTimers;
 
   constructor(private readonly deps: SessionDeps) {
     this.reasons = legacyEndReasons(deps.brand);
     this.schemas = new JsonSchemaValidators({ maxEntries: 256, logger: deps.logger });
     this.clock = deps.clock ?? realClock;
+    this.timers = new SessionTimers(deps, {
+      replicaId: this.replicaId,
+      reasons: this.reasons,
+      end: (streamId, reason, opts) => this.end(streamId, reason, opts),
+      stopLocal: (session) => this.stopLocal(session),
+      reRegister: (session) => this.fleetSide.reRegister(session),
+      // A self-fenced replica (its heartbeat failing) lets the ticks pass: a successor may own them.
+      tick: async (session, tick) => (this.fleetSide.selfFenced ? undefined : this.inference.run(session, tick)),
+    });
+    this.fleetSide = new SessionFleet(deps, this.hostForFleet());
     this.inference = new TickInference(deps, {
       outOfCredits: (session) => void this.end(session.streamId, this.reasons.insufficientCredits),
-      upstreamLost: (session, err) => void this.onUpstreamLoss(session, err),
-      committed: (session, tick, commit) => this.onCommit(session, tick, commit),
+      upstreamLost: (session, err) => void this.timers.onUpstreamLoss(session, err),
+      committed: (session, tick, commit) => this.fleetSide.onCommit(session, tick, commit),
     });
   }
 
@@ -185,9 +194,8 @@ export class LegacySessions {
       await this.end(created.id, this.reasons.serverShutdown);
       throw LEGACY_ERRORS.shuttingDown();
     }
-    this.armLease(session, session.leaseExpiresAtMs);
-    this.armUpstreamKeepalive(session);
-    this.waitForFirstFrame(session, cfg.firstFramePollMs);
+    this.timers.arm(session, session.leaseExpiresAtMs);
+    this.timers.waitForFirstFrame(session);
     this.deps.observer?.streamCreated?.(kh, input.spec);
     return { streamId: created.id, ttlSeconds: cfg.leaseTtlSeconds, media };
   }
@@ -242,7 +250,7 @@ export class LegacySessions {
       session.publishToken = ka.publish.token;
       this.deps.media?.renewToken?.(streamId, ka.publish.token);
       session.leaseExpiresAtMs = renewed.record.leaseExpiresAtMs;
-      this.armLease(session, session.leaseExpiresAtMs);
+      this.timers.armLease(session, session.leaseExpiresAtMs);
     }
     return {
       streamId,
@@ -266,7 +274,7 @@ export class LegacySessions {
       session.prompt = next.prompt;
       session.promptRev = next.promptRev;
     } else if (next.owner && next.owner !== this.replicaId) {
-      this.tell(next.owner, { op: 'prompt', streamId });
+      this.fleetSide.tell(next.owner, { op: 'prompt', streamId });
     }
     return next;
   }
@@ -303,7 +311,7 @@ export class LegacySessions {
     await store.publish(resultsChannel(streamId), endEnvelope(reason));
     this.deps.observer?.streamEnded?.(before.keyHash, reason);
     logger.info({ streamId, reason, key: before.keyHash }, 'legacy stream ended');
-    if (before.owner && before.owner !== this.replicaId) this.tell(before.owner, { op: 'ended', streamId, reason });
+    if (before.owner && before.owner !== this.replicaId) this.fleetSide.tell(before.owner, { op: 'ended', streamId, reason });
     const key = session?.apiKey ?? opts.apiKey ?? this.openKey(before);
     const ids = session?.ids ?? (before.ids.traceId ? before.ids : {});
     if (opts.deleteUpstream !== false && key) await this.deleteUpstream(key, streamId, ids);
@@ -334,348 +342,70 @@ export class LegacySessions {
     await Promise.all([...this.owned].map(([id, key]) => this.deleteUpstream(key, id)));
   }
 
-  private armLease(session: LiveSession, expiresAtMs: number): void {
-    session.leaseTimer?.clear();
-    session.leaseTimer = setLongTimeout(() => void this.checkLease(session), expiresAtMs - this.clock.now(), { clock: this.clock });
-  }
-
-  /**
-   * The store's lease is the truth (a keepalive may have landed on another replica). A store that
-   * cannot be read is asked again later, and a lease that lapsed meanwhile is extended by one TTL
-   * from the recovery: an outage of the store never ends a stream as lease_expired.
-   */
-  private async checkLease(session: LiveSession, storeFailed = false): Promise<void> {
-    if (session.ending) return;
-    let rec: SessionRecord | undefined;
-    try {
-      rec = await this.deps.store.getSession(session.streamId);
-    } catch (err) {
-      this.deps.logger.warn({ err, streamId: session.streamId }, 'lease check could not read the store; retrying');
-      return this.retryLeaseCheck(session);
-    }
-    if (session.ending) return;
-    const now = this.clock.now();
-    if (!rec) {
-      // The store lost the record: it is re-registered while this replica's own lease view holds.
-      if (session.leaseExpiresAtMs > now) {
-        await this.reRegister(session);
-        return this.armLease(session, session.leaseExpiresAtMs);
-      }
-    } else if (rec.state !== 'active' || rec.owner !== this.replicaId) {
-      return this.stopLocal(session);
-    } else if (rec.leaseExpiresAtMs > now) {
-      session.leaseExpiresAtMs = rec.leaseExpiresAtMs;
-      return this.armLease(session, rec.leaseExpiresAtMs);
-    } else {
-      // Lapsed: during or after a store outage it gets a full lease from the recovery instead.
-      const deadline = this.deps.storeHealth?.leaseDeadline(rec.leaseExpiresAtMs, this.leaseMs);
-      if (deadline === null) return this.retryLeaseCheck(session);
-      const extendTo = Math.max(deadline ?? 0, storeFailed ? now + this.leaseMs : 0);
-      if (extendTo > now) {
-        const renewed = await this.deps.store.updateSession(session.streamId, { leaseExpiresAtMs: extendTo });
-        if (renewed) {
-          session.leaseExpiresAtMs = renewed.leaseExpiresAtMs;
-          return this.armLease(session, renewed.leaseExpiresAtMs);
-        }
-      }
-    }
-    await this.end(session.streamId, this.reasons.leaseExpired);
-  }
-
-  /** Asks again soon, remembering that the store failed (a lease that lapsed meanwhile is extended). */
-  private retryLeaseCheck(session: LiveSession): void {
-    session.leaseTimer?.clear();
-    session.leaseTimer = setLongTimeout(() => void this.checkLease(session, true), LEASE_RETRY_MS, { clock: this.clock });
-  }
-
-  /** Keeps the upstream lease (300 s) alive on our own, well inside it. */
-  private armUpstreamKeepalive(session: LiveSession): void {
-    session.upstreamKeepalive = setLongInterval(() => {
-      this.deps.upstream
-        .keepalive(session.apiKey, session.streamId, { signal: session.abort.signal, ...session.ids })
-        .then((ka) => {
-          session.publishToken = ka.publish.token;
-          this.deps.media?.renewToken?.(session.streamId, ka.publish.token);
-        })
-        .catch((err: unknown) => this.onUpstreamLoss(session, err));
-    }, this.deps.cfg.upstreamKeepaliveSeconds * 1000, { clock: this.clock });
-  }
-
-  /** Upstream stream gone or unrenewable: end with the reason that matches why. */
-  private async onUpstreamLoss(session: LiveSession, err: unknown): Promise<void> {
-    if (session.ending) return;
-    if (isUpstreamStatus(err, 402)) return void this.end(session.streamId, this.reasons.insufficientCredits);
-    if (isUpstreamStatus(err, 404) || isUpstreamCode(err, 'stream_not_found')) {
-      const reason = await this.upstreamEndReason(session);
-      return void this.end(session.streamId, reason, { deleteUpstream: false });
-    }
-    this.deps.logger.warn({ err, streamId: session.streamId }, 'upstream keepalive failed');
-  }
-
-  private async upstreamEndReason(session: LiveSession): Promise<string> {
-    try {
-      const s = await this.deps.upstream.getStream(session.apiKey, session.streamId);
-      return s.end_reason === 'deleted' ? this.reasons.clientRequested : this.reasons.leaseExpired;
-    } catch {
-      return this.reasons.leaseExpired;
-    }
-  }
-
-  /**
-   * Polls (cheaply, backing off) until the upstream reports a first frame, then starts ticking; a
-   * clip stream's first tick waits until the stream holds a full clip (frame mode starts at once).
-   */
-  private waitForFirstFrame(session: LiveSession, delayMs: number): void {
-    session.firstFramePoll = this.clock.setTimeout(() => {
-      this.deps.upstream
-        .getStream(session.apiKey, session.streamId, { signal: session.abort.signal, ...session.ids })
-        .then((s) => {
-          if (session.ending) return;
-          if (s.state === 'ended') return void this.onUpstreamLoss(session, new UpstreamError({ status: 404, kind: 'http', upstreamCode: 'stream_not_found', message: 'stream ended upstream' }));
-          if (s.last_frame_at_ms === null) return this.waitForFirstFrame(session, Math.min(delayMs * 1.5, 2000));
-          const spec = session.spec;
-          const short = spec.mode === 'clip' ? spec.clip.clipLengthMs - s.stream_time_ms : 0;
-          this.startTicker(session, this.clock.now() + Math.max(0, short));
-        })
-        .catch((err: unknown) => {
-          if (session.ending) return;
-          if (isUpstreamStatus(err, 404)) return void this.onUpstreamLoss(session, err);
-          this.waitForFirstFrame(session, Math.min(delayMs * 2, 5000));
-        });
-    }, delayMs);
-    session.firstFramePoll.unref?.();
-  }
-
-  /** Ticks from tick `firstN` on the grid starting at `gridStartMs` (a new stream: its first tick, recorded for a successor). */
-  private startTicker(session: LiveSession, gridStartMs: number, firstN = 0): void {
-    const { cfg, observer, logger } = this.deps;
-    if (session.gridStartMs === null) {
-      session.gridStartMs = gridStartMs;
-      this.deps.store.updateSession(session.streamId, { gridStartMs }).catch((err: unknown) => logger.warn({ err, streamId: session.streamId }, 'could not record the tick grid'));
-    }
-    session.ticker = new Ticker({
-      periodMs: session.spec.intervalMs,
-      maxInFlight: cfg.maxInFlight,
-      // A self-fenced replica (its heartbeat failing) lets the ticks pass: a successor may own them.
-      onTick: async (tick) => (this.selfFenced ? undefined : this.inference.run(session, tick)),
-      clock: this.clock,
-      onSkip: () => observer?.tickSkipped?.(session.streamId),
-      onError: (err) => logger.error({ err, streamId: session.streamId }, 'inference tick failed'),
-    });
-    session.ticker.start(gridStartMs, firstN);
-  }
-
-  // ── Fleet: what the membership loop and the control channel ask of this replica's sessions. ──
+  // ── Fleet: what the membership loop and the control channel ask (./session-fleet.ts does it). ──
 
   /** Pauses (true) or resumes ticking on every stream here (a replica whose heartbeat fails fences itself). */
-  selfFenced = false;
+  get selfFenced(): boolean {
+    return this.fleetSide.selfFenced;
+  }
+
+  set selfFenced(on: boolean) {
+    this.fleetSide.selfFenced = on;
+  }
 
   /** Ids of the streams this replica schedules. */
   get ownedIds(): string[] {
     return [...this.live.keys()];
   }
 
-  /** A tick's commit answer: a new prompt revision is read; a lost stream stops here; a lost record is re-registered. */
-  private onCommit(session: LiveSession, tick: number, commit: TickCommit): void {
-    if (commit.ok) {
-      session.lastTick = Math.max(session.lastTick, tick);
-      if (commit.promptRev !== session.promptRev) void this.refreshPrompt(session.streamId);
-      return;
-    }
-    this.deps.observer?.tickFenced?.(commit.reason);
-    if (commit.reason === 'duplicate') return;
-    if (commit.reason === 'missing') return void this.reRegister(session);
-    this.deps.logger.info({ streamId: session.streamId, reason: commit.reason }, 'tick refused by the store: stream owned or ended elsewhere, stopping here');
-    void this.stopLocal(session);
-  }
-
   /** Reads the stream's prompt from the store (a PATCH served by another replica). */
-  async refreshPrompt(streamId: string): Promise<void> {
-    const session = this.live.get(streamId);
-    if (!session) return;
-    const rec = await this.deps.store.getSession(streamId);
-    if (rec?.state === 'active' && rec.owner === this.replicaId && !session.ending) {
-      session.prompt = rec.prompt;
-      session.promptRev = rec.promptRev;
-    }
-  }
-
-  /** Writes a lost record back from memory under a new epoch and takes its slot again (the store restarted empty). */
-  private async reRegister(session: LiveSession): Promise<void> {
-    if (this.reRegistering.has(session.streamId) || session.ending) return;
-    this.reRegistering.add(session.streamId);
-    const { store, logger, cfg } = this.deps;
-    try {
-      session.epoch += 1;
-      await store.putSession(recordOf(session, this.replicaId, this.clock.now()));
-      if (!(await store.acquireSlot(session.keyHash, session.slotId, cfg.maxStreamsPerKey, this.replicaId))) {
-        logger.warn({ streamId: session.streamId, key: session.keyHash }, 're-registered stream found its key at the stream limit');
-      }
-      await store.bindSlot(session.keyHash, session.slotId, session.streamId);
-      logger.warn({ streamId: session.streamId, epoch: session.epoch }, 'store had lost the stream: re-registered from this replica');
-    } catch (err) {
-      logger.warn({ err, streamId: session.streamId }, 'could not re-register a lost stream; retried at the next tick');
-    } finally {
-      this.reRegistering.delete(session.streamId);
-    }
+  refreshPrompt(streamId: string): Promise<void> {
+    return this.fleetSide.refreshPrompt(streamId);
   }
 
   /** A control-channel message for this replica (src/gateway/fleet/control.ts). */
-  async onOwnerMessage(msg: OwnerMessage): Promise<void> {
-    if (msg.op === 'prompt') return this.refreshPrompt(msg.streamId);
-    if (msg.op === 'ended') {
-      const session = this.live.get(msg.streamId);
-      if (session) await this.stopLocal(session);
-      this.owned.delete(msg.streamId);
-      return;
-    }
-    const rec = await this.deps.store.getSession(msg.streamId);
-    if (rec?.state === 'active' && rec.owner === this.replicaId) await this.adopt(rec, 'handover');
+  onOwnerMessage(msg: OwnerMessage): Promise<void> {
+    return this.fleetSide.onOwnerMessage(msg);
   }
 
-  /**
-   * Takes over a stream whose record names this replica its owner (after a claim): opens the sealed
-   * key, rebuilds the live session from the record, arms its lease and upstream keepalive, re-joins a
-   * room source and resumes ticking on the same grid. A pinned (webrtc) stream ends instead: its
-   * media relay died with its owner. False when it is already running here.
-   */
-  async adopt(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean> {
-    const id = rec.streamId;
-    if (this.live.has(id) || this.adopting.has(id) || this.closing) return false;
-    this.adopting.add(id);
-    const { logger, cfg } = this.deps;
-    try {
-      if (rec.pinned) {
-        await this.end(id, transportLostReason('webrtc', this.deps.brand));
-        return false;
-      }
-      const apiKey = this.openKey(rec);
-      if (!apiKey) {
-        logger.error({ streamId: id }, 'cannot open the stream\'s sealed key (is GATEWAY_SECRET the same on every replica?): ending it');
-        await this.end(id, this.reasons.serverShutdown);
-        return false;
-      }
-      const spec = rec.spec as SessionSpec;
-      let validate: ValidateFunction | undefined;
-      try {
-        validate = spec.outputSchema ? compileOutputSchema(this.schemas, spec.outputSchema) : undefined;
-      } catch (err) {
-        logger.warn({ err, streamId: id }, 'adopted stream\'s output schema does not compile here; results go unchecked');
-      }
-      const session: LiveSession = {
-        streamId: id,
-        apiKey,
-        keyHash: rec.keyHash,
-        slotId: rec.slotId,
-        accountId: rec.accountId,
-        spec,
-        prompt: rec.prompt,
-        threadId: legacyThreadId(id),
-        ids: rec.ids.traceId ? { ...rec.ids } : { traceId: newTraceId() },
-        fallbackModels: [...rec.fallbackModels],
-        validate,
-        abort: new AbortController(),
-        publishToken: '',
-        ending: false,
-        epoch: rec.epoch,
-        promptRev: rec.promptRev,
-        createdAtMs: rec.createdAtMs,
-        leaseExpiresAtMs: rec.leaseExpiresAtMs,
-        gridStartMs: rec.gridStartMs,
-        lastTick: rec.lastTick,
-        pinned: rec.pinned,
-        sealedKey: rec.sealedKey,
-      };
-      this.track(session);
-      this.owned.set(id, apiKey);
-      this.armLease(session, rec.leaseExpiresAtMs);
-      this.armUpstreamKeepalive(session);
-      if (spec.transport === 'room') await this.rejoinRoom(session);
-      if (session.ending) return false;
-      if (rec.gridStartMs === null) this.waitForFirstFrame(session, cfg.firstFramePollMs);
-      else {
-        const at = resumePoint(rec, spec.intervalMs, this.clock.now());
-        this.startTicker(session, at.gridStartMs, at.n);
-      }
-      this.deps.observer?.sessionAdopted?.(id, how);
-      logger.info({ streamId: id, how, epoch: rec.epoch, key: rec.keyHash }, 'legacy stream adopted');
-      return true;
-    } finally {
-      this.adopting.delete(id);
-    }
+  /** Takes over a stream whose record names this replica its owner (failover or drain); false when it runs here already. */
+  adopt(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean> {
+    return this.fleetSide.adopt(rec, how);
   }
 
-  /** A room source's relay died with its previous owner: join the customer's room again from here. */
-  private async rejoinRoom(session: LiveSession): Promise<void> {
-    const { media, upstream, brand, logger } = this.deps;
-    if (!media) return;
-    try {
-      const ka = await upstream.keepalive(session.apiKey, session.streamId, session.ids);
-      session.publishToken = ka.publish.token;
-      if (!ka.publish.url) throw new Error('the upstream keepalive named no publish url');
-      await media.start({
-        spec: session.spec,
-        streamId: session.streamId,
-        publishUrl: ka.publish.url,
-        publishToken: ka.publish.token,
-        onLost: () => void this.end(session.streamId, transportLostReason('room', brand)),
-      });
-    } catch (err) {
-      logger.warn({ err, streamId: session.streamId }, 'could not re-join the room source');
-      await this.end(session.streamId, transportLostReason('room', brand));
-    }
+  /** Drain: hands every stream here to `targetOf(streamId)`; returns how many were handed over. */
+  handOver(targetOf: (streamId: string) => string | undefined): Promise<number> {
+    return this.fleetSide.handOver(targetOf);
   }
 
-  /**
-   * Drain: hands every stream here to `targetOf(streamId)` (claim under this replica's epoch, then
-   * `adopt` on the target's control channel), after stopping its ticks here. Pinned streams end as
-   * at any shutdown. Returns how many were handed over.
-   */
-  async handOver(targetOf: (streamId: string) => string | undefined): Promise<number> {
-    this.closing = true;
-    const { store, logger } = this.deps;
-    let moved = 0;
-    await Promise.all(
-      [...this.live.values()].map(async (session) => {
-        const target = targetOf(session.streamId);
-        if (session.pinned || !target) return void (await this.end(session.streamId, this.reasons.serverShutdown));
-        await this.stopLocal(session);
-        this.owned.delete(session.streamId);
-        const claimed = await store.claimSession(session.streamId, { owner: this.replicaId, epoch: session.epoch }, target);
-        if (!claimed) return;
-        this.tell(target, { op: 'adopt', streamId: session.streamId });
-        moved++;
-        logger.info({ streamId: session.streamId, to: target }, 'legacy stream handed over');
-      }),
-    );
-    return moved;
+  /** Compares the streams the store says this replica owns with those running here (lost messages). */
+  reconcileOwned(storeOwned: readonly string[]): Promise<void> {
+    return this.fleetSide.reconcileOwned(storeOwned);
   }
 
-  /**
-   * Compares the streams the store says this replica owns with those running here: a lost `adopt`
-   * is adopted, a stream ended or claimed elsewhere stops here (the periodic check behind lost messages).
-   */
-  async reconcileOwned(storeOwned: readonly string[]): Promise<void> {
-    const { store } = this.deps;
-    const owned = new Set(storeOwned);
-    for (const id of owned) {
-      if (this.live.has(id) || this.creating.has(id)) continue;
-      const rec = await store.getSession(id);
-      if (rec?.state === 'active' && rec.owner === this.replicaId) await this.adopt(rec, 'handover');
-    }
-    for (const session of [...this.live.values()]) {
-      if (owned.has(session.streamId) || session.ending || this.creating.has(session.streamId)) continue;
-      const rec = await store.getSession(session.streamId);
-      if (!rec) await this.reRegister(session);
-      else if (rec.state !== 'active' || rec.owner !== this.replicaId) await this.stopLocal(session);
-    }
+  /** Test seam of a crash: every timer here stops and nothing is written to the store. */
+  halt(): Promise<void> {
+    return this.fleetSide.halt();
   }
 
-  /** Test seam of a crash: every timer here stops and nothing is written to the store (the fleet's view of a dead replica). */
-  async halt(): Promise<void> {
-    this.closing = true;
-    await Promise.all([...this.live.values()].map((s) => this.stopLocal(s)));
-    this.owned.clear();
+  /** What ./session-fleet.ts uses of this lifecycle. */
+  private hostForFleet(): SessionHost {
+    return {
+      replicaId: this.replicaId,
+      reasons: this.reasons,
+      schemas: this.schemas,
+      live: this.live,
+      creating: this.creating,
+      isClosing: () => this.closing,
+      close: () => void (this.closing = true),
+      own: (streamId, apiKey) => void this.owned.set(streamId, apiKey),
+      disown: (streamId) => (streamId === undefined ? this.owned.clear() : void this.owned.delete(streamId)),
+      track: (session) => this.track(session),
+      stopLocal: (session) => this.stopLocal(session),
+      end: (streamId, reason) => this.end(streamId, reason),
+      openKey: (rec) => this.openKey(rec),
+      timers: this.timers,
+    };
   }
 
   /** Stops a stream's scheduler, timers and media here, touching nothing in the store. */
@@ -707,11 +437,6 @@ export class LegacySessions {
     const local = this.live.get(rec.streamId)?.apiKey ?? this.owned.get(rec.streamId);
     if (local) return local;
     return rec.sealedKey ? this.deps.fleet?.sealer?.open(rec.sealedKey, rec.streamId) : undefined;
-  }
-
-  /** Fire and forget: a lost control message is caught by the tick commit and the periodic reconcile. */
-  private tell(replica: string, msg: OwnerMessage): void {
-    this.deps.fleet?.tell(replica, msg).catch((err: unknown) => this.deps.logger.warn({ err, replica, op: msg.op }, 'control message not sent'));
   }
 
   /** Upstream failures → the legacy status and body a client expects (one mapping: ./upstream-errors). */
