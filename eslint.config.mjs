@@ -32,9 +32,24 @@ const boundaries = [
     rules: restrict(
       ...gatewayRules,
       boundary('src/gateway/legacy may import lib, brand, config, upstream, ../store and ../http.ts only (its README)', [
-        ...siblings('telemetry', 'ingest'),
+        ...siblings('telemetry', 'ingest', 'fleet'),
         ...GATEWAY_TOP.map((n) => `../${n}`),
       ]),
+    ),
+  },
+  {
+    files: ['src/gateway/fleet/**/*.ts'],
+    rules: restrict(
+      ...gatewayRules,
+      boundary('src/gateway/fleet may import lib, config, ../store and the types of ../legacy/session-ports only (its README)', [
+        ...siblings('telemetry', 'ingest'),
+        '../http',
+        ...GATEWAY_TOP.map((n) => `../${n}`),
+        '../../upstream',
+        '../../upstream/**',
+        '../../brand',
+      ]),
+      boundary('src/gateway/fleet takes only types from ../legacy (its README)', ['../legacy', '../legacy/**'], { allowTypeImports: true }),
     ),
   },
   {

@@ -289,6 +289,24 @@ const storeSchema = z.strictObject({
   gatewayId: z.string().min(1).max(200).default(`${os.hostname()}:${process.pid}`),
   /** Shared by every replica (required with redisUrl): protects what the fleet shares to act for a session. */
   secret: z.string().min(32, 'use at least 32 characters').optional(),
+  /** Timing of the fleet's membership, failover and reconciling (src/gateway/fleet, docs/scaling.md). */
+  fleet: z
+    .strictObject({
+      /** How often this replica records that it is alive. */
+      heartbeatMs: positiveInt.default(1000),
+      /** How often it reads the membership and takes over a dead replica's streams. */
+      sweepMs: positiveInt.default(500),
+      /** Silence after which a replica counts as dead and its streams fail over. */
+      deadAfterMs: positiveInt.default(3000),
+      /** A replica whose own heartbeat has not succeeded for this long stops ticking (self-fencing). */
+      fenceAfterMs: positiveInt.default(2500),
+      /** How long replicas other than the rendezvous pick wait before claiming a dead replica's stream. */
+      claimBackoffMs: positiveInt.default(1500),
+      /** How often (fleet-wide, once) slots of ended or vanished streams are freed. */
+      reconcileMs: positiveInt.default(10_000),
+    })
+    .prefault({})
+    .refine((f) => f.fenceAfterMs < f.deadAfterMs, 'fenceAfterMs must be below deadAfterMs: a replica stops ticking before the fleet takes its streams'),
 });
 
 export const configSchema = z.strictObject({
@@ -336,6 +354,7 @@ export type TelemetryConfig = Config['telemetry'];
 export type ServerConfig = Config['server'];
 export type CorsConfig = Config['cors'];
 export type StoreConfig = Config['store'];
+export type FleetConfig = StoreConfig['fleet'];
 
 /** Environment variable → config path, and how to parse it. */
 const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean' | 'list' | 'file' }> = {

@@ -52,6 +52,8 @@ async function measure(store: Store, redis: RedisServer | undefined, op: (i: num
 }
 
 async function benchOne(name: string, store: Store, redis?: RedisServer): Promise<void> {
+  await store.putSession({ ...record('bench-owned'), owner: 'bench-gw', epoch: 1 });
+  let ticks = 0;
   const ops: [string, (i: number) => Promise<unknown>][] = [
     ['acquireSlot', (i) => store.acquireSlot('bench-key', `s${i}`, 1_000_000)],
     ['releaseSlot', (i) => store.releaseSlot('bench-key', `s${i}`)],
@@ -61,6 +63,11 @@ async function benchOne(name: string, store: Store, redis?: RedisServer): Promis
     ['addFeedback', (i) => store.addFeedback({ id: `f${i}`, stream_id: `st${i % 100}`, accountId: 'bench-acct', rating: 4, category: 'accuracy', feedback: 'ok', created_at: '', updated_at: '' }, { perStream: 1e9, perAccount: 1e9 })],
     ['feedbackOf (page of 50)', (i) => store.feedbackOf('bench-acct', { limit: 50, after: String(i) })],
     ['hincr', (i) => store.hincr('bench:h', `f${i % 50}`)],
+    // The fleet's per-tick path (one EVALSHA round trip) and its per-second/keepalive companions.
+    ['commitTick', (i) => store.commitTick('bench-owned', { owner: 'bench-gw', epoch: 1, tick: ticks++, costMicrocents: i, channel: 'bench-results', message: 'r{"ok":true}' })],
+    ['renewLease', (i) => store.renewLease('bench-owned', Date.now() + 60_000, i)],
+    ['heartbeat', () => store.heartbeat('bench-gw')],
+    ['membership', () => store.membership(3_000)],
   ];
   for (const [label, op] of ops) {
     const r = await measure(store, redis, op);

@@ -5,15 +5,19 @@ import type { Express } from 'express';
 import { brandOf } from '../brand';
 import type { Config } from '../config';
 import type { Logger } from '../lib/logger';
+import { Sealer } from '../lib/seal';
+import type { Clock } from '../lib/timers';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
 import { adminRouter } from './admin';
+import { Fleet } from './fleet/fleet';
 import { cors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { IngestRelay } from './ingest';
 import { socketAuthorizer } from './legacy/access';
 import { FailedAuthLimiter } from './legacy/auth-failures';
 import { UpstreamCatalog } from './legacy/catalog';
 import { ResultsSockets } from './legacy/results-socket';
+import { LEGACY_CLOSES } from './legacy/translate';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
 import { fanOut } from './legacy/session-ports';
@@ -45,6 +49,8 @@ export interface GatewayOptions {
   now?: () => number;
   /** Timers of the periodic upstream probe (tests). */
   probeTimers?: ProbeTimers;
+  /** Time and timers of legacy sessions and the fleet loops (tests; default the real clock). */
+  clock?: Clock;
 }
 
 export interface Gateway {
@@ -62,6 +68,10 @@ export interface Gateway {
   rollup: DeprecationRollup;
   sunset: SunsetPolicy;
   upstreamHealth: UpstreamHealth;
+  /** This replica's fleet membership (a `store.secret` is configured); absent: one replica. */
+  fleet?: Fleet;
+  /** Settles once the replica joined its fleet (at once without one). */
+  joined: Promise<void>;
   /** `/metrics` alone, when `telemetry.metricsPort` moves it off the public port (the server listens). */
   metricsApp?: Express;
   /** HTTP requests whose response has not closed yet. */
@@ -69,9 +79,9 @@ export interface Gateway {
   readonly draining: boolean;
   handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean;
   /**
-   * Starts the shutdown: /readyz answers 503, legacy creates are refused (503) and live legacy
-   * streams end (sockets close with 1001 `server_shutdown`, upstream streams deleted). Sessions
-   * cannot be handed over: their scheduler holds the client's key in this process only.
+   * Starts the shutdown: /readyz answers 503, legacy creates are refused (503). In a fleet with
+   * other replicas alive, live legacy streams are handed over to them (webrtc ones end); otherwise
+   * they end (sockets close with 1001 `server_shutdown`, upstream streams deleted).
    */
   drain(): Promise<void>;
   /** /readyz answers 503 while everything else keeps serving (the SIGTERM delay before `drain`). */
@@ -131,6 +141,10 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   });
   // The default media relay (webrtc and customer-room sources); an injected one is closed by its owner.
   const ingest = opts.media ? undefined : new IngestRelay({ cfg: cfg.legacy, logger: logger.child({ component: 'ingest' }) });
+  const observer = fanOut([telemetryObserver(metrics, usage), opts.observer]);
+  // A secret makes this gateway a fleet member: records carry the sealed key another replica needs.
+  const sealer = cfg.store.secret ? new Sealer(cfg.store.secret) : undefined;
+  const fleetRef: { fleet?: Fleet } = {};
   const sessions = new LegacySessions({
     cfg: cfg.legacy,
     brand,
@@ -139,8 +153,21 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     upstream,
     catalog,
     media: opts.media ?? ingest,
-    observer: fanOut([telemetryObserver(metrics, usage), opts.observer]),
+    observer,
+    clock: opts.clock,
+    fleet: sealer && { replicaId: cfg.store.gatewayId, sealer, tell: (replica, msg) => fleetRef.fleet!.tell(replica, msg) },
   });
+  const fleet = (fleetRef.fleet =
+    sealer &&
+    new Fleet({
+      store,
+      replicaId: cfg.store.gatewayId,
+      cfg: cfg.store.fleet,
+      sessions,
+      logger: logger.child({ component: 'fleet' }),
+      clock: opts.clock,
+      onMembership: (alive) => observer.fleetReplicas?.(alive),
+    }));
 
   const admission = countedAdmission(sunset, metrics, usage);
   const sockets = new ResultsSockets({
@@ -216,7 +243,12 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   parts.sockets = sockets;
   rollup.start();
   upstreamHealth.start();
+  const joined = fleet?.start() ?? Promise.resolve();
+  // Awaited by startGateway; a gateway built alone must not crash on an unhandled rejection.
+  joined.catch((err: unknown) => logger.error({ err }, 'could not join the fleet'));
   let closed: Promise<void> | undefined;
+  /** The drain handed this replica's streams to others: its sockets close so that clients reconnect. */
+  let handedOver = false;
 
   return {
     handler,
@@ -231,6 +263,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     rollup,
     sunset,
     upstreamHealth,
+    fleet,
+    joined,
     metricsApp,
     get inFlight() {
       return inFlight.count + passthrough.inFlight;
@@ -244,15 +278,18 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     },
     async drain() {
       draining = true;
+      // Handed-over streams leave this replica; what is left (webrtc, or no other replica) ends.
+      handedOver = (await fleet?.drain()) ?? false;
       await sessions.closeAll();
     },
     close() {
       closed ??= (async () => {
         draining = true;
         upstreamHealth.stop();
+        await fleet?.stop();
         await sessions.closeAll();
         await ingest?.close();
-        await sockets.close();
+        await sockets.close(handedOver ? LEGACY_CLOSES.replicaLeaving : undefined);
         await rollup.stop();
         await sunset.close();
         await usage.flush();

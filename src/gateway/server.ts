@@ -50,6 +50,13 @@ export interface ServerOptions extends Omit<GatewayOptions, 'upstreamUrl'> {
 export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: string, opts: ServerOptions = {}): Promise<RunningGateway> {
   const { delay = (ms: number) => sleep(ms), ...gatewayOpts } = opts;
   const gateway = createGateway(cfg, logger, { ...gatewayOpts, upstreamUrl });
+  // In a fleet: listening only once this replica heartbeats and hears its control channel.
+  try {
+    await gateway.joined;
+  } catch (err) {
+    await gateway.close();
+    throw err;
+  }
   const server = createHttpServer(gateway.handler, cfg.server);
   // Upgraded sockets leave the server's own bookkeeping: track them so shutdown can cut them.
   const upgraded = new Set<Duplex>();

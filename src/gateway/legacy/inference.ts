@@ -3,14 +3,16 @@
  * fallbacks, inside a cadence-tied budget), published as one legacy result. Upstream answers that
  * end the stream (402, a gone stream) are handed back through `TickOutcomes`.
  */
-import { randomUUID } from 'node:crypto';
 import { costMicrocents } from '../../lib/wire';
 import { realClock } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';
 import type { ChatCompletionResponse } from '../../upstream/client';
+import type { TickCommit } from '../store/store';
 import { DEFAULT_TIMEOUTS, UpstreamError, cacheInfo, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import { schemaMismatch } from './output-schema';
+import { resultId } from './ownership';
 import { resultEnvelope, resultsChannel } from './results-socket';
+import { SOLO_REPLICA } from './session-ports';
 import type { LiveSession, SessionDeps } from './session-ports';
 import type { TickInfo } from './ticker';
 import { buildCompletionRequest, toLegacyResult } from './translate';
@@ -22,6 +24,8 @@ export interface TickOutcomes {
   outOfCredits(session: LiveSession): void;
   /** The upstream stream is gone: end with the reason the upstream gives. */
   upstreamLost(session: LiveSession, err: unknown): void;
+  /** The store's answer to the tick's commit (a new prompt revision, fenced, ended, lost record). */
+  committed(session: LiveSession, tick: number, commit: TickCommit): void;
 }
 
 export class TickInference {
@@ -34,9 +38,12 @@ export class TickInference {
     this.clock = deps.clock ?? realClock;
   }
 
-  /** One tick: a chat completion about the current window, published as one legacy result. */
+  /**
+   * One tick: a chat completion about the current window, published as one legacy result through
+   * the store's fenced commit (never a bare publish: a replica that lost the stream publishes nothing).
+   */
   async run(session: LiveSession, tick: TickInfo): Promise<void> {
-    const { upstream, brand, catalog, observer, store } = this.deps;
+    const { upstream, brand, catalog, observer, store, fleet } = this.deps;
     observer?.tickLateness?.(tick.latenessMs);
     const prompt = session.prompt;
     const body = buildCompletionRequest(session.spec, session.streamId, brand, { threadId: session.threadId, prompt });
@@ -81,9 +88,9 @@ export class TickInference {
       const text = response.choices?.[0]?.message?.content;
       error = schemaMismatch(session.validate, text);
     }
-    if (response?.usage) session.costMicrocents += await this.costOf(model, response);
+    const cost = response?.usage ? await this.costOf(model, response) : 0;
     const result = toLegacyResult({
-      id: randomUUID(),
+      id: resultId(session.streamId, tick.n),
       streamId: session.streamId,
       spec: session.spec,
       prompt,
@@ -93,7 +100,17 @@ export class TickInference {
       inferenceLatencyMs: inferenceMs,
       totalLatencyMs: this.clock.now() - tick.dueAtMs,
     });
-    await store.publish(resultsChannel(session.streamId), resultEnvelope(JSON.stringify(result)));
+    if (session.ending) return;
+    const commit = await store.commitTick(session.streamId, {
+      owner: fleet?.replicaId ?? SOLO_REPLICA,
+      epoch: session.epoch,
+      tick: tick.n,
+      costMicrocents: cost,
+      channel: resultsChannel(session.streamId),
+      message: resultEnvelope(JSON.stringify(result)),
+    });
+    this.outcomes.committed(session, tick.n, commit);
+    if (!commit.ok) return;
     observer?.inference?.({
       keyHash: session.keyHash,
       model,

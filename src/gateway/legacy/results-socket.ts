@@ -154,10 +154,11 @@ export class ResultsSockets {
     return this.wss.clients.size;
   }
 
-  /** Closes every socket (shutdown) with 1001. */
-  async close(reason = SERVER_SHUTDOWN): Promise<void> {
+  /** Closes every socket (shutdown): 1001 with an end reason, or the close given (a handover's 1012). */
+  async close(how: string | LegacyClose = SERVER_SHUTDOWN): Promise<void> {
     clearInterval(this.heartbeat);
-    for (const ws of this.wss.clients) close(ws, endClose(reason));
+    const c = typeof how === 'string' ? endClose(how) : how;
+    for (const ws of this.wss.clients) close(ws, c);
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
   }
 }

@@ -189,7 +189,8 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
       res.status(204).end();
       return;
     }
-    await sessions.end(id, sessions.reasons.clientRequested);
+    // Any replica: the store picks one winner, which closes every socket and deletes upstream with this key.
+    await sessions.end(id, sessions.reasons.clientRequested, { apiKey: who.apiKey });
     res.json({ status: 'ok' });
   });
 

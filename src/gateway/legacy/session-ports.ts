@@ -6,6 +6,7 @@ import type { ValidateFunction } from 'ajv';
 import type { Brand } from '../../brand';
 import type { LegacyConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
+import type { Sealer } from '../../lib/seal';
 import type { Clock, LongTimer, TimerHandle } from '../../lib/timers';
 import type { UpstreamClient } from '../../upstream/client';
 import type { Store } from '../store/store';
@@ -64,6 +65,25 @@ export interface MediaRelay {
   stop(streamId: string): Promise<void> | void;
 }
 
+/**
+ * What a replica tells a session's owner (docs/scaling.md "Control channel"): `ended` (stop the
+ * local scheduler, someone else ended it), `prompt` (re-read it), `adopt` (a drain handed it over).
+ */
+export type OwnerMessage = { op: 'ended'; streamId: string; reason: string } | { op: 'prompt' | 'adopt'; streamId: string };
+
+/** This replica's place in a fleet sharing one store (src/gateway/fleet). */
+export interface FleetLink {
+  /** Replica id (`store.gatewayId`): the owner written into the records this replica schedules. */
+  replicaId: string;
+  /** Seals the client's key into the record so another replica can act for the stream (absent: not shared). */
+  sealer?: Sealer;
+  /** Sends `msg` to `replica` on its control channel. */
+  tell(replica: string, msg: OwnerMessage): Promise<void>;
+}
+
+/** The replica id of a gateway that is not part of a fleet (memory store, no secret). */
+export const SOLO_REPLICA = 'solo';
+
 export interface SessionDeps {
   cfg: LegacyConfig;
   brand: Brand;
@@ -75,6 +95,8 @@ export interface SessionDeps {
   observer?: LegacyObserver;
   /** Time and timers of leases, keepalives, first-frame polls and ticks (default: the real clock). */
   clock?: Clock;
+  /** The fleet this replica belongs to (absent: one replica, `SOLO_REPLICA`, nothing sealed). */
+  fleet?: FleetLink;
 }
 
 /** A running legacy stream in this process: its timers, scheduler and the key it acts with. */
@@ -99,10 +121,20 @@ export interface LiveSession {
   firstFramePoll?: TimerHandle;
   abort: AbortController;
   publishToken: string;
-  /** Usage since the last legacy keepalive (microcents). */
-  costMicrocents: number;
-  lastKeepaliveAtMs: number;
   ending: boolean;
+  // ── Ownership (the record holds the truth; these are what this owner acts and re-registers with). ──
+  /** Epoch this replica owns the stream at: every tick commit is fenced by it. */
+  epoch: number;
+  /** The record's prompt revision this scheduler last read. */
+  promptRev: number;
+  createdAtMs: number;
+  leaseExpiresAtMs: number;
+  /** When tick 0 was due (null until ticking starts). */
+  gridStartMs: number | null;
+  /** Highest tick number this owner committed (-1: none). */
+  lastTick: number;
+  pinned: boolean;
+  sealedKey: string;
 }
 
 export interface CreateInput {

@@ -7,20 +7,23 @@ import type { Clock } from '../../lib/timers';
 import { UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import type { CallOptions } from '../../upstream/client';
 import { newTraceId } from '../../upstream/trace';
-import { FLEET_DEFAULTS } from '../store/store';
-import type { SessionRecord } from '../store/store';
+import type { SessionRecord, TickCommit } from '../store/store';
 import { accessError, streamAccess } from './access';
 import { LEGACY_ERRORS } from './errors';
 import { TickInference } from './inference';
 import { compileOutputSchema } from './output-schema';
 import { endEnvelope, resultsChannel } from './results-socket';
-import type { CreateInput, CreateOutput, LiveSession, SessionDeps } from './session-ports';
+import { recordOf, resumePoint } from './ownership';
+import { SOLO_REPLICA } from './session-ports';
+import type { CreateInput, CreateOutput, LiveSession, OwnerMessage, SessionDeps } from './session-ports';
 import { Ticker } from './ticker';
 import type { LegacyMedia, SessionSpec } from './translate';
 import { legacyEndReasons, legacyRoomToken, legacyThreadId, microcentsToCents, transportLostReason } from './translate';
 import { UPSTREAM_CONTEXTS, toLegacyError } from './upstream-errors';
 import type { UpstreamCallContext } from './upstream-errors';
 
+/** How soon a lease check that could not read the store asks again. */
+const LEASE_RETRY_MS = 1000;
 
 /**
  * Legacy sessions: create (slot → upstream stream → scheduler), leases, keepalives, inference ticks,
@@ -36,6 +39,9 @@ export class LegacySessions {
   /** The legacy end reasons (close reasons of 1001), vendor-named where the vendor shows. */
   readonly reasons;
   private closing = false;
+  /** Streams being adopted right now (an adopt message and the reconcile may both ask). */
+  private readonly adopting = new Set<string>();
+  private readonly reRegistering = new Set<string>();
   /** Output-schema validators, cached by content (streams re-sending one schema compile it once). */
   readonly schemas: JsonSchemaValidators;
   private readonly clock: Clock;
@@ -48,7 +54,13 @@ export class LegacySessions {
     this.inference = new TickInference(deps, {
       outOfCredits: (session) => void this.end(session.streamId, this.reasons.insufficientCredits),
       upstreamLost: (session, err) => void this.onUpstreamLoss(session, err),
+      committed: (session, tick, commit) => this.onCommit(session, tick, commit),
     });
+  }
+
+  /** This replica's id: the owner written into the records of the streams it schedules. */
+  get replicaId(): string {
+    return this.deps.fleet?.replicaId ?? SOLO_REPLICA;
   }
 
   private get leaseMs(): number {
@@ -77,7 +89,7 @@ export class LegacySessions {
     const fallbackModels = (cfg.fallbackModels ?? (await this.modelIds())).filter((m) => m !== input.spec.model);
     const kh = keyHash(input.apiKey);
     const slotId = randomUUID();
-    if (!(await store.acquireSlot(kh, slotId, cfg.maxStreamsPerKey))) {
+    if (!(await store.acquireSlot(kh, slotId, cfg.maxStreamsPerKey, this.replicaId))) {
       throw LEGACY_ERRORS.concurrentStreamLimit(cfg.maxStreamsPerKey);
     }
     const traceId = input.traceId ?? newTraceId();
@@ -121,30 +133,21 @@ export class LegacySessions {
       validate,
       abort: new AbortController(),
       publishToken: created.publish.token,
-      costMicrocents: 0,
-      lastKeepaliveAtMs: now,
       ending: false,
-    };
-    this.live.set(created.id, session);
-    const record: SessionRecord = {
-      streamId: created.id,
-      keyHash: kh,
-      slotId,
-      accountId: input.accountId,
-      state: 'active',
-      endReason: null,
+      epoch: 1,
+      promptRev: 0,
       createdAtMs: now,
-      endedAtMs: null,
       leaseExpiresAtMs: now + this.leaseMs,
-      prompt: input.spec.prompt,
-      promptUpdatedAtMs: now,
-      spec: input.spec,
-      ...FLEET_DEFAULTS,
-      lastKeepaliveAtMs: now,
-      fallbackModels: [...fallbackModels],
-      ids: session.ids,
+      gridStartMs: null,
+      lastTick: -1,
+      // A webrtc relay lives in this process: the stream cannot outlive it on another replica.
+      pinned: input.spec.transport === 'webrtc',
+      sealedKey: this.deps.fleet?.sealer?.seal(input.apiKey, created.id) ?? '',
     };
-    await store.putSession(record);
+    this.track(session);
+    await store.putSession(recordOf(session, this.replicaId, now));
+    // Bound after the record exists: the reconciler frees a bound slot whose record is gone or ended.
+    await store.bindSlot(kh, slotId, created.id);
 
     let media: LegacyMedia = { transport: 'native', url: created.publish.url, token: created.publish.token };
     if (input.spec.transport !== 'native') {
@@ -167,7 +170,7 @@ export class LegacySessions {
       await this.end(created.id, this.reasons.serverShutdown);
       throw LEGACY_ERRORS.shuttingDown();
     }
-    this.armLease(session, record.leaseExpiresAtMs);
+    this.armLease(session, session.leaseExpiresAtMs);
     this.armUpstreamKeepalive(session);
     this.waitForFirstFrame(session, cfg.firstFramePollMs);
     this.deps.observer?.streamCreated?.(kh, input.spec);
@@ -181,7 +184,10 @@ export class LegacySessions {
     return access.record;
   }
 
-  /** Legacy keepalive: renews the legacy lease and reports credits, cost and state. */
+  /**
+   * Legacy keepalive, on any replica: renews the lease in the store and reports the cost since the
+   * previous keepalive (the store's counter, whichever replica served that one), credits and state.
+   */
   async keepalive(streamId: string, apiKey: string, accountId: string, ids: { requestId?: string; traceId?: string } = {}) {
     const { store, upstream, cfg } = this.deps;
     const rec = await this.recordFor(streamId, accountId);
@@ -193,82 +199,99 @@ export class LegacySessions {
     });
     if (balance.balance_microcents <= 0) {
       // No credits: the lease is not renewed and the stream ends, as the service did.
-      await this.end(streamId, this.reasons.insufficientCredits);
+      await this.end(streamId, this.reasons.insufficientCredits, { apiKey });
       throw LEGACY_ERRORS.insufficientCredits();
     }
+    // Renewed before the upstream calls, as the service did: a slow upstream must not lapse the lease.
     const now = this.clock.now();
-    const leaseExpiresAtMs = now + this.leaseMs;
-    await store.updateSession(streamId, { leaseExpiresAtMs });
-    const session = this.live.get(streamId);
+    const renewed = await store.renewLease(streamId, now + this.leaseMs, now);
+    if (!renewed) {
+      const after = await store.getSession(streamId);
+      throw LEGACY_ERRORS.streamEnded(streamId, after?.endReason ?? 'ended');
+    }
+    let ka;
     let upstreamStream;
     try {
       // The upstream keepalive also hands out a fresh publish token.
-      const ka = await upstream.keepalive(apiKey, streamId, ids);
-      if (session) {
-        session.publishToken = ka.publish.token;
-        this.deps.media?.renewToken?.(streamId, ka.publish.token);
-      }
+      ka = await upstream.keepalive(apiKey, streamId, ids);
       upstreamStream = await upstream.getStream(apiKey, streamId, ids);
     } catch (err) {
       if (isUpstreamStatus(err, 404)) {
-        await this.end(streamId, this.reasons.leaseExpired);
+        await this.end(streamId, this.reasons.leaseExpired, { apiKey });
         throw LEGACY_ERRORS.streamEndedUpstream(streamId);
       }
       throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.keepalive);
     }
-    const cost = session?.costMicrocents ?? 0;
-    const since = session?.lastKeepaliveAtMs ?? rec.createdAtMs;
+    const session = this.live.get(streamId);
     if (session) {
-      session.costMicrocents = 0;
-      session.lastKeepaliveAtMs = now;
-      this.armLease(session, leaseExpiresAtMs);
+      session.publishToken = ka.publish.token;
+      this.deps.media?.renewToken?.(streamId, ka.publish.token);
+      session.leaseExpiresAtMs = renewed.record.leaseExpiresAtMs;
+      this.armLease(session, session.leaseExpiresAtMs);
     }
     return {
       streamId,
       ttlSeconds: cfg.leaseTtlSeconds,
       creditsRemainingCents: balance.balance_cents,
-      costCents: microcentsToCents(cost),
-      secondsCharged: Math.max(0, Math.round((now - since) / 1000)),
+      costCents: microcentsToCents(renewed.costMicrocents),
+      secondsCharged: Math.max(0, Math.round((now - renewed.sinceMs) / 1000)),
       lastFrameAtMs: upstreamStream.last_frame_at_ms,
-      roomToken: legacyRoomToken(rec.spec as SessionSpec | undefined, session?.publishToken),
+      roomToken: legacyRoomToken(rec.spec as SessionSpec | undefined, ka.publish.token),
     };
   }
 
+  /** Prompt PATCH, on any replica: the store takes it; the owner's next tick uses it (told, or noticed at commit). */
   async updatePrompt(streamId: string, accountId: string, prompt: string): Promise<SessionRecord> {
     const rec = await this.recordFor(streamId, accountId);
     if (rec.state === 'ended') throw LEGACY_ERRORS.streamEnded(streamId);
+    const next = await this.deps.store.setPrompt(streamId, prompt, this.clock.now());
+    if (!next) throw LEGACY_ERRORS.streamEnded(streamId);
     const session = this.live.get(streamId);
-    if (session) session.prompt = prompt;
-    return (await this.deps.store.updateSession(streamId, { prompt, promptUpdatedAtMs: this.clock.now() }))!;
+    if (session) {
+      session.prompt = next.prompt;
+      session.promptRev = next.promptRev;
+    } else if (next.owner && next.owner !== this.replicaId) {
+      this.tell(next.owner, { op: 'prompt', streamId });
+    }
+    return next;
   }
 
   /**
-   * The one end path: stop the scheduler and media, release the slot, close sockets with 1001 and
-   * the reason, delete the upstream stream, keep a tombstone. Idempotent.
+   * The one end path, on any replica: the store's `endSession` picks one winner fleet-wide, which
+   * releases the slot, keeps a tombstone, closes every socket (1001 + reason, through the results
+   * channel), deletes the upstream stream and tells the owner to stop. The owner's local scheduler
+   * and media stop wherever it runs. Idempotent; true only for the winner.
    */
-  async end(streamId: string, reason: string, opts: { deleteUpstream?: boolean } = {}): Promise<boolean> {
+  async end(streamId: string, reason: string, opts: { deleteUpstream?: boolean; apiKey?: string } = {}): Promise<boolean> {
     const { store, logger, cfg } = this.deps;
     const session = this.live.get(streamId);
-    if (!session || session.ending) return false;
-    session.ending = true;
-    this.live.delete(streamId);
-    session.ticker?.stop();
-    session.leaseTimer?.clear();
-    session.upstreamKeepalive?.clear();
-    this.clock.clearTimeout(session.firstFramePoll);
-    session.abort.abort();
+    if (session?.ending) return false;
+    if (session) session.ending = true;
+    const now = this.clock.now();
+    let before: SessionRecord | undefined;
     try {
-      await this.deps.media?.stop(streamId);
+      before = await store.endSession(streamId, reason, now);
+      // The store lost the record (restarted empty): the owner still cleans up what it holds.
+      if (!before && session && !(await store.getSession(streamId))) before = recordOf(session, this.replicaId, now);
     } catch (err) {
-      logger.warn({ err, streamId }, 'media relay did not stop cleanly');
+      if (session) session.ending = false;
+      throw err;
     }
-    await store.updateSession(streamId, { state: 'ended', endReason: reason, endedAtMs: this.clock.now() });
+    if (session) await this.stopLocal(session);
+    if (!before) {
+      // Another call or replica ended it first and did the rest.
+      this.owned.delete(streamId);
+      return false;
+    }
     await store.expireSession(streamId, cfg.tombstoneSeconds * 1000);
-    await store.releaseSlot(session.keyHash, session.slotId);
+    await store.releaseSlot(before.keyHash, before.slotId);
     await store.publish(resultsChannel(streamId), endEnvelope(reason));
-    this.deps.observer?.streamEnded?.(session.keyHash, reason);
-    logger.info({ streamId, reason, key: session.keyHash }, 'legacy stream ended');
-    if (opts.deleteUpstream !== false) await this.deleteUpstream(session.apiKey, streamId, session.ids);
+    this.deps.observer?.streamEnded?.(before.keyHash, reason);
+    logger.info({ streamId, reason, key: before.keyHash }, 'legacy stream ended');
+    if (before.owner && before.owner !== this.replicaId) this.tell(before.owner, { op: 'ended', streamId, reason });
+    const key = session?.apiKey ?? opts.apiKey ?? this.openKey(before);
+    const ids = session?.ids ?? (before.ids.traceId ? before.ids : {});
+    if (opts.deleteUpstream !== false && key) await this.deleteUpstream(key, streamId, ids);
     else this.owned.delete(streamId);
     return true;
   }
@@ -279,6 +302,7 @@ export class LegacySessions {
       await this.deps.upstream.deleteStream(apiKey, streamId, opts);
       this.owned.delete(streamId);
     } catch (err) {
+      this.owned.set(streamId, apiKey);
       this.deps.logger.warn({ err, streamId }, 'upstream delete failed after retries; retried at shutdown, else its lease expires it');
     }
   }
@@ -300,13 +324,40 @@ export class LegacySessions {
     session.leaseTimer = setLongTimeout(() => void this.checkLease(session), expiresAtMs - this.clock.now(), { clock: this.clock });
   }
 
-  /** The store's lease is the truth (a keepalive may have landed on another replica). */
-  private async checkLease(session: LiveSession): Promise<void> {
+  /**
+   * The store's lease is the truth (a keepalive may have landed on another replica). A store that
+   * cannot be read is asked again later, and a lease that lapsed meanwhile is extended by one TTL
+   * from the recovery: an outage of the store never ends a stream as lease_expired.
+   */
+  private async checkLease(session: LiveSession, storeFailed = false): Promise<void> {
     if (session.ending) return;
-    const rec = await this.deps.store.getSession(session.streamId);
-    if (rec && rec.state === 'active' && rec.leaseExpiresAtMs > this.clock.now()) {
-      this.armLease(session, rec.leaseExpiresAtMs);
+    let rec: SessionRecord | undefined;
+    try {
+      rec = await this.deps.store.getSession(session.streamId);
+    } catch (err) {
+      this.deps.logger.warn({ err, streamId: session.streamId }, 'lease check could not read the store; retrying');
+      session.leaseTimer = setLongTimeout(() => void this.checkLease(session, true), LEASE_RETRY_MS, { clock: this.clock });
       return;
+    }
+    if (session.ending) return;
+    const now = this.clock.now();
+    if (!rec) {
+      // The store lost the record: it is re-registered while this replica's own lease view holds.
+      if (session.leaseExpiresAtMs > now) {
+        await this.reRegister(session);
+        return this.armLease(session, session.leaseExpiresAtMs);
+      }
+    } else if (rec.state !== 'active' || rec.owner !== this.replicaId) {
+      return this.stopLocal(session);
+    } else if (rec.leaseExpiresAtMs > now) {
+      session.leaseExpiresAtMs = rec.leaseExpiresAtMs;
+      return this.armLease(session, rec.leaseExpiresAtMs);
+    } else if (storeFailed) {
+      const renewed = await this.deps.store.updateSession(session.streamId, { leaseExpiresAtMs: now + this.leaseMs });
+      if (renewed) {
+        session.leaseExpiresAtMs = renewed.leaseExpiresAtMs;
+        return this.armLease(session, renewed.leaseExpiresAtMs);
+      }
     }
     await this.end(session.streamId, this.reasons.leaseExpired);
   }
@@ -369,17 +420,272 @@ export class LegacySessions {
     session.firstFramePoll.unref?.();
   }
 
-  private startTicker(session: LiveSession, firstAtMs: number): void {
+  /** Ticks from tick `firstN` on the grid starting at `gridStartMs` (a new stream: its first tick, recorded for a successor). */
+  private startTicker(session: LiveSession, gridStartMs: number, firstN = 0): void {
     const { cfg, observer, logger } = this.deps;
+    if (session.gridStartMs === null) {
+      session.gridStartMs = gridStartMs;
+      this.deps.store.updateSession(session.streamId, { gridStartMs }).catch((err: unknown) => logger.warn({ err, streamId: session.streamId }, 'could not record the tick grid'));
+    }
     session.ticker = new Ticker({
       periodMs: session.spec.intervalMs,
       maxInFlight: cfg.maxInFlight,
-      onTick: (tick) => this.inference.run(session, tick),
+      // A self-fenced replica (its heartbeat failing) lets the ticks pass: a successor may own them.
+      onTick: async (tick) => (this.selfFenced ? undefined : this.inference.run(session, tick)),
       clock: this.clock,
       onSkip: () => observer?.tickSkipped?.(session.streamId),
       onError: (err) => logger.error({ err, streamId: session.streamId }, 'inference tick failed'),
     });
-    session.ticker.start(firstAtMs);
+    session.ticker.start(gridStartMs, firstN);
+  }
+
+  // ── Fleet: what the membership loop and the control channel ask of this replica's sessions. ──
+
+  /** Pauses (true) or resumes ticking on every stream here (a replica whose heartbeat fails fences itself). */
+  selfFenced = false;
+
+  /** Ids of the streams this replica schedules. */
+  get ownedIds(): string[] {
+    return [...this.live.keys()];
+  }
+
+  /** A tick's commit answer: a new prompt revision is read; a lost stream stops here; a lost record is re-registered. */
+  private onCommit(session: LiveSession, tick: number, commit: TickCommit): void {
+    if (commit.ok) {
+      session.lastTick = Math.max(session.lastTick, tick);
+      if (commit.promptRev !== session.promptRev) void this.refreshPrompt(session.streamId);
+      return;
+    }
+    this.deps.observer?.tickFenced?.(commit.reason);
+    if (commit.reason === 'duplicate') return;
+    if (commit.reason === 'missing') return void this.reRegister(session);
+    this.deps.logger.info({ streamId: session.streamId, reason: commit.reason }, 'tick refused by the store: stream owned or ended elsewhere, stopping here');
+    void this.stopLocal(session);
+  }
+
+  /** Reads the stream's prompt from the store (a PATCH served by another replica). */
+  async refreshPrompt(streamId: string): Promise<void> {
+    const session = this.live.get(streamId);
+    if (!session) return;
+    const rec = await this.deps.store.getSession(streamId);
+    if (rec?.state === 'active' && rec.owner === this.replicaId && !session.ending) {
+      session.prompt = rec.prompt;
+      session.promptRev = rec.promptRev;
+    }
+  }
+
+  /** Writes a lost record back from memory under a new epoch and takes its slot again (the store restarted empty). */
+  private async reRegister(session: LiveSession): Promise<void> {
+    if (this.reRegistering.has(session.streamId) || session.ending) return;
+    this.reRegistering.add(session.streamId);
+    const { store, logger, cfg } = this.deps;
+    try {
+      session.epoch += 1;
+      await store.putSession(recordOf(session, this.replicaId, this.clock.now()));
+      if (!(await store.acquireSlot(session.keyHash, session.slotId, cfg.maxStreamsPerKey, this.replicaId))) {
+        logger.warn({ streamId: session.streamId, key: session.keyHash }, 're-registered stream found its key at the stream limit');
+      }
+      await store.bindSlot(session.keyHash, session.slotId, session.streamId);
+      logger.warn({ streamId: session.streamId, epoch: session.epoch }, 'store had lost the stream: re-registered from this replica');
+    } catch (err) {
+      logger.warn({ err, streamId: session.streamId }, 'could not re-register a lost stream; retried at the next tick');
+    } finally {
+      this.reRegistering.delete(session.streamId);
+    }
+  }
+
+  /** A control-channel message for this replica (src/gateway/fleet/control.ts). */
+  async onOwnerMessage(msg: OwnerMessage): Promise<void> {
+    if (msg.op === 'prompt') return this.refreshPrompt(msg.streamId);
+    if (msg.op === 'ended') {
+      const session = this.live.get(msg.streamId);
+      if (session) await this.stopLocal(session);
+      this.owned.delete(msg.streamId);
+      return;
+    }
+    const rec = await this.deps.store.getSession(msg.streamId);
+    if (rec?.state === 'active' && rec.owner === this.replicaId) await this.adopt(rec, 'handover');
+  }
+
+  /**
+   * Takes over a stream whose record names this replica its owner (after a claim): opens the sealed
+   * key, rebuilds the live session from the record, arms its lease and upstream keepalive, re-joins a
+   * room source and resumes ticking on the same grid. A pinned (webrtc) stream ends instead: its
+   * media relay died with its owner. False when it is already running here.
+   */
+  async adopt(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean> {
+    const id = rec.streamId;
+    if (this.live.has(id) || this.adopting.has(id) || this.closing) return false;
+    this.adopting.add(id);
+    const { logger, cfg } = this.deps;
+    try {
+      if (rec.pinned) {
+        await this.end(id, transportLostReason('webrtc', this.deps.brand));
+        return false;
+      }
+      const apiKey = this.openKey(rec);
+      if (!apiKey) {
+        logger.error({ streamId: id }, 'cannot open the stream\'s sealed key (is GATEWAY_SECRET the same on every replica?): ending it');
+        await this.end(id, this.reasons.serverShutdown);
+        return false;
+      }
+      const spec = rec.spec as SessionSpec;
+      let validate: ValidateFunction | undefined;
+      try {
+        validate = spec.outputSchema ? compileOutputSchema(this.schemas, spec.outputSchema) : undefined;
+      } catch (err) {
+        logger.warn({ err, streamId: id }, 'adopted stream\'s output schema does not compile here; results go unchecked');
+      }
+      const session: LiveSession = {
+        streamId: id,
+        apiKey,
+        keyHash: rec.keyHash,
+        slotId: rec.slotId,
+        accountId: rec.accountId,
+        spec,
+        prompt: rec.prompt,
+        threadId: legacyThreadId(id),
+        ids: rec.ids.traceId ? { ...rec.ids } : { traceId: newTraceId() },
+        fallbackModels: [...rec.fallbackModels],
+        validate,
+        abort: new AbortController(),
+        publishToken: '',
+        ending: false,
+        epoch: rec.epoch,
+        promptRev: rec.promptRev,
+        createdAtMs: rec.createdAtMs,
+        leaseExpiresAtMs: rec.leaseExpiresAtMs,
+        gridStartMs: rec.gridStartMs,
+        lastTick: rec.lastTick,
+        pinned: rec.pinned,
+        sealedKey: rec.sealedKey,
+      };
+      this.track(session);
+      this.owned.set(id, apiKey);
+      this.armLease(session, rec.leaseExpiresAtMs);
+      this.armUpstreamKeepalive(session);
+      if (spec.transport === 'room') await this.rejoinRoom(session);
+      if (session.ending) return false;
+      if (rec.gridStartMs === null) this.waitForFirstFrame(session, cfg.firstFramePollMs);
+      else {
+        const at = resumePoint(rec, spec.intervalMs, this.clock.now());
+        this.startTicker(session, at.gridStartMs, at.n);
+      }
+      this.deps.observer?.sessionAdopted?.(id, how);
+      logger.info({ streamId: id, how, epoch: rec.epoch, key: rec.keyHash }, 'legacy stream adopted');
+      return true;
+    } finally {
+      this.adopting.delete(id);
+    }
+  }
+
+  /** A room source's relay died with its previous owner: join the customer's room again from here. */
+  private async rejoinRoom(session: LiveSession): Promise<void> {
+    const { media, upstream, brand, logger } = this.deps;
+    if (!media) return;
+    try {
+      const ka = await upstream.keepalive(session.apiKey, session.streamId, session.ids);
+      session.publishToken = ka.publish.token;
+      if (!ka.publish.url) throw new Error('the upstream keepalive named no publish url');
+      await media.start({
+        spec: session.spec,
+        streamId: session.streamId,
+        publishUrl: ka.publish.url,
+        publishToken: ka.publish.token,
+        onLost: () => void this.end(session.streamId, transportLostReason('room', brand)),
+      });
+    } catch (err) {
+      logger.warn({ err, streamId: session.streamId }, 'could not re-join the room source');
+      await this.end(session.streamId, transportLostReason('room', brand));
+    }
+  }
+
+  /**
+   * Drain: hands every stream here to `targetOf(streamId)` (claim under this replica's epoch, then
+   * `adopt` on the target's control channel), after stopping its ticks here. Pinned streams end as
+   * at any shutdown. Returns how many were handed over.
+   */
+  async handOver(targetOf: (streamId: string) => string | undefined): Promise<number> {
+    this.closing = true;
+    const { store, logger } = this.deps;
+    let moved = 0;
+    await Promise.all(
+      [...this.live.values()].map(async (session) => {
+        const target = targetOf(session.streamId);
+        if (session.pinned || !target) return void (await this.end(session.streamId, this.reasons.serverShutdown));
+        await this.stopLocal(session);
+        this.owned.delete(session.streamId);
+        const claimed = await store.claimSession(session.streamId, { owner: this.replicaId, epoch: session.epoch }, target);
+        if (!claimed) return;
+        this.tell(target, { op: 'adopt', streamId: session.streamId });
+        moved++;
+        logger.info({ streamId: session.streamId, to: target }, 'legacy stream handed over');
+      }),
+    );
+    return moved;
+  }
+
+  /**
+   * Compares the streams the store says this replica owns with those running here: a lost `adopt`
+   * is adopted, a stream ended or claimed elsewhere stops here (the periodic check behind lost messages).
+   */
+  async reconcileOwned(storeOwned: readonly string[]): Promise<void> {
+    const { store } = this.deps;
+    const owned = new Set(storeOwned);
+    for (const id of owned) {
+      if (this.live.has(id)) continue;
+      const rec = await store.getSession(id);
+      if (rec?.state === 'active' && rec.owner === this.replicaId) await this.adopt(rec, 'handover');
+    }
+    for (const session of [...this.live.values()]) {
+      if (owned.has(session.streamId) || session.ending) continue;
+      const rec = await store.getSession(session.streamId);
+      if (!rec) await this.reRegister(session);
+      else if (rec.state !== 'active' || rec.owner !== this.replicaId) await this.stopLocal(session);
+    }
+  }
+
+  /** Test seam of a crash: every timer here stops and nothing is written to the store (the fleet's view of a dead replica). */
+  async halt(): Promise<void> {
+    this.closing = true;
+    await Promise.all([...this.live.values()].map((s) => this.stopLocal(s)));
+    this.owned.clear();
+  }
+
+  /** Stops a stream's scheduler, timers and media here, touching nothing in the store. */
+  private async stopLocal(session: LiveSession): Promise<void> {
+    session.ending = true;
+    if (this.live.get(session.streamId) === session) {
+      this.live.delete(session.streamId);
+      this.deps.observer?.ownedSessions?.(this.live.size);
+    }
+    session.ticker?.stop();
+    session.leaseTimer?.clear();
+    session.upstreamKeepalive?.clear();
+    this.clock.clearTimeout(session.firstFramePoll);
+    session.abort.abort();
+    try {
+      await this.deps.media?.stop(session.streamId);
+    } catch (err) {
+      this.deps.logger.warn({ err, streamId: session.streamId }, 'media relay did not stop cleanly');
+    }
+  }
+
+  private track(session: LiveSession): void {
+    this.live.set(session.streamId, session);
+    this.deps.observer?.ownedSessions?.(this.live.size);
+  }
+
+  /** The client's key from a record (sealed by whichever replica created the stream). */
+  private openKey(rec: SessionRecord): string | undefined {
+    const local = this.live.get(rec.streamId)?.apiKey ?? this.owned.get(rec.streamId);
+    if (local) return local;
+    return rec.sealedKey ? this.deps.fleet?.sealer?.open(rec.sealedKey, rec.streamId) : undefined;
+  }
+
+  /** Fire and forget: a lost control message is caught by the tick commit and the periodic reconcile. */
+  private tell(replica: string, msg: OwnerMessage): void {
+    this.deps.fleet?.tell(replica, msg).catch((err: unknown) => this.deps.logger.warn({ err, replica, op: msg.op }, 'control message not sent'));
   }
 
   /** Upstream failures → the legacy status and body a client expects (one mapping: ./upstream-errors). */

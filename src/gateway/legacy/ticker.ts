@@ -42,12 +42,15 @@ export class Ticker {
     return this.clock.now();
   }
 
-  /** Starts with the first tick due at `firstAtMs` (default: now). */
-  start(firstAtMs: number = this.now()): void {
+  /**
+   * Starts with tick `firstN` due at `gridStartMs` + `firstN` × period (defaults: now, tick 0). A
+   * replica taking over a stream resumes its grid and numbering where the previous owner left off.
+   */
+  start(gridStartMs: number = this.now(), firstN = 0): void {
     if (!this.stopped) return;
     this.stopped = false;
-    this.startAtMs = firstAtMs;
-    this.n = 0;
+    this.startAtMs = gridStartMs;
+    this.n = firstN;
     this.arm();
   }
 

@@ -393,6 +393,11 @@ export const LEGACY_CLOSES = {
   forbidden: { code: 1008, reason: 'forbidden' },
   authRateLimited: { code: 1013, reason: 'too many failed authentications' },
   authUnavailable: { code: 1011, reason: 'authorization unavailable' },
+  /**
+   * 1012 Service Restart: this replica left and handed the stream to another; not an end (1001),
+   * so clients reconnect (legacy-clients.md) and land on a replica that serves it.
+   */
+  replicaLeaving: { code: 1012, reason: 'service_restart' },
 } as const satisfies Record<string, LegacyClose>;
 
 /** 1001 Going Away: the stream ended, the reason says why. */

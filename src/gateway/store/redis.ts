@@ -5,7 +5,13 @@
  * Keys (`P` is the prefix, `lg:` by default). Every multi-key script keeps its keys on one hash tag
  * (`{…}`), so a Redis Cluster serves them unchanged.
  *   P slots:{keyHash}          ZSET  member slot id, score acquire time (ms). One slot per member.
+ *   P slotinfo:{keyHash}       HASH  r:<slot id> → replica that acquired it, s:<slot id> → stream bound.
  *   P session:{streamId}       HASH  SessionRecord, each field JSON-encoded. PEXPIREAT = tombstone end.
+ *                                    Fleet scripts (end, renew, prompt, claim, commitTick) touch only it.
+ *   P owned:{replica}          SET   stream ids owned by the replica: an index updated right after a
+ *                                    put/claim/end (not atomically; the record's owner is the truth).
+ *   P replicas                 ZSET  replica id, score its last heartbeat (Redis TIME, ms).
+ *   P once:{key}               STRING claimOnce marker (SET NX PX).
  *   P fb:{acct}                ZSET  feedback seq (member = score), the account's entries oldest first.
  *   P fbe:{acct}               HASH  seq → FeedbackRecord JSON.
  *   P fbn:{acct}               HASH  streamId → entries of that stream (the per-stream cap).
@@ -13,7 +19,7 @@
  *   P fbprune:{acct}           ZSET  streamId, score = when its feedback goes (its tombstone's end).
  *   P fbseq:{acct}             STRING the account's feedback counter (page cursor).
  *   P h:<key>                  HASH  telemetry counters (usage report), numbers as decimal strings.
- *   P ch:<channel>             pub/sub channel (results fan-out), not a key.
+ *   P ch:<channel>             pub/sub channel (results fan-out, and commitTick's PUBLISH), not a key.
  * Times compared inside scripts are Redis's (`TIME`), so clock skew between replicas does not matter.
  */
 import { createHash } from 'node:crypto';
@@ -24,12 +30,82 @@ import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, Members
 
 const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
-/** KEYS[1] slots zset; ARGV limit, slot id. 1 granted (or already held), 0 full. */
+/** KEYS slots zset, slot info hash; ARGV limit, slot id, replica ('' none). 1 granted (or already held), 0 full. */
 const ACQUIRE = `${NOW_MS}
 if redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 1 end
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], now, ARGV[2])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], 'r:' .. ARGV[2], ARGV[3]) end
 return 1`;
+
+/** KEYS slots zset, slot info hash; ARGV slot id. 1 released, 0 not held. Its holder info goes with it. */
+const RELEASE = `local n = redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], 'r:' .. ARGV[1], 's:' .. ARGV[1])
+return n`;
+
+/** KEYS slots zset, slot info hash; ARGV slot id, stream id. Binds only a slot still held. */
+const BIND = `if redis.call('ZSCORE', KEYS[1], ARGV[1]) then redis.call('HSET', KEYS[2], 's:' .. ARGV[1], ARGV[2]) end
+return 0`;
+
+/** KEYS slots zset, slot info hash. {{slot, score, ...}, {field, value, ...}} read together. */
+const HOLDERS = `return {redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES'), redis.call('HGETALL', KEYS[2])}`;
+
+// ── Fleet scripts on one session hash (KEYS[1]). Fields are JSON: strings compare quoted ('"active"').
+/** Returns false unless the session exists and is active (callers answer undefined / 'missing'). */
+const ACTIVE = `local st = redis.call('HGET', KEYS[1], 'state')
+if st ~= '"active"' then return false end`;
+
+/** ARGV ended-state field pairs. The record before, or nil (already ended or absent): end-once. */
+const END = `${ACTIVE}
+local before = redis.call('HGETALL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return before`;
+
+/** ARGV leaseExpiresAtMs, nowMs (JSON). {cost, since (JSON), record after}, or nil unless active. */
+const RENEW = `${ACTIVE}
+local v = redis.call('HMGET', KEYS[1], 'costMicrocents', 'lastKeepaliveAtMs')
+redis.call('HSET', KEYS[1], 'leaseExpiresAtMs', ARGV[1], 'costMicrocents', '0', 'lastKeepaliveAtMs', ARGV[2])
+return {v[1] or '0', v[2] or '0', redis.call('HGETALL', KEYS[1])}`;
+
+/** ARGV prompt, atMs (JSON). The record after (promptRev + 1), or nil unless active. */
+const SET_PROMPT = `${ACTIVE}
+local rev = tonumber(redis.call('HGET', KEYS[1], 'promptRev') or '0') + 1
+redis.call('HSET', KEYS[1], 'prompt', ARGV[1], 'promptUpdatedAtMs', ARGV[2], 'promptRev', tostring(rev))
+return redis.call('HGETALL', KEYS[1])`;
+
+/** ARGV expected owner (JSON), expected epoch, new owner (JSON). The record after, or nil: compare-and-set. */
+const CLAIM = `${ACTIVE}
+local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+local epoch = tonumber(v[2] or '0')
+if v[1] ~= ARGV[1] or epoch ~= tonumber(ARGV[2]) then return false end
+redis.call('HSET', KEYS[1], 'owner', ARGV[3], 'epoch', tostring(epoch + 1))
+return redis.call('HGETALL', KEYS[1])`;
+
+/**
+ * ARGV owner (JSON), epoch, tick, cost, channel, message. The fenced tick: checks, lastTick, cost and
+ * the publish in one script, so a result is published at most once per (stream, tick) and never by
+ * a fenced owner. {1, promptRev} or {0, reason}.
+ */
+const COMMIT_TICK = `local v = redis.call('HMGET', KEYS[1], 'state', 'owner', 'epoch', 'lastTick', 'promptRev', 'costMicrocents')
+if not v[1] then return {0, 'missing'} end
+if v[1] ~= '"active"' then return {0, 'ended'} end
+if v[2] ~= ARGV[1] or tonumber(v[3] or '0') ~= tonumber(ARGV[2]) then return {0, 'fenced'} end
+if tonumber(ARGV[3]) <= tonumber(v[4] or '-1') then return {0, 'duplicate'} end
+local cost = tonumber(v[6] or '0') + tonumber(ARGV[4])
+local fmt = '%.17g'
+if cost == math.floor(cost) and math.abs(cost) < 2^53 then fmt = '%.0f' end
+redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', string.format(fmt, cost))
+redis.call('PUBLISH', ARGV[5], ARGV[6])
+return {1, v[5] or '0'}`;
+
+/** KEYS replicas zset; ARGV replica. Records the heartbeat on Redis's clock; returns that time. */
+const HEARTBEAT = `${NOW_MS}
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+return now`;
+
+/** KEYS replicas zset. {now, {replica, at, ...}} on Redis's clock. */
+const MEMBERS = `${NOW_MS}
+return {now, redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')}`;
 
 /** KEYS[1] session hash; ARGV field, value pairs. The record after the patch, or nil when absent. */
 const UPDATE = `if redis.call('EXISTS', KEYS[1]) == 0 then return false end
@@ -103,6 +179,16 @@ class Script {
 
 const SCRIPTS = {
   acquire: new Script(ACQUIRE),
+  release: new Script(RELEASE),
+  bind: new Script(BIND),
+  holders: new Script(HOLDERS),
+  end: new Script(END),
+  renew: new Script(RENEW),
+  setPrompt: new Script(SET_PROMPT),
+  claim: new Script(CLAIM),
+  commitTick: new Script(COMMIT_TICK),
+  heartbeat: new Script(HEARTBEAT),
+  members: new Script(MEMBERS),
   update: new Script(UPDATE),
   addFeedback: new Script(ADD_FEEDBACK),
   feedbackPage: new Script(FEEDBACK_PAGE),
@@ -234,12 +320,39 @@ export class RedisStore implements Store {
     return { keys: [`${p}fb:${t}`, `${p}fbe:${t}`, `${p}fbn:${t}`, `${p}fbprune:${t}`, `${p}fbseq:${t}`], fbs: `${p}fbs:${t}:` };
   }
 
-  async acquireSlot(keyHash: string, streamId: string, limit: number): Promise<boolean> {
-    return (await SCRIPTS.acquire.run(this.redis, [this.slotsKey(keyHash)], [limit, streamId])) === 1;
+  private slotKeysOf(keyHash: string): string[] {
+    return [this.slotsKey(keyHash), `${this.p}slotinfo:{${keyHash}}`];
   }
 
-  async releaseSlot(keyHash: string, streamId: string): Promise<boolean> {
-    return (await this.redis.zrem(this.slotsKey(keyHash), streamId)) === 1;
+  async acquireSlot(keyHash: string, slotId: string, limit: number, replica?: string): Promise<boolean> {
+    return (await SCRIPTS.acquire.run(this.redis, this.slotKeysOf(keyHash), [limit, slotId, replica ?? ''])) === 1;
+  }
+
+  async bindSlot(keyHash: string, slotId: string, streamId: string): Promise<void> {
+    await SCRIPTS.bind.run(this.redis, this.slotKeysOf(keyHash), [slotId, streamId]);
+  }
+
+  async slotHolders(keyHash: string): Promise<SlotHolder[]> {
+    const [zset, info] = (await SCRIPTS.holders.run(this.redis, this.slotKeysOf(keyHash), [])) as [string[], string[]];
+    const fields = new Map<string, string>();
+    for (let i = 0; i < info.length; i += 2) fields.set(info[i], info[i + 1]);
+    const out: SlotHolder[] = [];
+    for (let i = 0; i < zset.length; i += 2) {
+      const slotId = zset[i];
+      out.push({ slotId, replica: fields.get(`r:${slotId}`) ?? null, streamId: fields.get(`s:${slotId}`) ?? null, acquiredAtMs: Number(zset[i + 1]) });
+    }
+    return out;
+  }
+
+  /** SCAN for slot sets (an empty ZSET does not exist, so a key found holds a slot); the reconciler's walk. */
+  async slotKeys(): Promise<string[]> {
+    const base = `${this.p}slots:{`;
+    const found = await this.scan(`${escapeGlob(base)}*`);
+    return found.filter((k) => k.endsWith('}')).map((k) => k.slice(base.length, -1));
+  }
+
+  async releaseSlot(keyHash: string, slotId: string): Promise<boolean> {
+    return (await SCRIPTS.release.run(this.redis, this.slotKeysOf(keyHash), [slotId])) === 1;
   }
 
   async slotsInUse(keyHash: string): Promise<number> {
@@ -249,6 +362,7 @@ export class RedisStore implements Store {
   async putSession(rec: SessionRecord): Promise<void> {
     const key = this.sessionKey(rec.streamId);
     await this.redis.multi().del(key).hset(key, ...encode(rec)).exec();
+    if (rec.state === 'active') await this.reindex(rec.streamId, null, rec.owner);
   }
 
   async getSession(streamId: string): Promise<SessionRecord | undefined> {
@@ -260,7 +374,10 @@ export class RedisStore implements Store {
     const fields = encode(patch);
     if (!fields.length) return this.getSession(streamId);
     const flat = (await SCRIPTS.update.run(this.redis, [this.sessionKey(streamId)], fields)) as string[] | null;
-    return flat ? decode(flat) : undefined;
+    if (!flat) return undefined;
+    const rec = decode(flat);
+    if (patch.owner && rec.state === 'active') await this.reindex(streamId, null, patch.owner);
+    return rec;
   }
 
   async expireSession(streamId: string, afterMs: number): Promise<void> {
@@ -285,58 +402,106 @@ export class RedisStore implements Store {
     return { items: items.map((j) => JSON.parse(j) as FeedbackRecord), next: next || null };
   }
 
-  // Fleet operations: their Lua scripts are being written (issue 10); until then a RedisStore
-  // fleet refuses them loudly rather than acting without fencing.
-  private notYet(): never {
-    throw new Error('RedisStore: fleet operation not implemented yet');
+  // ── Fleet. Each script touches one session hash (one hash tag). The owner index (`owned:{replica}`)
+  // lives on the replica's tag, so it is updated right after the script, not atomically with it:
+  // the record's owner field is the truth, and sessionsOf filters by it.
+
+  private ownedKey(replica: string): string {
+    return `${this.p}owned:{${replica}}`;
   }
-  async bindSlot(): Promise<void> {
-    this.notYet();
+
+  /** Keeps the owner index after a write that moved a session from `from` to `to` (either may be null). */
+  private async reindex(streamId: string, from: string | null, to: string | null): Promise<void> {
+    if (from === to) return;
+    await Promise.all([from === null ? undefined : this.redis.srem(this.ownedKey(from), streamId), to === null ? undefined : this.redis.sadd(this.ownedKey(to), streamId)]);
   }
-  async slotHolders(): Promise<SlotHolder[]> {
-    this.notYet();
+
+  async endSession(streamId: string, reason: string, endedAtMs: number): Promise<SessionRecord | undefined> {
+    const ended = encode({ state: 'ended', endReason: reason, endedAtMs, owner: null, sealedKey: '' });
+    const flat = (await SCRIPTS.end.run(this.redis, [this.sessionKey(streamId)], ended)) as string[] | null;
+    if (!flat) return undefined;
+    const before = decode(flat);
+    await this.reindex(streamId, before.owner, null);
+    return before;
   }
-  async slotKeys(): Promise<string[]> {
-    this.notYet();
+
+  async renewLease(streamId: string, leaseExpiresAtMs: number, nowMs: number): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined> {
+    const reply = (await SCRIPTS.renew.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs)])) as [string, string, string[]] | null;
+    if (!reply) return undefined;
+    return { costMicrocents: JSON.parse(reply[0]) as number, sinceMs: JSON.parse(reply[1]) as number, record: decode(reply[2]) };
   }
-  async endSession(): Promise<SessionRecord | undefined> {
-    this.notYet();
+
+  async setPrompt(streamId: string, prompt: string, atMs: number): Promise<SessionRecord | undefined> {
+    const flat = (await SCRIPTS.setPrompt.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(prompt), JSON.stringify(atMs)])) as string[] | null;
+    return flat ? decode(flat) : undefined;
   }
-  async renewLease(): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined> {
-    this.notYet();
+
+  async claimSession(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<SessionRecord | undefined> {
+    const flat = (await SCRIPTS.claim.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(expect.owner), expect.epoch, JSON.stringify(owner)])) as string[] | null;
+    if (!flat) return undefined;
+    await this.reindex(streamId, expect.owner, owner);
+    return decode(flat);
   }
-  async setPrompt(): Promise<SessionRecord | undefined> {
-    this.notYet();
+
+  /** One EVALSHA (one round trip): the fence, lastTick, the cost and the PUBLISH in one script. */
+  async commitTick(streamId: string, c: { owner: string; epoch: number; tick: number; costMicrocents: number; channel: string; message: string }): Promise<TickCommit> {
+    const args = [JSON.stringify(c.owner), c.epoch, c.tick, c.costMicrocents, this.channelName(c.channel), c.message];
+    const [ok, value] = (await SCRIPTS.commitTick.run(this.redis, [this.sessionKey(streamId)], args)) as [number, string];
+    return ok === 1 ? { ok: true, promptRev: JSON.parse(value) as number } : { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
   }
-  async claimSession(): Promise<SessionRecord | undefined> {
-    this.notYet();
+
+  /**
+   * The index, filtered by each record (active and owned by `replica`). Entries of ended sessions are
+   * dropped (ended is final; a crash between an end and its index update leaves them). Entries now
+   * owned by another replica are only filtered: dropping them could race a claim back to `replica`.
+   */
+  async sessionsOf(replica: string): Promise<string[]> {
+    const key = this.ownedKey(replica);
+    const ids = await this.redis.smembers(key);
+    if (!ids.length) return [];
+    const owner = JSON.stringify(replica);
+    const rows = await Promise.all(ids.map((id) => this.redis.hmget(this.sessionKey(id), 'state', 'owner')));
+    const ended = ids.filter((_, i) => rows[i][0] === '"ended"');
+    if (ended.length) await this.redis.srem(key, ...ended);
+    return ids.filter((_, i) => rows[i][0] === '"active"' && rows[i][1] === owner);
   }
-  async commitTick(): Promise<TickCommit> {
-    this.notYet();
+
+  private replicasKey(): string {
+    return `${this.p}replicas`;
   }
-  async sessionsOf(): Promise<string[]> {
-    this.notYet();
+
+  async heartbeat(replica: string): Promise<number> {
+    return (await SCRIPTS.heartbeat.run(this.redis, [this.replicasKey()], [replica])) as number;
   }
-  async heartbeat(): Promise<number> {
-    this.notYet();
+
+  async membership(deadAfterMs: number): Promise<Membership> {
+    const [nowMs, flat] = (await SCRIPTS.members.run(this.redis, [this.replicasKey()], [])) as [number, string[]];
+    const alive: string[] = [];
+    const dead: string[] = [];
+    for (let i = 0; i < flat.length; i += 2) (nowMs - Number(flat[i + 1]) > deadAfterMs ? dead : alive).push(flat[i]);
+    return { alive, dead, nowMs };
   }
-  async membership(): Promise<Membership> {
-    this.notYet();
+
+  /** Out of the membership; its owner index goes too (called once it owns nothing). */
+  async forgetReplica(replica: string): Promise<void> {
+    await Promise.all([this.redis.zrem(this.replicasKey(), replica), this.redis.del(this.ownedKey(replica))]);
   }
-  async forgetReplica(): Promise<void> {
-    this.notYet();
+
+  async claimOnce(key: string, ttlMs: number): Promise<boolean> {
+    return (await this.redis.set(`${this.p}once:{${key}}`, '1', 'PX', ttlMs, 'NX')) === 'OK';
   }
-  async claimOnce(): Promise<boolean> {
-    this.notYet();
+
+  private channelName(channel: string): string {
+    return `${this.p}ch:${channel}`;
   }
 
   async publish(channel: string, message: string): Promise<void> {
-    await this.redis.publish(`${this.p}ch:${channel}`, message);
+    await this.redis.publish(this.channelName(channel), message);
   }
 
   /** Resolves once Redis confirmed the subscription: every message published after that arrives. */
   async subscribe(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe> {
-    const name = `${this.p}ch:${channel}`;
+    const name = this.channelName(channel);
     let entry = this.channels.get(channel);
     if (!entry) {
       entry = { handlers: new Set(), subscribed: this.sub.subscribe(name) };
@@ -389,15 +554,19 @@ export class RedisStore implements Store {
     if (fields.length) await this.redis.hdel(this.hashKey(key), ...fields);
   }
 
-  /** SCAN (the report's few calls, never a hot path); on a Cluster this would scan each primary. */
+  /** SCAN (the report's few calls, never a hot path). */
   async keys(prefix: string): Promise<string[]> {
     const base = this.hashKey('');
-    const pattern = `${(base + prefix).replace(/[*?[\]\\]/g, '\\$&')}*`;
+    return (await this.scan(`${escapeGlob(base + prefix)}*`)).map((k) => k.slice(base.length));
+  }
+
+  /** Every key matching a glob (deduplicated: SCAN may return one twice). */
+  private async scan(pattern: string): Promise<string[]> {
     const found = new Set<string>();
     let cursor = '0';
     do {
       const [next, batch] = await this.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-      for (const k of batch) found.add(k.slice(base.length));
+      for (const k of batch) found.add(k);
       cursor = next;
     } while (cursor !== '0');
     return [...found];
@@ -420,6 +589,11 @@ export class RedisStore implements Store {
     this.redis.disconnect();
     this.sub.disconnect();
   }
+}
+
+/** A literal for a SCAN MATCH glob. */
+function escapeGlob(s: string): string {
+  return s.replace(/[*?[\]\\]/g, '\\$&');
 }
 
 /** The URL without its password, for messages. */

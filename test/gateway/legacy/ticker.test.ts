@@ -95,3 +95,23 @@ describe('Ticker (fake time)', () => {
     expect(errors).toHaveLength(2);
   });
 });
+
+describe('Ticker resuming a grid (fleet takeover)', () => {
+  test('start(grid, n) fires tick n at grid + n × period and numbers on from there', async () => {
+    const clock = new FakeClock();
+    const grid = clock.now() - 1250; // the previous owner started 1.25 periods of 1000 ms ago
+    const ticks: TickInfo[] = [];
+    const t = new Ticker({ periodMs: 1000, maxInFlight: 1, clock, onTick: async (tick) => void ticks.push(tick) });
+    t.start(grid, 2);
+    clock.advance(749);
+    expect(ticks).toHaveLength(0);
+    clock.advance(1);
+    await settle();
+    clock.advance(1000);
+    t.stop();
+    expect(ticks.map((k) => [k.n, k.dueAtMs - grid])).toEqual([
+      [2, 2000],
+      [3, 3000],
+    ]);
+  });
+});

@@ -534,7 +534,7 @@ describe('a custom brand end to end: acme / lk', () => {
 });
 
 describe('results-socket closes', () => {
-  // Legacy clients treat 1008 as fatal (stop), 1011/1013 as retryable, 1001 as the stream's end.
+  // Legacy clients treat 1008 as fatal (stop), 1011/1012/1013 as retryable, 1001 as the stream's end.
   it.each([
     ['authTimeout', 1008, 'authentication timeout'],
     ['badFirstMessage', 1008, 'first message must be {"api_key": "..."}'],
@@ -543,10 +543,11 @@ describe('results-socket closes', () => {
     ['forbidden', 1008, 'forbidden'],
     ['authRateLimited', 1013, 'too many failed authentications'],
     ['authUnavailable', 1011, 'authorization unavailable'],
+    ['replicaLeaving', 1012, 'service_restart'],
   ] as const)('%s closes %i "%s"', (name, code, reason) => {
     expect(LEGACY_CLOSES[name]).toEqual({ code, reason });
   });
-  it('every close is listed above', () => expect(Object.keys(LEGACY_CLOSES)).toHaveLength(7));
+  it('every close is listed above', () => expect(Object.keys(LEGACY_CLOSES)).toHaveLength(8));
   it('a stream end is 1001 with its reason; a sunset refusal is 1013', () => {
     expect(endClose('lease_expired')).toEqual({ code: 1001, reason: 'lease_expired' });
     expect(tryLaterClose('brownout')).toEqual({ code: 1013, reason: 'brownout' });

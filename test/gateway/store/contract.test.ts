@@ -17,10 +17,30 @@ beforeAll(async () => {
 }, 30_000);
 afterAll(async () => redis?.stop());
 
-const factories: [string, () => Promise<Store>][] = [
-  ['MemoryStore', async () => new MemoryStore()],
-  // A prefix per store: tests on one server never see each other's keys.
-  ['RedisStore', () => RedisStore.connect(redis.url, { prefix: `t${++seq}:` })],
+/**
+ * `make` builds a fresh store; `peer` another connection onto the same data (a second replica):
+ * the memory store's peer is the same instance, Redis's a new connection with the same prefix.
+ */
+interface Fleet {
+  store: Store;
+  peer(): Promise<Store>;
+}
+const factories: [string, () => Promise<Fleet>][] = [
+  [
+    'MemoryStore',
+    async () => {
+      const store = new MemoryStore();
+      return { store, peer: async () => store };
+    },
+  ],
+  [
+    'RedisStore',
+    async () => {
+      // A prefix per store: tests on one server never see each other's keys.
+      const prefix = `t${++seq}:`;
+      return { store: await RedisStore.connect(redis.url, { prefix }), peer: () => RedisStore.connect(redis.url, { prefix }) };
+    },
+  ],
 ];
 
 function session(streamId: string, over: Partial<SessionRecord> = {}): SessionRecord {
@@ -60,10 +80,21 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
 
 describe.each(factories)('%s', (_name, make) => {
   let store: Store;
+  let fleet: Fleet;
+  const peers: Store[] = [];
   beforeEach(async () => {
-    store = await make();
+    fleet = await make();
+    store = fleet.store;
   });
-  afterEach(async () => store.close());
+  afterEach(async () => {
+    await Promise.all([store, ...peers.splice(0)].map((s) => s.close()));
+  });
+  /** `n` stores onto the same data, the first being `store`. */
+  async function replicas(n: number): Promise<Store[]> {
+    const more = await Promise.all(Array.from({ length: n - 1 }, () => fleet.peer()));
+    peers.push(...more);
+    return [store, ...more];
+  }
 
   test('60 concurrent acquires of one key grant exactly 5, round after round; each slot is released once', async () => {
     for (let round = 0; round < 8; round++) {
@@ -192,6 +223,188 @@ describe.each(factories)('%s', (_name, make) => {
     expect(await store.keys('usage:key:')).toEqual(['usage:key:k1']);
     expect(await store.hgetall('absent')).toEqual({});
     expect(await store.ready()).toBe(true);
+  });
+  describe('fleet', () => {
+    const owned = (id: string, owner: string, over: Partial<SessionRecord> = {}) => session(id, { owner, epoch: 1, ...over });
+
+    test('slot holders: who acquired each slot, which stream it is bound to; release drops both; slotKeys lists held keys', async () => {
+      expect(await store.acquireSlot('kh-h', 'slot-1', 5, 'gw-a')).toBe(true);
+      expect(await store.acquireSlot('kh-h', 'slot-2', 5)).toBe(true);
+      // Held already: not a second slot, and the holder stays who it was.
+      expect(await store.acquireSlot('kh-h', 'slot-1', 5, 'gw-b')).toBe(true);
+      await store.bindSlot('kh-h', 'slot-1', 'stream-1');
+      // Binding a slot that is not held creates nothing.
+      await store.bindSlot('kh-h', 'slot-x', 'stream-x');
+      await store.bindSlot('kh-none', 'slot-x', 'stream-x');
+      const holders = (await store.slotHolders('kh-h')).sort((x, y) => x.slotId.localeCompare(y.slotId));
+      expect(holders).toEqual([
+        { slotId: 'slot-1', replica: 'gw-a', streamId: 'stream-1', acquiredAtMs: expect.any(Number) },
+        { slotId: 'slot-2', replica: null, streamId: null, acquiredAtMs: expect.any(Number) },
+      ]);
+      expect(holders[0].acquiredAtMs).toBeGreaterThan(0);
+      expect(await store.acquireSlot('kh-other', 'slot-9', 5, 'gw-b')).toBe(true);
+      expect((await store.slotKeys()).sort()).toEqual(['kh-h', 'kh-other']);
+      expect(await store.releaseSlot('kh-h', 'slot-1')).toBe(true);
+      // A slot acquired again under the same id starts unbound.
+      expect(await store.acquireSlot('kh-h', 'slot-1', 5, 'gw-c')).toBe(true);
+      expect((await store.slotHolders('kh-h')).find((h) => h.slotId === 'slot-1')).toMatchObject({ replica: 'gw-c', streamId: null });
+      for (const id of ['slot-1', 'slot-2']) expect(await store.releaseSlot('kh-h', id)).toBe(true);
+      expect(await store.slotHolders('kh-h')).toEqual([]);
+      expect(await store.slotKeys()).toEqual(['kh-other']);
+      expect(await store.slotHolders('kh-none')).toEqual([]);
+    });
+
+    test('endSession: 20 concurrent enders on 3 connections, exactly one gets the record as it was', async () => {
+      const fleetStores = await replicas(3);
+      await store.putSession(owned('e-1', 'gw-a', { sealedKey: 'sealed' }));
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => fleetStores[i % 3].endSession('e-1', `reason-${i}`, 5_000 + i)));
+      const winners = answers.filter((a) => a !== undefined);
+      expect(winners).toHaveLength(1);
+      expect(winners[0]).toMatchObject({ state: 'active', owner: 'gw-a', sealedKey: 'sealed', endReason: null });
+      const i = answers.findIndex((a) => a !== undefined);
+      expect(await store.getSession('e-1')).toEqual({ ...owned('e-1', 'gw-a'), state: 'ended', endReason: `reason-${i}`, endedAtMs: 5_000 + i, owner: null, sealedKey: '' });
+      expect(await store.sessionsOf('gw-a')).toEqual([]);
+      expect(await store.endSession('e-1', 'again', 9_000)).toBeUndefined();
+      expect(await store.endSession('absent', 'x', 9_000)).toBeUndefined();
+    });
+
+    test('claimSession: a compare-and-set; of 20 concurrent claimers on 3 connections exactly one wins, epoch + 1', async () => {
+      const fleetStores = await replicas(3);
+      await store.putSession(owned('c-1', 'gw-dead'));
+      expect(await store.sessionsOf('gw-dead')).toEqual(['c-1']);
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => fleetStores[i % 3].claimSession('c-1', { owner: 'gw-dead', epoch: 1 }, `gw-${i}`)));
+      const winners = answers.filter((a) => a !== undefined);
+      expect(winners).toHaveLength(1);
+      const winner = winners[0]!.owner!;
+      expect(winners[0]).toMatchObject({ owner: winner, epoch: 2, state: 'active' });
+      expect(await store.getSession('c-1')).toMatchObject({ owner: winner, epoch: 2 });
+      expect(await store.sessionsOf(winner)).toEqual(['c-1']);
+      expect(await store.sessionsOf('gw-dead')).toEqual([]);
+      // A stale expectation (owner or epoch) loses; an unowned record is claimed from null.
+      expect(await store.claimSession('c-1', { owner: winner, epoch: 1 }, 'gw-x')).toBeUndefined();
+      expect(await store.claimSession('c-1', { owner: 'gw-dead', epoch: 2 }, 'gw-x')).toBeUndefined();
+      await store.putSession(session('c-2'));
+      expect(await store.claimSession('c-2', { owner: null, epoch: 0 }, 'gw-x')).toMatchObject({ owner: 'gw-x', epoch: 1 });
+      // Ended or absent: nothing to claim.
+      await store.endSession('c-1', 'client_requested', 1);
+      expect(await store.claimSession('c-1', { owner: null, epoch: 2 }, 'gw-x')).toBeUndefined();
+      expect(await store.claimSession('absent', { owner: null, epoch: 0 }, 'gw-x')).toBeUndefined();
+      expect(await store.sessionsOf('gw-x')).toEqual(['c-2']);
+    });
+
+    test('commitTick: fenced, duplicate, ended, missing; each committed result reaches a subscriber exactly once', async () => {
+      const [, other, third] = await replicas(3);
+      const got: string[] = [];
+      let sawEnd!: () => void;
+      const end = new Promise<void>((r) => (sawEnd = r));
+      await other.subscribe('results:t-1', (m) => {
+        got.push(m);
+        if (m === 'sentinel') sawEnd();
+      });
+      await store.putSession(owned('t-1', 'gw-a', { promptRev: 3 }));
+      const tick = (s: Store, n: number, over: { owner?: string; epoch?: number } = {}) =>
+        s.commitTick('t-1', { owner: 'gw-a', epoch: 1, tick: n, costMicrocents: 100, channel: 'results:t-1', message: `tick-${n}`, ...over });
+      expect(await tick(store, 0)).toEqual({ ok: true, promptRev: 3 });
+      expect(await tick(store, 0)).toEqual({ ok: false, reason: 'duplicate' });
+      // 20 concurrent commits of one tick (a paused owner and itself, over 3 connections): one wins.
+      const same = await Promise.all(Array.from({ length: 20 }, (_, i) => tick([store, other, third][i % 3], 1)));
+      expect(same.filter((r) => r.ok)).toHaveLength(1);
+      expect(same.filter((r) => !r.ok).every((r) => !r.ok && r.reason === 'duplicate')).toBe(true);
+      // Ticks may skip (a missed one) but never go back.
+      expect(await tick(store, 3)).toEqual({ ok: true, promptRev: 3 });
+      expect(await tick(store, 2)).toEqual({ ok: false, reason: 'duplicate' });
+      expect(await tick(store, 4, { owner: 'gw-b' })).toEqual({ ok: false, reason: 'fenced' });
+      expect(await tick(store, 4, { epoch: 2 })).toEqual({ ok: false, reason: 'fenced' });
+      // After a claim the old owner is fenced and the new one goes on from lastTick.
+      expect(await other.claimSession('t-1', { owner: 'gw-a', epoch: 1 }, 'gw-b')).toBeDefined();
+      expect(await tick(store, 4)).toEqual({ ok: false, reason: 'fenced' });
+      expect(await tick(other, 3, { owner: 'gw-b', epoch: 2 })).toEqual({ ok: false, reason: 'duplicate' });
+      expect(await tick(other, 4, { owner: 'gw-b', epoch: 2 })).toEqual({ ok: true, promptRev: 3 });
+      expect(await store.getSession('t-1')).toMatchObject({ lastTick: 4, costMicrocents: 400, owner: 'gw-b', epoch: 2 });
+      await store.endSession('t-1', 'client_requested', 1);
+      expect(await tick(other, 5, { owner: 'gw-b', epoch: 2 })).toEqual({ ok: false, reason: 'ended' });
+      expect(await store.commitTick('absent', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 1, channel: 'results:t-1', message: 'nope' })).toEqual({ ok: false, reason: 'missing' });
+      // Same connection, in order: once the sentinel arrived, every earlier publish has.
+      await store.publish('results:t-1', 'sentinel');
+      await deadline(end, 10_000, 'sentinel');
+      expect(got).toEqual(['tick-0', 'tick-1', 'tick-3', 'tick-4', 'sentinel']);
+    });
+
+    test('renewLease reads and zeroes the cost since the previous keepalive, whichever connection served it', async () => {
+      const [, other] = await replicas(2);
+      await store.putSession(owned('k-1', 'gw-a', { lastKeepaliveAtMs: 1_000 }));
+      const tick = (n: number, cost: number) => store.commitTick('k-1', { owner: 'gw-a', epoch: 1, tick: n, costMicrocents: cost, channel: 'results:k-1', message: 'r' });
+      await tick(0, 300);
+      await tick(1, 200);
+      const first = await other.renewLease('k-1', 90_000, 30_000);
+      expect(first).toEqual({ costMicrocents: 500, sinceMs: 1_000, record: expect.objectContaining({ leaseExpiresAtMs: 90_000, costMicrocents: 0, lastKeepaliveAtMs: 30_000 }) });
+      await tick(2, 1_250);
+      expect(await store.renewLease('k-1', 120_000, 60_000)).toMatchObject({ costMicrocents: 1_250, sinceMs: 30_000 });
+      expect(await other.renewLease('k-1', 150_000, 90_000)).toMatchObject({ costMicrocents: 0, sinceMs: 60_000 });
+      await store.endSession('k-1', 'client_requested', 1);
+      expect(await other.renewLease('k-1', 200_000, 100_000)).toBeUndefined();
+      expect(await other.renewLease('absent', 200_000, 100_000)).toBeUndefined();
+    });
+
+    test('setPrompt bumps promptRev, and the next commitTick answers it', async () => {
+      const [, other] = await replicas(2);
+      await store.putSession(owned('p-1', 'gw-a'));
+      expect(await other.setPrompt('p-1', 'new {x}', 7_000)).toMatchObject({ prompt: 'new {x}', promptUpdatedAtMs: 7_000, promptRev: 1 });
+      expect(await other.setPrompt('p-1', 'newer "quoted" \\ {x}', 8_000)).toMatchObject({ promptRev: 2 });
+      expect(await store.commitTick('p-1', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 0, channel: 'c', message: 'm' })).toEqual({ ok: true, promptRev: 2 });
+      expect((await store.getSession('p-1'))!.prompt).toBe('newer "quoted" \\ {x}');
+      await store.endSession('p-1', 'client_requested', 1);
+      expect(await other.setPrompt('p-1', 'late', 9_000)).toBeUndefined();
+      expect(await other.setPrompt('absent', 'late', 9_000)).toBeUndefined();
+    });
+
+    test('sessionsOf: the active sessions a replica owns, by put, claim and end', async () => {
+      await store.putSession(owned('o-1', 'gw-a'));
+      await store.putSession(owned('o-2', 'gw-a'));
+      await store.putSession(owned('o-3', 'gw-b'));
+      await store.putSession(owned('o-4', 'gw-a', { state: 'ended', owner: null }));
+      expect((await store.sessionsOf('gw-a')).sort()).toEqual(['o-1', 'o-2']);
+      await store.claimSession('o-2', { owner: 'gw-a', epoch: 1 }, 'gw-b');
+      await store.endSession('o-1', 'client_requested', 1);
+      expect(await store.sessionsOf('gw-a')).toEqual([]);
+      expect((await store.sessionsOf('gw-b')).sort()).toEqual(['o-2', 'o-3']);
+      expect(await store.sessionsOf('nobody')).toEqual([]);
+    });
+
+    test('membership: alive or dead by heartbeat age on the store clock; forgetReplica drops one', async () => {
+      const [, other] = await replicas(2);
+      const oldAt = await store.heartbeat('gw-old');
+      // Order of events, not a window: heartbeat gw-new until the store clock is 200 ms past gw-old's.
+      let m!: Awaited<ReturnType<Store['membership']>>;
+      let newAt = oldAt;
+      const deadAfter = 199;
+      await until(async () => {
+        newAt = await other.heartbeat('gw-new');
+        if (newAt - oldAt <= deadAfter) return false;
+        m = await store.membership(deadAfter);
+        // Read within deadAfter of gw-new's beat (else beat again): gw-new is then alive by definition.
+        return m.nowMs - newAt <= deadAfter;
+      }, 'store clock advancing');
+      expect(m.nowMs).toBeGreaterThanOrEqual(newAt);
+      expect(m.alive).toEqual(['gw-new']);
+      expect(m.dead).toEqual(['gw-old']);
+      const wide = await other.membership(60_000);
+      expect(wide.alive.sort()).toEqual(['gw-new', 'gw-old']);
+      expect(wide.dead).toEqual([]);
+      await store.forgetReplica('gw-old');
+      expect(await other.membership(0)).toMatchObject({ alive: expect.not.arrayContaining(['gw-old']), dead: expect.not.arrayContaining(['gw-old']) });
+      await store.forgetReplica('never-seen');
+    });
+
+    test('claimOnce: exactly one of 30 callers on 3 connections per key and TTL; free again after it', async () => {
+      const fleetStores = await replicas(3);
+      const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => fleetStores[i % 3].claimOnce('rollup:2026-01-01', 60_000)));
+      expect(answers.filter(Boolean)).toHaveLength(1);
+      expect(await store.claimOnce('rollup:2026-01-02', 60_000)).toBe(true);
+      expect(await store.claimOnce('short', 30)).toBe(true);
+      await until(() => fleetStores[1].claimOnce('short', 60_000), 'claimOnce after its TTL');
+      expect(await fleetStores[2].claimOnce('short', 60_000)).toBe(false);
+    });
   });
 });
 

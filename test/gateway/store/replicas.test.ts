@@ -37,6 +37,26 @@ afterAll(async () => {
   await redis?.stop();
 });
 
+test('60 concurrent acquires over 3 RedisStore connections: exactly 5 slots, holders named, round after round', async () => {
+  const conns = await Promise.all(Array.from({ length: 3 }, () => RedisStore.connect(redis.url, { prefix: 'acq:' })));
+  try {
+    for (let round = 0; round < 20; round++) {
+      const ids = Array.from({ length: 60 }, (_, i) => `r${round}-s${i}`);
+      const granted = await Promise.all(ids.map((id, i) => conns[i % 3].acquireSlot('kh', id, 5, `gw-${i % 3}`)));
+      const winners = ids.filter((_, i) => granted[i]);
+      expect(winners).toHaveLength(5);
+      const holders = await conns[(round + 1) % 3].slotHolders('kh');
+      expect(holders.map((h) => h.slotId).sort()).toEqual([...winners].sort());
+      expect(holders.every((h) => h.replica === `gw-${ids.indexOf(h.slotId) % 3}` && h.streamId === null)).toBe(true);
+      const released = await Promise.all(winners.map((id, i) => conns[i % 3].releaseSlot('kh', id)));
+      expect(released.every(Boolean)).toBe(true);
+      expect(await conns[round % 3].slotsInUse('kh')).toBe(0);
+    }
+  } finally {
+    await Promise.all(conns.map((c) => c.close()));
+  }
+});
+
 const created = (r: { status: number; body: unknown }) => (r.status === 201 ? (r.body as { stream_id: string }).stream_id : null);
 
 test('60 concurrent creates for one key over two replicas: exactly 5 streams, round after round', async () => {

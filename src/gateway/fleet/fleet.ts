@@ -1,0 +1,200 @@
+/**
+ * This replica's life in a fleet sharing one store (docs/scaling.md): heartbeat, membership sweep
+ * with self-fencing, failover of a dead replica's streams (rendezvous claims), the control channel,
+ * the owned-streams reconcile, the fleet-wide slot reconciler, and the drain handover.
+ */
+import type { FleetConfig } from '../../config';
+import type { Logger } from '../../lib/logger';
+import { realClock, setLongInterval } from '../../lib/timers';
+import type { Clock, LongTimer } from '../../lib/timers';
+import type { OwnerMessage } from '../legacy/session-ports';
+import type { SessionRecord, Store, Unsubscribe } from '../store/store';
+import { controlChannel, encodeControl, parseControl } from './control';
+import { pickReplica } from './rendezvous';
+import { reconcileSlots } from './slot-reconciler';
+
+/** What the fleet asks of this replica's sessions (LegacySessions implements it). */
+export interface FleetSessions {
+  readonly ownedIds: string[];
+  selfFenced: boolean;
+  adopt(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean>;
+  onOwnerMessage(msg: OwnerMessage): Promise<void>;
+  handOver(targetOf: (streamId: string) => string | undefined): Promise<number>;
+  reconcileOwned(storeOwned: readonly string[]): Promise<void>;
+  halt(): Promise<void>;
+}
+
+export interface FleetOptions {
+  store: Store;
+  replicaId: string;
+  cfg: FleetConfig;
+  sessions: FleetSessions;
+  logger: Logger;
+  clock?: Clock;
+  /** Replicas alive as last seen (the `gateway_fleet_replicas` gauge). */
+  onMembership?(alive: number): void;
+}
+
+/** How often the streams the store says are ours are compared with those running here. */
+export const OWNED_RECONCILE_MS = 5000;
+/** Key of the fleet-wide run-once slot reconciler. */
+export const RECONCILE_SLOTS_KEY = 'reconcile-slots';
+
+export class Fleet {
+  private readonly clock: Clock;
+  private readonly timers: LongTimer[] = [];
+  private unsubscribe: Unsubscribe | undefined;
+  private lastBeatAtMs: number;
+  private alive: string[] = [];
+  /** When this replica first saw each dead replica dead (local clock): others claim after the backoff. */
+  private readonly deadSince = new Map<string, number>();
+  private sweeping = false;
+  private stopped = false;
+
+  constructor(private readonly opts: FleetOptions) {
+    this.clock = opts.clock ?? realClock;
+    this.lastBeatAtMs = this.clock.now();
+  }
+
+  private get id(): string {
+    return this.opts.replicaId;
+  }
+
+  /** Joins: listens on the control channel, heartbeats once, then runs the loops. */
+  async start(): Promise<void> {
+    const { store, cfg, logger } = this.opts;
+    this.unsubscribe = await store.subscribe(controlChannel(this.id), (text) => {
+      const msg = parseControl(text);
+      if (!msg) return void logger.warn({ channel: controlChannel(this.id) }, 'ignored a malformed control message');
+      this.opts.sessions.onOwnerMessage(msg).catch((err: unknown) => logger.warn({ err, op: msg.op, streamId: msg.streamId }, 'control message failed'));
+    });
+    await this.beat();
+    const every = (ms: number, fn: () => Promise<unknown>) =>
+      this.timers.push(setLongInterval(() => void fn().catch((err: unknown) => logger.warn({ err }, 'fleet loop step failed')), ms, { clock: this.clock }));
+    every(cfg.heartbeatMs, () => this.beat());
+    every(cfg.sweepMs, () => this.sweep());
+    every(OWNED_RECONCILE_MS, () => this.reconcileOwned());
+    every(cfg.reconcileMs, () => this.reconcileSlots());
+    logger.info({ replica: this.id }, 'joined the fleet');
+  }
+
+  /** Control message to `replica` (what sessions' `FleetLink.tell` sends). */
+  tell(replica: string, msg: OwnerMessage): Promise<void> {
+    return this.opts.store.publish(controlChannel(replica), encodeControl(msg));
+  }
+
+  private async beat(): Promise<void> {
+    try {
+      await this.opts.store.heartbeat(this.id);
+    } catch (err) {
+      this.opts.logger.warn({ err }, 'heartbeat failed');
+      return;
+    }
+    this.lastBeatAtMs = this.clock.now();
+    if (this.opts.sessions.selfFenced) {
+      this.opts.sessions.selfFenced = false;
+      this.opts.logger.info('heartbeat back: ticking again');
+    }
+  }
+
+  /** Self-fence check, membership, and the takeover of dead replicas' streams. */
+  async sweep(): Promise<void> {
+    if (this.sweeping || this.stopped) return;
+    this.sweeping = true;
+    const { store, cfg, logger, sessions } = this.opts;
+    try {
+      if (!sessions.selfFenced && this.clock.now() - this.lastBeatAtMs > cfg.fenceAfterMs) {
+        sessions.selfFenced = true;
+        logger.warn({ fenceAfterMs: cfg.fenceAfterMs }, 'own heartbeat failing: ticking paused until it succeeds (a survivor may take the streams)');
+      }
+      const m = await store.membership(cfg.deadAfterMs);
+      this.alive = m.alive;
+      this.opts.onMembership?.(m.alive.length);
+      for (const d of [...this.deadSince.keys()]) if (!m.dead.includes(d)) this.deadSince.delete(d);
+      // A fenced replica claims nothing: the fleet may already count it dead.
+      if (sessions.selfFenced || !m.alive.includes(this.id)) return;
+      for (const dead of m.dead) if (dead !== this.id) await this.takeOver(dead, m.alive);
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  /** Claims the streams of `dead`: its rendezvous pick at once, any other replica after the backoff. */
+  private async takeOver(dead: string, alive: readonly string[]): Promise<void> {
+    const { store, cfg, logger, sessions } = this.opts;
+    const now = this.clock.now();
+    if (!this.deadSince.has(dead)) this.deadSince.set(dead, now);
+    const late = now - this.deadSince.get(dead)! >= cfg.claimBackoffMs;
+    const ids = await store.sessionsOf(dead);
+    if (ids.length === 0) {
+      await store.forgetReplica(dead);
+      this.deadSince.delete(dead);
+      logger.info({ replica: dead }, 'dead replica owns no streams: forgotten');
+      return;
+    }
+    for (const id of ids) {
+      if (!late && pickReplica(id, alive) !== this.id) continue;
+      const rec = await store.getSession(id);
+      if (!rec || rec.state !== 'active' || rec.owner !== dead) continue;
+      const claimed = await store.claimSession(id, { owner: dead, epoch: rec.epoch }, this.id);
+      if (!claimed) continue;
+      logger.warn({ streamId: id, from: dead, epoch: claimed.epoch }, 'claimed a stream of a dead replica');
+      sessions.adopt(claimed, 'failover').catch((err: unknown) => logger.error({ err, streamId: id }, 'adoption failed'));
+    }
+  }
+
+  private async reconcileOwned(): Promise<void> {
+    if (this.opts.sessions.selfFenced) return;
+    await this.opts.sessions.reconcileOwned(await this.opts.store.sessionsOf(this.id));
+  }
+
+  private async reconcileSlots(): Promise<void> {
+    const { store, cfg, logger } = this.opts;
+    if (!(await store.claimOnce(RECONCILE_SLOTS_KEY, cfg.reconcileMs))) return;
+    await reconcileSlots(store, cfg.deadAfterMs, logger);
+  }
+
+  /**
+   * Drain: with other replicas alive, hands every stream here over to them (rendezvous pick), then
+   * leaves the membership. False when this is the last replica standing (streams end as before).
+   */
+  async drain(): Promise<boolean> {
+    const { store, cfg, logger, sessions } = this.opts;
+    this.stopLoops();
+    let others: string[];
+    try {
+      others = (await store.membership(cfg.deadAfterMs)).alive.filter((r) => r !== this.id);
+    } catch (err) {
+      logger.warn({ err }, 'drain could not read the membership: ending streams here');
+      return false;
+    }
+    if (others.length === 0) return false;
+    const moved = await sessions.handOver((streamId) => pickReplica(streamId, others));
+    await store.forgetReplica(this.id);
+    logger.info({ moved, to: others.length }, `drain: ${moved} streams handed over to ${others.length} replicas`);
+    return true;
+  }
+
+  /** Stops every loop and leaves the control channel (shutdown). */
+  async stop(): Promise<void> {
+    this.stopLoops();
+  }
+
+  /** Test seam of a crash: loops and sessions stop here, the store keeps this replica's streams. */
+  async halt(): Promise<void> {
+    this.stopLoops();
+    await this.opts.sessions.halt();
+  }
+
+  private stopLoops(): void {
+    this.stopped = true;
+    for (const t of this.timers.splice(0)) t.clear();
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+  }
+
+  /** Replicas alive at the last sweep. */
+  get replicas(): readonly string[] {
+    return this.alive;
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * Frees concurrency slots nobody will release: a slot bound to a stream whose record is gone or
+ * ended (its end did not finish), and an unbound slot (a create in flight) of a dead or unknown
+ * replica older than `UNBOUND_SLOT_GRACE_MS`. Run fleet-wide once per period (`claimOnce`).
+ */
+import type { Logger } from '../../lib/logger';
+import type { Store } from '../store/store';
+
+/** An unbound slot younger than this may still belong to a create in flight. */
+export const UNBOUND_SLOT_GRACE_MS = 30_000;
+
+export async function reconcileSlots(store: Store, deadAfterMs: number, logger: Logger): Promise<number> {
+  const m = await store.membership(deadAfterMs);
+  const alive = new Set(m.alive);
+  let freed = 0;
+  for (const kh of await store.slotKeys()) {
+    for (const h of await store.slotHolders(kh)) {
+      let stale: boolean;
+      if (h.streamId !== null) {
+        const rec = await store.getSession(h.streamId);
+        stale = !rec || rec.state === 'ended';
+      } else {
+        stale = (h.replica === null || !alive.has(h.replica)) && m.nowMs - h.acquiredAtMs > UNBOUND_SLOT_GRACE_MS;
+      }
+      if (stale && (await store.releaseSlot(kh, h.slotId))) {
+        freed++;
+        logger.info({ key: kh, slotId: h.slotId, streamId: h.streamId, replica: h.replica }, 'slot reconciler freed a stale slot');
+      }
+    }
+  }
+  return freed;
+}

@@ -1,0 +1,385 @@
+/**
+ * A fleet in one process: two or three real gateways (loopback, port 0) sharing ONE MemoryStore
+ * and one FakeClock, in front of one real emulator. The fleet's loops (heartbeat, sweep, failover,
+ * reconcile), leases and ticks run on the fake clock; outcomes are read from events (results on
+ * sockets, closes, store state), never from elapsed time. Upstream deletes are counted by a plain
+ * forwarding server in front of the emulator.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { loadConfig, mergeDeep } from '../../../src/config';
+import type { Config } from '../../../src/config';
+import { startEmulator } from '../../../src/emulator/server';
+import type { RunningEmulator } from '../../../src/emulator/server';
+import { resultId } from '../../../src/gateway/legacy/ownership';
+import { startGateway } from '../../../src/gateway/server';
+import type { RunningGateway } from '../../../src/gateway/server';
+import { MemoryStore } from '../../../src/gateway/store/memory';
+import { keyHash } from '../../../src/lib/keys';
+import { createLogger } from '../../../src/lib/logger';
+import { FakeClock, settle } from '../../helpers/fake-clock';
+import { KEY, KEY_B, frameBody, http as call, openResults } from '../../helpers/stack';
+import type { ResultSocket } from '../../helpers/stack';
+import { sleep } from '../../helpers/time';
+
+const SECRET = 'fleet-test-secret-0123456789abcdef';
+const INTERVAL_MS = 1000;
+
+let emulator: RunningEmulator;
+let proxy: http.Server;
+let upstreamUrl: string;
+/** DELETE /v1beta/streams/:id calls that reached the upstream, per stream id. */
+const deletes = new Map<string, number>();
+
+beforeAll(async () => {
+  const cfg = loadConfig({
+    env: {},
+    overrides: {
+      logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
+      emulator: { port: 0, host: '127.0.0.1', controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } },
+    },
+  });
+  emulator = await startEmulator(cfg, createLogger(cfg.logLevel));
+  const target = new URL(emulator.url);
+  proxy = http.createServer((req, res) => {
+    const m = /^\/v1beta\/streams\/([^/?]+)$/.exec(req.url ?? '');
+    if (req.method === 'DELETE' && m) deletes.set(m[1]!, (deletes.get(m[1]!) ?? 0) + 1);
+    const up = http.request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers);
+      r.pipe(res);
+    });
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  upstreamUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  proxy.closeAllConnections();
+  await new Promise((r) => proxy.close(r));
+  await emulator.close();
+});
+
+interface Replica {
+  id: string;
+  gw: RunningGateway;
+  url: string;
+}
+
+interface Fleet {
+  clock: FakeClock;
+  store: MemoryStore;
+  replicas: Replica[];
+  /** `replica:reason` of every stream end, wherever it was counted. */
+  ended: string[];
+  fenced: string[];
+  adopted: string[];
+  close(): Promise<void>;
+}
+
+async function startFleet(ids: string[], legacy: Record<string, unknown> = {}): Promise<Fleet> {
+  const clock = new FakeClock(Date.now());
+  const store = new MemoryStore({ clock });
+  const ended: string[] = [];
+  const fenced: string[] = [];
+  const adopted: string[] = [];
+  const replicas: Replica[] = [];
+  for (const id of ids) {
+    const cfg: Config = loadConfig({
+      env: {},
+      overrides: mergeDeep(
+        { port: 0, host: '127.0.0.1', logLevel: process.env.TEST_LOG_LEVEL ?? 'silent', legacy: { firstFramePollMs: 50, ...legacy } },
+        { store: { gatewayId: id, secret: SECRET } },
+      ),
+    });
+    const gw = await startGateway(cfg, createLogger(cfg.logLevel), upstreamUrl, {
+      store,
+      clock,
+      retry: { scale: 0.01 },
+      observer: {
+        streamEnded: (_k, reason) => void ended.push(`${id}:${reason}`),
+        tickFenced: (reason) => void fenced.push(`${id}:${reason}`),
+        sessionAdopted: (streamId, how) => void adopted.push(`${id}:${how}:${streamId}`),
+      },
+    });
+    replicas.push({ id, gw, url: gw.url });
+  }
+  return {
+    clock,
+    store,
+    replicas,
+    ended,
+    fenced,
+    adopted,
+    async close() {
+      for (const r of replicas) await r.gw.close(2000);
+      await store.close();
+    },
+  };
+}
+
+/**
+ * Moves fake time in small steps, letting real I/O (emulator answers, sockets) run in between,
+ * until `done` holds. Fails instead of hanging.
+ */
+async function driveUntil(f: Fleet, done: () => boolean, maxSteps = 800, stepMs = 50): Promise<void> {
+  for (let i = 0; i < maxSteps && !done(); i++) {
+    f.clock.advance(stepMs);
+    for (let j = 0; j < 10 && !done(); j++) await settle();
+    if (!done()) await sleep(4);
+  }
+  expect(done()).toBe(true);
+}
+
+/** Moves fake time `steps` × 50 ms with real I/O in between (to show that nothing more happens). */
+async function drive(f: Fleet, steps: number): Promise<void> {
+  for (let i = 0; i < steps; i++) {
+    f.clock.advance(50);
+    await settle();
+    await sleep(4);
+  }
+}
+
+/** Waits in real time (no fake time passes) until `done` holds. */
+async function until(done: () => boolean | Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 400 && !(await done()); i++) await sleep(5);
+  expect(await done()).toBe(true);
+}
+
+async function create(r: Replica, key = KEY, prompt = 'Describe the frame'): Promise<string> {
+  const res = await call(r.url, 'POST', '/v0.2/streams', { key, body: frameBody({ interval_seconds: INTERVAL_MS / 1000 }, { prompt }) });
+  expect(res.status).toBe(201);
+  return (res.body as { stream_id: string }).stream_id;
+}
+
+/** Tick numbers of the results a socket got (the result id is derived from stream id + tick). */
+function tickNumbers(sock: ResultSocket, streamId: string): number[] {
+  const byId = new Map(Array.from({ length: 2000 }, (_, n) => [resultId(streamId, n), n]));
+  return sock.messages.map((m) => byId.get(m.id as string) ?? -1);
+}
+
+describe('any replica, any call', () => {
+  let f: Fleet;
+  beforeEach(async () => {
+    f = await startFleet(['A', 'B']);
+  });
+  afterEach(async () => {
+    await f.close();
+  });
+
+  test('DELETE via B: sockets on A and B close 1001 client_requested, upstream deleted once, slot released once, A stops', async () => {
+    const [a, b] = f.replicas as [Replica, Replica];
+    const id = await create(a);
+    const onA = await openResults(a.url, id);
+    const onB = await openResults(b.url, id);
+    await driveUntil(f, () => onA.messages.length >= 1 && onB.messages.length >= 1);
+    expect(a.gw.gateway.sessions.activeCount).toBe(1);
+    expect(b.gw.gateway.sessions.activeCount).toBe(0);
+
+    const del = await call(b.url, 'DELETE', `/v0.2/streams/${id}`);
+    expect(del).toMatchObject({ status: 200, body: { status: 'ok' } });
+    expect(await onA.closed).toEqual({ code: 1001, reason: 'client_requested' });
+    expect(await onB.closed).toEqual({ code: 1001, reason: 'client_requested' });
+    await until(() => a.gw.gateway.sessions.activeCount === 0);
+    expect(deletes.get(id)).toBe(1);
+    expect(f.ended).toEqual(['B:client_requested']);
+    expect(await f.store.slotsInUse(keyHash(KEY))).toBe(0);
+    expect((await call(emulator.url, 'GET', `/v1beta/streams/${id}`)).body).toMatchObject({ state: 'ended' });
+    // Again, on either replica: already ended (204), nothing deleted twice.
+    expect((await call(a.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(204);
+    expect((await call(b.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(204);
+    expect(deletes.get(id)).toBe(1);
+    expect(a.gw.gateway.sessions.undeletedUpstreamStreams).toEqual([]);
+  });
+
+  test('keepalive on B reports the exact cost and seconds since the keepalive served by A', async () => {
+    const [a, b] = f.replicas as [Replica, Replica];
+    const id = await create(a);
+    const sock = await openResults(b.url, id);
+    await driveUntil(f, () => sock.messages.length >= 1);
+    expect((await call(a.url, 'POST', `/v0.2/streams/${id}/keepalive`)).status).toBe(200);
+    const n = sock.messages.length;
+    await driveUntil(f, () => sock.messages.length >= n + 3);
+    // No fake time passes from here: the store's counter is what B must report.
+    const rec = (await f.store.getSession(id))!;
+    expect(rec.costMicrocents).toBeGreaterThan(0);
+    const secs = Math.round((f.clock.now() - rec.lastKeepaliveAtMs) / 1000);
+    const ka = await call(b.url, 'POST', `/v0.2/streams/${id}/keepalive`);
+    expect(ka.status).toBe(200);
+    expect(ka.body).toMatchObject({ cost_cents: rec.costMicrocents / 1_000_000, seconds_charged: secs });
+    expect(secs).toBeGreaterThanOrEqual(3);
+    expect((await f.store.getSession(id))!.costMicrocents).toBe(0);
+    // Served by B, counted once: A's next keepalive sees only what came after.
+    const again = await call(a.url, 'POST', `/v0.2/streams/${id}/keepalive`);
+    expect(again.body).toMatchObject({ cost_cents: 0, seconds_charged: 0 });
+  });
+
+  test('prompt PATCH via B is used by the owner A from its next tick; feedback and 403 across accounts via B', async () => {
+    const [a, b] = f.replicas as [Replica, Replica];
+    const id = await create(a);
+    const sock = await openResults(b.url, id);
+    await driveUntil(f, () => sock.messages.length >= 1);
+    const patch = await call(b.url, 'PATCH', `/v0.2/streams/${id}/config/prompt`, { body: { prompt: 'Count the cats' } });
+    expect(patch).toMatchObject({ status: 200, body: { prompt: 'Count the cats' } });
+    const n = sock.messages.length;
+    await driveUntil(f, () => sock.messages.length >= n + 1);
+    // The control message reached A before its next tick: every later result carries the new prompt.
+    expect(sock.messages.slice(n).every((m) => m.prompt === 'Count the cats')).toBe(true);
+    expect((await call(b.url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 4, category: 'quality', feedback: 'ok' } })).status).toBe(200);
+    expect((await call(a.url, 'GET', '/v0.2/streams/feedback')).body).toEqual([expect.objectContaining({ stream_id: id, rating: 4 })]);
+    for (const [method, path, body] of [
+      ['POST', `/v0.2/streams/${id}/keepalive`, undefined],
+      ['DELETE', `/v0.2/streams/${id}`, undefined],
+      ['PATCH', `/v0.2/streams/${id}/config/prompt`, { prompt: 'x' }],
+    ] as const) {
+      expect((await call(b.url, method, path, { key: KEY_B, body })).status).toBe(403);
+    }
+    const foreign = await openResults(b.url, id, KEY_B);
+    expect((await foreign.closed).code).toBe(1008);
+    expect(a.gw.gateway.sessions.activeCount).toBe(1);
+  });
+
+  test('a lost prompt message is caught by the tick commit (promptRev)', async () => {
+    const [a] = f.replicas as [Replica, Replica];
+    const id = await create(a);
+    const sock = await openResults(a.url, id);
+    await driveUntil(f, () => sock.messages.length >= 1);
+    // Changed in the store with no message to A (as if the control message were lost).
+    await f.store.setPrompt(id, 'Silent change', f.clock.now());
+    const n = sock.messages.length;
+    await driveUntil(f, () => sock.messages.some((m, i) => i >= n && m.prompt === 'Silent change'));
+    // One tick at most still carried the old prompt (the one whose commit revealed the new revision).
+    expect(sock.messages.slice(n).filter((m) => m.prompt !== 'Silent change').length).toBeLessThanOrEqual(1);
+  });
+});
+
+describe('fencing', () => {
+  let f: Fleet;
+  beforeEach(async () => {
+    f = await startFleet(['A']);
+  });
+  afterEach(async () => {
+    await f.close();
+  });
+
+  test('a fenced tick is never published: a claim by another owner stops A without a result', async () => {
+    const [a] = f.replicas as [Replica];
+    const id = await create(a);
+    const sock = await openResults(a.url, id);
+    await driveUntil(f, () => sock.messages.length >= 1);
+    const rec = (await f.store.getSession(id))!;
+    expect(rec).toMatchObject({ owner: 'A', epoch: 1, pinned: false, fallbackModels: expect.any(Array) });
+    expect(rec.sealedKey).not.toContain(KEY);
+    expect(rec.gridStartMs).toEqual(expect.any(Number));
+    await f.store.claimSession(id, { owner: 'A', epoch: 1 }, 'ghost');
+    const n = sock.messages.length;
+    await driveUntil(f, () => a.gw.gateway.sessions.activeCount === 0);
+    expect(f.fenced).toEqual(['A:fenced']);
+    await drive(f, 40);
+    expect(sock.messages.length).toBe(n);
+    // Nothing was ended by A: the record is still active, owned by the claimer.
+    expect(await f.store.getSession(id)).toMatchObject({ state: 'active', owner: 'ghost', epoch: 2 });
+    expect(f.ended).toEqual([]);
+  });
+
+  test('a record the store lost is re-registered by its owner under a new epoch; ticking goes on', async () => {
+    const [a] = f.replicas as [Replica];
+    const id = await create(a);
+    const sock = await openResults(a.url, id);
+    await driveUntil(f, () => sock.messages.length >= 1);
+    await f.store.expireSession(id, 0);
+    await until(async () => (await f.store.getSession(id)) === undefined);
+    await f.store.releaseSlot(keyHash(KEY), (await f.store.slotHolders(keyHash(KEY)))[0]!.slotId);
+    const n = sock.messages.length;
+    await driveUntil(f, () => sock.messages.length >= n + 2);
+    expect(f.fenced).toContain('A:missing');
+    expect(await f.store.getSession(id)).toMatchObject({ state: 'active', owner: 'A', epoch: 2 });
+    expect(await f.store.slotsInUse(keyHash(KEY))).toBe(1);
+  });
+});
+
+describe('failover and drain', () => {
+  let f: Fleet;
+  beforeEach(async () => {
+    f = await startFleet(['A', 'B', 'C']);
+  });
+  afterEach(async () => {
+    await f.close();
+  });
+
+  test('A halts: its streams continue on survivors on the same grid with the updated prompt, no duplicate result, no slot leak', async () => {
+    const [a, b, c] = f.replicas as [Replica, Replica, Replica];
+    const ids = [await create(a), await create(a), await create(a)];
+    const socks = await Promise.all(ids.map((id) => openResults(b.url, id)));
+    // A fourth stream stands for a webrtc one: its relay dies with A, so it cannot fail over.
+    const pinned = await create(a);
+    await f.store.updateSession(pinned, { pinned: true });
+    const pinnedSock = await openResults(c.url, pinned);
+    await driveUntil(f, () => socks.every((s) => s.messages.length >= 2));
+    await call(c.url, 'PATCH', `/v0.2/streams/${ids[0]}/config/prompt`, { body: { prompt: 'After the crash' } });
+    await driveUntil(f, () => socks[0]!.messages.some((m) => m.prompt === 'After the crash'));
+    const before = socks.map((s) => s.messages.length);
+
+    await a.gw.gateway.fleet!.halt();
+    await driveUntil(f, () => socks.every((s, i) => s.messages.length >= before[i]! + 3));
+    expect(await pinnedSock.closed).toEqual({ code: 1001, reason: 'webrtc_disconnected' });
+    expect(deletes.get(pinned)).toBe(1);
+    expect(f.adopted.filter((x) => x.includes(':failover:')).length).toBe(3);
+    expect(f.adopted.every((x) => !x.startsWith('A:'))).toBe(true);
+    expect(b.gw.gateway.sessions.activeCount + c.gw.gateway.sessions.activeCount).toBe(3);
+    for (const [i, id] of ids.entries()) {
+      const ticks = tickNumbers(socks[i]!, id);
+      expect(ticks.every((n) => n >= 0)).toBe(true);
+      // Zero duplicates, in order: the grid and numbering went on where A stopped.
+      expect(new Set(ticks).size).toBe(ticks.length);
+      expect([...ticks].sort((x, y) => x - y)).toEqual(ticks);
+      const rec = (await f.store.getSession(id))!;
+      expect(rec.owner === 'B' || rec.owner === 'C').toBe(true);
+      expect(rec.epoch).toBe(2);
+    }
+    expect(socks[0]!.messages.at(-1)).toMatchObject({ prompt: 'After the crash' });
+    expect(await f.store.slotsInUse(keyHash(KEY))).toBe(3);
+    // A owns nothing any more: forgotten by the membership.
+    await drive(f, 20);
+    expect((await f.store.membership(3000)).dead).not.toContain('A');
+    for (const id of ids) expect((await call(c.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
+    expect(await f.store.slotsInUse(keyHash(KEY))).toBe(0);
+    for (const id of ids) expect(deletes.get(id)).toBe(1);
+  });
+
+  test('drain of A hands its streams to the others with at most one missed tick; none ends', async () => {
+    const [a, b] = f.replicas as [Replica, Replica, Replica];
+    const ids = [await create(a), await create(a)];
+    const socks = await Promise.all(ids.map((id) => openResults(b.url, id)));
+    const onA = await openResults(a.url, ids[0]!);
+    await driveUntil(f, () => socks.every((s) => s.messages.length >= 2));
+    const before = socks.map((s) => s.messages.length);
+    await a.gw.close(2000);
+    // Not an end (1001): clients reconnect on 1012 and land on a replica that serves the stream.
+    expect(await onA.closed).toEqual({ code: 1012, reason: 'service_restart' });
+    expect(f.adopted.filter((x) => x.includes(':handover:')).length).toBe(2);
+    await driveUntil(f, () => socks.every((s, i) => s.messages.length >= before[i]! + 3));
+    expect(f.ended).toEqual([]);
+    for (const [i, id] of ids.entries()) {
+      const ticks = tickNumbers(socks[i]!, id);
+      expect(new Set(ticks).size).toBe(ticks.length);
+      const gaps = ticks.slice(1).map((n, j) => n - ticks[j]! - 1);
+      expect(Math.max(...gaps)).toBeLessThanOrEqual(1);
+    }
+    expect((await f.store.membership(3000)).alive.sort()).toEqual(['B', 'C']);
+    expect(await f.store.slotsInUse(keyHash(KEY))).toBe(2);
+    expect(a.gw.gateway.sessions.undeletedUpstreamStreams).toEqual([]);
+  });
+
+  test('the last replica standing ends its streams as before (server_shutdown)', async () => {
+    const [a, b, c] = f.replicas as [Replica, Replica, Replica];
+    await b.gw.close(2000);
+    await c.gw.close(2000);
+    const id = await create(a);
+    const sock = await openResults(a.url, id);
+    await a.gw.close(2000);
+    expect(await sock.closed).toEqual({ code: 1001, reason: 'server_shutdown' });
+    expect(f.ended).toEqual(['A:server_shutdown']);
+    expect(await f.store.slotsInUse(keyHash(KEY))).toBe(0);
+  });
+});
