@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { validate as validCron } from 'node-cron';
 import { z } from 'zod';
+import { isRedisUrl } from './gateway/store/redis-url';
 
 const port = z.number().int().min(0).max(65535);
 const positive = z.number().positive();
@@ -279,12 +280,8 @@ const telemetrySchema = z.strictObject({
 
 /** The shared store of a fleet of replicas (docs/scaling.md). No redisUrl → the in-process memory store. */
 const storeSchema = z.strictObject({
-  /** redis:// or rediss:// URL of the fleet's Redis; selects the Redis store. */
-  redisUrl: z
-    .string()
-    .url()
-    .refine((u) => /^rediss?:\/\//.test(u), 'use a redis:// or rediss:// URL')
-    .optional(),
+  /** redis://, rediss:// or redis+cluster://host:port,… URL of the fleet's Redis; selects the Redis store. */
+  redisUrl: z.string().refine(isRedisUrl, 'use a redis://, rediss:// or redis+cluster://host:port,host:port URL').optional(),
   /** Names this replica in the fleet (logs, later ownership). */
   gatewayId: z.string().min(1).max(200).default(`${os.hostname()}:${process.pid}`),
   /** Shared by every replica (required with redisUrl): protects what the fleet shares to act for a session. */

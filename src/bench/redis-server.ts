@@ -131,3 +131,42 @@ export async function startRedis(extraArgs: string[] = [], fixedPort?: number): 
     },
   };
 }
+
+export interface RedisCluster {
+  /** `redis+cluster://127.0.0.1:p1,127.0.0.1:p2,…` (what REDIS_URL takes for a Cluster). */
+  url: string;
+  nodes: RedisServer[];
+  stop(): Promise<void>;
+}
+
+/**
+ * A local Redis Cluster of `size` primaries, no replicas (`redis-cli --cluster create`), ready when
+ * every node reports `cluster_state:ok` (slots assigned and gossip settled).
+ */
+export async function startRedisCluster(size = 3): Promise<RedisCluster> {
+  const nodes: RedisServer[] = [];
+  const stop = async () => {
+    await Promise.all(nodes.map((n) => n.stop()));
+  };
+  try {
+    for (let i = 0; i < size; i++) {
+      // The bus port defaults to port + 10000, which may be taken or out of range: a free one.
+      const bus = String(await freePort());
+      nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000', '--cluster-port', bus]));
+    }
+    const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    if (create.error || create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.error?.message ?? ''}${create.stdout}${create.stderr}`);
+    for (const until = Date.now() + 20_000; ; await sleep(50)) {
+      const states = await Promise.all(nodes.map((n) => n.command('CLUSTER', 'INFO').catch(() => '')));
+      if (states.every((s) => s.includes('cluster_state:ok'))) break;
+      if (Date.now() > until) throw new Error(`Redis Cluster not ok within 20 s: ${states.join(' | ')}`);
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { url: `redis+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`, nodes, stop };
+}

@@ -38,6 +38,7 @@ export const ERROR_CODES = {
   room_unauthorized: 'emulator media room',
   room_v1_publish_only: 'emulator media room',
   shutting_down: '/v0.2',
+  store_unavailable: '/v0.2; admin API',
   stream_ended: '/v0.2 (media relays)',
   stream_not_found: '/v1beta emulator; /v0.2',
   stream_not_supported: 'gateway upstream client',

@@ -19,13 +19,13 @@ function sourceFiles(dir: string): string[] {
 /** A template part (`${res.status}`) becomes a placeholder, as the registry writes it. */
 const normalise = (code: string) => code.replace(/\$\{[^}]*\}/g, '<x>');
 
-/** Codes the source emits: error helpers' code argument, hand-written `{error: '<code>'}` bodies, `{ status, code }` table entries, functions named `*Code`. */
+/** Codes the source emits: error helpers' (and ServiceError subclasses' `super`) code argument, hand-written `{error: '<code>'}` bodies, `{ status, code }` table entries, functions named `*Code`. */
 function codesInSource(): Map<string, string> {
   const found = new Map<string, string>();
   const add = (code: string, file: string) => found.set(normalise(code), file.slice(ROOT.length + 1));
   for (const file of sourceFiles(join(ROOT, 'src'))) {
     const text = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\/|^\s*\/\/.*$/gm, '');
-    for (const m of text.matchAll(/(?:legacyError|streamError|detailError|new ServiceError)\(\s*[^,()]+,\s*(['"`])([a-z][\w${}.]*)\1/g)) add(m[2]!, file);
+    for (const m of text.matchAll(/(?:legacyError|streamError|detailError|new ServiceError|super)\(\s*[^,()]+,\s*(['"`])([a-z][\w${}.]*)\1/g)) add(m[2]!, file);
     for (const m of text.matchAll(/\berror:\s*'([a-z][a-z0-9_]*)'/g)) add(m[1]!, file);
     // Mapping tables ({ status, code: '<code>' }), e.g. the upstream→legacy error mapping.
     for (const m of text.matchAll(/\bstatus:\s*\d{3},\s*code:\s*'([a-z][a-z0-9_]*)'/g)) add(m[1]!, file);

@@ -19,14 +19,18 @@
  *   P fbprune:{acct}           ZSET  streamId, score = when its feedback goes (its tombstone's end).
  *   P fbseq:{acct}             STRING the account's feedback counter (page cursor).
  *   P h:<key>                  HASH  telemetry counters (usage report), numbers as decimal strings.
- *   P ch:<channel>             pub/sub channel (results fan-out, and commitTick's PUBLISH), not a key.
+ *   P ch:<channel>             pub/sub channel (results fan-out, and commitTick's PUBLISH), not a key. On a
+ *                                    Cluster published from the node of session:{<last ':' segment>}.
  * Times compared inside scripts are Redis's (`TIME`), so clock skew between replicas does not matter.
  */
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../lib/logger';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
+import { parseClusterUrl } from './redis-url';
+import { StoreUnavailableError } from './store';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, Membership, SessionRecord, SlotHolder, Store, StoreObserver, TickCommit, Unsubscribe } from './store';
 
 const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
@@ -98,6 +102,10 @@ redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', string.format
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 return {1, v[5] or '0'}`;
 
+/** KEYS[1] only routes (a Cluster runs it on that key's node); ARGV channel, message. */
+const PUBLISH_FROM = `redis.call('PUBLISH', ARGV[1], ARGV[2])
+return 0`;
+
 /** KEYS replicas zset; ARGV replica. Records the heartbeat on Redis's clock; returns that time. */
 const HEARTBEAT = `${NOW_MS}
 redis.call('ZADD', KEYS[1], now, ARGV[1])
@@ -161,13 +169,16 @@ if cur == false or (ARGV[3] == 'min' and v < tonumber(cur)) or (ARGV[3] == 'max'
 end
 return 0`;
 
+/** One server or a Cluster (`redis+cluster://`): the same commands, routed by key on a Cluster. */
+type Conn = Redis | Cluster;
+
 /** A Lua script called by its SHA1 (one round trip), loaded again after a Redis restart (NOSCRIPT). */
 class Script {
   private readonly sha: string;
   constructor(private readonly lua: string) {
     this.sha = createHash('sha1').update(lua).digest('hex');
   }
-  async run(redis: Redis, keys: string[], args: (string | number)[]): Promise<unknown> {
+  async run(redis: Conn, keys: string[], args: (string | number)[]): Promise<unknown> {
     try {
       return await redis.evalsha(this.sha, keys.length, ...keys, ...args);
     } catch (err) {
@@ -187,6 +198,7 @@ const SCRIPTS = {
   setPrompt: new Script(SET_PROMPT),
   claim: new Script(CLAIM),
   commitTick: new Script(COMMIT_TICK),
+  publishFrom: new Script(PUBLISH_FROM),
   heartbeat: new Script(HEARTBEAT),
   members: new Script(MEMBERS),
   update: new Script(UPDATE),
@@ -235,11 +247,15 @@ export class RedisStore implements Store {
   private readonly p: string;
   /** Local subscribers per channel; one Redis subscription per channel however many sockets listen. */
   private readonly channels = new Map<string, { handlers: Set<(m: string) => void>; subscribed: Promise<unknown> }>();
+  private readonly observers = new Set<StoreObserver>();
+  /** The last Redis error reply logged (one line per distinct reply, not one per call). */
+  private lastReply = '';
 
   private constructor(
-    private readonly redis: Redis,
-    private readonly sub: Redis,
+    private readonly redis: Conn,
+    private readonly sub: Conn,
     prefix: string,
+    private readonly log?: Logger,
   ) {
     this.p = prefix;
     sub.on('message', (channel: string, message: string) => {
@@ -266,9 +282,9 @@ export class RedisStore implements Store {
       // that was already dead and would hold the process that long after close().
       disconnectTimeout: 200,
     };
-    const redis = new Redis(url, common);
+    const redis = open(url, common);
     // The subscriber fails fast too: a results socket is refused (1011) rather than left waiting.
-    const sub = new Redis(url, common);
+    const sub = open(url, common);
     // One line per state change, not one per retry: an outage must not flood the log.
     let lastError = '';
     for (const [name, conn] of [['command', redis], ['subscriber', sub]] as const) {
@@ -293,8 +309,11 @@ export class RedisStore implements Store {
     }
     let policy: string | undefined;
     try {
-      const reply = (await redis.call('CONFIG', 'GET', 'maxmemory-policy')) as string[];
-      policy = reply[1];
+      // Every primary of a Cluster: one evicting node is enough to lose slots.
+      for (const node of primaries(redis)) {
+        const reply = (await node.call('CONFIG', 'GET', 'maxmemory-policy')) as string[];
+        if (!policy || checkMaxmemoryPolicy(reply[1])) policy = reply[1];
+      }
     } catch (err) {
       // Managed services may rename CONFIG: say so, and that the policy must be set there.
       log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'cannot read Redis maxmemory-policy (CONFIG GET refused): make sure it is noeviction');
@@ -305,7 +324,41 @@ export class RedisStore implements Store {
       sub.disconnect();
       throw new RedisStoreError(refused);
     }
-    return new RedisStore(redis, sub, opts.prefix ?? 'lg:');
+    return new RedisStore(redis, sub, opts.prefix ?? 'lg:', log);
+  }
+
+  /** Tells `observer` of every later store call; returns how to stop. */
+  observe(observer: StoreObserver): Unsubscribe {
+    this.observers.add(observer);
+    return () => this.observers.delete(observer);
+  }
+
+  /**
+   * Every store call runs through here: a failure (connection gone, command timed out, an error
+   * reply) becomes StoreUnavailableError (503 `store_unavailable`), and observers see each call.
+   */
+  private async guard<T>(op: string, fn: () => Promise<T>): Promise<T> {
+    const start = performance.now();
+    const tell = (failed: boolean) => {
+      const seconds = (performance.now() - start) / 1000;
+      for (const o of this.observers) o.call(op, seconds, failed);
+    };
+    try {
+      const out = await fn();
+      tell(false);
+      return out;
+    } catch (err) {
+      // A nested call (updateSession → getSession) was told already.
+      if (err instanceof StoreUnavailableError) throw err;
+      // Redis answered with an error (out of memory, read-only replica, a script bug): worth a line;
+      // connection errors are logged once per state change by connect().
+      if (err instanceof Error && err.name === 'ReplyError' && err.message !== this.lastReply) {
+        this.lastReply = err.message;
+        this.log?.error({ err: err.message, op }, 'redis refused a store call');
+      }
+      tell(true);
+      throw new StoreUnavailableError(op, err);
+    }
   }
 
   private slotsKey(keyHash: string): string {
@@ -325,81 +378,105 @@ export class RedisStore implements Store {
   }
 
   async acquireSlot(keyHash: string, slotId: string, limit: number, replica?: string): Promise<boolean> {
-    return (await SCRIPTS.acquire.run(this.redis, this.slotKeysOf(keyHash), [limit, slotId, replica ?? ''])) === 1;
+    return this.guard('acquireSlot', async () => {
+      return (await SCRIPTS.acquire.run(this.redis, this.slotKeysOf(keyHash), [limit, slotId, replica ?? ''])) === 1;
+    });
   }
 
   async bindSlot(keyHash: string, slotId: string, streamId: string): Promise<void> {
-    await SCRIPTS.bind.run(this.redis, this.slotKeysOf(keyHash), [slotId, streamId]);
+    return this.guard('bindSlot', async () => {
+      await SCRIPTS.bind.run(this.redis, this.slotKeysOf(keyHash), [slotId, streamId]);
+    });
   }
 
   async slotHolders(keyHash: string): Promise<SlotHolder[]> {
-    const [zset, info] = (await SCRIPTS.holders.run(this.redis, this.slotKeysOf(keyHash), [])) as [string[], string[]];
-    const fields = new Map<string, string>();
-    for (let i = 0; i < info.length; i += 2) fields.set(info[i], info[i + 1]);
-    const out: SlotHolder[] = [];
-    for (let i = 0; i < zset.length; i += 2) {
-      const slotId = zset[i];
-      out.push({ slotId, replica: fields.get(`r:${slotId}`) ?? null, streamId: fields.get(`s:${slotId}`) ?? null, acquiredAtMs: Number(zset[i + 1]) });
-    }
-    return out;
+    return this.guard('slotHolders', async () => {
+      const [zset, info] = (await SCRIPTS.holders.run(this.redis, this.slotKeysOf(keyHash), [])) as [string[], string[]];
+      const fields = new Map<string, string>();
+      for (let i = 0; i < info.length; i += 2) fields.set(info[i], info[i + 1]);
+      const out: SlotHolder[] = [];
+      for (let i = 0; i < zset.length; i += 2) {
+        const slotId = zset[i];
+        out.push({ slotId, replica: fields.get(`r:${slotId}`) ?? null, streamId: fields.get(`s:${slotId}`) ?? null, acquiredAtMs: Number(zset[i + 1]) });
+      }
+      return out;
+    });
   }
 
   /** SCAN for slot sets (an empty ZSET does not exist, so a key found holds a slot); the reconciler's walk. */
   async slotKeys(): Promise<string[]> {
-    const base = `${this.p}slots:{`;
-    const found = await this.scan(`${escapeGlob(base)}*`);
-    return found.filter((k) => k.endsWith('}')).map((k) => k.slice(base.length, -1));
+    return this.guard('slotKeys', async () => {
+      const base = `${this.p}slots:{`;
+      const found = await this.scan(`${escapeGlob(base)}*`);
+      return found.filter((k) => k.endsWith('}')).map((k) => k.slice(base.length, -1));
+    });
   }
 
   async releaseSlot(keyHash: string, slotId: string): Promise<boolean> {
-    return (await SCRIPTS.release.run(this.redis, this.slotKeysOf(keyHash), [slotId])) === 1;
+    return this.guard('releaseSlot', async () => {
+      return (await SCRIPTS.release.run(this.redis, this.slotKeysOf(keyHash), [slotId])) === 1;
+    });
   }
 
   async slotsInUse(keyHash: string): Promise<number> {
-    return this.redis.zcard(this.slotsKey(keyHash));
+    return this.guard('slotsInUse', async () => {
+      return this.redis.zcard(this.slotsKey(keyHash));
+    });
   }
 
   async putSession(rec: SessionRecord): Promise<void> {
-    const key = this.sessionKey(rec.streamId);
-    await this.redis.multi().del(key).hset(key, ...encode(rec)).exec();
-    if (rec.state === 'active') await this.reindex(rec.streamId, null, rec.owner);
+    return this.guard('putSession', async () => {
+      const key = this.sessionKey(rec.streamId);
+      await this.redis.multi().del(key).hset(key, ...encode(rec)).exec();
+      if (rec.state === 'active') await this.reindex(rec.streamId, null, rec.owner);
+    });
   }
 
   async getSession(streamId: string): Promise<SessionRecord | undefined> {
-    const h = await this.redis.hgetall(this.sessionKey(streamId));
-    return Object.keys(h).length ? decode(h) : undefined;
+    return this.guard('getSession', async () => {
+      const h = await this.redis.hgetall(this.sessionKey(streamId));
+      return Object.keys(h).length ? decode(h) : undefined;
+    });
   }
 
   async updateSession(streamId: string, patch: Partial<SessionRecord>): Promise<SessionRecord | undefined> {
-    const fields = encode(patch);
-    if (!fields.length) return this.getSession(streamId);
-    const flat = (await SCRIPTS.update.run(this.redis, [this.sessionKey(streamId)], fields)) as string[] | null;
-    if (!flat) return undefined;
-    const rec = decode(flat);
-    if (patch.owner && rec.state === 'active') await this.reindex(streamId, null, patch.owner);
-    return rec;
+    return this.guard('updateSession', async () => {
+      const fields = encode(patch);
+      if (!fields.length) return this.getSession(streamId);
+      const flat = (await SCRIPTS.update.run(this.redis, [this.sessionKey(streamId)], fields)) as string[] | null;
+      if (!flat) return undefined;
+      const rec = decode(flat);
+      if (patch.owner && rec.state === 'active') await this.reindex(streamId, null, patch.owner);
+      return rec;
+    });
   }
 
   async expireSession(streamId: string, afterMs: number): Promise<void> {
-    const key = this.sessionKey(streamId);
-    const acct = await this.redis.hget(key, 'accountId');
-    if (acct === null) return;
-    // The feedback drop is scheduled first and the record expires at that same instant (Redis's
-    // clock), so once the record is gone its feedback is due too.
-    const at = (await SCRIPTS.schedulePrune.run(this.redis, [this.feedbackKeys(JSON.parse(acct) as string).keys[3]], [streamId, afterMs])) as number;
-    await this.redis.pexpireat(key, at);
+    return this.guard('expireSession', async () => {
+      const key = this.sessionKey(streamId);
+      const acct = await this.redis.hget(key, 'accountId');
+      if (acct === null) return;
+      // The feedback drop is scheduled first and the record expires at that same instant (Redis's
+      // clock), so once the record is gone its feedback is due too.
+      const at = (await SCRIPTS.schedulePrune.run(this.redis, [this.feedbackKeys(JSON.parse(acct) as string).keys[3]], [streamId, afterMs])) as number;
+      await this.redis.pexpireat(key, at);
+    });
   }
 
   async addFeedback(rec: FeedbackRecord, limits: FeedbackLimits): Promise<FeedbackAdd> {
-    const { keys, fbs } = this.feedbackKeys(rec.accountId);
-    return (await SCRIPTS.addFeedback.run(this.redis, keys, [fbs, rec.stream_id, limits.perStream, limits.perAccount, JSON.stringify(rec)])) as FeedbackAdd;
+    return this.guard('addFeedback', async () => {
+      const { keys, fbs } = this.feedbackKeys(rec.accountId);
+      return (await SCRIPTS.addFeedback.run(this.redis, keys, [fbs, rec.stream_id, limits.perStream, limits.perAccount, JSON.stringify(rec)])) as FeedbackAdd;
+    });
   }
 
   async feedbackOf(accountId: string, page: { limit: number; after?: string | null }): Promise<FeedbackPage> {
-    const { keys, fbs } = this.feedbackKeys(accountId);
-    const after = Number(page.after ?? 0) || 0;
-    const [next, ...items] = (await SCRIPTS.feedbackPage.run(this.redis, keys.slice(0, 4), [fbs, after, page.limit])) as string[];
-    return { items: items.map((j) => JSON.parse(j) as FeedbackRecord), next: next || null };
+    return this.guard('feedbackOf', async () => {
+      const { keys, fbs } = this.feedbackKeys(accountId);
+      const after = Number(page.after ?? 0) || 0;
+      const [next, ...items] = (await SCRIPTS.feedbackPage.run(this.redis, keys.slice(0, 4), [fbs, after, page.limit])) as string[];
+      return { items: items.map((j) => JSON.parse(j) as FeedbackRecord), next: next || null };
+    });
   }
 
   // ── Fleet. Each script touches one session hash (one hash tag). The owner index (`owned:{replica}`)
@@ -417,37 +494,47 @@ export class RedisStore implements Store {
   }
 
   async endSession(streamId: string, reason: string, endedAtMs: number): Promise<SessionRecord | undefined> {
-    const ended = encode({ state: 'ended', endReason: reason, endedAtMs, owner: null, sealedKey: '' });
-    const flat = (await SCRIPTS.end.run(this.redis, [this.sessionKey(streamId)], ended)) as string[] | null;
-    if (!flat) return undefined;
-    const before = decode(flat);
-    await this.reindex(streamId, before.owner, null);
-    return before;
+    return this.guard('endSession', async () => {
+      const ended = encode({ state: 'ended', endReason: reason, endedAtMs, owner: null, sealedKey: '' });
+      const flat = (await SCRIPTS.end.run(this.redis, [this.sessionKey(streamId)], ended)) as string[] | null;
+      if (!flat) return undefined;
+      const before = decode(flat);
+      await this.reindex(streamId, before.owner, null);
+      return before;
+    });
   }
 
   async renewLease(streamId: string, leaseExpiresAtMs: number, nowMs: number): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined> {
-    const reply = (await SCRIPTS.renew.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs)])) as [string, string, string[]] | null;
-    if (!reply) return undefined;
-    return { costMicrocents: JSON.parse(reply[0]) as number, sinceMs: JSON.parse(reply[1]) as number, record: decode(reply[2]) };
+    return this.guard('renewLease', async () => {
+      const reply = (await SCRIPTS.renew.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs)])) as [string, string, string[]] | null;
+      if (!reply) return undefined;
+      return { costMicrocents: JSON.parse(reply[0]) as number, sinceMs: JSON.parse(reply[1]) as number, record: decode(reply[2]) };
+    });
   }
 
   async setPrompt(streamId: string, prompt: string, atMs: number): Promise<SessionRecord | undefined> {
-    const flat = (await SCRIPTS.setPrompt.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(prompt), JSON.stringify(atMs)])) as string[] | null;
-    return flat ? decode(flat) : undefined;
+    return this.guard('setPrompt', async () => {
+      const flat = (await SCRIPTS.setPrompt.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(prompt), JSON.stringify(atMs)])) as string[] | null;
+      return flat ? decode(flat) : undefined;
+    });
   }
 
   async claimSession(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<SessionRecord | undefined> {
-    const flat = (await SCRIPTS.claim.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(expect.owner), expect.epoch, JSON.stringify(owner)])) as string[] | null;
-    if (!flat) return undefined;
-    await this.reindex(streamId, expect.owner, owner);
-    return decode(flat);
+    return this.guard('claimSession', async () => {
+      const flat = (await SCRIPTS.claim.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(expect.owner), expect.epoch, JSON.stringify(owner)])) as string[] | null;
+      if (!flat) return undefined;
+      await this.reindex(streamId, expect.owner, owner);
+      return decode(flat);
+    });
   }
 
   /** One EVALSHA (one round trip): the fence, lastTick, the cost and the PUBLISH in one script. */
   async commitTick(streamId: string, c: { owner: string; epoch: number; tick: number; costMicrocents: number; channel: string; message: string }): Promise<TickCommit> {
-    const args = [JSON.stringify(c.owner), c.epoch, c.tick, c.costMicrocents, this.channelName(c.channel), c.message];
-    const [ok, value] = (await SCRIPTS.commitTick.run(this.redis, [this.sessionKey(streamId)], args)) as [number, string];
-    return ok === 1 ? { ok: true, promptRev: JSON.parse(value) as number } : { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
+    return this.guard('commitTick', async () => {
+      const args = [JSON.stringify(c.owner), c.epoch, c.tick, c.costMicrocents, this.channelName(c.channel), c.message];
+      const [ok, value] = (await SCRIPTS.commitTick.run(this.redis, [this.sessionKey(streamId)], args)) as [number, string];
+      return ok === 1 ? { ok: true, promptRev: JSON.parse(value) as number } : { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
+    });
   }
 
   /**
@@ -456,14 +543,16 @@ export class RedisStore implements Store {
    * owned by another replica are only filtered: dropping them could race a claim back to `replica`.
    */
   async sessionsOf(replica: string): Promise<string[]> {
-    const key = this.ownedKey(replica);
-    const ids = await this.redis.smembers(key);
-    if (!ids.length) return [];
-    const owner = JSON.stringify(replica);
-    const rows = await Promise.all(ids.map((id) => this.redis.hmget(this.sessionKey(id), 'state', 'owner')));
-    const ended = ids.filter((_, i) => rows[i][0] === '"ended"');
-    if (ended.length) await this.redis.srem(key, ...ended);
-    return ids.filter((_, i) => rows[i][0] === '"active"' && rows[i][1] === owner);
+    return this.guard('sessionsOf', async () => {
+      const key = this.ownedKey(replica);
+      const ids = await this.redis.smembers(key);
+      if (!ids.length) return [];
+      const owner = JSON.stringify(replica);
+      const rows = await Promise.all(ids.map((id) => this.redis.hmget(this.sessionKey(id), 'state', 'owner')));
+      const ended = ids.filter((_, i) => rows[i][0] === '"ended"');
+      if (ended.length) await this.redis.srem(key, ...ended);
+      return ids.filter((_, i) => rows[i][0] === '"active"' && rows[i][1] === owner);
+    });
   }
 
   private replicasKey(): string {
@@ -471,61 +560,82 @@ export class RedisStore implements Store {
   }
 
   async heartbeat(replica: string): Promise<number> {
-    return (await SCRIPTS.heartbeat.run(this.redis, [this.replicasKey()], [replica])) as number;
+    return this.guard('heartbeat', async () => {
+      return (await SCRIPTS.heartbeat.run(this.redis, [this.replicasKey()], [replica])) as number;
+    });
   }
 
   async membership(deadAfterMs: number): Promise<Membership> {
-    const [nowMs, flat] = (await SCRIPTS.members.run(this.redis, [this.replicasKey()], [])) as [number, string[]];
-    const alive: string[] = [];
-    const dead: string[] = [];
-    for (let i = 0; i < flat.length; i += 2) (nowMs - Number(flat[i + 1]) > deadAfterMs ? dead : alive).push(flat[i]);
-    return { alive, dead, nowMs };
+    return this.guard('membership', async () => {
+      const [nowMs, flat] = (await SCRIPTS.members.run(this.redis, [this.replicasKey()], [])) as [number, string[]];
+      const alive: string[] = [];
+      const dead: string[] = [];
+      for (let i = 0; i < flat.length; i += 2) (nowMs - Number(flat[i + 1]) > deadAfterMs ? dead : alive).push(flat[i]);
+      return { alive, dead, nowMs };
+    });
   }
 
   /** Out of the membership; its owner index goes too (called once it owns nothing). */
   async forgetReplica(replica: string): Promise<void> {
-    await Promise.all([this.redis.zrem(this.replicasKey(), replica), this.redis.del(this.ownedKey(replica))]);
+    return this.guard('forgetReplica', async () => {
+      await Promise.all([this.redis.zrem(this.replicasKey(), replica), this.redis.del(this.ownedKey(replica))]);
+    });
   }
 
   async claimOnce(key: string, ttlMs: number): Promise<boolean> {
-    return (await this.redis.set(`${this.p}once:{${key}}`, '1', 'PX', ttlMs, 'NX')) === 'OK';
+    return this.guard('claimOnce', async () => {
+      return (await this.redis.set(`${this.p}once:{${key}}`, '1', 'PX', ttlMs, 'NX')) === 'OK';
+    });
   }
 
   private channelName(channel: string): string {
     return `${this.p}ch:${channel}`;
   }
 
+  /**
+   * On a Cluster a message reaches other nodes' subscribers over the cluster bus, in order per
+   * publishing node only: so a channel is published from the node of the session named by its last
+   * `:` segment (`results:<streamId>` → where commitTick publishes), and a stream's end can never
+   * overtake its last results.
+   */
   async publish(channel: string, message: string): Promise<void> {
-    await this.redis.publish(this.channelName(channel), message);
+    return this.guard('publish', async () => {
+      if (this.redis instanceof Cluster) {
+        const route = this.sessionKey(channel.slice(channel.lastIndexOf(':') + 1));
+        await SCRIPTS.publishFrom.run(this.redis, [route], [this.channelName(channel), message]);
+      } else await this.redis.publish(this.channelName(channel), message);
+    });
   }
 
   /** Resolves once Redis confirmed the subscription: every message published after that arrives. */
   async subscribe(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe> {
-    const name = this.channelName(channel);
-    let entry = this.channels.get(channel);
-    if (!entry) {
-      entry = { handlers: new Set(), subscribed: this.sub.subscribe(name) };
-      this.channels.set(channel, entry);
-    }
-    const { handlers, subscribed } = entry;
-    handlers.add(onMessage);
-    try {
-      await subscribed;
-    } catch (err) {
-      handlers.delete(onMessage);
-      if (this.channels.get(channel)?.handlers === handlers && handlers.size === 0) this.channels.delete(channel);
-      throw err;
-    }
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      handlers.delete(onMessage);
-      if (handlers.size > 0 || this.channels.get(channel)?.handlers !== handlers) return;
-      this.channels.delete(channel);
-      // Same connection, so ordered after the SUBSCRIBE; a later subscribe re-subscribes after it.
-      this.sub.unsubscribe(name).catch(() => undefined);
-    };
+    return this.guard('subscribe', async () => {
+      const name = this.channelName(channel);
+      let entry = this.channels.get(channel);
+      if (!entry) {
+        entry = { handlers: new Set(), subscribed: this.sub.subscribe(name) };
+        this.channels.set(channel, entry);
+      }
+      const { handlers, subscribed } = entry;
+      handlers.add(onMessage);
+      try {
+        await subscribed;
+      } catch (err) {
+        handlers.delete(onMessage);
+        if (this.channels.get(channel)?.handlers === handlers && handlers.size === 0) this.channels.delete(channel);
+        throw err;
+      }
+      let done = false;
+      return () => {
+        if (done) return;
+        done = true;
+        handlers.delete(onMessage);
+        if (handlers.size > 0 || this.channels.get(channel)?.handlers !== handlers) return;
+        this.channels.delete(channel);
+        // Same connection, so ordered after the SUBSCRIBE; a later subscribe re-subscribes after it.
+        this.sub.unsubscribe(name).catch(() => undefined);
+      };
+    });
   }
 
   private hashKey(key: string): string {
@@ -533,42 +643,56 @@ export class RedisStore implements Store {
   }
 
   async hincr(key: string, field: string, by = 1): Promise<void> {
-    if (Number.isInteger(by)) await this.redis.hincrby(this.hashKey(key), field, by);
-    else await this.redis.hincrbyfloat(this.hashKey(key), field, by);
+    return this.guard('hincr', async () => {
+      if (Number.isInteger(by)) await this.redis.hincrby(this.hashKey(key), field, by);
+      else await this.redis.hincrbyfloat(this.hashKey(key), field, by);
+    });
   }
 
   async hsetMin(key: string, field: string, value: number): Promise<void> {
-    await SCRIPTS.setExtreme.run(this.redis, [this.hashKey(key)], [field, value, 'min']);
+    return this.guard('hsetMin', async () => {
+      await SCRIPTS.setExtreme.run(this.redis, [this.hashKey(key)], [field, value, 'min']);
+    });
   }
 
   async hsetMax(key: string, field: string, value: number): Promise<void> {
-    await SCRIPTS.setExtreme.run(this.redis, [this.hashKey(key)], [field, value, 'max']);
+    return this.guard('hsetMax', async () => {
+      await SCRIPTS.setExtreme.run(this.redis, [this.hashKey(key)], [field, value, 'max']);
+    });
   }
 
   async hgetall(key: string): Promise<Record<string, number>> {
-    const h = await this.redis.hgetall(this.hashKey(key));
-    return Object.fromEntries(Object.entries(h).map(([f, v]) => [f, Number(v)]));
+    return this.guard('hgetall', async () => {
+      const h = await this.redis.hgetall(this.hashKey(key));
+      return Object.fromEntries(Object.entries(h).map(([f, v]) => [f, Number(v)]));
+    });
   }
 
   async hdel(key: string, fields: readonly string[]): Promise<void> {
-    if (fields.length) await this.redis.hdel(this.hashKey(key), ...fields);
+    return this.guard('hdel', async () => {
+      if (fields.length) await this.redis.hdel(this.hashKey(key), ...fields);
+    });
   }
 
   /** SCAN (the report's few calls, never a hot path). */
   async keys(prefix: string): Promise<string[]> {
-    const base = this.hashKey('');
-    return (await this.scan(`${escapeGlob(base + prefix)}*`)).map((k) => k.slice(base.length));
+    return this.guard('keys', async () => {
+      const base = this.hashKey('');
+      return (await this.scan(`${escapeGlob(base + prefix)}*`)).map((k) => k.slice(base.length));
+    });
   }
 
-  /** Every key matching a glob (deduplicated: SCAN may return one twice). */
+  /** Every key matching a glob, on every primary of a Cluster (deduplicated: SCAN may return one twice). */
   private async scan(pattern: string): Promise<string[]> {
     const found = new Set<string>();
-    let cursor = '0';
-    do {
-      const [next, batch] = await this.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-      for (const k of batch) found.add(k);
-      cursor = next;
-    } while (cursor !== '0');
+    for (const node of primaries(this.redis)) {
+      let cursor = '0';
+      do {
+        const [next, batch] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+        for (const k of batch) found.add(k);
+        cursor = next;
+      } while (cursor !== '0');
+    }
     return [...found];
   }
 
@@ -591,6 +715,25 @@ export class RedisStore implements Store {
   }
 }
 
+/** A connection for `url`: a Cluster client for `redis+cluster://`, else one server. */
+function open(url: string, common: RedisOptions): Conn {
+  const cluster = parseClusterUrl(url);
+  if (!cluster) return new Redis(url, common);
+  const { lazyConnect, enableOfflineQueue, enableAutoPipelining, retryStrategy, ...perNode } = common;
+  return new Cluster(cluster.nodes, {
+    lazyConnect,
+    enableOfflineQueue,
+    enableAutoPipelining,
+    clusterRetryStrategy: retryStrategy,
+    redisOptions: { ...perNode, username: cluster.username, password: cluster.password, ...(cluster.tls ? { tls: {} } : {}) },
+  });
+}
+
+/** The connections to scan or check one by one: each primary of a Cluster, or the one server. */
+function primaries(conn: Conn): Redis[] {
+  return conn instanceof Cluster ? conn.nodes('master') : [conn];
+}
+
 /** A literal for a SCAN MATCH glob. */
 function escapeGlob(s: string): string {
   return s.replace(/[*?[\]\\]/g, '\\$&');
@@ -598,6 +741,7 @@ function escapeGlob(s: string): string {
 
 /** The URL without its password, for messages. */
 function safeUrl(url: string): string {
+  if (parseClusterUrl(url)) return url.replace(/^([^/]+\/\/[^:@/]*:)[^@/]*@/, '$1***@');
   try {
     const u = new URL(url);
     if (u.password) u.password = '***';

@@ -3,6 +3,28 @@
  * lets several replicas share it (a keepalive or WebSocket may land on any replica). Methods are
  * async even in memory so callers are already written for a networked store.
  */
+import { ServiceError } from '../../lib/errors';
+
+/**
+ * A store call failed (Redis unreachable, a command timed out, Redis refused the write): the caller
+ * cannot know the shared state, so the request is refused with 503 `store_unavailable` (legacy body
+ * on /v0.2) and a retry-after, never a 500. The underlying error is the `cause`.
+ */
+export class StoreUnavailableError extends ServiceError {
+  override name = 'StoreUnavailableError';
+  constructor(
+    readonly op: string,
+    cause: unknown,
+  ) {
+    super(503, 'store_unavailable', 'The gateway cannot reach its shared state store; retry shortly.', { headers: { 'retry-after': '1' }, cause });
+  }
+}
+
+/** Told of every store call (metrics: latency and errors per op; src/gateway/store/outage.ts: outages). */
+export interface StoreObserver {
+  /** `seconds` the call took; `failed` when it threw StoreUnavailableError. */
+  call(op: string, seconds: number, failed: boolean): void;
+}
 
 /** What the store keeps of a legacy session (serialisable; the live scheduler stays in its process). */
 export interface SessionRecord {
@@ -195,6 +217,9 @@ export interface Store {
   /** Removes `fields` of a hash (bounded per-key series drop their old fields). */
   hdel(key: string, fields: readonly string[]): Promise<void>;
   keys(prefix: string): Promise<string[]>;
+
+  /** Tells `observer` of every later call (a store that can fail: Redis); returns how to stop. */
+  observe?(observer: StoreObserver): Unsubscribe;
 
   ready(): Promise<boolean>;
   close(): Promise<void>;

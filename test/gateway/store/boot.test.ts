@@ -33,7 +33,7 @@ describe('config', () => {
       fs.rmSync(dir, { recursive: true, force: true });
     }
     expect(() => loadConfig({ env: { GATEWAY_SECRET: 'short' } })).toThrow(/store\.secret: use at least 32 characters/);
-    expect(() => loadConfig({ env: { REDIS_URL: 'http://r:6379' } })).toThrow(/store\.redisUrl: use a redis:\/\/ or rediss:\/\/ URL/);
+    expect(() => loadConfig({ env: { REDIS_URL: 'http://r:6379' } })).toThrow(/store\.redisUrl: use a redis:\/\/, rediss:\/\/ or redis\+cluster:\/\/host:port,host:port URL/);
   });
 });
 

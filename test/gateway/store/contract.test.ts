@@ -1,21 +1,23 @@
 /**
- * The store contract: the same behaviour from MemoryStore (one process) and RedisStore (a real
- * redis-server started for this file), so the gateway cannot tell them apart.
+ * The store contract: the same behaviour from MemoryStore (one process), RedisStore on a real
+ * redis-server and RedisStore on a real 3-node Redis Cluster (both started for this file), so the
+ * gateway cannot tell them apart and every script keeps its keys on one hash tag.
  */
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { RedisStore } from '../../../src/gateway/store/redis';
 import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
 import type { FeedbackRecord, SessionRecord, Store } from '../../../src/gateway/store/store';
-import { startRedis } from '../../helpers/redis';
-import type { RedisServer } from '../../helpers/redis';
+import { startRedis, startRedisCluster } from '../../helpers/redis';
+import type { RedisCluster, RedisServer } from '../../helpers/redis';
 import { deadline, sleep } from '../../helpers/time';
 
 let redis: RedisServer;
+let cluster: RedisCluster;
 let seq = 0;
 beforeAll(async () => {
-  redis = await startRedis();
-}, 30_000);
-afterAll(async () => redis?.stop());
+  [redis, cluster] = await Promise.all([startRedis(), startRedisCluster(3)]);
+}, 60_000);
+afterAll(async () => Promise.all([redis?.stop(), cluster?.stop()]));
 
 /**
  * `make` builds a fresh store; `peer` another connection onto the same data (a second replica):
@@ -39,6 +41,13 @@ const factories: [string, () => Promise<Fleet>][] = [
       // A prefix per store: tests on one server never see each other's keys.
       const prefix = `t${++seq}:`;
       return { store: await RedisStore.connect(redis.url, { prefix }), peer: () => RedisStore.connect(redis.url, { prefix }) };
+    },
+  ],
+  [
+    'RedisStore on a 3-node Cluster',
+    async () => {
+      const prefix = `t${++seq}:`;
+      return { store: await RedisStore.connect(cluster.url, { prefix }), peer: () => RedisStore.connect(cluster.url, { prefix }) };
     },
   ],
 ];
@@ -409,14 +418,27 @@ describe.each(factories)('%s', (_name, make) => {
 });
 
 describe('RedisStore with Redis gone', () => {
-  test('calls fail fast (no queueing, no hang), ready() is false, close() returns', async () => {
+  test('calls fail fast with StoreUnavailableError (no queueing, no hang) and observers see it; ready() is false, close() returns', async () => {
     const own = await startRedis();
     // ioredis keeps a refused command's timeout timer until it fires: short, so jest exits at once.
     const store = await RedisStore.connect(own.url, { prefix: 'gone:', commandTimeoutMs: 200 });
+    const seen: [string, boolean][] = [];
+    store.observe({ call: (op, _s, failed) => seen.push([op, failed]) });
     expect(await store.acquireSlot('k', 's1', 5)).toBe(true);
     await own.stop();
-    await deadline(expect(store.acquireSlot('k', 's2', 5)).rejects.toThrow(), 10_000, 'acquire with Redis gone');
-    await deadline(expect(store.subscribe('c', () => undefined)).rejects.toThrow(), 10_000, 'subscribe with Redis gone');
+    const unavailable = (op: string) => expect.objectContaining({ name: 'StoreUnavailableError', status: 503, code: 'store_unavailable', op });
+    await deadline(expect(store.acquireSlot('k', 's2', 5)).rejects.toEqual(unavailable('acquireSlot')), 10_000, 'acquire with Redis gone');
+    const tick = { owner: 'gw', epoch: 1, tick: 0, costMicrocents: 0, channel: 'c', message: 'm' };
+    await deadline(expect(store.commitTick('s1', tick)).rejects.toEqual(unavailable('commitTick')), 10_000, 'commitTick with Redis gone');
+    await deadline(expect(store.heartbeat('gw')).rejects.toEqual(unavailable('heartbeat')), 10_000, 'heartbeat with Redis gone');
+    await deadline(expect(store.subscribe('c', () => undefined)).rejects.toEqual(unavailable('subscribe')), 10_000, 'subscribe with Redis gone');
+    expect(seen).toEqual([
+      ['acquireSlot', false],
+      ['acquireSlot', true],
+      ['commitTick', true],
+      ['heartbeat', true],
+      ['subscribe', true],
+    ]);
     expect(await deadline(store.ready(), 10_000, 'ready')).toBe(false);
     await deadline(store.close(), 10_000, 'close');
   });
@@ -439,5 +461,19 @@ test('RedisStore: a subscription comes back after Redis restarts (ioredis resubs
   } finally {
     await store.close();
     await second.stop();
+  }
+});
+
+test('the Cluster run is a real one: sessions spread over its 3 primaries, each script on its own slot', async () => {
+  const store = await RedisStore.connect(cluster.url, { prefix: 'spread:' });
+  try {
+    await Promise.all(Array.from({ length: 30 }, (_, i) => store.putSession(session(`spread-${i}`, { owner: 'gw-a', epoch: 1 }))));
+    const sizes = await Promise.all(cluster.nodes.map(async (n) => Number(/:(\d+)/.exec(await n.command('DBSIZE'))?.[1] ?? 0)));
+    expect(sizes.filter((n) => n > 0).length).toBe(3);
+    expect((await store.sessionsOf('gw-a')).length).toBe(30);
+    const ticks = await Promise.all(Array.from({ length: 30 }, (_, i) => store.commitTick(`spread-${i}`, { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 1, channel: 'c', message: 'm' })));
+    expect(ticks.every((t) => t.ok)).toBe(true);
+  } finally {
+    await store.close();
   }
 });
