@@ -199,8 +199,10 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     const redisClient = () => {
       if (!redis) throw new Error('this fleet runs on the memory store: no Redis');
       // Fails fast while Redis is away (no offline queue, 1 s per command), reconnects after.
-      client ??= new Redis(redis.url, { enableOfflineQueue: false, commandTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => 100, lazyConnect: false });
-      client.on('error', () => undefined);
+      if (!client) {
+        client = new Redis(redis.url, { enableOfflineQueue: false, commandTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => 100 });
+        client.on('error', () => undefined); // while Redis is away on purpose; calls fail on their own
+      }
       return client;
     };
     const waitReady = async (c: Redis) => {
