@@ -134,6 +134,8 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
       shutdownGraceMs: cfg.shutdownGraceMs,
       store: cfg.store.redisUrl ? 'redis' : 'memory',
       gatewayId: cfg.store.gatewayId,
+      // A fleet member (heartbeat, failover, drain handover) when a secret is configured.
+      fleet: gw.gateway.fleet !== undefined,
     },
     [
       `gateway listening on ${gw.url} (port ${gw.port})`,

@@ -1,5 +1,6 @@
 /**
  * A fleet in one process: two or three real gateways (loopback, port 0) sharing ONE MemoryStore
+ * (the cross-replica and fencing groups also on a real redis-server, one connection per replica)
  * and one FakeClock, in front of one real emulator. The fleet's loops (heartbeat, sweep, failover,
  * reconcile), leases and ticks run on the fake clock; outcomes are read from events (results on
  * sockets, closes, store state), never from elapsed time. Upstream deletes are counted by a plain
@@ -7,25 +8,33 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Writable } from 'node:stream';
 import { loadConfig, mergeDeep } from '../../../src/config';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
 import { resultId } from '../../../src/gateway/legacy/ownership';
+import type { MediaRelay } from '../../../src/gateway/legacy/session-ports';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
 import { MemoryStore } from '../../../src/gateway/store/memory';
+import { RedisStore } from '../../../src/gateway/store/redis';
+import type { Store } from '../../../src/gateway/store/store';
 import { keyHash } from '../../../src/lib/keys';
 import { createLogger } from '../../../src/lib/logger';
 import { FakeClock, settle } from '../../helpers/fake-clock';
 import { KEY, KEY_B, frameBody, http as call, openResults } from '../../helpers/stack';
 import type { ResultSocket } from '../../helpers/stack';
+import { logLines } from '../../helpers/log-lines';
+import { startRedis } from '../../helpers/redis';
+import type { RedisServer } from '../../helpers/redis';
 import { sleep } from '../../helpers/time';
 
 const SECRET = 'fleet-test-secret-0123456789abcdef';
 const INTERVAL_MS = 1000;
 
 let emulator: RunningEmulator;
+let redis: RedisServer;
 let proxy: http.Server;
 let upstreamUrl: string;
 /** DELETE /v1beta/streams/:id calls that reached the upstream, per stream id. */
@@ -40,6 +49,8 @@ beforeAll(async () => {
     },
   });
   emulator = await startEmulator(cfg, createLogger(cfg.logLevel));
+  // DEBUG SLEEP stands for a Redis outage (the server stops answering, as when paused).
+  redis = await startRedis(['--enable-debug-command', 'yes']);
   const target = new URL(emulator.url);
   proxy = http.createServer((req, res) => {
     const m = /^\/v1beta\/streams\/([^/?]+)$/.exec(req.url ?? '');
@@ -58,6 +69,7 @@ afterAll(async () => {
   proxy.closeAllConnections();
   await new Promise((r) => proxy.close(r));
   await emulator.close();
+  await redis.stop();
 });
 
 interface Replica {
@@ -66,9 +78,12 @@ interface Replica {
   url: string;
 }
 
+type StoreKind = 'memory' | 'redis';
+
 interface Fleet {
   clock: FakeClock;
-  store: MemoryStore;
+  /** The test's own handle on the fleet's store. */
+  store: Store;
   replicas: Replica[];
   /** `replica:reason` of every stream end, wherever it was counted. */
   ended: string[];
@@ -77,9 +92,25 @@ interface Fleet {
   close(): Promise<void>;
 }
 
-async function startFleet(ids: string[], legacy: Record<string, unknown> = {}): Promise<Fleet> {
+interface FleetOptions {
+  legacy?: Record<string, unknown>;
+  /** Redis command timeout (an outage shows sooner). */
+  commandTimeoutMs?: number;
+  /** Where the replicas log (warn and up); default nowhere. */
+  log?: Writable;
+  /** Media relay of each replica (room sources); default the gateway's own. */
+  media?: (replicaId: string) => MediaRelay;
+  /** Wraps a replica's view of the store (a heartbeat that fails for one replica only). */
+  wrap?: (replicaId: string, store: Store) => Store;
+}
+
+async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOptions = {}): Promise<Fleet> {
   const clock = new FakeClock(Date.now());
-  const store = new MemoryStore({ clock });
+  const memory = kind === 'memory' ? new MemoryStore({ clock }) : undefined;
+  const connections: RedisStore[] = [];
+  // Redis: a connection per replica, as separate processes would have (its clock is Redis TIME).
+  const connect = async (): Promise<Store> => memory ?? connections[connections.push(await RedisStore.connect(redis.url, { commandTimeoutMs: o.commandTimeoutMs })) - 1]!;
+  const store = await connect();
   const ended: string[] = [];
   const fenced: string[] = [];
   const adopted: string[] = [];
@@ -88,12 +119,14 @@ async function startFleet(ids: string[], legacy: Record<string, unknown> = {}): 
     const cfg: Config = loadConfig({
       env: {},
       overrides: mergeDeep(
-        { port: 0, host: '127.0.0.1', logLevel: process.env.TEST_LOG_LEVEL ?? 'silent', legacy: { firstFramePollMs: 50, ...legacy } },
+        { port: 0, host: '127.0.0.1', logLevel: process.env.TEST_LOG_LEVEL ?? 'silent', legacy: { firstFramePollMs: 50, ...o.legacy } },
         { store: { gatewayId: id, secret: SECRET } },
       ),
     });
-    const gw = await startGateway(cfg, createLogger(cfg.logLevel), upstreamUrl, {
-      store,
+    const logger = o.log ? createLogger('warn', 'gateway', o.log) : createLogger(cfg.logLevel);
+    const gw = await startGateway(cfg, logger, upstreamUrl, {
+      store: o.wrap ? o.wrap(id, await connect()) : await connect(),
+      media: o.media?.(id),
       clock,
       retry: { scale: 0.01 },
       observer: {
@@ -113,7 +146,8 @@ async function startFleet(ids: string[], legacy: Record<string, unknown> = {}): 
     adopted,
     async close() {
       for (const r of replicas) await r.gw.close(2000);
-      await store.close();
+      await memory?.close();
+      for (const c of connections) await c.close();
     },
   };
 }
@@ -158,10 +192,10 @@ function tickNumbers(sock: ResultSocket, streamId: string): number[] {
   return sock.messages.map((m) => byId.get(m.id as string) ?? -1);
 }
 
-describe('any replica, any call', () => {
+describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', (kind) => {
   let f: Fleet;
   beforeEach(async () => {
-    f = await startFleet(['A', 'B']);
+    f = await startFleet(['A', 'B'], kind);
   });
   afterEach(async () => {
     await f.close();
@@ -253,10 +287,10 @@ describe('any replica, any call', () => {
   });
 });
 
-describe('fencing', () => {
+describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
   let f: Fleet;
   beforeEach(async () => {
-    f = await startFleet(['A']);
+    f = await startFleet(['A'], kind);
   });
   afterEach(async () => {
     await f.close();
@@ -296,6 +330,32 @@ describe('fencing', () => {
     expect(await f.store.getSession(id)).toMatchObject({ state: 'active', owner: 'A', epoch: 2 });
     expect(await f.store.slotsInUse(keyHash(KEY))).toBe(1);
   });
+});
+
+test('a Redis outage never ends a stream as lease_expired: the lease check retries and extends a lease that lapsed meanwhile', async () => {
+  const log = logLines();
+  const f = await startFleet(['A'], 'redis', { legacy: { leaseTtlSeconds: 2 }, commandTimeoutMs: 300, log: log.sink });
+  try {
+    const [a] = f.replicas as [Replica];
+    const id = await create(a);
+    const sock = await openResults(a.url, id);
+    await driveUntil(f, () => sock.messages.length >= 1);
+    const outage = redis.command('DEBUG', 'SLEEP', '2').catch(() => undefined);
+    await until(() => f.store.getSession(id).then(() => false, () => true));
+    // The lease (2 s) lapses on the fake clock while Redis cannot be read.
+    await drive(f, 60);
+    await outage;
+    await until(() => f.store.getSession(id).then(() => true, () => false));
+    const n = sock.messages.length;
+    await driveUntil(f, () => sock.messages.length >= n + 2);
+    expect(log.lines.some((l) => l.includes('lease check could not read the store'))).toBe(true);
+    expect(f.ended).toEqual([]);
+    const rec = (await f.store.getSession(id))!;
+    expect(rec.state).toBe('active');
+    expect(rec.leaseExpiresAtMs).toBeGreaterThan(f.clock.now());
+  } finally {
+    await f.close();
+  }
 });
 
 describe('failover and drain', () => {
@@ -347,6 +407,37 @@ describe('failover and drain', () => {
     for (const id of ids) expect(deletes.get(id)).toBe(1);
   });
 
+  test("a room-source stream is re-joined by its new owner (the relay died with A): same customer room, B's fresh publish token", async () => {
+    await f.close();
+    const joins: { replica: string; streamId: string; room: unknown; publishUrl: string; publishToken: string }[] = [];
+    const stops: string[] = [];
+    // A relay that only records what it was asked: the real one needs a customer room (test/gateway/ingest).
+    const relay = (replica: string): MediaRelay => ({
+      start: async (input) => {
+        joins.push({ replica, streamId: input.streamId, room: input.spec.source, publishUrl: input.publishUrl, publishToken: input.publishToken });
+        return { transport: 'room' };
+      },
+      stop: (streamId) => void stops.push(`${replica}:${streamId}`),
+    });
+    f = await startFleet(['A', 'B'], 'memory', { media: relay });
+    const [a, b] = f.replicas as [Replica, Replica];
+    const room = { type: 'room', url: 'wss://customer.example/room', token: 'customer-room-token' };
+    const res = await call(a.url, 'POST', '/v0.2/streams', { body: { ...frameBody({ interval_seconds: INTERVAL_MS / 1000 }), source: room } });
+    expect(res.status).toBe(201);
+    const id = (res.body as { stream_id: string }).stream_id;
+    const sock = await openResults(b.url, id);
+    await driveUntil(f, () => sock.messages.length >= 1);
+    await a.gw.gateway.fleet!.halt();
+    expect(stops).toEqual([`A:${id}`]);
+    const n = sock.messages.length;
+    await driveUntil(f, () => sock.messages.length >= n + 2);
+    expect(joins.map((j) => j.replica)).toEqual(['A', 'B']);
+    expect(joins[1]).toMatchObject({ streamId: id, room: expect.objectContaining({ url: room.url, token: room.token }), publishUrl: joins[0]!.publishUrl });
+    expect(joins[1]!.publishToken).toEqual(expect.any(String));
+    expect(joins[1]!.publishToken.length).toBeGreaterThan(0);
+    expect(b.gw.gateway.sessions.activeCount).toBe(1);
+  });
+
   test('drain of A hands its streams to the others with at most one missed tick; none ends', async () => {
     const [a, b] = f.replicas as [Replica, Replica, Replica];
     const ids = [await create(a), await create(a)];
@@ -369,6 +460,54 @@ describe('failover and drain', () => {
     expect((await f.store.membership(3000)).alive.sort()).toEqual(['B', 'C']);
     expect(await f.store.slotsInUse(keyHash(KEY))).toBe(2);
     expect(a.gw.gateway.sessions.undeletedUpstreamStreams).toEqual([]);
+  });
+
+  test('a lost adopt message: the new owner finds the stream in its owned-streams reconcile; the old one is fenced', async () => {
+    const [a, b] = f.replicas as [Replica, Replica, Replica];
+    const id = await create(a);
+    const sock = await openResults(b.url, id);
+    await driveUntil(f, () => sock.messages.length >= 1);
+    // Claimed for B in the store, and no message sent.
+    expect(await f.store.claimSession(id, { owner: 'A', epoch: 1 }, 'B')).toMatchObject({ owner: 'B', epoch: 2 });
+    const n = sock.messages.length;
+    await driveUntil(f, () => b.gw.gateway.sessions.activeCount === 1 && sock.messages.length >= n + 2);
+    expect(a.gw.gateway.sessions.activeCount).toBe(0);
+    expect(f.fenced).toEqual(['A:fenced']);
+    expect(f.adopted).toEqual([`B:handover:${id}`]);
+    const ticks = tickNumbers(sock, id);
+    expect(new Set(ticks).size).toBe(ticks.length);
+  });
+
+  test("a replica whose heartbeat fails stops ticking before the fleet takes its streams: zero duplicates, and once back it finds the streams gone (fenced) and stops them", async () => {
+    await f.close();
+    const down = new Set<string>();
+    // Only A's heartbeats fail (its link to the store is cut for heartbeats; everything else answers).
+    const flaky = (replica: string, store: Store): Store =>
+      new Proxy(store, {
+        get(target, prop, receiver) {
+          if (prop === 'heartbeat' && down.has(replica)) return async () => Promise.reject(new Error('store unreachable'));
+          const v = Reflect.get(target, prop, receiver) as unknown;
+          return typeof v === 'function' ? (v as (...args: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+    f = await startFleet(['A', 'B'], 'memory', { wrap: flaky });
+    const [a, b] = f.replicas as [Replica, Replica];
+    const id = await create(a);
+    const sock = await openResults(b.url, id);
+    await driveUntil(f, () => sock.messages.length >= 2);
+    down.add('A');
+    await driveUntil(f, () => b.gw.gateway.sessions.activeCount === 1);
+    // A paused its ticks (self-fenced) before B took over: nothing from A after the fence.
+    expect(a.gw.gateway.sessions.selfFenced).toBe(true);
+    down.delete('A');
+    const n = sock.messages.length;
+    await driveUntil(f, () => sock.messages.length >= n + 3 && a.gw.gateway.sessions.activeCount === 0);
+    expect(a.gw.gateway.sessions.selfFenced).toBe(false);
+    const ticks = tickNumbers(sock, id);
+    expect(new Set(ticks).size).toBe(ticks.length);
+    expect([...ticks].sort((x, y) => x - y)).toEqual(ticks);
+    expect(f.adopted).toEqual([`B:failover:${id}`]);
+    expect(await f.store.getSession(id)).toMatchObject({ owner: 'B', epoch: 2 });
   });
 
   test('the last replica standing ends its streams as before (server_shutdown)', async () => {

@@ -17,12 +17,17 @@ const SECRET = 'a-fleet-secret-of-at-least-32-characters';
 describe('config', () => {
   test('REDIS_URL, GATEWAY_ID, GATEWAY_SECRET and GATEWAY_SECRET_FILE', () => {
     const bare = loadConfig({ env: {} }).store;
-    expect(bare).toEqual({ gatewayId: `${os.hostname()}:${process.pid}` });
+    expect(bare).toEqual({
+      gatewayId: `${os.hostname()}:${process.pid}`,
+      fleet: { heartbeatMs: 1000, sweepMs: 500, deadAfterMs: 3000, fenceAfterMs: 2500, claimBackoffMs: 1500, reconcileMs: 10_000 },
+    });
+    // A replica must stop ticking before the fleet counts it dead.
+    expect(() => loadConfig({ env: {}, overrides: { store: { fleet: { fenceAfterMs: 3000, deadAfterMs: 3000 } } } })).toThrow(/fenceAfterMs must be below deadAfterMs/);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-secret-'));
     try {
       const file = path.join(dir, 'secret');
       fs.writeFileSync(file, `${SECRET}\n`);
-      expect(loadConfig({ env: { REDIS_URL: 'redis://r:6379/0', GATEWAY_ID: 'gw-1', GATEWAY_SECRET_FILE: file } }).store).toEqual({
+      expect(loadConfig({ env: { REDIS_URL: 'redis://r:6379/0', GATEWAY_ID: 'gw-1', GATEWAY_SECRET_FILE: file } }).store).toMatchObject({
         redisUrl: 'redis://r:6379/0',
         gatewayId: 'gw-1',
         secret: SECRET,
