@@ -8,8 +8,9 @@
  *   P slotinfo:{keyHash}       HASH  r:<slot id> → replica that acquired it, s:<slot id> → stream bound.
  *   P session:{streamId}       HASH  SessionRecord, each field JSON-encoded. PEXPIREAT = tombstone end.
  *                                    Fleet scripts (end, renew, prompt, claim, commitTick) touch only it.
- *   P owned:{replica}          SET   stream ids owned by the replica: an index updated right after a
- *                                    put/claim/end (not atomically; the record's owner is the truth).
+ *   P owned:{replica}          SET   stream ids owned by the replica: an index added to before a put/claim
+ *                                    and removed from after a claim/end (not atomically; the record's
+ *                                    owner is the truth, sessionsOf filters by it).
  *   P replicas                 ZSET  replica id, score its last heartbeat (Redis TIME, ms).
  *   P once:{key}               STRING claimOnce marker (SET NX PX).
  *   P fb:{acct}                ZSET  feedback seq (member = score), the account's entries oldest first.
@@ -378,9 +379,7 @@ export class RedisStore implements Store {
   }
 
   async acquireSlot(keyHash: string, slotId: string, limit: number, replica?: string): Promise<boolean> {
-    return this.guard('acquireSlot', async () => {
-      return (await SCRIPTS.acquire.run(this.redis, this.slotKeysOf(keyHash), [limit, slotId, replica ?? ''])) === 1;
-    });
+    return this.guard('acquireSlot', async () => (await SCRIPTS.acquire.run(this.redis, this.slotKeysOf(keyHash), [limit, slotId, replica ?? ''])) === 1);
   }
 
   async bindSlot(keyHash: string, slotId: string, streamId: string): Promise<void> {
@@ -413,22 +412,18 @@ export class RedisStore implements Store {
   }
 
   async releaseSlot(keyHash: string, slotId: string): Promise<boolean> {
-    return this.guard('releaseSlot', async () => {
-      return (await SCRIPTS.release.run(this.redis, this.slotKeysOf(keyHash), [slotId])) === 1;
-    });
+    return this.guard('releaseSlot', async () => (await SCRIPTS.release.run(this.redis, this.slotKeysOf(keyHash), [slotId])) === 1);
   }
 
   async slotsInUse(keyHash: string): Promise<number> {
-    return this.guard('slotsInUse', async () => {
-      return this.redis.zcard(this.slotsKey(keyHash));
-    });
+    return this.guard('slotsInUse', async () => this.redis.zcard(this.slotsKey(keyHash)));
   }
 
   async putSession(rec: SessionRecord): Promise<void> {
     return this.guard('putSession', async () => {
       const key = this.sessionKey(rec.streamId);
+      if (rec.state === 'active') await this.indexOwner(rec.streamId, rec.owner);
       await this.redis.multi().del(key).hset(key, ...encode(rec)).exec();
-      if (rec.state === 'active') await this.reindex(rec.streamId, null, rec.owner);
     });
   }
 
@@ -443,11 +438,9 @@ export class RedisStore implements Store {
     return this.guard('updateSession', async () => {
       const fields = encode(patch);
       if (!fields.length) return this.getSession(streamId);
+      if (patch.owner) await this.indexOwner(streamId, patch.owner);
       const flat = (await SCRIPTS.update.run(this.redis, [this.sessionKey(streamId)], fields)) as string[] | null;
-      if (!flat) return undefined;
-      const rec = decode(flat);
-      if (patch.owner && rec.state === 'active') await this.reindex(streamId, null, patch.owner);
-      return rec;
+      return flat ? decode(flat) : undefined;
     });
   }
 
@@ -480,17 +473,25 @@ export class RedisStore implements Store {
   }
 
   // ── Fleet. Each script touches one session hash (one hash tag). The owner index (`owned:{replica}`)
-  // lives on the replica's tag, so it is updated right after the script, not atomically with it:
-  // the record's owner field is the truth, and sessionsOf filters by it.
+  // lives on the replica's tag, so it cannot change in the same script: a new owner is added BEFORE
+  // the script (a lost reply still leaves the session findable by sessionsOf of its new owner) and
+  // the old one removed after it, best effort (a call that changed the record must not throw, or its
+  // caller would retry and lose: an end's winner would never release the slot). The record's owner
+  // field is the truth; sessionsOf filters by it.
 
   private ownedKey(replica: string): string {
     return `${this.p}owned:{${replica}}`;
   }
 
-  /** Keeps the owner index after a write that moved a session from `from` to `to` (either may be null). */
-  private async reindex(streamId: string, from: string | null, to: string | null): Promise<void> {
-    if (from === to) return;
-    await Promise.all([from === null ? undefined : this.redis.srem(this.ownedKey(from), streamId), to === null ? undefined : this.redis.sadd(this.ownedKey(to), streamId)]);
+  private async indexOwner(streamId: string, owner: string | null): Promise<void> {
+    if (owner !== null) await this.redis.sadd(this.ownedKey(owner), streamId);
+  }
+
+  private async unindexOwner(streamId: string, owner: string | null): Promise<void> {
+    if (owner === null) return;
+    await this.redis.srem(this.ownedKey(owner), streamId).catch((err: unknown) => {
+      this.log?.warn({ err: err instanceof Error ? err.message : String(err), streamId }, 'owner index not updated (sessionsOf filters it)');
+    });
   }
 
   async endSession(streamId: string, reason: string, endedAtMs: number): Promise<SessionRecord | undefined> {
@@ -499,7 +500,7 @@ export class RedisStore implements Store {
       const flat = (await SCRIPTS.end.run(this.redis, [this.sessionKey(streamId)], ended)) as string[] | null;
       if (!flat) return undefined;
       const before = decode(flat);
-      await this.reindex(streamId, before.owner, null);
+      await this.unindexOwner(streamId, before.owner);
       return before;
     });
   }
@@ -521,9 +522,10 @@ export class RedisStore implements Store {
 
   async claimSession(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<SessionRecord | undefined> {
     return this.guard('claimSession', async () => {
+      await this.indexOwner(streamId, owner);
       const flat = (await SCRIPTS.claim.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(expect.owner), expect.epoch, JSON.stringify(owner)])) as string[] | null;
       if (!flat) return undefined;
-      await this.reindex(streamId, expect.owner, owner);
+      if (expect.owner !== owner) await this.unindexOwner(streamId, expect.owner);
       return decode(flat);
     });
   }
@@ -560,9 +562,7 @@ export class RedisStore implements Store {
   }
 
   async heartbeat(replica: string): Promise<number> {
-    return this.guard('heartbeat', async () => {
-      return (await SCRIPTS.heartbeat.run(this.redis, [this.replicasKey()], [replica])) as number;
-    });
+    return this.guard('heartbeat', async () => (await SCRIPTS.heartbeat.run(this.redis, [this.replicasKey()], [replica])) as number);
   }
 
   async membership(deadAfterMs: number): Promise<Membership> {
@@ -583,9 +583,7 @@ export class RedisStore implements Store {
   }
 
   async claimOnce(key: string, ttlMs: number): Promise<boolean> {
-    return this.guard('claimOnce', async () => {
-      return (await this.redis.set(`${this.p}once:{${key}}`, '1', 'PX', ttlMs, 'NX')) === 'OK';
-    });
+    return this.guard('claimOnce', async () => (await this.redis.set(`${this.p}once:{${key}}`, '1', 'PX', ttlMs, 'NX')) === 'OK');
   }
 
   private channelName(channel: string): string {

@@ -477,3 +477,13 @@ test('the Cluster run is a real one: sessions spread over its 3 primaries, each 
     await store.close();
   }
 });
+
+test('a Cluster with one evicting primary is refused at connect, naming the setting', async () => {
+  const node = cluster.nodes[2];
+  expect(await node.command('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru')).toMatch(/^\+OK/);
+  try {
+    await expect(RedisStore.connect(cluster.url, { prefix: 'evict:' })).rejects.toThrow(/maxmemory-policy is allkeys-lru.*noeviction/);
+  } finally {
+    await node.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+  }
+});
