@@ -73,7 +73,7 @@ test('Redis paused 5 s: creates answer 503 store_unavailable; no stream ends as 
   try {
     const create = await deadline(http(fleet().replica('A').url, 'POST', '/v0.2/streams', { body: frameBody() }), 15_000, 'a create during the pause');
     // On failure, what A logged at error level says why.
-    const errors = fleet().replica('A').lines.filter((l) => Number(l.time) >= pausedAt && Number(l.level) >= 40);
+    const errors = fleet().replica('A').lines.filter((l) => Date.parse(String(l.time)) >= pausedAt && Number(l.level) >= 40);
     expect({ status: create.status, body: create.body, errors: create.status === 503 ? [] : errors }).toMatchObject({ status: 503, body: { error: 'store_unavailable' }, errors: [] });
     // The outage lasts 5 s, longer than the lease: the scenario, not an assertion.
     await sleep(Math.max(0, 5000 - (Date.now() - pausedAt)));
