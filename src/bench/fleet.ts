@@ -68,8 +68,8 @@ export interface Fleet {
   session(streamId: string): Promise<Record<string, unknown> | undefined>;
   /** A command on the fleet's Redis (one shared client; fails while Redis is away). */
   redisCall(...args: (string | number)[]): Promise<unknown>;
-  /** Sum of `calls` over INFO commandstats (Redis counts a script's inner calls too). */
-  redisCommands(): Promise<number>;
+  /** `calls` per command from INFO commandstats (Redis counts a script's inner calls too). */
+  redisCommands(): Promise<Map<string, number>>;
   stop(): Promise<void>;
 }
 
@@ -233,7 +233,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
         const c = redisClient();
         await waitReady(c);
         const info = await c.info('commandstats');
-        return [...info.matchAll(/calls=(\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+        return new Map([...info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].map((m) => [m[1]!, Number(m[2])]));
       },
       stop,
     };
