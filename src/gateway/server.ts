@@ -103,7 +103,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     const waitUntil = deadline - Math.min(1000, (deadline - Date.now()) / 4);
     const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
-    log.info({ graceMs, legacyStreams: gateway.sessions.activeCount, inFlight: gateway.inFlight }, `draining: ${gateway.sessions.activeCount} legacy streams to end`);
+    log.info({ graceMs, legacyStreams: gateway.sessions.activeCount, inFlight: gateway.inFlight }, `draining: ${gateway.sessions.activeCount} legacy streams to hand over (fleet) or end`);
     if (!(await within(gateway.drain(), waitUntil - Date.now(), log))) log.warn('legacy streams did not all end in time');
     let reported = -1;
     while (gateway.inFlight > 0 && Date.now() < waitUntil) {

@@ -26,8 +26,10 @@ import type { UpstreamCallContext } from './upstream-errors';
 const LEASE_RETRY_MS = 1000;
 
 /**
- * Legacy sessions: create (slot → upstream stream → scheduler), leases, keepalives, inference ticks,
- * and the one idempotent end path every exit goes through.
+ * Legacy sessions: create (slot → upstream stream → record → scheduler), leases, keepalives,
+ * inference ticks, and the one end path every exit goes through, on any replica of a fleet. This
+ * replica schedules the streams it owns (`live`); the store's record is the truth for the rest.
+ * The fleet side (adopt, hand over, owner messages, reconcile) is driven by ../fleet.
  */
 export class LegacySessions {
   private readonly live = new Map<string, LiveSession>();
@@ -42,6 +44,8 @@ export class LegacySessions {
   /** Streams being adopted right now (an adopt message and the reconcile may both ask). */
   private readonly adopting = new Set<string>();
   private readonly reRegistering = new Set<string>();
+  /** Streams whose record is being written by their create (the owned-streams reconcile leaves them be). */
+  private readonly creating = new Set<string>();
   /** Output-schema validators, cached by content (streams re-sending one schema compile it once). */
   readonly schemas: JsonSchemaValidators;
   private readonly clock: Clock;
@@ -144,10 +148,21 @@ export class LegacySessions {
       pinned: input.spec.transport === 'webrtc',
       sealedKey: this.deps.fleet?.sealer?.seal(input.apiKey, created.id) ?? '',
     };
+    this.creating.add(created.id);
     this.track(session);
-    await store.putSession(recordOf(session, this.replicaId, now));
-    // Bound after the record exists: the reconciler frees a bound slot whose record is gone or ended.
-    await store.bindSlot(kh, slotId, created.id);
+    try {
+      await store.putSession(recordOf(session, this.replicaId, now));
+      // Bound after the record exists: the reconciler frees a bound slot whose record is gone or ended.
+      await store.bindSlot(kh, slotId, created.id);
+    } catch (err) {
+      // The store failed mid-create: leave nothing behind (the slot may stay until the reconciler frees it).
+      await this.stopLocal(session);
+      await store.releaseSlot(kh, slotId).catch(() => undefined);
+      await this.deleteUpstream(input.apiKey, created.id, session.ids);
+      throw err;
+    } finally {
+      this.creating.delete(created.id);
+    }
 
     let media: LegacyMedia = { transport: 'native', url: created.publish.url, token: created.publish.token };
     if (input.spec.transport !== 'native') {
@@ -633,12 +648,12 @@ export class LegacySessions {
     const { store } = this.deps;
     const owned = new Set(storeOwned);
     for (const id of owned) {
-      if (this.live.has(id)) continue;
+      if (this.live.has(id) || this.creating.has(id)) continue;
       const rec = await store.getSession(id);
       if (rec?.state === 'active' && rec.owner === this.replicaId) await this.adopt(rec, 'handover');
     }
     for (const session of [...this.live.values()]) {
-      if (owned.has(session.streamId) || session.ending) continue;
+      if (owned.has(session.streamId) || session.ending || this.creating.has(session.streamId)) continue;
       const rec = await store.getSession(session.streamId);
       if (!rec) await this.reRegister(session);
       else if (rec.state !== 'active' || rec.owner !== this.replicaId) await this.stopLocal(session);
@@ -655,10 +670,10 @@ export class LegacySessions {
   /** Stops a stream's scheduler, timers and media here, touching nothing in the store. */
   private async stopLocal(session: LiveSession): Promise<void> {
     session.ending = true;
-    if (this.live.get(session.streamId) === session) {
-      this.live.delete(session.streamId);
-      this.deps.observer?.ownedSessions?.(this.live.size);
-    }
+    // Once: a fenced commit, an `ended` message and the reconcile may all ask.
+    if (this.live.get(session.streamId) !== session) return;
+    this.live.delete(session.streamId);
+    this.deps.observer?.ownedSessions?.(this.live.size);
     session.ticker?.stop();
     session.leaseTimer?.clear();
     session.upstreamKeepalive?.clear();

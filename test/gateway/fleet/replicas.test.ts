@@ -334,7 +334,7 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
 
 test('a Redis outage never ends a stream as lease_expired: the lease check retries and extends a lease that lapsed meanwhile', async () => {
   const log = logLines();
-  const f = await startFleet(['A'], 'redis', { legacy: { leaseTtlSeconds: 2 }, commandTimeoutMs: 300, log: log.sink });
+  const f = await startFleet(['A'], 'redis', { legacy: { leaseTtlSeconds: 3 }, commandTimeoutMs: 300, log: log.sink });
   try {
     const [a] = f.replicas as [Replica];
     const id = await create(a);
@@ -342,17 +342,26 @@ test('a Redis outage never ends a stream as lease_expired: the lease check retri
     await driveUntil(f, () => sock.messages.length >= 1);
     const outage = redis.command('DEBUG', 'SLEEP', '2').catch(() => undefined);
     await until(() => f.store.getSession(id).then(() => false, () => true));
-    // The lease (2 s) lapses on the fake clock while Redis cannot be read.
-    await drive(f, 60);
+    // The lease (3 s) lapses on the fake clock while Redis cannot be read.
+    await drive(f, 80);
     await outage;
     await until(() => f.store.getSession(id).then(() => true, () => false));
-    const n = sock.messages.length;
-    await driveUntil(f, () => sock.messages.length >= n + 2);
-    expect(log.lines.some((l) => l.includes('lease check could not read the store'))).toBe(true);
-    expect(f.ended).toEqual([]);
-    const rec = (await f.store.getSession(id))!;
-    expect(rec.state).toBe('active');
+    // Back: the lease lapsed during the outage, and the retried check extends it instead of ending the stream.
+    let rec = (await f.store.getSession(id))!;
+    expect(rec.leaseExpiresAtMs).toBeLessThan(f.clock.now());
+    for (let i = 0; i < 100 && rec.leaseExpiresAtMs <= f.clock.now(); i++) {
+      await drive(f, 1);
+      rec = (await f.store.getSession(id))!;
+    }
+    expect(rec).toMatchObject({ state: 'active' });
     expect(rec.leaseExpiresAtMs).toBeGreaterThan(f.clock.now());
+    expect(f.ended).toEqual([]);
+    expect(log.lines.some((l) => l.includes('lease check could not read the store'))).toBe(true);
+    // The client's keepalives take over again, and results go on.
+    expect((await call(a.url, 'POST', `/v0.2/streams/${id}/keepalive`)).status).toBe(200);
+    const n = sock.messages.length;
+    await driveUntil(f, () => sock.messages.length >= n + 1);
+    expect(f.ended).toEqual([]);
   } finally {
     await f.close();
   }
@@ -508,6 +517,22 @@ describe('failover and drain', () => {
     expect([...ticks].sort((x, y) => x - y)).toEqual(ticks);
     expect(f.adopted).toEqual([`B:failover:${id}`]);
     expect(await f.store.getSession(id)).toMatchObject({ owner: 'B', epoch: 2 });
+  });
+
+  test("the fleet's slot reconciler frees a crashed create's unbound slot after its 30 s grace, within one reconcile period", async () => {
+    const kh = keyHash(KEY);
+    // A create in flight on a replica that then vanished: acquired, never bound.
+    expect(await f.store.acquireSlot(kh, 'orphan', 5, 'vanished')).toBe(true);
+    const acquiredAt = f.clock.now();
+    for (let i = 0; i < 600 && (await f.store.slotsInUse(kh)) > 0; i++) {
+      f.clock.advance(100);
+      await settle();
+    }
+    const freedAfter = f.clock.now() - acquiredAt;
+    expect(await f.store.slotsInUse(kh)).toBe(0);
+    // Not before the 30 s grace of a create in flight; within one reconcile period (10 s) after it.
+    expect(freedAfter).toBeGreaterThan(30_000);
+    expect(freedAfter).toBeLessThanOrEqual(40_000 + 100);
   });
 
   test('the last replica standing ends its streams as before (server_shutdown)', async () => {
