@@ -33,6 +33,7 @@ registerSection('legacy', async () => {
   };
 });
 registerSection('passthrough', async () => (await import('./bench/passthrough')).benchPassthrough);
+registerSection('telemetry', async () => (await import('./bench/telemetry')).benchTelemetry);
 registerSection('upstream-outage', async () => (await import('./bench/upstream-outage')).benchUpstreamOutage);
 registerSection('relay', async () => (await import('./bench/relay')).benchRelay);
 registerSection('sunset', async () => (await import('./bench/sunset')).benchSunset);

@@ -8,7 +8,7 @@ import { MemoryStore } from '../gateway/store/memory';
 import { RedisStore } from '../gateway/store/redis';
 import { FLEET_DEFAULTS } from '../gateway/store/store';
 import type { SessionRecord, Store } from '../gateway/store/store';
-import { startRedis } from './redis-server';
+import { startRedis, startRedisCluster } from './redis-server';
 import type { RedisServer } from './redis-server';
 import { quantile } from './util';
 
@@ -105,5 +105,14 @@ export async function benchStore(): Promise<void> {
   } finally {
     await store.close();
     await redis.stop();
+  }
+  // The same on a local 3-primary Cluster (latency only: commands are counted per server).
+  const cluster = await startRedisCluster(3);
+  const onCluster = await RedisStore.connect(cluster.url);
+  try {
+    await benchOne('cluster', onCluster);
+  } finally {
+    await onCluster.close();
+    await cluster.stop();
   }
 }

@@ -27,6 +27,7 @@ import { createPassthrough } from './passthrough';
 import type { Passthrough } from './passthrough';
 import { mountDocs, mountHealth, mountMetrics } from './operator';
 import { MemoryStore } from './store/memory';
+import { measuredStore } from './store/measured';
 import type { Store } from './store/store';
 import { announceDeprecation, deprecationHeaderLines, deprecationHeaders } from './telemetry/deprecation';
 import { accessLog, passthroughTelemetry, requestMetrics } from './telemetry/http';
@@ -94,7 +95,9 @@ export interface Gateway {
 /** Builds the gateway (no listen): /v0.2 adapter, /v1beta + /billing passthrough, telemetry, health. */
 export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions): Gateway {
   const brand = brandOf(cfg);
-  const store = opts.store ?? new MemoryStore();
+  // Every store call timed and its failures counted (gateway_store_*); `metrics` is built below and
+  // no store call happens before it is.
+  const store = measuredStore(opts.store ?? new MemoryStore(), { call: (op, seconds, failed) => metrics.store.call(op, seconds, failed) });
   const upstream = new UpstreamClient({
     baseUrl: opts.upstreamUrl,
     brand,
@@ -117,6 +120,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const headers = deprecationHeaders(cfg.deprecation);
   const rollup = new DeprecationRollup({
     usage,
+    store,
     logger: logger.child({ component: 'deprecation' }),
     deprecation,
     cron: cfg.telemetry.rollupCron,
@@ -292,9 +296,9 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
         await sockets.close(handedOver ? LEGACY_CLOSES.replicaLeaving : undefined);
         await rollup.stop();
         await sunset.close();
-        await usage.flush();
+        await usage.close();
         // The day so far, so a restart never loses the last summary.
-        await rollup.run(utcDay(opts.now?.() ?? Date.now()));
+        await rollup.run(utcDay(opts.now?.() ?? Date.now()), { partial: true });
         await upstream.close();
         passthrough.close();
         proxied.flush();

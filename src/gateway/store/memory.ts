@@ -1,5 +1,5 @@
 import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
 /**
  * The embedded default store: one process, no persistence. Several gateways built on one instance
@@ -212,20 +212,34 @@ export class MemoryStore implements Store {
   }
 
   async hincr(key: string, field: string, by = 1): Promise<void> {
-    const h = this.hash(key);
-    h.set(field, (h.get(field) ?? 0) + by);
+    this.hupdate({ key, incr: { [field]: by } });
   }
 
   async hsetMin(key: string, field: string, value: number): Promise<void> {
-    const h = this.hash(key);
-    const cur = h.get(field);
-    if (cur === undefined || value < cur) h.set(field, value);
+    this.hupdate({ key, min: { [field]: value } });
   }
 
   async hsetMax(key: string, field: string, value: number): Promise<void> {
-    const h = this.hash(key);
-    const cur = h.get(field);
-    if (cur === undefined || value > cur) h.set(field, value);
+    this.hupdate({ key, max: { [field]: value } });
+  }
+
+  async hbatch(updates: readonly HashUpdate[]): Promise<void> {
+    for (const u of updates) this.hupdate(u);
+  }
+
+  private hupdate(u: HashUpdate): void {
+    // No field, no hash (as in Redis, where an empty hash does not exist).
+    if (!Object.keys({ ...u.incr, ...u.min, ...u.max }).length) return;
+    const h = this.hash(u.key);
+    for (const [f, by] of Object.entries(u.incr ?? {})) h.set(f, (h.get(f) ?? 0) + by);
+    for (const [f, v] of Object.entries(u.min ?? {})) {
+      const cur = h.get(f);
+      if (cur === undefined || v < cur) h.set(f, v);
+    }
+    for (const [f, v] of Object.entries(u.max ?? {})) {
+      const cur = h.get(f);
+      if (cur === undefined || v > cur) h.set(f, v);
+    }
   }
 
   async hgetall(key: string): Promise<Record<string, number>> {

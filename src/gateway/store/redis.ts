@@ -1,6 +1,8 @@
 /**
  * The shared store of a fleet of replicas (`REDIS_URL` / `store.redisUrl`), with the semantics of
  * `MemoryStore`: whatever one replica writes, every replica reads; slots are exact across replicas.
+ * One server (`redis://`) or a Cluster (`redis+cluster://host:port,…`). A call Redis cannot answer
+ * throws StoreUnavailableError (503 `store_unavailable`).
  *
  * Keys (`P` is the prefix, `lg:` by default). Every multi-key script keeps its keys on one hash tag
  * (`{…}`), so a Redis Cluster serves them unchanged.
@@ -31,7 +33,7 @@ import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../lib/logger';
 import { parseClusterUrl } from './redis-url';
 import { StoreUnavailableError } from './store';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, Membership, SessionRecord, SlotHolder, Store, StoreObserver, TickCommit, Unsubscribe } from './store';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, StoreObserver, TickCommit, Unsubscribe } from './store';
 
 const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
@@ -172,6 +174,34 @@ return 0`;
 
 /** One server or a Cluster (`redis+cluster://`): the same commands, routed by key on a Cluster. */
 type Conn = Redis | Cluster;
+/**
+ * KEYS[1] hash; ARGV (op, field, value) triples, op '+' add, '<' lower to, '>' raise to. One read and
+ * one write for every field of a telemetry flush; numbers written back with full double precision.
+ */
+const HBATCH = `local fields = {}
+for i = 2, #ARGV, 3 do fields[#fields + 1] = ARGV[i] end
+local cur = redis.call('HMGET', KEYS[1], unpack(fields))
+local vals, order = {}, {}
+for i = 1, #fields do
+  local f, op, v = fields[i], ARGV[3 * i - 2], tonumber(ARGV[3 * i])
+  local c = vals[f]
+  if c == nil then
+    order[#order + 1] = f
+    if cur[i] then c = tonumber(cur[i]) end
+  end
+  if op == '+' then c = (c or 0) + v
+  elseif c == nil or (op == '<' and v < c) or (op == '>' and v > c) then c = v end
+  vals[f] = c
+end
+local out = {}
+for _, f in ipairs(order) do
+  out[#out + 1] = f
+  out[#out + 1] = string.format('%.17g', vals[f])
+end
+redis.call('HSET', KEYS[1], unpack(out))
+return 0`;
+/** Fields per HBATCH call: Lua's unpack() has a stack limit (~8000 values). */
+const HBATCH_FIELDS = 1_000;
 
 /** A Lua script called by its SHA1 (one round trip), loaded again after a Redis restart (NOSCRIPT). */
 class Script {
@@ -207,6 +237,7 @@ const SCRIPTS = {
   feedbackPage: new Script(FEEDBACK_PAGE),
   schedulePrune: new Script(SCHEDULE_PRUNE),
   setExtreme: new Script(SET_EXTREME),
+  hbatch: new Script(HBATCH),
 };
 
 export interface RedisStoreOptions {
@@ -335,8 +366,8 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Every store call runs through here: a failure (connection gone, command timed out, an error
-   * reply) becomes StoreUnavailableError (503 `store_unavailable`), and observers see each call.
+   * Every store call runs through here: a Redis failure (connection gone, command timed out, an
+   * error reply) becomes StoreUnavailableError (503 `store_unavailable`), and observers see each call.
    */
   private async guard<T>(op: string, fn: () => Promise<T>): Promise<T> {
     const start = performance.now();
@@ -351,6 +382,11 @@ export class RedisStore implements Store {
     } catch (err) {
       // A nested call (updateSession → getSession) was told already.
       if (err instanceof StoreUnavailableError) throw err;
+      // A bug here (a record that does not parse, a wrong type) is not an outage: a 500, logged.
+      if (err instanceof TypeError || err instanceof SyntaxError || err instanceof RangeError || err instanceof ReferenceError) {
+        tell(true);
+        throw err;
+      }
       // Redis answered with an error (out of memory, read-only replica, a script bug): worth a line;
       // connection errors are logged once per state change by connect().
       if (err instanceof Error && err.name === 'ReplyError' && err.message !== this.lastReply) {
@@ -657,6 +693,26 @@ export class RedisStore implements Store {
     return this.guard('hsetMax', async () => {
       await SCRIPTS.setExtreme.run(this.redis, [this.hashKey(key)], [field, value, 'max']);
     });
+  }
+
+  /** One HBATCH script per hash (chunked past HBATCH_FIELDS), sent together by auto-pipelining. */
+  async hbatch(updates: readonly HashUpdate[]): Promise<void> {
+    return this.guard('hbatch', () => this.hbatchCalls(updates));
+  }
+
+  private async hbatchCalls(updates: readonly HashUpdate[]): Promise<void> {
+    const calls: Promise<unknown>[] = [];
+    for (const u of updates) {
+      const args = [
+        ...Object.entries(u.incr ?? {}).flatMap(([f, v]) => ['+', f, v]),
+        ...Object.entries(u.min ?? {}).flatMap(([f, v]) => ['<', f, v]),
+        ...Object.entries(u.max ?? {}).flatMap(([f, v]) => ['>', f, v]),
+      ];
+      for (let i = 0; i < args.length; i += 3 * HBATCH_FIELDS) {
+        calls.push(SCRIPTS.hbatch.run(this.redis, [this.hashKey(u.key)], args.slice(i, i + 3 * HBATCH_FIELDS)));
+      }
+    }
+    await Promise.all(calls);
   }
 
   async hgetall(key: string): Promise<Record<string, number>> {

@@ -138,6 +138,17 @@ export interface FeedbackPage {
 
 export type Unsubscribe = () => void;
 
+/**
+ * One telemetry hash's share of a flush: fields to add to, and fields to lower or raise to a value
+ * (first/last seen). Applied atomically per hash; a batch of several hashes is not one transaction.
+ */
+export interface HashUpdate {
+  key: string;
+  incr?: Readonly<Record<string, number>>;
+  min?: Readonly<Record<string, number>>;
+  max?: Readonly<Record<string, number>>;
+}
+
 export interface Store {
   /**
    * Takes one of `limit` concurrency slots of a key, atomically. False when full. `replica` records
@@ -213,6 +224,8 @@ export interface Store {
   hincr(key: string, field: string, by?: number): Promise<void>;
   hsetMin(key: string, field: string, value: number): Promise<void>;
   hsetMax(key: string, field: string, value: number): Promise<void>;
+  /** Buffered telemetry in one call (Redis: one round trip, one script per hash, so one hash tag each). */
+  hbatch(updates: readonly HashUpdate[]): Promise<void>;
   hgetall(key: string): Promise<Record<string, number>>;
   /** Removes `fields` of a hash (bounded per-key series drop their old fields). */
   hdel(key: string, fields: readonly string[]): Promise<void>;

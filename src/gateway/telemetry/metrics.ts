@@ -1,9 +1,12 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { StoreCallSink } from '../store/measured';
 
 /** Seconds buckets for request-scale latencies (1 ms … 30 s). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 /** Seconds buckets for the gateway's own small delays (scheduler lateness, fan-out). */
 const SMALL_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+/** Seconds buckets for store calls: a memory call (µs), a Redis round trip (0.1–1 ms), its 2 s timeout. */
+const STORE_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 
 export interface MetricsSources {
   /** Live legacy sessions in this process. */
@@ -42,6 +45,14 @@ export class GatewayMetrics {
   readonly socketsShed: Counter;
   readonly upstreamErrors: Counter<'source' | 'status'>;
   readonly legacyRefusals: Counter<'reason' | 'kind'>;
+  readonly fleetReplicas: Gauge;
+  readonly fleetOwnedSessions: Gauge;
+  readonly fleetAdoptions: Counter<'how'>;
+  readonly fleetFencedTicks: Counter<'reason'>;
+  readonly storeCommands: Histogram<'op'>;
+  readonly storeErrors: Counter<'op'>;
+  /** Label children of the store metrics per op: a store call costs no label lookup. */
+  private readonly storeChildren = new Map<string, { time: { observe(v: number): void }; errors: { inc(): void } }>();
 
   constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -178,6 +189,44 @@ export class GatewayMetrics {
       labelNames: ['reason', 'kind'],
       registers,
     });
+    this.fleetReplicas = new Gauge({
+      name: 'gateway_fleet_replicas',
+      help: "Replicas alive (heartbeat in the shared store) at this replica's last membership sweep",
+      registers,
+    });
+    this.fleetOwnedSessions = new Gauge({
+      name: 'gateway_fleet_owned_sessions',
+      help: 'Legacy sessions this replica schedules (owns) now',
+      registers,
+    });
+    this.fleetAdoptions = new Counter({
+      name: 'gateway_fleet_adoptions_total',
+      help: 'Sessions this replica took over: failover (their owner died) or handover (their owner drained)',
+      labelNames: ['how'],
+      registers,
+    });
+    this.fleetFencedTicks = new Counter({
+      name: 'gateway_fleet_fenced_ticks_total',
+      help: "Tick results the store refused to publish: fenced (another owner or epoch), duplicate, ended, missing (the store lost the record)",
+      labelNames: ['reason'],
+      registers,
+    });
+    this.storeCommands = new Histogram({
+      name: 'gateway_store_command_seconds',
+      help: 'Time of each store call (Redis: the round trip), by Store operation',
+      labelNames: ['op'],
+      buckets: STORE_BUCKETS,
+      registers,
+    });
+    this.storeErrors = new Counter({
+      name: 'gateway_store_errors_total',
+      help: 'Store calls that failed (Redis unreachable, timed out, refused), by Store operation',
+      labelNames: ['op'],
+      registers,
+    });
+    // Known label values start at 0, so rate() and alerts see the series before the first event.
+    for (const how of ['failover', 'handover']) this.fleetAdoptions.inc({ how }, 0);
+    for (const reason of ['fenced', 'duplicate', 'ended', 'missing']) this.fleetFencedTicks.inc({ reason }, 0);
     if (sources.upstreamUp) {
       const up = sources.upstreamUp;
       new Gauge({
@@ -203,6 +252,16 @@ export class GatewayMetrics {
       });
     }
   }
+
+  /** Store calls by operation, fed by the measured store (src/gateway/store/measured.ts). */
+  readonly store: StoreCallSink = {
+    call: (op, seconds, failed) => {
+      let c = this.storeChildren.get(op);
+      if (!c) this.storeChildren.set(op, (c = { time: this.storeCommands.labels(op), errors: this.storeErrors.labels(op) }));
+      c.time.observe(seconds);
+      if (failed) c.errors.inc();
+    },
+  };
 
   contentType(): string {
     return this.registry.contentType;

@@ -14,7 +14,7 @@ import type { DeprecationUsage } from './usage';
 /** Endpoint name of the results socket in counters and the report. */
 export const RESULTS_SOCKET_ENDPOINT = 'WS /v0.2/ws/streams/:id';
 
-/** The legacy adapter's events → Prometheus metrics and per-key deprecation counters. */
+/** The legacy adapter's events (the fleet's included) → Prometheus metrics and per-key deprecation counters. */
 export function telemetryObserver(metrics: GatewayMetrics, usage: DeprecationUsage): LegacyObserver {
   return {
     streamCreated(keyHash, spec) {
@@ -43,6 +43,18 @@ export function telemetryObserver(metrics: GatewayMetrics, usage: DeprecationUsa
     },
     upstreamError(status) {
       metrics.upstreamErrors.inc({ source: 'legacy', status: String(status) });
+    },
+    fleetReplicas(alive) {
+      metrics.fleetReplicas.set(alive);
+    },
+    ownedSessions(count) {
+      metrics.fleetOwnedSessions.set(count);
+    },
+    sessionAdopted(_streamId, how) {
+      metrics.fleetAdoptions.inc({ how });
+    },
+    tickFenced(reason) {
+      metrics.fleetFencedTicks.inc({ reason });
     },
   };
 }

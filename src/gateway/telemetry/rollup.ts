@@ -1,10 +1,13 @@
 import { schedule } from 'node-cron';
 import type { ScheduledTask } from 'node-cron';
 import type { Logger } from '../../lib/logger';
+import type { Store } from '../store/store';
 import type { DayUsage, DeprecationReport, DeprecationUsage } from './usage';
 import { utcDay } from './usage';
 
 const DAY_MS = 86_400_000;
+/** How long a day's claim holds: past the day and any replica's late cron run, short of forever. */
+const CLAIM_TTL_MS = 36 * 3_600_000;
 
 export interface RollupSummary {
   /** The UTC day summarised (the day before the run). */
@@ -17,6 +20,8 @@ export interface RollupSummary {
 
 export interface RollupOptions {
   usage: DeprecationUsage;
+  /** Where the fleet claims each day's run (every replica's cron fires; one summarises). */
+  store: Pick<Store, 'claimOnce'>;
   logger: Logger;
   deprecation: DeprecationReport['deprecation'];
   cron: string;
@@ -27,6 +32,8 @@ export interface RollupOptions {
 /**
  * The daily roll-up: a node-cron job that summarises the previous UTC day and the all-time counters
  * of /v0.2 usage and logs it as one structured line (also run once at shutdown, for the day so far).
+ * Once per fleet: each run first claims its day in the store (`claimOnce`), so of the replicas whose
+ * cron fires only the first logs; the shutdown run claims apart, so it never takes the day's own.
  */
 export class DeprecationRollup {
   private task: ScheduledTask | undefined;
@@ -46,10 +53,17 @@ export class DeprecationRollup {
     });
   }
 
-  /** Summarises `day` (default: yesterday, UTC) and logs it. Never throws. */
-  async run(day = utcDay(this.now() - DAY_MS)): Promise<RollupSummary | undefined> {
-    const { usage, logger, deprecation } = this.opts;
+  /**
+   * Summarises `day` (default: yesterday, UTC) and logs it, unless another run (another replica)
+   * claimed it first; `partial`: the shutdown's summary of the day so far. Never throws.
+   */
+  async run(day = utcDay(this.now() - DAY_MS), opts: { partial?: boolean } = {}): Promise<RollupSummary | undefined> {
+    const { usage, logger, deprecation, store } = this.opts;
     try {
+      if (!(await store.claimOnce(`rollup:${day}${opts.partial ? ':partial' : ''}`, CLAIM_TTL_MS))) {
+        logger.debug({ day, partial: opts.partial === true }, 'deprecation roll-up already taken by another replica');
+        return undefined;
+      }
       await usage.flush();
       const report = await usage.report(deprecation, { days: 0 });
       const summary: RollupSummary = {

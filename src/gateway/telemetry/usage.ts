@@ -12,10 +12,16 @@
  *                        v1beta, billing, ua:<client family>
  *   depr:acct:<keyHash>  <accountId> → last seen ms
  *   depr:day:<YYYY-MM-DD> (UTC) requests, streams, inferences, output_tokens, ws_connections, key:<keyHash>
+ *
+ * Writes are buffered per replica (CounterBuffer) and flushed every FLUSH_MS as one `store.hbatch`:
+ * the store's cost is per flush and hash, not per tick. A crash loses at most the last FLUSH_MS of
+ * this replica's counters; a flush the store refuses (outage) is kept and retried every FLUSH_MS
+ * (up to RETAINED_HASHES hashes), so an outage costs no counters unless the process dies in it.
  */
 import type { Logger } from '../../lib/logger';
 import type { RefusalReason } from '../legacy/sunset';
 import type { Store } from '../store/store';
+import { CounterBuffer } from './counter-buffer';
 import { HISTORY_DAYS, MAX_FAMILIES_PER_KEY, MIGRATION_STATUSES, migrationStatus } from './migration';
 import type { MigrationStatus } from './migration';
 
@@ -26,20 +32,14 @@ const PT = 'depr:pt:';
 const DAY_MS = 86_400_000;
 /** Keys whose per-process write state (last pruned day, families seen) is remembered. */
 const MEMO_KEYS = 10_000;
-/** Passthrough calls are summed in process and written at most this often (or at this many keys). */
-const PT_WRITE_MS = 1_000;
-const PT_PENDING_KEYS = 1_000;
+/** Counter writes are summed in process and written at most this often (or at this many pending hashes). */
+const FLUSH_MS = 1_000;
+const PENDING_HASHES = 1_000;
+/** While the store refuses flushes, counters are kept for the next one, up to this many hashes. */
+const RETAINED_HASHES = 20_000;
 
 /** Per key, this process's last written day (old day fields are pruned when it changes) and families. */
 type KeyMemo = Map<string, { day: string; families: Set<string> }>;
-
-interface PendingPassthrough {
-  first: number;
-  last: number;
-  v1beta: number;
-  billing: number;
-  families: Map<string, number>;
-}
 
 /** What a created stream contributes (a SessionSpec fits). */
 export interface StreamTraits {
@@ -130,112 +130,152 @@ export class DeprecationUsage {
   private readonly pending = new Set<Promise<void>>();
   private readonly seen: KeyMemo = new Map();
   private readonly seenPassthrough: KeyMemo = new Map();
-  /** The passthrough is the hot path: its calls cost a Map update, the store writes come in batches. */
-  private readonly ptPending = new Map<string, PendingPassthrough>();
-  private ptTimer: NodeJS.Timeout | undefined;
+  /** Counter writes since the last flush: events (ticks, requests, passthrough calls) cost a Map update. */
+  private readonly buffer = new CounterBuffer();
+  private flushTimer: NodeJS.Timeout | undefined;
+  /** Consecutive failed flushes: an outage is logged once when it starts and once when it ends. */
+  private failedFlushes = 0;
+  private closed = false;
 
+  /**
+   * @param flushMs how long counter writes are held (summed) before one `store.hbatch` writes them:
+   *   what a crash loses at most, and what bounds the store commands per stream-second.
+   */
   constructor(
     private readonly store: Store,
     private readonly logger: Logger,
     private readonly now: () => number = Date.now,
+    private readonly flushMs = FLUSH_MS,
   ) {}
 
   /** One authenticated legacy request (or results-socket connection) by endpoint; `family` from clientFamily(). */
   request(keyHash: string, endpoint: string, accountId?: string, family?: string): void {
     const t = this.now();
-    const k = KEY + keyHash;
     const day = utcDay(t);
-    const d = DAY + day;
-    this.write(
-      this.store.hsetMin(k, 'first_seen_ms', t),
-      this.store.hsetMax(k, 'last_seen_ms', t),
-      this.store.hincr(k, `req:${endpoint}`),
-      this.store.hincr(k, `day:${day}`),
-      family ? this.store.hincr(k, `ua:${this.boundedFamily(this.seen, keyHash, family)}`) : undefined,
-      this.store.hincr(d, 'requests'),
-      this.store.hincr(d, `key:${keyHash}`),
-      accountId ? this.store.hsetMax(ACCT + keyHash, accountId, t) : undefined,
-      this.pruneOnNewDay(keyHash, day, t),
-    );
+    const k = this.buffer.hash(KEY + keyHash);
+    k.lower('first_seen_ms', t);
+    k.raise('last_seen_ms', t);
+    k.add(`req:${endpoint}`);
+    k.add(`day:${day}`);
+    if (family) k.add(`ua:${this.boundedFamily(this.seen, keyHash, family)}`);
+    const d = this.buffer.hash(DAY + day);
+    d.add('requests');
+    d.add(`key:${keyHash}`);
+    if (accountId) this.buffer.hash(ACCT + keyHash).raise(accountId, t);
+    this.scheduleFlush();
+    this.pruneOnNewDay(keyHash, day, t);
   }
 
   /** A /v1beta or /billing call made with a key (status < 400: the upstream accepted the key). */
   passthrough(keyHash: string, prefix: 'v1beta' | 'billing', family: string): void {
     const t = this.now();
-    let p = this.ptPending.get(keyHash);
-    if (!p) this.ptPending.set(keyHash, (p = { first: t, last: t, v1beta: 0, billing: 0, families: new Map() }));
-    p.last = t;
-    p[prefix]++;
-    const f = this.boundedFamily(this.seenPassthrough, keyHash, family);
-    p.families.set(f, (p.families.get(f) ?? 0) + 1);
-    if (this.ptPending.size >= PT_PENDING_KEYS) this.writePassthrough();
-    else this.ptTimer ??= setTimeout(() => this.writePassthrough(), PT_WRITE_MS).unref();
-  }
-
-  private writePassthrough(): void {
-    clearTimeout(this.ptTimer);
-    this.ptTimer = undefined;
-    for (const [keyHash, p] of this.ptPending) {
-      const k = PT + keyHash;
-      this.write(
-        this.store.hsetMin(k, 'first_seen_ms', p.first),
-        this.store.hsetMax(k, 'last_seen_ms', p.last),
-        p.v1beta ? this.store.hincr(k, 'v1beta', p.v1beta) : undefined,
-        p.billing ? this.store.hincr(k, 'billing', p.billing) : undefined,
-        ...[...p.families].map(([f, n]) => this.store.hincr(k, `ua:${f}`, n)),
-      );
-    }
-    this.ptPending.clear();
+    const p = this.buffer.hash(PT + keyHash);
+    p.lower('first_seen_ms', t);
+    p.raise('last_seen_ms', t);
+    p.add(prefix);
+    p.add(`ua:${this.boundedFamily(this.seenPassthrough, keyHash, family)}`);
+    this.scheduleFlush();
   }
 
   /** A legacy call refused by a brownout or after the sunset. */
   refused(keyHash: string, reason: RefusalReason): void {
-    this.write(this.store.hincr(KEY + keyHash, `refused:${reason}`));
+    this.buffer.hash(KEY + keyHash).add(`refused:${reason}`);
+    this.scheduleFlush();
   }
 
   streamCreated(keyHash: string, s: StreamTraits): void {
-    const k = KEY + keyHash;
-    this.write(
-      this.store.hincr(k, 'streams'),
-      this.store.hincr(k, `source:${s.transport}`),
-      this.store.hincr(k, `mode:${s.mode}`),
-      this.store.hincr(k, `backend:${s.backend}`),
-      this.store.hincr(k, `model:${s.model}`),
-      ...s.deprecatedFields.map((f) => this.store.hincr(k, `field:${f}`)),
-      this.store.hincr(DAY + utcDay(this.now()), 'streams'),
-    );
+    const k = this.buffer.hash(KEY + keyHash);
+    k.add('streams');
+    k.add(`source:${s.transport}`);
+    k.add(`mode:${s.mode}`);
+    k.add(`backend:${s.backend}`);
+    k.add(`model:${s.model}`);
+    for (const f of s.deprecatedFields) k.add(`field:${f}`);
+    this.buffer.hash(DAY + utcDay(this.now())).add('streams');
+    this.scheduleFlush();
   }
 
   streamEnded(keyHash: string, reason: string): void {
-    this.write(this.store.hincr(KEY + keyHash, `end:${reason}`));
+    this.buffer.hash(KEY + keyHash).add(`end:${reason}`);
+    this.scheduleFlush();
   }
 
+  /** Once per tick of every stream: the reason the counters are buffered. */
   inference(keyHash: string, ok: boolean, outputTokens: number): void {
-    const k = KEY + keyHash;
-    const d = DAY + utcDay(this.now());
-    this.write(
-      this.store.hincr(k, ok ? 'inferences:ok' : 'inferences:failed'),
-      this.store.hincr(d, 'inferences'),
-      outputTokens > 0 ? this.store.hincr(k, 'output_tokens', outputTokens) : undefined,
-      outputTokens > 0 ? this.store.hincr(d, 'output_tokens', outputTokens) : undefined,
-    );
+    const k = this.buffer.hash(KEY + keyHash);
+    const d = this.buffer.hash(DAY + utcDay(this.now()));
+    k.add(ok ? 'inferences:ok' : 'inferences:failed');
+    d.add('inferences');
+    if (outputTokens > 0) {
+      k.add('output_tokens', outputTokens);
+      d.add('output_tokens', outputTokens);
+    }
+    this.scheduleFlush();
   }
 
   socketOpened(keyHash: string): void {
-    this.write(this.store.hincr(KEY + keyHash, 'ws_connections'), this.store.hincr(DAY + utcDay(this.now()), 'ws_connections'));
+    this.buffer.hash(KEY + keyHash).add('ws_connections');
+    this.buffer.hash(DAY + utcDay(this.now())).add('ws_connections');
+    this.scheduleFlush();
   }
 
-  /** Writes the passthrough calls summed so far, and resolves once every counter write has landed (shutdown, reports, tests). */
+  /** Writes the buffered counters now, and resolves once every counter write has landed (shutdown, reports, tests). */
   async flush(): Promise<void> {
-    if (this.ptPending.size) this.writePassthrough();
+    this.writeBuffer();
     while (this.pending.size) await Promise.all([...this.pending]);
+  }
+
+  /** A last flush; then no timer is armed again (what a failing store refused now stays unwritten). */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.flush();
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+  }
+
+  /**
+   * A flush within `flushMs`, or at once when many keys are pending (memory stays bounded), but not
+   * while the store is failing: then one try per interval, not one per event.
+   */
+  private scheduleFlush(): void {
+    if (this.buffer.size >= PENDING_HASHES && !this.failedFlushes) this.writeBuffer();
+    else this.armFlushTimer();
+  }
+
+  private armFlushTimer(): void {
+    if (!this.closed) this.flushTimer ??= setTimeout(() => this.writeBuffer(), this.flushMs).unref();
+  }
+
+  private writeBuffer(): void {
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    if (!this.buffer.size) return;
+    const updates = this.buffer.take();
+    this.track(
+      this.store.hbatch(updates).then(
+        () => {
+          if (this.failedFlushes) this.logger.info({ failedFlushes: this.failedFlushes }, 'deprecation counters written again');
+          this.failedFlushes = 0;
+        },
+        (err: unknown) => {
+          if (this.failedFlushes++ === 0) this.logger.warn({ err, hashes: updates.length }, 'deprecation counter write failed (counters kept for the next flush)');
+          // Kept for the next flush (a batch that timed out may have landed: its increments would
+          // count twice; first/last seen stay exact). Past the bound, dropped.
+          if (this.buffer.size + updates.length <= RETAINED_HASHES) this.buffer.restore(updates);
+          else this.logger.warn({ hashes: updates.length }, 'deprecation counters dropped: the store has refused them too long');
+          this.armFlushTimer();
+        },
+      ),
+    );
   }
 
   async keyCount(): Promise<number> {
     return (await this.store.keys(KEY)).length;
   }
 
+  /** The fleet's report from the shared counters; this replica's buffered ones are written first, so it is never behind itself. */
   async report(deprecation: DeprecationReport['deprecation'], opts: ReportOptions = {}): Promise<DeprecationReport> {
+    await this.flush();
     const keyHashes = (await this.store.keys(KEY)).map((k) => k.slice(KEY.length));
     const all = await Promise.all(keyHashes.map((h) => this.keyUsage(h)));
     const byStatus = Object.fromEntries(MIGRATION_STATUSES.map((s) => [s, 0])) as Record<MigrationStatus, number>;
@@ -342,23 +382,24 @@ export class DeprecationUsage {
   }
 
   /** The first write of a key on a new day (in this process) drops its day fields older than HISTORY_DAYS. */
-  private async pruneOnNewDay(keyHash: string, day: string, t: number): Promise<void> {
+  private pruneOnNewDay(keyHash: string, day: string, t: number): void {
     const m = this.memo(this.seen, keyHash);
     if (m.day === day) return;
     m.day = day;
     const oldest = utcDay(t - (HISTORY_DAYS - 1) * DAY_MS);
-    const fields = Object.keys(await this.store.hgetall(KEY + keyHash));
-    const stale = fields.filter((f) => f.startsWith('day:') && f.slice(4) < oldest);
-    if (stale.length) await this.store.hdel(KEY + keyHash, stale);
+    this.track(
+      (async () => {
+        const fields = Object.keys(await this.store.hgetall(KEY + keyHash));
+        const stale = fields.filter((f) => f.startsWith('day:') && f.slice(4) < oldest);
+        if (stale.length) await this.store.hdel(KEY + keyHash, stale);
+      })().catch((err: unknown) => this.logger.warn({ err }, 'deprecation day prune failed')),
+    );
   }
 
-  /** Counter writes never fail the request or tick that caused them: they are logged. */
-  private write(...ops: (Promise<void> | undefined)[]): void {
-    const p = Promise.all(ops)
-      .then(() => undefined)
-      .catch((err: unknown) => this.logger.warn({ err }, 'deprecation counter write failed'))
-      .finally(() => this.pending.delete(p));
-    this.pending.add(p);
+  /** Store writes never fail the request or tick that caused them (their failures are logged); flush() awaits them. */
+  private track(p: Promise<void>): void {
+    const done = p.finally(() => this.pending.delete(done));
+    this.pending.add(done);
   }
 }
 

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { freePort } from '../../../src/bench/util';
 import { loadConfig } from '../../../src/config';
 import { ROOT, runMain, useMainBundle } from '../../helpers/main-bundle';
-import { startRedis } from '../../helpers/redis';
+import { startRedis, startRedisCluster } from '../../helpers/redis';
 import { KEY, frameBody, http } from '../../helpers/stack';
 import { deadline } from '../../helpers/time';
 
@@ -95,6 +95,27 @@ describe('the real process', () => {
       await p.exited;
       fs.rmSync(dir, { recursive: true, force: true });
       await redis.stop();
+    }
+  });
+
+  test('a Redis Cluster (redis+cluster://): boots, keeps a session on the node owning its slot, stops cleanly', async () => {
+    const cluster = await startRedisCluster(3);
+    const p = runMain(bundle(), ['serve', '-c', path.join(ROOT, 'config', 'default.json')], { ...base, REDIS_URL: cluster.url, GATEWAY_SECRET: SECRET, GATEWAY_ID: 'replica-c' });
+    try {
+      const boot = await deadline(p.line('gateway listening'), 20_000, `boot (stderr: ${p.stderr()})`);
+      expect(boot).toMatchObject({ store: 'redis', gatewayId: 'replica-c' });
+      const created = await http(String(boot.url), 'POST', '/v0.2/streams', { key: KEY, body: frameBody({ interval_seconds: 5 }) });
+      expect(created.status).toBe(201);
+      const id = (created.body as { stream_id: string }).stream_id;
+      const held = await Promise.all(cluster.nodes.map((n) => n.command('EXISTS', `lg:session:{${id}}`)));
+      // On exactly one primary (the others answer MOVED).
+      expect(held.filter((r) => r === ':1\r\n')).toHaveLength(1);
+      p.child.kill('SIGTERM');
+      expect(await deadline(p.exited, 20_000, 'exit')).toEqual({ code: 0, signal: null });
+    } finally {
+      p.child.kill('SIGKILL');
+      await p.exited;
+      await cluster.stop();
     }
   });
 });

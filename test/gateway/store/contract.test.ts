@@ -421,7 +421,7 @@ describe('RedisStore with Redis gone', () => {
   test('calls fail fast with StoreUnavailableError (no queueing, no hang) and observers see it; ready() is false, close() returns', async () => {
     const own = await startRedis();
     // ioredis keeps a refused command's timeout timer until it fires: short, so jest exits at once.
-    const store = await RedisStore.connect(own.url, { prefix: 'gone:', commandTimeoutMs: 200 });
+    const store = await RedisStore.connect(own.url, { prefix: 'gone:', commandTimeoutMs: 1_000 });
     const seen: [string, boolean][] = [];
     store.observe({ call: (op, _s, failed) => seen.push([op, failed]) });
     expect(await store.acquireSlot('k', 's1', 5)).toBe(true);
@@ -486,4 +486,62 @@ test('a Cluster with one evicting primary is refused at connect, naming the sett
   } finally {
     await node.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
   }
+});
+
+// Batched telemetry (the fleet-telemetry lane): one call per flush, whatever the number of hashes.
+describe.each(factories)('%s: hbatch (a replica flushing its buffered telemetry)', (_name, make) => {
+  let store: Store;
+  beforeEach(async () => {
+    store = (await make()).store;
+  });
+  afterEach(async () => store.close());
+
+  test('adds, lowers and raises fields of several hashes; absent fields take the value; other fields stay', async () => {
+    await store.hincr('depr:key:a', 'kept', 7);
+    await store.hsetMin('depr:key:a', 'first', 500);
+    await store.hsetMax('depr:key:a', 'last', 500);
+    await store.hbatch([
+      { key: 'depr:key:a', incr: { req: 3, tokens: 2.5 }, min: { first: 400, fresh_min: 9 }, max: { last: 450, fresh_max: 8 } },
+      { key: 'depr:day:2026-03-01', incr: { requests: 3, 'key:a': 3 } },
+      { key: 'depr:key:empty' },
+    ]);
+    await store.hbatch([]);
+    await store.hbatch([{ key: 'depr:key:a', incr: { req: 1, tokens: 0.25 }, min: { first: 600 }, max: { last: 900 } }]);
+    expect(await store.hgetall('depr:key:a')).toEqual({ kept: 7, req: 4, tokens: 2.75, first: 400, last: 900, fresh_min: 9, fresh_max: 8 });
+    expect(await store.hgetall('depr:day:2026-03-01')).toEqual({ requests: 3, 'key:a': 3 });
+    // An update with no fields writes nothing (no empty hash appears).
+    expect((await store.keys('depr:')).sort()).toEqual(['depr:day:2026-03-01', 'depr:key:a']);
+  });
+
+  test('concurrent flushes of several replicas sum exactly and keep the extremes (atomic per hash)', async () => {
+    const replicas = 12;
+    await Promise.all(
+      Array.from({ length: replicas }, (_, r) =>
+        store.hbatch([
+          { key: 'depr:key:shared', incr: { req: r + 1, 'inferences:ok': 2 }, min: { first_seen_ms: 1_763_900_000_000 + r }, max: { last_seen_ms: 1_763_900_000_000 + r } },
+          { key: `depr:key:own${r}`, incr: { req: 1 } },
+        ]),
+      ),
+    );
+    expect(await store.hgetall('depr:key:shared')).toEqual({
+      req: (replicas * (replicas + 1)) / 2,
+      'inferences:ok': 2 * replicas,
+      first_seen_ms: 1_763_900_000_000,
+      last_seen_ms: 1_763_900_000_000 + replicas - 1,
+    });
+    expect(await store.keys('depr:key:own')).toHaveLength(replicas);
+  });
+
+  test('large integers stay exact; thousands of fields in one hash (past the script chunk) all land', async () => {
+    const big = 2 ** 52 + 1;
+    await store.hbatch([{ key: 'depr:key:big', incr: { n: big }, max: { last_seen_ms: 1_763_900_000_123 } }]);
+    await store.hbatch([{ key: 'depr:key:big', incr: { n: 2 } }]);
+    expect(await store.hgetall('depr:key:big')).toEqual({ n: big + 2, last_seen_ms: 1_763_900_000_123 });
+    const incr = Object.fromEntries(Array.from({ length: 2_500 }, (_, i) => [`key:k${i}`, i + 1]));
+    await store.hbatch([{ key: 'depr:day:wide', incr }, { key: 'depr:day:wide', incr: { 'key:k0': 1 } }]);
+    const wide = await store.hgetall('depr:day:wide');
+    expect(Object.keys(wide)).toHaveLength(2_500);
+    expect(wide['key:k0']).toBe(2);
+    expect(wide['key:k2499']).toBe(2_500);
+  });
 });

@@ -11,6 +11,7 @@ import { frameBody, http, startStack } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
 import { deadline, sleep } from '../../helpers/time';
 
+const ADMIN = 'admin-token-for-the-outage-test';
 let redis: RedisServer;
 let store: RedisStore;
 let stack: Stack;
@@ -18,11 +19,12 @@ const calls: { op: string; failed: boolean }[] = [];
 
 beforeAll(async () => {
   redis = await startRedis();
-  // Short command timeout: ioredis keeps a refused command's timer until it fires.
-  store = await RedisStore.connect(redis.url, { commandTimeoutMs: 300 });
+  // Shortish command timeout: ioredis keeps a refused command's timer until it fires; long enough
+  // for a loaded CI machine to answer the calls made while Redis is up.
+  store = await RedisStore.connect(redis.url, { commandTimeoutMs: 1_000, connectTimeoutMs: 20_000 });
   store.observe({ call: (op, _s, failed) => calls.push({ op, failed }) });
-  stack = await startStack({}, { store });
-}, 30_000);
+  stack = await startStack({ admin: { token: ADMIN } }, { store });
+}, 60_000);
 
 afterAll(async () => {
   await stack?.close();
@@ -32,7 +34,7 @@ afterAll(async () => {
 
 const created = (r: { status: number; body: unknown }) => (r.status === 201 ? (r.body as { stream_id: string }).stream_id : null);
 
-test('Redis stopped: create and keepalive answer 503 store_unavailable in the legacy body; back once Redis is', async () => {
+test('Redis stopped: create and keepalive answer 503 store_unavailable in the legacy body, the admin report in {detail}; back once Redis is', async () => {
   const before = created(await http(stack.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) }));
   expect(before).toEqual(expect.any(String));
   expect(calls.some((c) => c.op === 'acquireSlot' && !c.failed)).toBe(true);
@@ -46,6 +48,10 @@ test('Redis stopped: create and keepalive answer 503 store_unavailable in the le
   expect(keepalive.status).toBe(503);
   expect((keepalive.body as { error: string }).error).toBe('store_unavailable');
   expect(calls.some((c) => c.failed)).toBe(true);
+  // Outside /v0.2 the same code in the {detail} shape.
+  const report = await deadline(http(stack.url, 'GET', '/admin/deprecation', { key: ADMIN }), 10_000, 'report with Redis stopped');
+  expect(report.status).toBe(503);
+  expect(report.body).toEqual({ detail: expect.stringMatching(/store/) });
   // The live stream keeps ticking; its results fail to go out through Redis: the process stays up.
   const tickFailed = () => calls.some((c) => (c.op === 'publish' || c.op === 'commitTick') && c.failed);
   await deadline(
@@ -76,4 +82,17 @@ test('StoreUnavailableError names the operation and keeps the cause', async () =
   const err = new StoreUnavailableError('commitTick', cause);
   expect(err).toMatchObject({ status: 503, code: 'store_unavailable', op: 'commitTick', cause });
   expect(err.toLegacyBody('req-1')).toEqual({ error: 'store_unavailable', message: err.message, request_id: 'req-1', details: null });
+});
+
+test('a record that does not parse is a bug, not an outage: the error stays what it is', async () => {
+  const own = await startRedis();
+  const s = await RedisStore.connect(own.url, { prefix: 'bad:' });
+  try {
+    await own.command('HSET', 'bad:session:{broken}', 'state', 'not json');
+    await expect(s.getSession('broken')).rejects.toBeInstanceOf(SyntaxError);
+    expect(await s.ready()).toBe(true);
+  } finally {
+    await s.close();
+    await own.stop();
+  }
 });

@@ -99,15 +99,63 @@ describe('deprecation usage counters', () => {
     await store.close();
   });
 
-  test('a failing store never throws into the caller; flush still settles', async () => {
+  test('a failing store never throws into the caller; flush still settles; an outage is logged once, its end once, and its counters land after it', async () => {
     const store = new MemoryStore();
-    store.hincr = () => Promise.reject(new Error('store down'));
+    const hbatch = store.hbatch.bind(store);
+    let down = true;
+    store.hbatch = (u) => (down ? Promise.reject(new Error('store down')) : hbatch(u));
     const lines: string[] = [];
-    const usage = new DeprecationUsage(store, createLogger('warn', 'test', { write: (s: string) => void lines.push(s) }));
-    expect(() => usage.request('k', 'GET /v0.2/models')).not.toThrow();
+    const usage = new DeprecationUsage(store, createLogger('info', 'test', { write: (s: string) => void lines.push(s) }), () => DAY1);
+    for (let i = 0; i < 3; i++) {
+      expect(() => usage.request('k', 'GET /v0.2/models')).not.toThrow();
+      await usage.flush();
+    }
+    expect(lines.filter((l) => /deprecation counter write failed/.test(l))).toHaveLength(1);
+    down = false;
+    usage.request('k', 'GET /v0.2/models');
     await usage.flush();
-    expect(lines.join('')).toMatch(/deprecation counter write failed/);
+    expect(lines.filter((l) => /deprecation counters written again/.test(l))).toHaveLength(1);
+    expect(JSON.parse(lines.find((l) => /written again/.test(l))!)).toMatchObject({ failedFlushes: 3 });
+    // What the store refused was kept and written once with the first flush it took, exactly once.
+    expect((await store.hgetall('depr:key:k'))['req:GET /v0.2/models']).toBe(4);
+    expect((await store.hgetall('depr:day:2026-03-01')).requests).toBe(4);
+    await usage.close();
     await store.close();
+  });
+
+  test('counters are held and summed in process, then written in one store call per flush interval', async () => {
+    jest.useFakeTimers({ now: DAY1 });
+    const store = new MemoryStore();
+    const batches: number[] = [];
+    const hbatch = store.hbatch.bind(store);
+    store.hbatch = (u) => {
+      batches.push(u.length);
+      return hbatch(u);
+    };
+    try {
+      const usage = new DeprecationUsage(store, createLogger('silent'), () => Date.now(), 1_000);
+      usage.request('aaa', 'POST /v0.2/streams', 'acct-1');
+      for (let tick = 0; tick < 300; tick++) usage.inference(tick % 3 ? 'aaa' : 'bbb', tick % 10 !== 0, 5);
+      await jest.advanceTimersByTimeAsync(999);
+      expect(batches).toEqual([]);
+      expect(await store.keys('depr:')).toEqual([]);
+      await jest.advanceTimersByTimeAsync(1);
+      // depr:key:aaa, depr:key:bbb, depr:day:…, depr:acct:aaa: one call for 301 events.
+      expect(batches).toEqual([4]);
+      expect(await store.hgetall('depr:key:aaa')).toMatchObject({ 'inferences:ok': 180, 'inferences:failed': 20, output_tokens: 1_000, 'req:POST /v0.2/streams': 1 });
+      expect(await store.hgetall('depr:key:bbb')).toEqual({ 'inferences:ok': 90, 'inferences:failed': 10, output_tokens: 500 });
+      // Nothing pending, no timer: the next event starts the next interval.
+      await jest.advanceTimersByTimeAsync(5_000);
+      expect(batches).toHaveLength(1);
+      // The report writes this replica's pending counters first: it is never behind itself.
+      usage.request('aaa', 'GET /v0.2/models', 'acct-1');
+      const r = await usage.report(DEPRECATION);
+      expect(r.keys.find((k) => k.key_hash === 'aaa')!.requests).toEqual({ 'POST /v0.2/streams': 1, 'GET /v0.2/models': 1 });
+      expect(batches).toHaveLength(2);
+    } finally {
+      jest.useRealTimers();
+      await store.close();
+    }
   });
 });
 

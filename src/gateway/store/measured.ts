@@ -1,0 +1,57 @@
+import { performance } from 'node:perf_hooks';
+import type { Store } from './store';
+
+/** Where a measured store reports each call (the gateway's metrics implement it). */
+export interface StoreCallSink {
+  /** A call of `op` (a Store method name) answered, or `failed` (threw or rejected), after `seconds`. */
+  call(op: string, seconds: number, failed: boolean): void;
+}
+
+/**
+ * MeasuredStore: `inner` with every method call timed and every failure counted into `sink`, by
+ * method name (never an argument: keys and stream ids stay out of labels). A Proxy rather than a
+ * class listing each method, so a method added to Store is measured without touching this file.
+ */
+export function measuredStore(inner: Store, sink: StoreCallSink): Store {
+  /** Wrappers per method, rebuilt if the method was replaced on `inner` (tests fake failures so). */
+  const wrappers = new Map<string, { of: unknown; fn: unknown }>();
+  return new Proxy(inner, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (typeof prop !== 'string' || typeof value !== 'function') return value;
+      const cached = wrappers.get(prop);
+      if (cached?.of === value) return cached.fn;
+      const fn = measure(prop, value as (...args: unknown[]) => unknown, target, sink);
+      wrappers.set(prop, { of: value, fn });
+      return fn;
+    },
+  });
+}
+
+function measure(op: string, method: (...args: unknown[]) => unknown, target: Store, sink: StoreCallSink) {
+  return (...args: unknown[]): unknown => {
+    const start = performance.now();
+    const done = (failed: boolean) => sink.call(op, (performance.now() - start) / 1000, failed);
+    let out: unknown;
+    try {
+      out = method.apply(target, args);
+    } catch (err) {
+      done(true);
+      throw err;
+    }
+    if (!(out instanceof Promise)) {
+      done(false);
+      return out;
+    }
+    return out.then(
+      (v: unknown) => {
+        done(false);
+        return v;
+      },
+      (err: unknown) => {
+        done(true);
+        throw err;
+      },
+    );
+  };
+}
