@@ -28,6 +28,7 @@ import type { Passthrough } from './passthrough';
 import { mountDocs, mountHealth, mountMetrics } from './operator';
 import { MemoryStore } from './store/memory';
 import { measuredStore } from './store/measured';
+import { StoreHealth } from './store/outage';
 import type { Store } from './store/store';
 import { announceDeprecation, deprecationHeaderLines, deprecationHeaders } from './telemetry/deprecation';
 import { accessLog, passthroughTelemetry, requestMetrics } from './telemetry/http';
@@ -97,7 +98,14 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const brand = brandOf(cfg);
   // Every store call timed and its failures counted (gateway_store_*); `metrics` is built below and
   // no store call happens before it is.
-  const store = measuredStore(opts.store ?? new MemoryStore(), { call: (op, seconds, failed) => metrics.store.call(op, seconds, failed) });
+  // Outages as this replica sees them: the lease check never ends a stream because the store was away.
+  const storeHealth = new StoreHealth({ clock: opts.clock });
+  const store = measuredStore(opts.store ?? new MemoryStore(), {
+    call: (op, seconds, failed) => {
+      metrics.store.call(op, seconds, failed);
+      storeHealth.call(op, seconds, failed);
+    },
+  });
   const upstream = new UpstreamClient({
     baseUrl: opts.upstreamUrl,
     brand,
@@ -159,6 +167,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     media: opts.media ?? ingest,
     observer,
     clock: opts.clock,
+    storeHealth,
     fleet: sealer && { replicaId: cfg.store.gatewayId, sealer, tell: (replica, msg) => fleetRef.fleet!.tell(replica, msg) },
   });
   const fleet = (fleetRef.fleet =

@@ -9,6 +9,7 @@ import type { Logger } from '../../lib/logger';
 import type { Sealer } from '../../lib/seal';
 import type { Clock, LongTimer, TimerHandle } from '../../lib/timers';
 import type { UpstreamClient } from '../../upstream/client';
+import type { StoreHealth } from '../store/outage';
 import type { Store } from '../store/store';
 import type { UpstreamCatalog } from './catalog';
 import type { Ticker } from './ticker';
@@ -95,6 +96,8 @@ export interface SessionDeps {
   observer?: LegacyObserver;
   /** Time and timers of leases, keepalives, first-frame polls and ticks (default: the real clock). */
   clock?: Clock;
+  /** Store outages seen by this replica (../store/outage.ts): when a lapsed lease may end. */
+  storeHealth?: Pick<StoreHealth, 'leaseDeadline'>;
   /** The fleet this replica belongs to (absent: one replica, `SOLO_REPLICA`, nothing sealed). */
   fleet?: FleetLink;
 }

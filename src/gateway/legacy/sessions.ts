@@ -351,8 +351,7 @@ export class LegacySessions {
       rec = await this.deps.store.getSession(session.streamId);
     } catch (err) {
       this.deps.logger.warn({ err, streamId: session.streamId }, 'lease check could not read the store; retrying');
-      session.leaseTimer = setLongTimeout(() => void this.checkLease(session, true), LEASE_RETRY_MS, { clock: this.clock });
-      return;
+      return this.retryLeaseCheck(session);
     }
     if (session.ending) return;
     const now = this.clock.now();
@@ -367,14 +366,26 @@ export class LegacySessions {
     } else if (rec.leaseExpiresAtMs > now) {
       session.leaseExpiresAtMs = rec.leaseExpiresAtMs;
       return this.armLease(session, rec.leaseExpiresAtMs);
-    } else if (storeFailed) {
-      const renewed = await this.deps.store.updateSession(session.streamId, { leaseExpiresAtMs: now + this.leaseMs });
-      if (renewed) {
-        session.leaseExpiresAtMs = renewed.leaseExpiresAtMs;
-        return this.armLease(session, renewed.leaseExpiresAtMs);
+    } else {
+      // Lapsed: during or after a store outage it gets a full lease from the recovery instead.
+      const deadline = this.deps.storeHealth?.leaseDeadline(rec.leaseExpiresAtMs, this.leaseMs);
+      if (deadline === null) return this.retryLeaseCheck(session);
+      const extendTo = Math.max(deadline ?? 0, storeFailed ? now + this.leaseMs : 0);
+      if (extendTo > now) {
+        const renewed = await this.deps.store.updateSession(session.streamId, { leaseExpiresAtMs: extendTo });
+        if (renewed) {
+          session.leaseExpiresAtMs = renewed.leaseExpiresAtMs;
+          return this.armLease(session, renewed.leaseExpiresAtMs);
+        }
       }
     }
     await this.end(session.streamId, this.reasons.leaseExpired);
+  }
+
+  /** Asks again soon, remembering that the store failed (a lease that lapsed meanwhile is extended). */
+  private retryLeaseCheck(session: LiveSession): void {
+    session.leaseTimer?.clear();
+    session.leaseTimer = setLongTimeout(() => void this.checkLease(session, true), LEASE_RETRY_MS, { clock: this.clock });
   }
 
   /** Keeps the upstream lease (300 s) alive on our own, well inside it. */

@@ -367,6 +367,40 @@ test('a Redis outage never ends a stream as lease_expired: the lease check retri
   }
 });
 
+/** Drain of A with B and C alive: streams handed over with at most one missed tick, none ends. */
+async function drainHandsOver(f: Fleet): Promise<void> {
+  const [a, b] = f.replicas as [Replica, Replica, Replica];
+  const ids = [await create(a), await create(a)];
+  const socks = await Promise.all(ids.map((id) => openResults(b.url, id)));
+  const onA = await openResults(a.url, ids[0]!);
+  await driveUntil(f, () => socks.every((s) => s.messages.length >= 2));
+  const before = socks.map((s) => s.messages.length);
+  await a.gw.close(2000);
+  // Not an end (1001): clients reconnect on 1012 and land on a replica that serves the stream.
+  expect(await onA.closed).toEqual({ code: 1012, reason: 'service_restart' });
+  expect(f.adopted.filter((x) => x.includes(':handover:')).length).toBe(2);
+  await driveUntil(f, () => socks.every((s, i) => s.messages.length >= before[i]! + 3));
+  expect(f.ended).toEqual([]);
+  for (const [i, id] of ids.entries()) {
+    const ticks = tickNumbers(socks[i]!, id);
+    expect(new Set(ticks).size).toBe(ticks.length);
+    const gaps = ticks.slice(1).map((n, j) => n - ticks[j]! - 1);
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(1);
+  }
+  expect((await f.store.membership(3000)).alive.sort()).toEqual(['B', 'C']);
+  expect(await f.store.slotsInUse(keyHash(KEY))).toBe(2);
+  expect(a.gw.gateway.sessions.undeletedUpstreamStreams).toEqual([]);
+}
+
+test('drain on a real redis-server: the same handover, with at most one missed tick', async () => {
+  const f = await startFleet(['A', 'B', 'C'], 'redis');
+  try {
+    await drainHandsOver(f);
+  } finally {
+    await f.close();
+  }
+});
+
 describe('failover and drain', () => {
   let f: Fleet;
   beforeEach(async () => {
@@ -395,6 +429,11 @@ describe('failover and drain', () => {
     expect(deletes.get(pinned)).toBe(1);
     expect(f.adopted.filter((x) => x.includes(':failover:')).length).toBe(3);
     expect(f.adopted.every((x) => !x.startsWith('A:'))).toBe(true);
+    // What the operator sees on the survivors' /metrics: the adoptions, and two replicas left.
+    const texts = await Promise.all([b, c].map((r) => r.gw.gateway.metrics.text()));
+    const sample = (text: string, series: string) => Number(text.split('\n').find((l) => l.startsWith(`${series} `))?.slice(series.length + 1));
+    expect(texts.reduce((sum, t) => sum + sample(t, 'gateway_fleet_adoptions_total{how="failover"}'), 0)).toBe(3);
+    for (const t of texts) expect(sample(t, 'gateway_fleet_replicas')).toBe(2);
     expect(b.gw.gateway.sessions.activeCount + c.gw.gateway.sessions.activeCount).toBe(3);
     for (const [i, id] of ids.entries()) {
       const ticks = tickNumbers(socks[i]!, id);
@@ -447,29 +486,7 @@ describe('failover and drain', () => {
     expect(b.gw.gateway.sessions.activeCount).toBe(1);
   });
 
-  test('drain of A hands its streams to the others with at most one missed tick; none ends', async () => {
-    const [a, b] = f.replicas as [Replica, Replica, Replica];
-    const ids = [await create(a), await create(a)];
-    const socks = await Promise.all(ids.map((id) => openResults(b.url, id)));
-    const onA = await openResults(a.url, ids[0]!);
-    await driveUntil(f, () => socks.every((s) => s.messages.length >= 2));
-    const before = socks.map((s) => s.messages.length);
-    await a.gw.close(2000);
-    // Not an end (1001): clients reconnect on 1012 and land on a replica that serves the stream.
-    expect(await onA.closed).toEqual({ code: 1012, reason: 'service_restart' });
-    expect(f.adopted.filter((x) => x.includes(':handover:')).length).toBe(2);
-    await driveUntil(f, () => socks.every((s, i) => s.messages.length >= before[i]! + 3));
-    expect(f.ended).toEqual([]);
-    for (const [i, id] of ids.entries()) {
-      const ticks = tickNumbers(socks[i]!, id);
-      expect(new Set(ticks).size).toBe(ticks.length);
-      const gaps = ticks.slice(1).map((n, j) => n - ticks[j]! - 1);
-      expect(Math.max(...gaps)).toBeLessThanOrEqual(1);
-    }
-    expect((await f.store.membership(3000)).alive.sort()).toEqual(['B', 'C']);
-    expect(await f.store.slotsInUse(keyHash(KEY))).toBe(2);
-    expect(a.gw.gateway.sessions.undeletedUpstreamStreams).toEqual([]);
-  });
+  test('drain of A hands its streams to the others with at most one missed tick; none ends', () => drainHandsOver(f));
 
   test('a lost adopt message: the new owner finds the stream in its owned-streams reconcile; the old one is fenced', async () => {
     const [a, b] = f.replicas as [Replica, Replica, Replica];
