@@ -53,6 +53,9 @@ test('create on A; sockets on A, B, C; keepalive on B then C; prompt on C; DELET
   const rec = await fleet().session(id);
   expect(rec).toMatchObject({ state: 'ended', endReason: 'client_requested' });
   expect(await slotsOfKey(fleet())).toBe(0);
+  // The upstream stream was deleted (by the replica that won the end), not left to its lease.
+  const upstream = await http(fleet().emulatorUrl, 'GET', `/v1beta/streams/${id}`);
+  expect(upstream.body).toMatchObject({ state: 'ended', end_reason: 'deleted' });
   // Ended once: a second DELETE on any replica answers 204.
   expect((await http(a.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(204);
   expect((await http(c.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(204);
