@@ -3,7 +3,7 @@ import type { Store } from './store';
 
 /** Where a measured store reports each call (the gateway's metrics implement it). */
 export interface StoreCallSink {
-  /** A call of `op` (a Store method name) answered, or `failed` (threw or rejected), after `seconds`. */
+  /** A call of `op` (a Store method name) answered, or `failed` (rejected), after `seconds`. */
   call(op: string, seconds: number, failed: boolean): void;
 }
 
@@ -28,28 +28,19 @@ export function measuredStore(inner: Store, sink: StoreCallSink): Store {
   });
 }
 
+/** A call answering a promise is a store command: timed, and counted failed if it rejects. Others (a hook registration) pass through. */
 function measure(op: string, method: (...args: unknown[]) => unknown, target: Store, sink: StoreCallSink) {
   return (...args: unknown[]): unknown => {
     const start = performance.now();
-    const done = (failed: boolean) => sink.call(op, (performance.now() - start) / 1000, failed);
-    let out: unknown;
-    try {
-      out = method.apply(target, args);
-    } catch (err) {
-      done(true);
-      throw err;
-    }
-    if (!(out instanceof Promise)) {
-      done(false);
-      return out;
-    }
+    const out = method.apply(target, args);
+    if (!(out instanceof Promise)) return out;
     return out.then(
       (v: unknown) => {
-        done(false);
+        sink.call(op, (performance.now() - start) / 1000, false);
         return v;
       },
       (err: unknown) => {
-        done(true);
+        sink.call(op, (performance.now() - start) / 1000, true);
         throw err;
       },
     );

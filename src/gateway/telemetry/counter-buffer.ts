@@ -26,24 +26,34 @@ export class PendingHash {
  * flush is one `store.hbatch` whatever the number of events (a stream's ticks, a key's requests).
  */
 export class CounterBuffer {
-  private hashes = new Map<string, PendingHash>();
+  /** By key prefix, then the rest of the key: an event builds no key string (the passthrough's hot path). */
+  private byPrefix = new Map<string, Map<string, PendingHash>>();
+  private count = 0;
 
   /** Hashes with pending writes. */
   get size(): number {
-    return this.hashes.size;
+    return this.count;
   }
 
-  /** The pending writes of one hash (created on first use). */
-  hash(key: string): PendingHash {
-    let h = this.hashes.get(key);
-    if (!h) this.hashes.set(key, (h = new PendingHash()));
+  /** The pending writes of hash `prefix + id` (created on first use). */
+  hash(prefix: string, id: string): PendingHash {
+    let ids = this.byPrefix.get(prefix);
+    if (!ids) this.byPrefix.set(prefix, (ids = new Map()));
+    let h = ids.get(id);
+    if (!h) {
+      ids.set(id, (h = new PendingHash()));
+      this.count++;
+    }
     return h;
   }
 
-  /** Takes back updates the store refused (increments add up again, extremes combine). */
+  /**
+   * Takes back updates the store refused (increments add up again, extremes combine). Kept under
+   * their whole key: the next batch may name a hash twice, which hbatch applies one after the other.
+   */
   restore(updates: readonly HashUpdate[]): void {
     for (const u of updates) {
-      const h = this.hash(u.key);
+      const h = this.hash(u.key, '');
       for (const [f, v] of Object.entries(u.incr ?? {})) h.add(f, v);
       for (const [f, v] of Object.entries(u.min ?? {})) h.lower(f, v);
       for (const [f, v] of Object.entries(u.max ?? {})) h.raise(f, v);
@@ -53,10 +63,13 @@ export class CounterBuffer {
   /** Everything pending, as store updates; the buffer starts empty again. */
   take(): HashUpdate[] {
     const out: HashUpdate[] = [];
-    for (const [key, h] of this.hashes) {
-      out.push({ key, incr: Object.fromEntries(h.incr), min: Object.fromEntries(h.min), max: Object.fromEntries(h.max) });
+    for (const [prefix, ids] of this.byPrefix) {
+      for (const [id, h] of ids) {
+        out.push({ key: prefix + id, incr: Object.fromEntries(h.incr), min: Object.fromEntries(h.min), max: Object.fromEntries(h.max) });
+      }
     }
-    this.hashes = new Map();
+    this.byPrefix = new Map();
+    this.count = 0;
     return out;
   }
 }

@@ -8,6 +8,9 @@ import { utcDay } from './usage';
 const DAY_MS = 86_400_000;
 /** How long a day's claim holds: past the day and any replica's late cron run, short of forever. */
 const CLAIM_TTL_MS = 36 * 3_600_000;
+/** A daily run that could not reach the store is tried again this often, this many times (an hour). */
+const RETRY_MS = 60_000;
+const RETRIES = 60;
 
 export interface RollupSummary {
   /** The UTC day summarised (the day before the run). */
@@ -37,6 +40,8 @@ export interface RollupOptions {
  */
 export class DeprecationRollup {
   private task: ScheduledTask | undefined;
+  private retry: NodeJS.Timeout | undefined;
+  private stopped = false;
   private readonly now: () => number;
 
   constructor(private readonly opts: RollupOptions) {
@@ -45,7 +50,7 @@ export class DeprecationRollup {
 
   start(): void {
     if (this.task) return;
-    this.task = schedule(this.opts.cron, () => this.run().then(() => undefined), {
+    this.task = schedule(this.opts.cron, () => this.runDaily(), {
       name: 'deprecation-rollup',
       timezone: this.opts.timezone,
       noOverlap: true,
@@ -54,16 +59,38 @@ export class DeprecationRollup {
   }
 
   /**
+   * What the cron job runs: yesterday's summary; if the store could not be reached to claim it, tried
+   * again every RETRY_MS (RETRIES times) for that same day, so a store outage at the cron's minute
+   * does not lose the day. Resolves after the first attempt.
+   */
+  async runDaily(day = utcDay(this.now() - DAY_MS), attempt = 0): Promise<void> {
+    if ((await this.attempt(day, false)) !== 'unclaimed' || attempt >= RETRIES || this.stopped) return;
+    clearTimeout(this.retry);
+    this.retry = setTimeout(() => void this.runDaily(day, attempt + 1), RETRY_MS).unref();
+  }
+
+  /**
    * Summarises `day` (default: yesterday, UTC) and logs it, unless another run (another replica)
    * claimed it first; `partial`: the shutdown's summary of the day so far. Never throws.
    */
   async run(day = utcDay(this.now() - DAY_MS), opts: { partial?: boolean } = {}): Promise<RollupSummary | undefined> {
+    const out = await this.attempt(day, opts.partial === true);
+    return typeof out === 'string' ? undefined : out;
+  }
+
+  /** The summary; `taken` when another run claimed the day; `unclaimed` when the claim failed; `failed` after it. */
+  private async attempt(day: string, partial: boolean): Promise<RollupSummary | 'taken' | 'unclaimed' | 'failed'> {
     const { usage, logger, deprecation, store } = this.opts;
     try {
-      if (!(await store.claimOnce(`rollup:${day}${opts.partial ? ':partial' : ''}`, CLAIM_TTL_MS))) {
-        logger.debug({ day, partial: opts.partial === true }, 'deprecation roll-up already taken by another replica');
-        return undefined;
+      if (!(await store.claimOnce(`rollup:${day}${partial ? ':partial' : ''}`, CLAIM_TTL_MS))) {
+        logger.debug({ day, partial }, 'deprecation roll-up already taken by another replica');
+        return 'taken';
       }
+    } catch (err) {
+      logger.warn({ err, day }, 'deprecation roll-up: the store could not be reached to claim the day');
+      return 'unclaimed';
+    }
+    try {
       await usage.flush();
       const report = await usage.report(deprecation, { days: 0 });
       const summary: RollupSummary = {
@@ -83,12 +110,16 @@ export class DeprecationRollup {
       );
       return summary;
     } catch (err) {
-      logger.warn({ err }, 'deprecation roll-up failed');
-      return undefined;
+      // The day is claimed: no other replica will log it (docs/operations.md).
+      logger.warn({ err, day }, 'deprecation roll-up failed');
+      return 'failed';
     }
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retry);
+    this.retry = undefined;
     const task = this.task;
     this.task = undefined;
     await task?.destroy();

@@ -41,6 +41,15 @@ const RETAINED_HASHES = 20_000;
 /** Per key, this process's last written day (old day fields are pruned when it changes) and families. */
 type KeyMemo = Map<string, { day: string; families: Set<string> }>;
 
+/** A key's passthrough calls since the last flush. */
+interface PendingPassthrough {
+  first: number;
+  last: number;
+  v1beta: number;
+  billing: number;
+  families: Map<string, number>;
+}
+
 /** What a created stream contributes (a SessionSpec fits). */
 export interface StreamTraits {
   transport: string;
@@ -132,10 +141,13 @@ export class DeprecationUsage {
   private readonly seenPassthrough: KeyMemo = new Map();
   /** Counter writes since the last flush: events (ticks, requests, passthrough calls) cost a Map update. */
   private readonly buffer = new CounterBuffer();
+  private readonly ptPending = new Map<string, PendingPassthrough>();
   private flushTimer: NodeJS.Timeout | undefined;
   /** Consecutive failed flushes: an outage is logged once when it starts and once when it ends. */
   private failedFlushes = 0;
   private closed = false;
+  private dayStart = -Infinity;
+  private dayName = '';
 
   /**
    * @param flushMs how long counter writes are held (summed) before one `store.hbatch` writes them:
@@ -151,59 +163,63 @@ export class DeprecationUsage {
   /** One authenticated legacy request (or results-socket connection) by endpoint; `family` from clientFamily(). */
   request(keyHash: string, endpoint: string, accountId?: string, family?: string): void {
     const t = this.now();
-    const day = utcDay(t);
-    const k = this.buffer.hash(KEY + keyHash);
+    const day = this.today(t);
+    const k = this.buffer.hash(KEY, keyHash);
     k.lower('first_seen_ms', t);
     k.raise('last_seen_ms', t);
     k.add(`req:${endpoint}`);
     k.add(`day:${day}`);
     if (family) k.add(`ua:${this.boundedFamily(this.seen, keyHash, family)}`);
-    const d = this.buffer.hash(DAY + day);
+    const d = this.buffer.hash(DAY, day);
     d.add('requests');
     d.add(`key:${keyHash}`);
-    if (accountId) this.buffer.hash(ACCT + keyHash).raise(accountId, t);
+    if (accountId) this.buffer.hash(ACCT, keyHash).raise(accountId, t);
     this.scheduleFlush();
     this.pruneOnNewDay(keyHash, day, t);
   }
 
-  /** A /v1beta or /billing call made with a key (status < 400: the upstream accepted the key). */
+  /**
+   * A /v1beta or /billing call made with a key (status < 400: the upstream accepted the key). The
+   * passthrough is the hottest path: a call updates a plain record, moved into the buffer at flush.
+   */
   passthrough(keyHash: string, prefix: 'v1beta' | 'billing', family: string): void {
     const t = this.now();
-    const p = this.buffer.hash(PT + keyHash);
-    p.lower('first_seen_ms', t);
-    p.raise('last_seen_ms', t);
-    p.add(prefix);
-    p.add(`ua:${this.boundedFamily(this.seenPassthrough, keyHash, family)}`);
+    let p = this.ptPending.get(keyHash);
+    if (!p) this.ptPending.set(keyHash, (p = { first: t, last: t, v1beta: 0, billing: 0, families: new Map() }));
+    p.last = t;
+    p[prefix]++;
+    const f = this.boundedFamily(this.seenPassthrough, keyHash, family);
+    p.families.set(f, (p.families.get(f) ?? 0) + 1);
     this.scheduleFlush();
   }
 
   /** A legacy call refused by a brownout or after the sunset. */
   refused(keyHash: string, reason: RefusalReason): void {
-    this.buffer.hash(KEY + keyHash).add(`refused:${reason}`);
+    this.buffer.hash(KEY, keyHash).add(`refused:${reason}`);
     this.scheduleFlush();
   }
 
   streamCreated(keyHash: string, s: StreamTraits): void {
-    const k = this.buffer.hash(KEY + keyHash);
+    const k = this.buffer.hash(KEY, keyHash);
     k.add('streams');
     k.add(`source:${s.transport}`);
     k.add(`mode:${s.mode}`);
     k.add(`backend:${s.backend}`);
     k.add(`model:${s.model}`);
     for (const f of s.deprecatedFields) k.add(`field:${f}`);
-    this.buffer.hash(DAY + utcDay(this.now())).add('streams');
+    this.buffer.hash(DAY, this.today()).add('streams');
     this.scheduleFlush();
   }
 
   streamEnded(keyHash: string, reason: string): void {
-    this.buffer.hash(KEY + keyHash).add(`end:${reason}`);
+    this.buffer.hash(KEY, keyHash).add(`end:${reason}`);
     this.scheduleFlush();
   }
 
   /** Once per tick of every stream: the reason the counters are buffered. */
   inference(keyHash: string, ok: boolean, outputTokens: number): void {
-    const k = this.buffer.hash(KEY + keyHash);
-    const d = this.buffer.hash(DAY + utcDay(this.now()));
+    const k = this.buffer.hash(KEY, keyHash);
+    const d = this.buffer.hash(DAY, this.today());
     k.add(ok ? 'inferences:ok' : 'inferences:failed');
     d.add('inferences');
     if (outputTokens > 0) {
@@ -214,8 +230,8 @@ export class DeprecationUsage {
   }
 
   socketOpened(keyHash: string): void {
-    this.buffer.hash(KEY + keyHash).add('ws_connections');
-    this.buffer.hash(DAY + utcDay(this.now())).add('ws_connections');
+    this.buffer.hash(KEY, keyHash).add('ws_connections');
+    this.buffer.hash(DAY, this.today()).add('ws_connections');
     this.scheduleFlush();
   }
 
@@ -233,12 +249,21 @@ export class DeprecationUsage {
     this.flushTimer = undefined;
   }
 
+  /** The UTC day of `t`, its string remembered until the day ends (a tick need not format a date). */
+  private today(t = this.now()): string {
+    if (t < this.dayStart || t >= this.dayStart + DAY_MS) {
+      this.dayStart = t - (t % DAY_MS);
+      this.dayName = utcDay(t);
+    }
+    return this.dayName;
+  }
+
   /**
    * A flush within `flushMs`, or at once when many keys are pending (memory stays bounded), but not
    * while the store is failing: then one try per interval, not one per event.
    */
   private scheduleFlush(): void {
-    if (this.buffer.size >= PENDING_HASHES && !this.failedFlushes) this.writeBuffer();
+    if (this.buffer.size + this.ptPending.size >= PENDING_HASHES && !this.failedFlushes) this.writeBuffer();
     else this.armFlushTimer();
   }
 
@@ -249,6 +274,15 @@ export class DeprecationUsage {
   private writeBuffer(): void {
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
+    for (const [keyHash, p] of this.ptPending) {
+      const h = this.buffer.hash(PT, keyHash);
+      h.lower('first_seen_ms', p.first);
+      h.raise('last_seen_ms', p.last);
+      if (p.v1beta) h.add('v1beta', p.v1beta);
+      if (p.billing) h.add('billing', p.billing);
+      for (const [f, n] of p.families) h.add(`ua:${f}`, n);
+    }
+    this.ptPending.clear();
     if (!this.buffer.size) return;
     const updates = this.buffer.take();
     this.track(

@@ -206,3 +206,31 @@ test('Redis away: counters are kept in the replica and land once Redis is back (
     await running?.stop();
   }
 }, 30_000);
+
+test('the daily run retries every minute while the store cannot be reached to claim the day, then logs it once', async () => {
+  jest.useFakeTimers({ now: Date.parse('2026-03-02T00:05:00Z') });
+  const store = new MemoryStore();
+  const claimOnce = store.claimOnce.bind(store);
+  let refusals = 2;
+  store.claimOnce = (key, ttl) => (refusals-- > 0 ? Promise.reject(new Error('store down')) : claimOnce(key, ttl));
+  const lines: string[] = [];
+  const usage = new DeprecationUsage(store, createLogger('silent'), () => Date.now());
+  const rollup = new DeprecationRollup({ usage, store, logger: createLogger('info', 'replica', { write: (s: string) => void lines.push(s) }), deprecation: DEPRECATION, cron: '5 0 * * *', timezone: 'UTC' });
+  const logged = () => lines.map((l) => JSON.parse(l) as { msg: string; rollup?: RollupSummary; day?: string });
+  try {
+    await rollup.runDaily();
+    expect(logged().map((l) => l.msg)).toEqual([expect.stringMatching(/could not be reached to claim/)]);
+    await jest.advanceTimersByTimeAsync(60_000);
+    expect(logged().filter((l) => l.rollup)).toHaveLength(0);
+    // Past midnight's minute and its first retry: the same day (2026-03-01) is still the one summarised.
+    await jest.advanceTimersByTimeAsync(60_000);
+    expect(logged().filter((l) => l.rollup).map((l) => l.rollup!.day.date)).toEqual(['2026-03-01']);
+    await jest.advanceTimersByTimeAsync(10 * 60_000);
+    expect(logged().filter((l) => l.rollup)).toHaveLength(1);
+    expect(logged().filter((l) => /could not be reached/.test(l.msg))).toHaveLength(2);
+  } finally {
+    await rollup.stop();
+    jest.useRealTimers();
+    await store.close();
+  }
+});
