@@ -38,6 +38,7 @@ registerSection('upstream-outage', async () => (await import('./bench/upstream-o
 registerSection('relay', async () => (await import('./bench/relay')).benchRelay);
 registerSection('sunset', async () => (await import('./bench/sunset')).benchSunset);
 registerSection('store', async () => (await import('./bench/store')).benchStore);
+registerSection('fleet', async () => (await import('./bench/fleet-bench')).benchFleet);
 registerSection('hostile', async () => (await import('./bench/hostile')).benchHostile);
 
 export async function runBench(cfg: Config, only: string[]): Promise<void> {

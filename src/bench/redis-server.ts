@@ -17,8 +17,22 @@ export interface RedisServer {
   port: number;
   /** Sends one command with redis-cli semantics over a raw socket (inline protocol); the reply line. */
   command(...args: string[]): Promise<string>;
+  /** SIGSTOP / SIGCONT: the server keeps its sockets open but answers nothing (a stall, not a crash). */
+  pause(): void;
+  resume(): void;
+  /**
+   * Stops the process and starts a new one on the same port: `keepData` saves an RDB snapshot
+   * first and the new process loads it (a restart with its data); otherwise it starts empty.
+   */
+  restart(opts: { keepData: boolean }): Promise<void>;
   stop(): Promise<void>;
 }
+
+/** Processes started here and not yet stopped: killed when this process exits, even on a failure. */
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
 
 /** One inline command on a fresh connection; resolves with the first reply chunk. */
 function rawCommand(port: number, args: string[]): Promise<string> {
@@ -34,22 +48,25 @@ function rawCommand(port: number, args: string[]): Promise<string> {
   });
 }
 
-/** `port`: a given one (a restart on the same address); otherwise a free one. */
-export async function startRedis(extraArgs: string[] = [], fixedPort?: number): Promise<RedisServer> {
-  const which = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
-  if (which.error || which.status !== 0) {
-    throw new Error('redis-server not found on PATH: install it (Debian: apt-get install redis-server; .ci/run does) — these tests need a real Redis');
-  }
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-redis-'));
+interface Spawned {
+  port: number;
+  child: ChildProcess;
+  exited: Promise<number | null>;
+  dead(): boolean;
+}
+
+/** Starts redis-server on `fixedPort` or a free port with its data in `dir`; resolves once it answers PING. */
+async function spawnRedis(dir: string, extraArgs: string[], fixedPort?: number): Promise<Spawned> {
   for (let attempt = 0; ; attempt++) {
     const port = fixedPort ?? (await freePort());
     const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extraArgs], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    live.add(child);
     let log = '';
     child.stdout?.on('data', (d: Buffer) => (log += d.toString()));
     child.stderr?.on('data', (d: Buffer) => (log += d.toString()));
-    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => (live.delete(child), r(code))));
     let dead = false;
     void exited.then(() => (dead = true));
     let up = false;
@@ -58,26 +75,61 @@ export async function startRedis(extraArgs: string[] = [], fixedPort?: number): 
     }
     if (!up && !dead) {
       child.kill('SIGKILL');
-      fs.rmSync(dir, { recursive: true, force: true });
       throw new Error(`redis-server on port ${port} did not answer PING within 10 s: ${log}`);
     }
     if (!up) {
       // Lost the port to someone else between probing and binding: another one.
       if (attempt < 3 && fixedPort === undefined) continue;
-      fs.rmSync(dir, { recursive: true, force: true });
       throw new Error(`redis-server did not start: ${log}`);
     }
-    return {
-      url: `redis://127.0.0.1:${port}`,
-      port,
-      command: (...args) => rawCommand(port, args),
-      async stop() {
-        if (!dead) child.kill('SIGTERM');
-        await exited;
-        fs.rmSync(dir, { recursive: true, force: true });
-      },
-    };
+    return { port, child, exited, dead: () => dead };
   }
+}
+
+/** `port`: a given one (a restart on the same address); otherwise a free one. */
+export async function startRedis(extraArgs: string[] = [], fixedPort?: number): Promise<RedisServer> {
+  const which = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
+  if (which.error || which.status !== 0) {
+    throw new Error('redis-server not found on PATH: install it (Debian: apt-get install redis-server; .ci/run does) — these tests need a real Redis');
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-redis-'));
+  let current: Spawned;
+  try {
+    current = await spawnRedis(dir, extraArgs, fixedPort);
+  } catch (err) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const port = current.port;
+  const halt = async () => {
+    if (!current.dead()) {
+      current.child.kill('SIGCONT'); // a paused server cannot act on SIGTERM
+      current.child.kill('SIGTERM');
+    }
+    await current.exited;
+  };
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    command: (...args) => rawCommand(port, args),
+    pause: () => void current.child.kill('SIGSTOP'),
+    resume: () => void current.child.kill('SIGCONT'),
+    async restart({ keepData }) {
+      current.child.kill('SIGCONT');
+      const dump = path.join(dir, 'dump.rdb');
+      if (keepData) await rawCommand(port, ['SAVE']);
+      else fs.rmSync(dump, { force: true });
+      // SIGKILL: no shutdown save, so what the next process loads is exactly the snapshot (or nothing).
+      current.child.kill('SIGKILL');
+      await current.exited;
+      // The new process loads dump.rdb from `dir` when there is one.
+      current = await spawnRedis(dir, extraArgs, port);
+    },
+    async stop() {
+      await halt();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 export interface RedisCluster {
