@@ -1,11 +1,8 @@
 import { performance } from 'node:perf_hooks';
-import type { Store } from './store';
+import type { Store, StoreObserver } from './store';
 
-/** Where a measured store reports each call (the gateway's metrics implement it). */
-export interface StoreCallSink {
-  /** A call of `op` (a Store method name) answered, or `failed` (rejected), after `seconds`. */
-  call(op: string, seconds: number, failed: boolean): void;
-}
+/** Where a measured store reports each call (the gateway's metrics and StoreHealth). */
+export type StoreCallSink = StoreObserver;
 
 /**
  * MeasuredStore: `inner` with every method call timed and every failure counted into `sink`, by

@@ -1,7 +1,7 @@
 /**
  * Store outages as this replica sees them, so that no stream ends as `lease_expired` because Redis
  * was away: a client's keepalive refused with 503 `store_unavailable` must not cost it its stream.
- * Fed by the store's observer hook (`store.observe?.(health)`) or by explicit `failed`/`succeeded`.
+ * Fed by `measuredStore` (./measured.ts: every store call's outcome) or by explicit `failed`/`succeeded`.
  */
 import { realClock } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';

@@ -33,7 +33,7 @@ import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../lib/logger';
 import { parseClusterUrl } from './redis-url';
 import { StoreUnavailableError } from './store';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, StoreObserver, TickCommit, Unsubscribe } from './store';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
 const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
@@ -279,7 +279,6 @@ export class RedisStore implements Store {
   private readonly p: string;
   /** Local subscribers per channel; one Redis subscription per channel however many sockets listen. */
   private readonly channels = new Map<string, { handlers: Set<(m: string) => void>; subscribed: Promise<unknown> }>();
-  private readonly observers = new Set<StoreObserver>();
   /** The last Redis error reply logged (one line per distinct reply, not one per call). */
   private lastReply = '';
 
@@ -359,41 +358,25 @@ export class RedisStore implements Store {
     return new RedisStore(redis, sub, opts.prefix ?? 'lg:', log);
   }
 
-  /** Tells `observer` of every later store call; returns how to stop. */
-  observe(observer: StoreObserver): Unsubscribe {
-    this.observers.add(observer);
-    return () => this.observers.delete(observer);
-  }
-
   /**
    * Every store call runs through here: a Redis failure (connection gone, command timed out, an
-   * error reply) becomes StoreUnavailableError (503 `store_unavailable`), and observers see each call.
+   * error reply) becomes StoreUnavailableError (503 `store_unavailable`). Timing and outage
+   * tracking are the gateway's `measuredStore` around the whole store, not done here twice.
    */
   private async guard<T>(op: string, fn: () => Promise<T>): Promise<T> {
-    const start = performance.now();
-    const tell = (failed: boolean) => {
-      const seconds = (performance.now() - start) / 1000;
-      for (const o of this.observers) o.call(op, seconds, failed);
-    };
     try {
-      const out = await fn();
-      tell(false);
-      return out;
+      return await fn();
     } catch (err) {
-      // A nested call (updateSession → getSession) was told already.
+      // A nested call (updateSession → getSession) was wrapped already.
       if (err instanceof StoreUnavailableError) throw err;
       // A bug here (a record that does not parse, a wrong type) is not an outage: a 500, logged.
-      if (err instanceof TypeError || err instanceof SyntaxError || err instanceof RangeError || err instanceof ReferenceError) {
-        tell(true);
-        throw err;
-      }
+      if (err instanceof TypeError || err instanceof SyntaxError || err instanceof RangeError || err instanceof ReferenceError) throw err;
       // Redis answered with an error (out of memory, read-only replica, a script bug): worth a line;
       // connection errors are logged once per state change by connect().
       if (err instanceof Error && err.name === 'ReplyError' && err.message !== this.lastReply) {
         this.lastReply = err.message;
         this.log?.error({ err: err.message, op }, 'redis refused a store call');
       }
-      tell(true);
       throw new StoreUnavailableError(op, err);
     }
   }

@@ -20,9 +20,12 @@ export class StoreUnavailableError extends ServiceError {
   }
 }
 
-/** Told of every store call (metrics: latency and errors per op; src/gateway/store/outage.ts: outages). */
+/**
+ * Told of every store call by `measuredStore` (./measured.ts): metrics (latency and errors per op)
+ * and ./outage.ts (outages).
+ */
 export interface StoreObserver {
-  /** `seconds` the call took; `failed` when it threw StoreUnavailableError. */
+  /** `seconds` the call took; `failed` when it rejected. */
   call(op: string, seconds: number, failed: boolean): void;
 }
 
@@ -230,9 +233,6 @@ export interface Store {
   /** Removes `fields` of a hash (bounded per-key series drop their old fields). */
   hdel(key: string, fields: readonly string[]): Promise<void>;
   keys(prefix: string): Promise<string[]>;
-
-  /** Tells `observer` of every later call (a store that can fail: Redis); returns how to stop. */
-  observe?(observer: StoreObserver): Unsubscribe;
 
   ready(): Promise<boolean>;
   close(): Promise<void>;

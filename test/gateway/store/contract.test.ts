@@ -4,6 +4,7 @@
  * gateway cannot tell them apart and every script keeps its keys on one hash tag.
  */
 import { MemoryStore } from '../../../src/gateway/store/memory';
+import { measuredStore } from '../../../src/gateway/store/measured';
 import { RedisStore } from '../../../src/gateway/store/redis';
 import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
 import type { FeedbackRecord, SessionRecord, Store } from '../../../src/gateway/store/store';
@@ -421,9 +422,10 @@ describe('RedisStore with Redis gone', () => {
   test('calls fail fast with StoreUnavailableError (no queueing, no hang) and observers see it; ready() is false, close() returns', async () => {
     const own = await startRedis();
     // ioredis keeps a refused command's timeout timer until it fires: short, so jest exits at once.
-    const store = await RedisStore.connect(own.url, { prefix: 'gone:', commandTimeoutMs: 1_000 });
+    const raw = await RedisStore.connect(own.url, { prefix: 'gone:', commandTimeoutMs: 1_000 });
     const seen: [string, boolean][] = [];
-    store.observe({ call: (op, _s, failed) => seen.push([op, failed]) });
+    // Observed as the gateway observes its store (metrics, outage tracking).
+    const store = measuredStore(raw, { call: (op, _s, failed) => seen.push([op, failed]) });
     expect(await store.acquireSlot('k', 's1', 5)).toBe(true);
     await own.stop();
     const unavailable = (op: string) => expect.objectContaining({ name: 'StoreUnavailableError', status: 503, code: 'store_unavailable', op });

@@ -3,6 +3,7 @@
  * the store with 503 `store_unavailable` in the legacy body (retry-after), never a 500 or a hang, and
  * serves again once Redis is back on the same address.
  */
+import { measuredStore } from '../../../src/gateway/store/measured';
 import { RedisStore } from '../../../src/gateway/store/redis';
 import { StoreUnavailableError } from '../../../src/gateway/store/store';
 import { startRedis } from '../../helpers/redis';
@@ -22,8 +23,8 @@ beforeAll(async () => {
   // Shortish command timeout: ioredis keeps a refused command's timer until it fires; long enough
   // for a loaded CI machine to answer the calls made while Redis is up.
   store = await RedisStore.connect(redis.url, { commandTimeoutMs: 1_000, connectTimeoutMs: 20_000 });
-  store.observe({ call: (op, _s, failed) => calls.push({ op, failed }) });
-  stack = await startStack({ admin: { token: ADMIN } }, { store });
+  // Every call the gateway makes, as its own measured store sees them (metrics, outage tracking).
+  stack = await startStack({ admin: { token: ADMIN } }, { store: measuredStore(store, { call: (op, _s, failed) => calls.push({ op, failed }) }) });
 }, 60_000);
 
 afterAll(async () => {

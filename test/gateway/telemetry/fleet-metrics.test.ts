@@ -64,7 +64,7 @@ test('a measured store times every call and counts failures by operation, never 
   await store.hbatch([{ key: 'depr:key:secret-key-hash', incr: { req: 1 } }]);
   inner.getSession = () => Promise.reject(new Error('store down'));
   await expect(store.getSession('s')).rejects.toThrow('store down');
-  // A method answering synchronously (a hook registration such as a store's `observe`) is no command.
+  // A method answering synchronously (not a promise) is no command: passed through untimed.
   (inner as any).observe = () => 'unsubscribe';
   expect((store as any).observe()).toBe('unsubscribe');
   // What is not a call passes through; the real one answers again once restored.
