@@ -94,9 +94,13 @@ export function controlRouter(ctx: EmulatorContext, publishers: SyntheticPublish
     publishers.start(stream, opts);
     res.status(201).json({ stream_id: stream.id, publishing: true, ...opts });
   });
-  r.delete('/streams/:id/publisher', (req, res) => {
+  r.delete('/streams/:id/publisher', async (req, res) => {
     const stream = activeStream(req.params.id);
-    res.json({ stream_id: stream.id, publishing: false, stopped: publishers.stop(stream.id) });
+    const stopped = publishers.stop(stream.id);
+    // Frames already handed to the buffer are still encoding: answer once they are visible, so
+    // "stopped" means the stream's frame fields no longer move.
+    await stream.frames.drain();
+    res.json({ stream_id: stream.id, publishing: false, stopped });
   });
 
   r.post('/streams/:id/expire', (req, res) => {
