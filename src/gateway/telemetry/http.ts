@@ -4,6 +4,7 @@ import pino from 'pino';
 import { pinoHttp } from 'pino-http';
 import type { Logger } from '../../lib/logger';
 import type { PassthroughEvent } from '../passthrough';
+import type { HistogramChild } from './bucket-histogram';
 import type { GatewayMetrics } from './metrics';
 
 /** Known route templates: metric labels stay bounded whatever paths clients send. */
@@ -75,52 +76,63 @@ const REDACTED = '[redacted]';
 /** Connect-style step that works on plain Node requests too (the passthrough runs ahead of Express). */
 export type EdgeStep = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
 
+/** A counter's label child with its increments kept as a plain number until the counter is read. */
+interface PendingCount {
+  readonly child: { inc(n: number): void };
+  n: number;
+}
+
 /**
- * Counter increments by label key, kept as plain numbers and added to prom-client when the counter
- * is read (`GatewayMetrics.onCollect`): a request costs a Map lookup and an addition, not
- * prom-client's label validation and hashing.
+ * Counter increments kept as plain numbers and added to prom-client when the counter is read
+ * (`GatewayMetrics.onCollect`): a request costs map lookups and an addition, not prom-client's
+ * label validation and hashing.
  */
 class DeferredCounts {
-  private readonly pending = new Map<string, { child: { inc(n: number): void }; n: number }>();
+  private readonly all: PendingCount[] = [];
   constructor(metrics: GatewayMetrics) {
     metrics.onCollect(() => {
-      for (const p of this.pending.values()) {
+      for (const p of this.all) {
         if (p.n) p.child.inc(p.n);
         p.n = 0;
       }
     });
   }
 
-  /** One more for `key`; false when the key is new (then `add` it with its label child). */
-  inc(key: string): boolean {
-    const p = this.pending.get(key);
-    if (p) p.n += 1;
-    return p !== undefined;
-  }
-
-  add(key: string, child: { inc(n: number): void }): void {
-    this.pending.set(key, { child, n: 1 });
+  /** A new pending count for one label child (keep it: each later request adds to `n`). */
+  track(child: { inc(n: number): void }): PendingCount {
+    const p = { child, n: 0 };
+    this.all.push(p);
+    return p;
   }
 }
 
+/** The request metrics of one (method, route): counts by status, the duration child. */
+interface RouteCounters {
+  readonly byStatus: Map<number, PendingCount>;
+  readonly duration: HistogramChild;
+}
+
 /**
- * The HTTP request metrics: counts deferred, duration children cached (label validation and the
- * child's closures once per (method, route), not per request).
+ * The HTTP request metrics: counts deferred, label children looked up by method, route (memoized
+ * label) and numeric status in nested maps, so a request builds no key string.
  */
 class HttpCounters {
   private readonly counts: DeferredCounts;
-  private readonly durations = new Map<string, { observe(v: number): void }>();
+  private readonly routes = new Map<string, Map<string, RouteCounters>>();
   constructor(private readonly metrics: GatewayMetrics) {
     this.counts = new DeferredCounts(metrics);
   }
 
-  record(method: string, route: string, status: string, seconds: number): void {
-    const key = `${method} ${route}`;
-    const countKey = `${key} ${status}`;
-    if (!this.counts.inc(countKey)) this.counts.add(countKey, this.metrics.httpRequests.labels(method, route, status));
-    let duration = this.durations.get(key);
-    if (!duration) this.durations.set(key, (duration = this.metrics.httpDuration.labels(method, route)));
-    duration.observe(seconds);
+  /** `status` 499: the client went away before the response ended. */
+  record(method: string, route: string, status: number, seconds: number): void {
+    let byRoute = this.routes.get(method);
+    if (!byRoute) this.routes.set(method, (byRoute = new Map()));
+    let r = byRoute.get(route);
+    if (!r) byRoute.set(route, (r = { byStatus: new Map(), duration: this.metrics.httpDuration.labels(method, route) }));
+    let c = r.byStatus.get(status);
+    if (!c) r.byStatus.set(status, (c = this.counts.track(this.metrics.httpRequests.labels(method, route, String(status)))));
+    c.n += 1;
+    r.duration.observe(seconds);
   }
 }
 
@@ -137,7 +149,7 @@ export function requestMetrics(metrics: GatewayMetrics | undefined, inFlight: { 
     inFlight.count += 1;
     res.once('close', () => {
       inFlight.count -= 1;
-      counters?.record(method, routeLabel(url), res.writableFinished ? String(res.statusCode) : '499', (performance.now() - started) / 1000);
+      counters?.record(method, routeLabel(url), res.writableFinished ? res.statusCode : 499, (performance.now() - started) / 1000);
     });
     next();
   };
@@ -212,20 +224,32 @@ export interface PassthroughTelemetry {
 /** pino's numeric levels, for the hand-built access line. */
 const LEVEL_VALUES = { info: 30, warn: 40, error: 50 } as const;
 
+/** Characters JSON.stringify escapes in a string (a valid surrogate pair also takes the slow path). */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what JSON escapes
+const NEEDS_ESCAPE = /[\u0000-\u001f"\\\ud800-\udfff]/;
+
+/** A string's JSON form without its quotes: the string itself in the usual case, tested, not copied. */
+export function jsonInner(s: string): string {
+  return NEEDS_ESCAPE.test(s) ? JSON.stringify(s).slice(1, -1) : s;
+}
+
 /**
  * The passthrough's access line, written by hand: the JSON line pino would write for it (level,
- * epoch time, the gateway logger's bindings, reqId, req, res, responseTime, msg), every string
- * escaped by JSON.stringify. pino's generic path (child bindings, serializers, per-call object
- * walk) cost more than proxying a small request; no redaction path can occur on these fields
- * (method, redacted URL, status, address).
+ * epoch time, the gateway logger's bindings, reqId, req, res, responseTime, msg), escaped as
+ * JSON.stringify would. pino's generic path (child bindings, serializers, per-call object walk)
+ * cost more than proxying a small request; no redaction path can occur on these fields (method,
+ * redacted URL, status, address).
  */
 function accessLine(level: number, bindings: string, e: PassthroughEvent, method: string, url: string, finished: boolean, ms: number): string {
   const status = e.res.statusCode;
   const remote = e.req.socket.remoteAddress;
+  const m = jsonInner(method);
+  const u = jsonInner(url);
   return (
-    `{"level":${level},"time":${Date.now()}${bindings},"reqId":${JSON.stringify(e.requestId)},` +
-    `"req":{"method":${JSON.stringify(method)},"url":${JSON.stringify(url)}${remote === undefined ? '' : `,"remoteAddress":${JSON.stringify(remote)}`}},` +
-    `"res":{"statusCode":${status}},"responseTime":${ms},"msg":${JSON.stringify(messageOf(method, url, finished, status, ms))}}\n`
+    `{"level":${level},"time":${Date.now()}${bindings},"reqId":"${jsonInner(e.requestId)}",` +
+    `"req":{"method":"${m}","url":"${u}"${remote === undefined ? '' : `,"remoteAddress":"${jsonInner(remote)}"`}},` +
+    // The message is messageOf's, from the already escaped parts.
+    `"res":{"statusCode":${status}},"responseTime":${ms},"msg":"${m} ${u} ${finished ? status : 'aborted'} ${ms}ms"}\n`
   );
 }
 
@@ -246,17 +270,21 @@ export function passthroughTelemetry(
   const bindings = bound ? `,${bound}` : '';
   const http = opts.httpMetrics ? new HttpCounters(opts.metrics) : undefined;
   const { metrics } = opts;
-  const outcomes = new DeferredCounts(metrics);
-  const headers = new Map<string, { observe(v: number): void }>();
+  const deferred = new DeferredCounts(metrics);
+  const outcomes = new Map<PassthroughEvent['prefix'], Map<PassthroughEvent['outcome'], PendingCount>>();
+  const headers = new Map<string, HistogramChild>();
   const settled = (e: PassthroughEvent) => {
     const { req, res } = e;
     const url = redactQuery(req.url ?? '/');
     const method = req.method ?? 'GET';
     const finished = res.writableFinished;
-    http?.record(method, routeLabel(url), finished ? String(res.statusCode) : '499', e.durationMs / 1000);
+    http?.record(method, routeLabel(url), finished ? res.statusCode : 499, e.durationMs / 1000);
 
-    const outcomeKey = `${e.prefix} ${e.outcome}`;
-    if (!outcomes.inc(outcomeKey)) outcomes.add(outcomeKey, metrics.passthroughRequests.labels(e.prefix, e.outcome));
+    let byOutcome = outcomes.get(e.prefix);
+    if (!byOutcome) outcomes.set(e.prefix, (byOutcome = new Map()));
+    let o = byOutcome.get(e.outcome);
+    if (!o) byOutcome.set(e.outcome, (o = deferred.track(metrics.passthroughRequests.labels(e.prefix, e.outcome))));
+    o.n += 1;
     if (e.upstreamHeadersMs !== undefined) {
       let h = headers.get(e.prefix);
       if (!h) headers.set(e.prefix, (h = metrics.passthroughUpstreamHeaders.labels(e.prefix)));

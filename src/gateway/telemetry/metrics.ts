@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { StoreCallSink } from '../store/measured';
+import { BucketHistogram } from './bucket-histogram';
 
 /** Seconds buckets for request-scale latencies (1 ms … 30 s). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -27,9 +28,10 @@ export class GatewayMetrics {
   readonly registry = new Registry();
 
   readonly httpRequests: Counter<'method' | 'route' | 'status'>;
-  readonly httpDuration: Histogram<'method' | 'route'>;
+  /** Observed on every HTTP request, proxied ones included: the hot-path histogram, not prom-client's. */
+  readonly httpDuration: BucketHistogram<'method' | 'route'>;
   readonly passthroughRequests: Counter<'prefix' | 'outcome'>;
-  readonly passthroughUpstreamHeaders: Histogram<'prefix'>;
+  readonly passthroughUpstreamHeaders: BucketHistogram<'prefix'>;
   readonly legacyRequests: Counter<'endpoint'>;
   readonly streamsCreated: Counter<'source' | 'mode'>;
   readonly streamsEnded: Counter<'reason'>;
@@ -83,13 +85,13 @@ export class GatewayMetrics {
       registers,
       collect: () => this.addPendingCounts(),
     });
-    this.httpDuration = new Histogram({
-      name: 'gateway_http_request_duration_seconds',
-      help: 'Time from request to the end of the response, by route template',
-      labelNames: ['method', 'route'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
+    this.httpDuration = new BucketHistogram(
+      'gateway_http_request_duration_seconds',
+      'Time from request to the end of the response, by route template',
+      ['method', 'route'],
+      LATENCY_BUCKETS,
+      this.registry,
+    );
     this.passthroughRequests = new Counter({
       name: 'gateway_passthrough_requests_total',
       help: '/v1beta and /billing requests passed through, by outcome (ok, client_abort, upstream_unreachable, upstream_timeout, upstream_reset, bad_path)',
@@ -97,13 +99,13 @@ export class GatewayMetrics {
       registers,
       collect: () => this.addPendingCounts(),
     });
-    this.passthroughUpstreamHeaders = new Histogram({
-      name: 'gateway_passthrough_upstream_headers_seconds',
-      help: 'Time until the upstream answered with headers (time to first byte seen by the gateway)',
-      labelNames: ['prefix'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
+    this.passthroughUpstreamHeaders = new BucketHistogram(
+      'gateway_passthrough_upstream_headers_seconds',
+      'Time until the upstream answered with headers (time to first byte seen by the gateway)',
+      ['prefix'],
+      LATENCY_BUCKETS,
+      this.registry,
+    );
     this.legacyRequests = new Counter({
       name: 'gateway_legacy_requests_total',
       help: 'Authenticated /v0.2 requests and results-socket connections, by endpoint (deprecated usage)',
