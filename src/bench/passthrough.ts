@@ -18,7 +18,7 @@
  * `BENCH_PT_GATEWAY_NODE_ARGS` / `BENCH_PT_BARE_NODE_ARGS` are node flags for either proxy (e.g.
  * `--cpu-prof --cpu-prof-dir=…`).
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
@@ -190,6 +190,29 @@ async function latency(targets: Target[], s: Scenario, n: number): Promise<Recor
   return out;
 }
 
+/**
+ * Where the processes run (`BENCH_PT_PIN`, on by default where `taskset` exists and there are ≥ 2
+ * cores; `0` turns it off): both proxies on the last core, the emulator and this load generator on
+ * the others. Unpinned, a proxy's CPU per request follows how the scheduler happens to share the
+ * cores with the load (a round moved 0.9–1.5× on 2 cores); pinned, both proxies see the same
+ * arrival pattern on a core of their own, which is what a per-request cost comparison needs.
+ */
+function placement(): { proxies: string; rest: string } | undefined {
+  const cores = os.cpus().length;
+  if (process.env.BENCH_PT_PIN === '0' || cores < 2) return undefined;
+  try {
+    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
+  } catch {
+    return undefined; // no taskset here
+  }
+  return { proxies: String(cores - 1), rest: cores === 2 ? '0' : `0-${cores - 2}` };
+}
+
+/** Moves every thread of a running process onto `cpus` (threads it starts later inherit it). */
+function pin(pid: number | undefined, cpus: string): void {
+  if (pid !== undefined) execFileSync('taskset', ['-a', '-c', '-p', cpus, String(pid)], { stdio: 'ignore' });
+}
+
 export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOptions = {}): Promise<void> {
   const env = (name: string, dflt: number) => Number(process.env[name] ?? dflt);
   const requests = opts.requests ?? env('BENCH_PT_REQUESTS', 2000);
@@ -204,6 +227,7 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
   const children: Child[] = [];
   const pools: Pool[] = [];
   const timers: NodeJS.Timeout[] = [];
+  let pinned = false;
   try {
     const emulator = child(MAIN, ['emulator'], {
       EMULATOR_PORT: String(emuPort),
@@ -238,6 +262,12 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
     await bareProc.line('listening');
     const gwUrl = `http://127.0.0.1:${gwPort}`;
     await waitHealthy(`${gwUrl}/healthz`);
+    const cores = placement();
+    pinned = cores !== undefined;
+    if (cores) {
+      for (const pid of [proc.pid, bareProc.proc.pid]) pin(pid, cores.proxies);
+      for (const pid of [emulator.proc.pid, process.pid]) pin(pid, cores.rest);
+    }
 
     const poolOpts = { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 };
     const direct: Target = { name: 'direct', pool: new Pool(emuUrl, poolOpts) };
@@ -292,7 +322,8 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
     const scenarios = (process.env.BENCH_PT_SCENARIOS ?? 'models,completion,sse').split(',').map((name) => all[name.trim()]!).filter(Boolean);
 
     console.log(
-      `emulator, gateway and a bare node:http pipe proxy in child processes on ${os.cpus().length} cores, load from this one over loopback keep-alive; ` +
+      `emulator, gateway and a bare node:http pipe proxy in child processes on ${os.cpus().length} cores ` +
+        `(${cores ? `proxies pinned to core ${cores.proxies}, emulator and load to ${cores.rest}` : 'unpinned'}), load from this one over loopback keep-alive; ` +
         `CPU per request of each proxy process: ${requests} requests (SSE ${sseRequests}) × ${rounds} alternating rounds at ${concurrency} in flight, ` +
         `and at a fixed ${rate} requests/s to each, their requests interleaved; latency at 1 in flight, targets alternating per request (n=${latencyRequests} each)`,
     );
@@ -329,6 +360,8 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
     console.log(`\n${verdicts.join('\n')}`);
     await gw.pool.request({ method: 'DELETE', path: `/v1beta/streams/${streamId}`, headers: auth }).then((r) => r.body.dump());
   } finally {
+    // The sections after this one get every core back.
+    if (pinned) pin(process.pid, `0-${os.cpus().length - 1}`);
     for (const t of timers) clearInterval(t);
     await Promise.all(pools.map((p) => p.close()));
     await Promise.all(children.map((c) => c.kill()));

@@ -17,7 +17,8 @@
  *
  * Cost per request is the point (issue 12): one record per request (`Flight`, which is also the
  * settled event), one close listener on the client response, headers filtered while copied from
- * `rawHeaders`, the silence timeout on the upstream socket's own timer (no timer per request).
+ * `rawHeaders`, and no timer per request: one sweep per gateway finds upstreams silent past the
+ * timeout (`SilenceWatch`; a per-request socket timeout re-armed the socket's timer twice a request).
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -54,7 +55,7 @@ export interface PassthroughEvent {
 export interface PassthroughOptions {
   upstreamUrl: string;
   logger: Logger;
-  /** Longest upstream silence (connect, headers, or between body chunks) before 504 / cut. */
+  /** Longest upstream silence (connect, headers, or between body chunks either way) before 504 / cut; 0: none. */
   timeoutMs: number;
   /** Called once per proxied request, when the client response closes. */
   onSettled?(e: PassthroughEvent): void;
@@ -115,6 +116,8 @@ class Flight implements PassthroughEvent {
   userAgent?: string;
   upstream?: http.ClientRequest;
   readonly startedAt = performance.now();
+  /** Last time bytes moved to or from the upstream (`SilenceWatch`). */
+  lastActivity = this.startedAt;
   constructor(
     readonly prefix: PassthroughPrefix,
     readonly req: IncomingMessage,
@@ -126,17 +129,68 @@ class Flight implements PassthroughEvent {
 /**
  * Every chunk written as it comes (no buffering: SSE), paused while the other side drains, ended
  * with the source. Lighter than `pipe()`: two listeners, no error or unpipe wiring (the close
- * handlers above deal with failures).
+ * handlers above deal with failures). Each chunk counts as upstream activity for `f`.
  */
-function pump(from: Readable, to: Writable): void {
+function pump(f: Flight, from: Readable, to: Writable): void {
   const resume = () => from.resume();
   from.on('data', (chunk: Buffer) => {
+    f.lastActivity = performance.now();
     if (!to.write(chunk)) {
       from.pause();
       to.once('drain', resume);
     }
   });
   from.on('end', () => to.end());
+}
+
+/**
+ * The upstream silence timeout for every request in flight, from one timer: every `timeoutMs / 4`
+ * (at most 1 s) it destroys the upstream requests with no bytes either way for `timeoutMs`, so a
+ * silent upstream is cut between `timeoutMs` and `timeoutMs` + one period. A request costs a Set
+ * insert and delete; the timer is unref'd and runs only while requests are in flight.
+ */
+class SilenceWatch {
+  private readonly flights = new Set<Flight>();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly periodMs: number;
+
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly onSilent: (f: Flight) => void,
+  ) {
+    this.periodMs = Math.min(1000, Math.max(10, Math.floor(timeoutMs / 4)));
+  }
+
+  add(f: Flight): void {
+    this.flights.add(f);
+    // Started once and kept while busy: stopping it on every idle moment would re-arm per request.
+    this.timer ??= setInterval(() => this.sweep(), this.periodMs).unref();
+  }
+
+  delete(f: Flight): void {
+    this.flights.delete(f);
+  }
+
+  private sweep(): void {
+    if (this.flights.size === 0) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+      return;
+    }
+    const silentSince = performance.now() - this.timeoutMs;
+    for (const f of this.flights) {
+      if (f.lastActivity <= silentSince) {
+        this.flights.delete(f);
+        this.onSilent(f);
+      }
+    }
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.flights.clear();
+  }
 }
 
 /** A `{detail}` answer from the gateway itself (the upstream never answered). */
@@ -159,9 +213,17 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
   const basePath = target.pathname.replace(/\/+$/, '');
   const log = opts.logger.child({ component: 'passthrough' });
   let inFlight = 0;
+  const watch =
+    opts.timeoutMs > 0
+      ? new SilenceWatch(opts.timeoutMs, (f) => {
+          if (f.outcome === 'ok') f.outcome = 'upstream_timeout';
+          f.upstream?.destroy(new Error('upstream silent past the timeout'));
+        })
+      : undefined;
 
   const settle = (f: Flight) => {
     inFlight -= 1;
+    watch?.delete(f);
     const { res } = f;
     if (!res.writableFinished && f.outcome === 'ok') {
       // Before or during the response: the upstream must stop working for nobody.
@@ -179,7 +241,8 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
   /** Upstream answered: filter its headers while copying, then every chunk as it comes. */
   const respond = (f: Flight, up: IncomingMessage) => {
     const { res } = f;
-    f.upstreamHeadersMs = performance.now() - f.startedAt;
+    f.lastActivity = performance.now();
+    f.upstreamHeadersMs = f.lastActivity - f.startedAt;
     if (f.outcome !== 'ok') {
       up.destroy();
       return;
@@ -199,8 +262,10 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     if (upstreamId) f.requestId = upstreamId;
     else out.push('x-request-id', f.requestId);
     res.writeHead(up.statusCode ?? 502, up.statusMessage || undefined, out);
-    pump(up, res);
+    pump(f, up, res);
     up.on('close', () => {
+      // A complete upstream response is no longer the watch's business (the client may still be reading).
+      watch?.delete(f);
       if (!up.complete && !res.writableEnded) cut(f, {});
     });
   };
@@ -290,7 +355,6 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
         path: basePath + path + (q < 0 ? '' : url.slice(q)),
         // A raw list: Node writes it as given (no per-header setHeader, no Host added).
         headers: outHeaders as unknown as http.OutgoingHttpHeaders,
-        timeout: opts.timeoutMs,
       });
     } catch (err) {
       f.outcome = 'upstream_unreachable';
@@ -301,13 +365,10 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     f.upstream = up;
     up.on('response', (upRes: IncomingMessage) => respond(f, upRes));
     up.on('error', (err: NodeJS.ErrnoException) => failed(f, err));
-    // The socket's own idle timer (set from `timeout`): silence before headers or between chunks.
-    up.on('timeout', () => {
-      if (f.outcome === 'ok') f.outcome = 'upstream_timeout';
-      up.destroy(new Error('upstream silent past the timeout'));
-    });
+    // Silence before headers, between body chunks either way: the watch's sweep, not a timer per request.
+    watch?.add(f);
     if (!body) up.end();
-    else pump(req, up);
+    else pump(f, req, up);
     return true;
   };
 
@@ -320,6 +381,7 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
       return inFlight;
     },
     close() {
+      watch?.stop();
       agent.destroy();
     },
   };

@@ -3,7 +3,7 @@
  * official openai client, JSON and SSE), and the proxy's failure paths against scripted upstreams
  * (no buffering, client aborts, mid-stream failures, unreachable and silent upstreams).
  */
-import type http from 'node:http';
+import http from 'node:http';
 import OpenAI from 'openai';
 import request from 'supertest';
 import { createGateway } from '../../src/gateway/app';
@@ -369,6 +369,56 @@ describe('passthrough against scripted upstreams', () => {
     const metrics = await gw.gateway.metrics.text();
     expect(metrics).toMatch(/^gateway_passthrough_requests_total\{prefix="v1beta",outcome="upstream_timeout"\} 1$/m);
     expect(metrics).toMatch(/^gateway_http_requests_total\{method="GET",route="\/v1beta\/models",status="504"\} 1$/m);
+  });
+
+  test('the timeout is silence, not duration: a stream whose chunks come more often than it lasts past it', async () => {
+    handler = (req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      let n = 0;
+      const beat = setInterval(() => {
+        res.write(`data: ${n}\n\n`);
+        if (++n === 6) {
+          clearInterval(beat);
+          res.end();
+        }
+      }, 400); // 6 × 400 ms = 2.4 s in all against a 1 s silence limit
+      res.on('close', () => clearInterval(beat));
+    };
+    const res = await fetch(`${gw.url}/v1beta/chat/completions`, { method: 'POST', body: '{}' });
+    expect(res.status).toBe(200);
+    const text = await deadline(res.text(), 8000, 'steady stream');
+    expect(text.match(/^data: \d+$/gm)).toEqual(['data: 0', 'data: 1', 'data: 2', 'data: 3', 'data: 4', 'data: 5']);
+  });
+
+  test('a slow upload is activity too: a body sent in pieces over longer than the timeout arrives whole', async () => {
+    handler = (req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => res.writeHead(200, { 'content-type': 'text/plain' }).end(body));
+    };
+    const pieces = ['{"a":', '1,', '"b":', '2}'];
+    const r = await deadline(
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const u = new URL(`${gw.url}/v1beta/chat/completions`);
+        const req = http.request({ hostname: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'transfer-encoding': 'chunked' } }, (res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        req.on('error', reject);
+        let i = 0;
+        const next = () => {
+          if (i === pieces.length) return void req.end();
+          req.write(pieces[i++]);
+          setTimeout(next, 450); // 4 pieces, 1.8 s in all against a 1 s silence limit
+        };
+        next();
+      }),
+      8000,
+      'slow upload',
+    );
+    expect(r).toEqual({ status: 200, body: '{"a":1,"b":2}' });
   });
 
   test('an upstream that goes silent mid-stream is cut after the timeout', async () => {
