@@ -33,10 +33,11 @@ export function createHttpServer(listener: http.RequestListener, t: ServerTimeou
   server.timeout = t.idleTimeoutMs;
   // The connection's latest response, kept on the socket: no WeakMap and no close listener per
   // request (the passthrough's per-request cost, issue 12).
+  // One 'request' listener (two would make every emit copy the listener array).
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     (req.socket as Tracked)[LATEST] = res;
+    listener(req, res);
   });
-  server.on('request', listener);
   // A listener here replaces Node's default (destroy on timeout), so a busy response survives.
   // Responses on one connection finish in order: while the latest is unfinished, one is in progress.
   server.on('timeout', (socket: Tracked) => {
