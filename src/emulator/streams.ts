@@ -83,7 +83,10 @@ export class StreamRegistry {
 
   /** Any stream still known (active or tombstone). */
   get(id: string): EmulatedStream | undefined {
-    return this.streams.get(id);
+    const s = this.streams.get(id);
+    // Read past its lease's end, a stream is expired even if the lease timer is late (a busy loop).
+    if (s?.state === 'active' && this.now() >= s.expiresAtMs) this.end(s, 'expired');
+    return s;
   }
 
   active(): EmulatedStream[] {
@@ -92,7 +95,7 @@ export class StreamRegistry {
 
   /** The stream for a caller: 404 `stream_not_found` when unknown or gone, 403 for another account's. */
   require(id: string, account: Account): EmulatedStream {
-    const s = this.streams.get(id);
+    const s = this.get(id);
     if (!s) throw streamError(404, 'stream_not_found', `Stream ${id} not found`);
     if (s.accountId !== account.id) throw detailError(403, 'forbidden', 'This API key cannot access this stream');
     return s;

@@ -47,4 +47,23 @@ describe('emulator lease expiry', () => {
     expect(streams.view(stream)).toMatchObject({ state: 'ended', end_reason: 'expired', ended_at_ms: T0 + 3000 });
     streams.close();
   });
+
+  test('a read past the lease end sees the stream expired even when the lease timer has not fired (busy loop)', () => {
+    const cfg = loadConfig({ env: {}, overrides: { emulator: { leaseTtlSeconds: 2 } } }).emulator;
+    const clock = { now: T0 };
+    const streams = new StreamRegistry(cfg, () => clock.now);
+    const account = { id: 'acct-1' } as Account;
+    const stream = streams.create(account);
+    // The clock passes the lease's end; no timer runs (the loop is still busy).
+    clock.now = T0 + 2000 + 150;
+    expect(streams.require(stream.id, account)).toBe(stream);
+    expect(streams.view(stream)).toMatchObject({ state: 'ended', end_reason: 'expired', ended_at_ms: T0 + 2150, expires_at_ms: null });
+    // ...so a keepalive arriving then cannot revive it.
+    expect(() => streams.keepalive(stream)).toThrow(/cannot be renewed/);
+    // Before the end, a read changes nothing.
+    const other = streams.create(account);
+    clock.now += 1999;
+    expect(streams.get(other.id)?.state).toBe('active');
+    streams.close();
+  });
 });
