@@ -15,6 +15,7 @@
  * the cores are shared more than the proxy.
  *
  * `BENCH_PT_SCENARIOS` picks some of `models,completion,sse`; `BENCH_PT_GATEWAY_MAIN` runs another build's `main.js` as the gateway (before/after comparisons);
+ * `BENCH_PT_AA=1` puts a second bare pipe where the gateway runs (an A/A run: the ratios it prints are the bench's noise);
  * `BENCH_PT_GATEWAY_NODE_ARGS` / `BENCH_PT_BARE_NODE_ARGS` are node flags for either proxy (e.g.
  * `--cpu-prof --cpu-prof-dir=…`).
  */
@@ -242,7 +243,10 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
     const emuUrl = `http://127.0.0.1:${emuPort}`;
     await waitHealthy(`${emuUrl}/healthz`);
     // The gateway as deployed: access log on (written to /dev/null, not read back here), metrics on.
-    const proc = spawn(process.execPath, ['-r', PROBE, ...nodeArgs('BENCH_PT_GATEWAY_NODE_ARGS'), gatewayMain, 'serve'], {
+    // BENCH_PT_AA=1: a second bare pipe in the gateway's place, so the ratios show the bench's own noise floor.
+    const aa = process.env.BENCH_PT_AA === '1';
+    const gatewayArgs = aa ? [path.join(__dirname, 'bare-proxy.js'), String(gwPort), emuUrl] : [gatewayMain, 'serve'];
+    const proc = spawn(process.execPath, ['-r', PROBE, ...nodeArgs('BENCH_PT_GATEWAY_NODE_ARGS'), ...gatewayArgs], {
       env: { ...process.env, PORT: String(gwPort), HOST: '127.0.0.1', UPSTREAM_URL: emuUrl, LOG_LEVEL: 'info' },
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
@@ -324,6 +328,7 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
     console.log(
       `emulator, gateway and a bare node:http pipe proxy in child processes on ${os.cpus().length} cores ` +
         `(${cores ? `proxies pinned to core ${cores.proxies}, emulator and load to ${cores.rest}` : 'unpinned'}), load from this one over loopback keep-alive; ` +
+        (aa ? 'A/A RUN: a second bare pipe stands in for the gateway; ' : '') +
         `CPU per request of each proxy process: ${requests} requests (SSE ${sseRequests}) × ${rounds} alternating rounds at ${concurrency} in flight, ` +
         `and at a fixed ${rate} requests/s to each, their requests interleaved; latency at 1 in flight, targets alternating per request (n=${latencyRequests} each)`,
     );
