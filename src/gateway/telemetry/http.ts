@@ -248,8 +248,8 @@ function accessLine(level: number, bindings: string, e: PassthroughEvent, method
   return (
     `{"level":${level},"time":${Date.now()}${bindings},"reqId":"${jsonInner(e.requestId)}",` +
     `"req":{"method":"${m}","url":"${u}"${remote === undefined ? '' : `,"remoteAddress":"${jsonInner(remote)}"`}},` +
-    // The message is messageOf's, from the already escaped parts.
-    `"res":{"statusCode":${status}},"responseTime":${ms},"msg":"${m} ${u} ${finished ? status : 'aborted'} ${ms}ms"}\n`
+    // messageOf over the escaped parts is escaped too (its other parts are numbers and a word).
+    `"res":{"statusCode":${status}},"responseTime":${ms},"msg":"${messageOf(m, u, finished, status, ms)}"}\n`
   );
 }
 
