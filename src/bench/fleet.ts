@@ -64,6 +64,11 @@ export interface Fleet {
   emulatorUrl: string;
   replicas: Replica[];
   replica(id: string): Replica;
+  /**
+   * Starts one more replica on a fresh port (a rolling deploy's new process, or a replacement after
+   * a crash): the old one may still hold its own port while it drains. Listed in `replicas`.
+   */
+  addReplica(id: string): Promise<Replica>;
   /** The session record as the store holds it (fields JSON-decoded), or undefined. */
   session(streamId: string): Promise<Record<string, unknown> | undefined>;
   /** A command on the fleet's Redis (one shared client; fails while Redis is away). */
@@ -215,6 +220,12 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
       replica: (id) => {
         const r = replicas.find((x) => x.id === id);
         if (!r) throw new Error(`no replica ${id}`);
+        return r;
+      },
+      async addReplica(id) {
+        if (replicas.some((x) => x.id === id)) throw new Error(`replica ${id} exists already`);
+        const r = await startReplica(id, await freePort());
+        replicas.push(r);
         return r;
       },
       async redisCall(...args) {
