@@ -176,7 +176,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       store,
       replicaId: cfg.store.gatewayId,
       cfg: cfg.store.fleet,
-      sessions,
+      sessions: sessions.fleet,
       logger: logger.child({ component: 'fleet' }),
       clock: opts.clock,
       onMembership: (alive) => observer.fleetReplicas?.(alive),

@@ -13,7 +13,7 @@ import { controlChannel, encodeControl, parseControl } from './control';
 import { pickReplica } from './rendezvous';
 import { reconcileSlots } from './slot-reconciler';
 
-/** What the fleet asks of this replica's sessions (LegacySessions implements it). */
+/** What the fleet asks of this replica's sessions (`SessionFleet`, ../legacy/session-fleet.ts, implements it). */
 export interface FleetSessions {
   readonly ownedIds: string[];
   selfFenced: boolean;

@@ -14,7 +14,6 @@ import { LEGACY_ERRORS } from './errors';
 import type { UpstreamCatalog } from './catalog';
 import { createLegacySchemas } from './schema';
 import type { LegacySessions } from './sessions';
-import type { SessionSpec } from './translate';
 import {
   legacyStreamState,
   normalizeCreate,
@@ -204,7 +203,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
         id: rec.streamId,
         streamId: rec.streamId,
         prompt: rec.prompt,
-        spec: rec.spec as SessionSpec,
+        spec: rec.spec,
         createdAtMs: rec.createdAtMs,
         updatedAtMs: rec.promptUpdatedAtMs,
       }),

@@ -29,8 +29,11 @@ export interface StoreObserver {
   call(op: string, seconds: number, failed: boolean): void;
 }
 
-/** What the store keeps of a legacy session (serialisable; the live scheduler stays in its process). */
-export interface SessionRecord {
+/**
+ * What the store keeps of a legacy session (serialisable; the live scheduler stays in its process).
+ * `Spec` is the session's configuration as its writer typed it (the store keeps it as JSON).
+ */
+export interface SessionRecord<Spec = unknown> {
   streamId: string;
   /** sha256 prefix of the owning API key (slots and telemetry are per key). */
   keyHash: string;
@@ -47,7 +50,7 @@ export interface SessionRecord {
   prompt: string;
   promptUpdatedAtMs: number;
   /** The normalized legacy configuration (SessionSpec), stored as JSON. */
-  spec: unknown;
+  spec: Spec;
 
   // ── Fleet fields: what any replica needs to act for the session, and to fence its owner. ──
   /** Replica (GATEWAY_ID) whose timer ticks this session; null once ended. */
