@@ -17,7 +17,7 @@ import { socketAuthorizer } from './legacy/access';
 import { FailedAuthLimiter } from './legacy/auth-failures';
 import { UpstreamCatalog } from './legacy/catalog';
 import { ResultsSockets } from './legacy/results-socket';
-import { LEGACY_CLOSES } from './legacy/translate';
+import { LEGACY_CLOSES } from './legacy/closes';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
 import { fanOut } from './legacy/session-ports';

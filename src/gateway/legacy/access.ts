@@ -8,8 +8,8 @@ import type { SessionRecord, Store } from '../store/store';
 import type { FailedAuthLimiter } from './auth-failures';
 import type { UpstreamCatalog } from './catalog';
 import type { SocketAuth } from './results-socket';
-import { LEGACY_CLOSES } from './translate';
-import type { LegacyClose } from './translate';
+import { LEGACY_CLOSES } from './closes';
+import type { LegacyClose } from './closes';
 import { LEGACY_ERRORS } from './errors';
 
 /** A stream id: what the upstream hands out (word characters and dashes), at most 128 of them. */

@@ -15,7 +15,8 @@ import type { RecordSync } from './record-sync';
 import type { SessionEnd } from './session-end';
 import type { LiveSession, SessionContext } from './session-ports';
 import type { TickInfo } from './ticker';
-import { buildCompletionRequest, toLegacyResult } from './translate';
+import { buildCompletionRequest } from './upstream-request';
+import { toLegacyResult } from './responses';
 import { legacyResultError } from './upstream-errors';
 
 /** What a tick's outcome may lead to: the end path (402, a gone upstream stream) and the record upkeep (the commit's answer). */

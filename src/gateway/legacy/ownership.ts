@@ -8,7 +8,7 @@ import type { ValidateFunction } from 'ajv';
 import { newTraceId } from '../../upstream/trace';
 import type { SessionRecord } from '../store/store';
 import type { LegacyRecord, LiveSession } from './session-ports';
-import { legacyThreadId } from './translate';
+import { legacyThreadId } from './upstream-request';
 
 /** UUID-shaped id of tick `tick` of a stream: the same on every replica, so a duplicate shows. */
 export function resultId(streamId: string, tick: number): string {

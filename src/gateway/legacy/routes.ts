@@ -14,15 +14,8 @@ import { LEGACY_ERRORS } from './errors';
 import type { UpstreamCatalog } from './catalog';
 import { createLegacySchemas } from './schema';
 import type { LegacySessions } from './sessions';
-import {
-  legacyStreamState,
-  normalizeCreate,
-  toLegacyCreateResponse,
-  toLegacyFeedback,
-  toLegacyKeepalive,
-  toLegacyModels,
-  toLegacyPromptResponse,
-} from './translate';
+import { legacyStreamState, toLegacyCreateResponse, toLegacyFeedback, toLegacyKeepalive, toLegacyModels, toLegacyPromptResponse } from './responses';
+import { normalizeCreate } from './spec';
 import { legacyError, legacyValidationError, parseLegacy } from './validate';
 
 export interface LegacyRouteDeps {

@@ -10,7 +10,7 @@ import type { LocalSessions } from './local-sessions';
 import { recordOf } from './ownership';
 import { endEnvelope, resultsChannel } from './results-socket';
 import type { LiveSession, OwnerMessage, SessionContext, SessionDeps } from './session-ports';
-import type { LegacyEndReasons } from './translate';
+import type { LegacyEndReasons } from './closes';
 
 /** Fire and forget: a lost control message is caught by the tick commit and the periodic reconcile. */
 export function tellOwner(deps: Pick<SessionDeps, 'fleet' | 'logger'>, replica: string, msg: OwnerMessage): void {

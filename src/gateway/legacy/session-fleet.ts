@@ -15,7 +15,7 @@ import { tellOwner } from './session-end';
 import type { SessionEnd } from './session-end';
 import type { LegacyRecord, LiveSession, OwnerMessage, SessionContext } from './session-ports';
 import type { SessionTimers } from './session-timers';
-import { transportLostReason } from './translate';
+import { transportLostReason } from './closes';
 
 /** What the fleet side works with: this replica's registry, its end path, record upkeep and timers. */
 export interface FleetParts {

@@ -13,7 +13,8 @@ import type { StoreHealth } from '../store/outage';
 import type { SessionRecord, Store } from '../store/store';
 import type { UpstreamCatalog } from './catalog';
 import type { Ticker } from './ticker';
-import type { LegacyMedia, SessionSpec } from './translate';
+import type { LegacyMedia } from './responses';
+import type { SessionSpec } from './spec';
 
 /** What the gateway observes of legacy sessions (metrics, deprecation telemetry). All optional. */
 export interface LegacyObserver {

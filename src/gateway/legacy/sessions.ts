@@ -19,8 +19,10 @@ import { SessionFleet } from './session-fleet';
 import { SOLO_REPLICA } from './session-ports';
 import type { CreateInput, CreateOutput, LegacyRecord, SessionContext, SessionDeps } from './session-ports';
 import { SessionTimers } from './session-timers';
-import type { LegacyEndReasons, LegacyMedia } from './translate';
-import { legacyEndReasons, legacyRoomToken, microcentsToCents, transportLostReason } from './translate';
+import type { LegacyEndReasons } from './closes';
+import type { LegacyMedia } from './responses';
+import { legacyEndReasons, transportLostReason } from './closes';
+import { legacyRoomToken, microcentsToCents } from './responses';
 import { UPSTREAM_CONTEXTS, toLegacyError } from './upstream-errors';
 import type { UpstreamCallContext } from './upstream-errors';
 
