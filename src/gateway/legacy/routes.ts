@@ -6,7 +6,7 @@ import type { LegacyConfig } from '../../config';
 import { ServiceError } from '../../lib/errors';
 import { keyHash } from '../../lib/keys';
 import { newTraceId, traceIdOf } from '../../upstream/trace';
-import type { Store } from '../store/store';
+import type { Feedback } from '../store/store';
 import { bearerKey } from '../http';
 import { isStreamId } from './access';
 import type { FailedAuthLimiter } from './auth-failures';
@@ -21,7 +21,7 @@ import { legacyError, legacyValidationError, parseLegacy } from './validate';
 export interface LegacyRouteDeps {
   cfg: LegacyConfig;
   brand: Brand;
-  store: Store;
+  store: Feedback;
   sessions: LegacySessions;
   catalog: UpstreamCatalog;
   /** Per-IP budget of failed authentications (absent: unlimited). */

@@ -10,7 +10,7 @@ import type { Sealer } from '../../lib/seal';
 import type { Clock, LongTimer, TimerHandle } from '../../lib/timers';
 import type { UpstreamClient } from '../../upstream/client';
 import type { StoreHealth } from '../store/outage';
-import type { SessionRecord, Store } from '../store/store';
+import type { Broker, SessionRecord, SessionRecords, Slots } from '../store/store';
 import type { UpstreamCatalog } from './catalog';
 import type { Ticker } from './ticker';
 import type { LegacyMedia } from './responses';
@@ -90,7 +90,8 @@ export interface SessionDeps {
   cfg: LegacyConfig;
   brand: Brand;
   logger: Logger;
-  store: Store;
+  /** Slots, session records, and the results channel (an end is published there). */
+  store: Slots & SessionRecords & Broker;
   upstream: UpstreamClient;
   catalog: UpstreamCatalog;
   media?: MediaRelay;
