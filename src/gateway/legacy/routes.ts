@@ -7,7 +7,7 @@ import { ServiceError } from '../../lib/errors';
 import { keyHash } from '../../lib/keys';
 import { newTraceId, traceIdOf } from '../../upstream/trace';
 import type { Feedback } from '../store/store';
-import { bearerKey } from '../http';
+import { bearerKey } from '../../lib/bearer';
 import { isStreamId } from './access';
 import type { FailedAuthLimiter } from './auth-failures';
 import { LEGACY_ERRORS } from './errors';

@@ -30,7 +30,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../lib/logger';
-import { parseClusterUrl } from './redis-url';
+import { parseClusterUrl } from '../../lib/redis-url';
 import { StoreUnavailableError } from './store';
 import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
