@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { validate as validCron } from 'node-cron';
 import { z } from 'zod';
-import { isRedisUrl } from './gateway/store/redis-url';
+import { isRedisUrl } from './lib/redis-url';
 
 const port = z.number().int().min(0).max(65535);
 const positive = z.number().positive();

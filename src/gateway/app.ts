@@ -17,7 +17,7 @@ import { socketAuthorizer } from './legacy/access';
 import { FailedAuthLimiter } from './legacy/auth-failures';
 import { UpstreamCatalog } from './legacy/catalog';
 import { ResultsSockets } from './legacy/results-socket';
-import { LEGACY_CLOSES } from './legacy/translate';
+import { LEGACY_CLOSES } from './legacy/closes';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
 import { fanOut } from './legacy/session-ports';
@@ -176,7 +176,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       store,
       replicaId: cfg.store.gatewayId,
       cfg: cfg.store.fleet,
-      sessions,
+      sessions: sessions.fleet,
       logger: logger.child({ component: 'fleet' }),
       clock: opts.clock,
       onMembership: (alive) => observer.fleetReplicas?.(alive),

@@ -20,7 +20,7 @@ import type { UpstreamHealth } from './telemetry/upstream-health';
 const MIGRATION_GUIDE = path.resolve(__dirname, '..', '..', 'docs', 'migration.md');
 
 /** `/healthz` (the process answers) and `/readyz` (this replica can serve). */
-export function mountHealth(app: Express, deps: { store: Store; upstreamHealth: UpstreamHealth; leaving(): boolean }): void {
+export function mountHealth(app: Express, deps: { store: Pick<Store, 'ready'>; upstreamHealth: UpstreamHealth; leaving(): boolean }): void {
   app.get('/healthz', (_req, res) => {
     res.type('text/plain').send('ok');
   });

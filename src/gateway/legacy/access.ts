@@ -4,12 +4,12 @@
  */
 import type { Brand } from '../../brand';
 import { ServiceError } from '../../lib/errors';
-import type { SessionRecord, Store } from '../store/store';
+import type { SessionRecord, SessionRecords } from '../store/store';
 import type { FailedAuthLimiter } from './auth-failures';
 import type { UpstreamCatalog } from './catalog';
 import type { SocketAuth } from './results-socket';
-import { LEGACY_CLOSES } from './translate';
-import type { LegacyClose } from './translate';
+import { LEGACY_CLOSES } from './closes';
+import type { LegacyClose } from './closes';
 import { LEGACY_ERRORS } from './errors';
 
 /** A stream id: what the upstream hands out (word characters and dashes), at most 128 of them. */
@@ -29,7 +29,7 @@ export function streamAccess(record: SessionRecord | null | undefined, accountId
 }
 
 /** Reads the record and applies `streamAccess`; a malformed id never reaches the store. */
-export async function readStreamAccess(store: Store, streamId: string, accountId: string): Promise<StreamAccess> {
+export async function readStreamAccess(store: Pick<SessionRecords, 'getSession'>, streamId: string, accountId: string): Promise<StreamAccess> {
   return streamAccess(isStreamId(streamId) ? await store.getSession(streamId) : null, accountId);
 }
 
@@ -45,7 +45,7 @@ export function accessClose(refusal: 'stream_not_found' | 'forbidden'): LegacyCl
 
 export interface SocketAuthorizerDeps {
   brand: Brand;
-  store: Store;
+  store: Pick<SessionRecords, 'getSession'>;
   catalog: UpstreamCatalog;
   authLimiter?: FailedAuthLimiter;
   /** Sunset policy of sockets: a close (1013) during a brownout or after the sunset, else undefined. */

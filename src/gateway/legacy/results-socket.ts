@@ -5,8 +5,8 @@ import type WebSocket from 'ws';
 import type { LegacyConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
 import type { SessionRecord, Store } from '../store/store';
-import { LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from './translate';
-import type { LegacyClose } from './translate';
+import { LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from './closes';
+import type { LegacyClose } from './closes';
 
 /** Channel of a stream's results; messages are `r<result json>` or `e<end reason>`. */
 export const resultsChannel = (streamId: string): string => `results:${streamId}`;

@@ -5,31 +5,25 @@ import type { Brand } from '../../brand';
 import type { LegacyConfig } from '../../config';
 import { ServiceError } from '../../lib/errors';
 import { keyHash } from '../../lib/keys';
+import { realClock } from '../../lib/timers';
+import type { Clock } from '../../lib/timers';
 import { newTraceId, traceIdOf } from '../../upstream/trace';
-import type { Store } from '../store/store';
-import { bearerKey } from '../http';
+import type { Feedback } from '../store/store';
+import { bearerKey } from '../../lib/bearer';
 import { isStreamId } from './access';
 import type { FailedAuthLimiter } from './auth-failures';
 import { LEGACY_ERRORS } from './errors';
 import type { UpstreamCatalog } from './catalog';
 import { createLegacySchemas } from './schema';
 import type { LegacySessions } from './sessions';
-import type { SessionSpec } from './translate';
-import {
-  legacyStreamState,
-  normalizeCreate,
-  toLegacyCreateResponse,
-  toLegacyFeedback,
-  toLegacyKeepalive,
-  toLegacyModels,
-  toLegacyPromptResponse,
-} from './translate';
+import { legacyStreamState, toLegacyCreateResponse, toLegacyFeedback, toLegacyKeepalive, toLegacyModels, toLegacyPromptResponse } from './responses';
+import { normalizeCreate } from './spec';
 import { legacyError, legacyValidationError, parseLegacy } from './validate';
 
 export interface LegacyRouteDeps {
   cfg: LegacyConfig;
   brand: Brand;
-  store: Store;
+  store: Feedback;
   sessions: LegacySessions;
   catalog: UpstreamCatalog;
   /** Per-IP budget of failed authentications (absent: unlimited). */
@@ -38,6 +32,11 @@ export interface LegacyRouteDeps {
   onRequest?(keyHash: string | undefined, endpoint: string, accountId?: string, userAgent?: string): void;
   /** Sunset policy of creates: throws the legacy-shaped refusal during a brownout or after the sunset. */
   admitCreate?(keyHash: string): void;
+  /**
+   * Time the keepalive's `state` compares the upstream's last frame with (default the real clock:
+   * the upstream's timestamps are on real time).
+   */
+  clock?: Pick<Clock, 'now'>;
 }
 
 interface Caller {
@@ -73,6 +72,7 @@ function pageError(param: string, msg: string) {
 /** The `/v0.2` interface, served on /v1beta through LegacySessions. */
 export function legacyRouter(deps: LegacyRouteDeps): Router {
   const { brand, sessions, catalog, store, cfg } = deps;
+  const clock = deps.clock ?? realClock;
   const schemas = createLegacySchemas(brand);
   const r = express.Router();
 
@@ -173,7 +173,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
           creditsRemainingCents: ka.creditsRemainingCents,
           costCents: ka.costCents,
           secondsCharged: ka.secondsCharged,
-          state: legacyStreamState({ last_frame_at_ms: ka.lastFrameAtMs }, Date.now()),
+          state: legacyStreamState({ last_frame_at_ms: ka.lastFrameAtMs }, clock.now()),
           roomToken: ka.roomToken,
         },
         brand,
@@ -204,7 +204,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
         id: rec.streamId,
         streamId: rec.streamId,
         prompt: rec.prompt,
-        spec: rec.spec as SessionSpec,
+        spec: rec.spec,
         createdAtMs: rec.createdAtMs,
         updatedAtMs: rec.promptUpdatedAtMs,
       }),

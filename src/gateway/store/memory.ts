@@ -52,10 +52,6 @@ export class MemoryStore implements Store {
     return true;
   }
 
-  async slotsInUse(keyHash: string): Promise<number> {
-    return this.slots.get(keyHash)?.size ?? 0;
-  }
-
   async putSession(rec: SessionRecord): Promise<void> {
     this.sessions.set(rec.streamId, { ...rec });
   }
@@ -209,18 +205,6 @@ export class MemoryStore implements Store {
     let h = this.hashes.get(key);
     if (!h) this.hashes.set(key, (h = new Map()));
     return h;
-  }
-
-  async hincr(key: string, field: string, by = 1): Promise<void> {
-    this.hupdate({ key, incr: { [field]: by } });
-  }
-
-  async hsetMin(key: string, field: string, value: number): Promise<void> {
-    this.hupdate({ key, min: { [field]: value } });
-  }
-
-  async hsetMax(key: string, field: string, value: number): Promise<void> {
-    this.hupdate({ key, max: { [field]: value } });
   }
 
   async hbatch(updates: readonly HashUpdate[]): Promise<void> {

@@ -20,7 +20,7 @@
  */
 import type { Logger } from '../../lib/logger';
 import type { RefusalReason } from '../legacy/sunset';
-import type { Store } from '../store/store';
+import type { Counters } from '../store/store';
 import { CounterBuffer } from './counter-buffer';
 import { HISTORY_DAYS, MAX_FAMILIES_PER_KEY, MIGRATION_STATUSES, migrationStatus } from './migration';
 import type { MigrationStatus } from './migration';
@@ -154,7 +154,7 @@ export class DeprecationUsage {
    *   what a crash loses at most, and what bounds the store commands per stream-second.
    */
   constructor(
-    private readonly store: Store,
+    private readonly store: Counters,
     private readonly logger: Logger,
     private readonly now: () => number = Date.now,
     private readonly flushMs = FLUSH_MS,

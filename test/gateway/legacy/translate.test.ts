@@ -2,29 +2,10 @@ import { brandOf } from '../../../src/brand';
 import { ServiceError, type ValidationDetail } from '../../../src/lib/errors';
 import { createLegacySchemas } from '../../../src/gateway/legacy/schema';
 import { legacyErrorRequestId, parseLegacy } from '../../../src/gateway/legacy/validate';
-import {
-  buildCompletionRequest,
-  checkTokenRate,
-  defaultMaxOutputTokens,
-  legacyEndReasons,
-  legacyStreamState,
-  microcentsToCents,
-  normalizeCreate,
-  targetFpsFromLegacyPair,
-  toLegacyCreateResponse,
-  toLegacyFeedback,
-  toLegacyKeepalive,
-  toLegacyModels,
-  toLegacyPromptResponse,
-  toLegacyResult,
-  transportLostReason,
-  LEGACY_CLOSES,
-  endClose,
-  legacyRoomToken,
-  legacyThreadId,
-  tryLaterClose,
-  type SessionSpec,
-} from '../../../src/gateway/legacy/translate';
+import { buildCompletionRequest, legacyThreadId } from '../../../src/gateway/legacy/upstream-request';
+import { checkTokenRate, defaultMaxOutputTokens, normalizeCreate, targetFpsFromLegacyPair, type SessionSpec } from '../../../src/gateway/legacy/spec';
+import { legacyEndReasons, transportLostReason, LEGACY_CLOSES, endClose, tryLaterClose } from '../../../src/gateway/legacy/closes';
+import { legacyStreamState, microcentsToCents, toLegacyCreateResponse, toLegacyFeedback, toLegacyKeepalive, toLegacyModels, toLegacyPromptResponse, toLegacyResult, legacyRoomToken } from '../../../src/gateway/legacy/responses';
 
 const svc = brandOf({ brand: 'svc', roomVendor: 'room' });
 const acme = brandOf({ brand: 'acme', roomVendor: 'lk' });
