@@ -55,6 +55,12 @@ test('the alerts operations.md asks for are all there, each with a summary, a ru
   }
 });
 
+test("docs/operations.md lists every alert with its rule's `for` and severity", () => {
+  const doc = fs.readFileSync(path.join(ROOT, 'docs', 'operations.md'), 'utf8');
+  const rows = [...doc.matchAll(/^\| `(Gateway\w+)` \| ([^|]+) \| (\w+) \|/gm)].map((m) => [m[1], m[2]!.trim(), m[3]]);
+  expect(rows).toEqual(alerts().map((a) => [a.alert, a.for ?? '—', a.labels?.severity]));
+});
+
 interface UnitTest {
   input_series: { series: string }[];
   alert_rule_test?: { alertname: string; exp_alerts: { exp_labels?: Record<string, string> }[] }[];
