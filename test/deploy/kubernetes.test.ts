@@ -157,6 +157,7 @@ test('the termination grace period outlasts the drain deadline plus the readines
   expect(graceMs).toBeGreaterThan(cfg.shutdownGraceMs);
   // The manifest states the drain deadline it was sized for, and it is the gateway's default.
   expect(cfg.server.drainTimeoutMs).toBe(loadConfig({ env: {} }).server.drainTimeoutMs);
+  expect(loadConfig({ env: { DRAIN_TIMEOUT_MS: '120000' } }).server.drainTimeoutMs).toBe(120_000);
 });
 
 test('resources are requested; the image is this version', () => {
