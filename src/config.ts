@@ -9,6 +9,8 @@ import path from 'node:path';
 import { validate as validCron } from 'node-cron';
 import { z } from 'zod';
 import { isRedisUrl } from './gateway/store/redis-url';
+import { parseTrustProxy } from './lib/client-address';
+import type { TrustProxy } from './lib/client-address';
 
 const port = z.number().int().min(0).max(65535);
 const positive = z.number().positive();
@@ -244,6 +246,22 @@ const serverSchema = z
     keepAliveTimeoutMs: positiveInt.default(65_000),
     /** A connection with no request in progress and no traffic this long is closed. */
     idleTimeoutMs: positiveInt.default(75_000),
+    /**
+     * Proxies whose `X-Forwarded-For` names the client (Express's `trust proxy` semantics): false
+     * (off: the client is the socket's peer), a hop count, or addresses / CIDRs / named ranges.
+     * Unset is off too; a fleet warns at boot while it is unset.
+     */
+    trustProxy: z
+      .union([z.boolean(), z.number(), z.string(), z.array(z.string())])
+      .optional()
+      .transform((v, ctx): TrustProxy | undefined => {
+        try {
+          return v === undefined ? undefined : parseTrustProxy(v);
+        } catch (err) {
+          ctx.addIssue({ code: 'custom', message: (err as Error).message });
+          return z.NEVER;
+        }
+      }),
   })
   .refine((s) => s.requestTimeoutMs === 0 || s.requestTimeoutMs >= s.headersTimeoutMs, {
     message: 'must be 0 or at least server.headersTimeoutMs',
@@ -368,6 +386,7 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   SERVER_REQUEST_TIMEOUT_MS: { path: ['server', 'requestTimeoutMs'], type: 'number' },
   SERVER_KEEP_ALIVE_TIMEOUT_MS: { path: ['server', 'keepAliveTimeoutMs'], type: 'number' },
   SERVER_IDLE_TIMEOUT_MS: { path: ['server', 'idleTimeoutMs'], type: 'number' },
+  TRUST_PROXY: { path: ['server', 'trustProxy'], type: 'string' },
   CORS_ORIGINS: { path: ['cors', 'origins'], type: 'list' },
   CORS_CREDENTIALS: { path: ['cors', 'credentials'], type: 'boolean' },
   EMULATOR_PORT: { path: ['emulator', 'port'], type: 'number' },
