@@ -146,9 +146,9 @@ const legacySchema = z.strictObject({
       tickDeadlineIntervals: positive.default(4),
       /** How long a key the upstream refused is refused without asking again. 0 = no negative cache. */
       negativeKeyCacheMs: z.number().int().min(0).default(10_000),
-      /** Keys held in the negative cache (oldest dropped first). */
+      /** Keys held in the negative cache (least recently used dropped first). */
       negativeKeyCacheSize: positiveInt.default(10_000),
-      /** Failed authentications (HTTP 401 and results-socket 1008) one client IP may have per minute. 0 = no limit. */
+      /** Failed authentications (HTTP 401 and results-socket 1008) one client address (`server.trustProxy`) may have per minute; a key accepted in the last 5 minutes is never refused by it. 0 = no limit. */
       authFailuresPerMinute: z.number().int().min(0).default(30),
     })
     .prefault({}),
