@@ -238,6 +238,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       authLimiter,
       onRequest: requestTelemetry(metrics, usage),
       admitCreate: admission.admitCreate,
+      upstream,
+      logger,
     }),
     legacyErrorHandler(logger),
   );

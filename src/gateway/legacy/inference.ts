@@ -11,6 +11,7 @@ import type { TickCommit } from '../store/store';
 import { DEFAULT_TIMEOUTS, UpstreamError, cacheInfo, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import { schemaMismatch } from './output-schema';
 import { resultId } from './ownership';
+import { ResultWindowRecorder } from './result-window';
 import { resultEnvelope, resultsChannel } from './results-socket';
 import { SOLO_REPLICA } from './session-ports';
 import type { LiveSession, SessionDeps } from './session-ports';
@@ -30,12 +31,15 @@ export interface TickOutcomes {
 
 export class TickInference {
   private readonly clock: Clock;
+  /** Each committed result's window on the stream clock, for reinfer. */
+  private readonly windows: ResultWindowRecorder;
 
   constructor(
     private readonly deps: SessionDeps,
     private readonly outcomes: TickOutcomes,
   ) {
     this.clock = deps.clock ?? realClock;
+    this.windows = new ResultWindowRecorder(deps);
   }
 
   /**
@@ -52,6 +56,7 @@ export class TickInference {
     let model = session.spec.model;
     let error: string | null = null;
     const budget = this.tickBudget(session);
+    let sentAtMs: number | undefined;
     try {
       const r = await upstream.chatCompletion(session.apiKey, body, {
         signal: budget.signal,
@@ -59,6 +64,7 @@ export class TickInference {
         ...session.ids,
         fallbackModels: session.fallbackModels,
         isModelReady: (id) => catalog.isReady(id),
+        onAttempt: () => (sentAtMs = this.clock.now()),
       });
       response = r.response;
       model = r.model;
@@ -111,6 +117,7 @@ export class TickInference {
     });
     this.outcomes.committed(session, tick.n, commit);
     if (!commit.ok) return;
+    if (sentAtMs !== undefined) void this.windows.record(session, result.id, sentAtMs);
     observer?.inference?.({
       keyHash: session.keyHash,
       model,

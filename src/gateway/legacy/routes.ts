@@ -5,6 +5,8 @@ import type { Brand } from '../../brand';
 import type { LegacyConfig } from '../../config';
 import { ServiceError } from '../../lib/errors';
 import { keyHash } from '../../lib/keys';
+import type { Logger } from '../../lib/logger';
+import type { UpstreamClient } from '../../upstream/client';
 import { newTraceId, traceIdOf } from '../../upstream/trace';
 import type { Store } from '../store/store';
 import { bearerKey } from '../http';
@@ -12,6 +14,7 @@ import { isStreamId } from './access';
 import type { FailedAuthLimiter } from './auth-failures';
 import { LEGACY_ERRORS } from './errors';
 import type { UpstreamCatalog } from './catalog';
+import { reinferHandler } from './reinfer';
 import { createLegacySchemas } from './schema';
 import type { LegacySessions } from './sessions';
 import type { SessionSpec } from './translate';
@@ -38,6 +41,9 @@ export interface LegacyRouteDeps {
   onRequest?(keyHash: string | undefined, endpoint: string, accountId?: string, userAgent?: string): void;
   /** Sunset policy of creates: throws the legacy-shaped refusal during a brownout or after the sunset. */
   admitCreate?(keyHash: string): void;
+  /** The upstream reinfer calls with the caller's key (absent: no reinfer route). */
+  upstream?: UpstreamClient;
+  logger?: Logger;
 }
 
 interface Caller {
@@ -229,6 +235,11 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     }
     res.json({ status: 'ok' });
   });
+
+  if (deps.upstream) {
+    const reinfer = { brand, store, upstream: deps.upstream, catalog, schemas, validators: sessions.schemas, logger: deps.logger };
+    r.post('/chat/completions/clip', reinferHandler(reinfer, caller, upstreamIds));
+  }
 
   r.use((req) => {
     throw legacyError(404, 'not_found', `No route for ${req.method} /v0.2${req.path}`);

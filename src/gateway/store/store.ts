@@ -4,6 +4,7 @@
  * async even in memory so callers are already written for a networked store.
  */
 import { ServiceError } from '../../lib/errors';
+import type { ResultWindows } from './result-windows';
 
 /**
  * A store call failed (Redis unreachable, a command timed out, Redis refused the write): the caller
@@ -152,7 +153,7 @@ export interface HashUpdate {
   max?: Readonly<Record<string, number>>;
 }
 
-export interface Store {
+export interface Store extends ResultWindows {
   /**
    * Takes one of `limit` concurrency slots of a key, atomically. False when full. `replica` records
    * who holds it until `bindSlot` names its stream (the reconciler frees a dead replica's).
