@@ -5,21 +5,11 @@
  * and frame results, with an output schema; another account's key and an unknown id get the same
  * 404; a result of a deleted stream, or one whose frames aged out, gets a 410 (not retried).
  */
-import { http, KEY, KEY_B, clipBody, frameBody, openResults, sleep, startStack, tail } from '../../helpers/stack';
-import type { Http, Stack } from '../../helpers/stack';
+import { http, KEY_B, clipBody, frameBody, openResults, reinfer, sleep, startStack, tail } from '../../helpers/stack';
+import type { Stack } from '../../helpers/stack';
 import { deadline } from '../../helpers/time';
 
 const PATH = '/v0.2/chat/completions/clip';
-
-/** As the SDK does: a 404 is retried (the window of a just-delivered result may not be written yet). */
-async function reinfer(url: string, body: Record<string, unknown>, key = KEY): Promise<Http> {
-  let r = await http(url, 'POST', PATH, { key, body });
-  for (let i = 0; i < 20 && r.status === 404; i++) {
-    await sleep(100);
-    r = await http(url, 'POST', PATH, { key, body });
-  }
-  return r;
-}
 
 async function createStream(url: string, body: unknown): Promise<string> {
   const created = await http(url, 'POST', '/v0.2/streams', { body });
