@@ -5,6 +5,8 @@
  * and frame results, with an output schema; another account's key and an unknown id get the same
  * 404; a result of a deleted stream, or one whose frames aged out, gets a 410 (not retried).
  */
+import { costMicrocents } from '../../../src/lib/wire';
+import type { ModelPricing, TokenUsage } from '../../../src/lib/wire';
 import { http, KEY_B, clipBody, frameBody, openResults, reinfer, sleep, startStack, tail } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
 import { deadline } from '../../helpers/time';
@@ -118,6 +120,21 @@ describe('reinfer on one gateway', () => {
     // Counted as /v0.2 use.
     const metrics = await (await fetch(`${s.url}/metrics`)).text();
     expect(metrics).toMatch(/gateway_legacy_requests_total\{endpoint="POST \/v0\.2\/chat\/completions\/clip"\} [1-9]/);
+    expect((await http(s.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
+  }, 60_000);
+
+  test('it costs what a completion costs: the balance drops by its usage at the model\'s prices', async () => {
+    // One result, then a minute without ticks: only the reinfer is billed in between.
+    const id = await createStream(s.url, frameBody({ interval_seconds: 60 }));
+    const [r] = await resultsOf(s.url, id, 1);
+    const balance = async () => ((await http(s.url, 'GET', '/billing/accounts/me/balance')).body as { balance_microcents: number }).balance_microcents;
+    const price = (await http(s.url, 'GET', '/billing/pricing/local/analyzer', { key: null })).body as ModelPricing;
+    const before = await balance();
+    const res = await reinfer(s.url, { result_id: r!.id, prompt: 'How much?', model: 'local/analyzer' });
+    expect(res.status).toBe(200);
+    const usage = (res.body as { usage: TokenUsage }).usage;
+    expect(costMicrocents(price, usage)).toBeGreaterThan(0);
+    expect(before - (await balance())).toBe(costMicrocents(price, usage));
     expect((await http(s.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
   }, 60_000);
 
