@@ -166,6 +166,8 @@ const legacySchema = z.strictObject({
       maxPageSize: positiveInt.default(1000),
     })
     .prefault({}),
+  /** How long a delivered result stays re-runnable (reinfer, `POST /v0.2/chat/completions/clip`): its window is kept this long; the upstream keeps frames about 10 minutes. */
+  resultWindowSeconds: positiveInt.default(600),
 });
 
 const instant = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'must be an ISO 8601 date or date-time');

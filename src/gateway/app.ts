@@ -256,6 +256,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       clientAddress,
       onRequest: requestTelemetry(metrics, usage),
       admitCreate: admission.admitCreate,
+      upstream,
+      logger,
     }),
     legacyErrorHandler(logger),
   );

@@ -9,6 +9,7 @@ import type { RunningEmulator } from '../../src/emulator/server';
 import { startGateway } from '../../src/gateway/server';
 import type { RunningGateway, ServerOptions } from '../../src/gateway/server';
 import { FLEET_DEFAULTS } from '../../src/gateway/store/store';
+import { sleep } from './time';
 import type { SessionRecord } from '../../src/gateway/store/store';
 
 export const KEY = 'svc-local-dev';
@@ -135,6 +136,19 @@ export function openResults(url: string, streamId: string, key: string | null = 
     });
     ws.once('error', reject);
   });
+}
+
+/**
+ * `POST /v0.2/chat/completions/clip` (reinfer) as the Python SDK calls it: a 404 is retried (the
+ * window of a just-delivered result may not be written yet), here every 100 ms up to 2 s.
+ */
+export async function reinfer(url: string, body: Record<string, unknown>, key: string | null = KEY): Promise<Http> {
+  let r = await http(url, 'POST', '/v0.2/chat/completions/clip', { key, body });
+  for (let i = 0; i < 20 && r.status === 404; i++) {
+    await sleep(100);
+    r = await http(url, 'POST', '/v0.2/chat/completions/clip', { key, body });
+  }
+  return r;
 }
 
 /** Parses the analyzer's machine-readable tail. */

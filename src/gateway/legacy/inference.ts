@@ -9,6 +9,7 @@ import type { ChatCompletionResponse } from '../../upstream/client';
 import { DEFAULT_TIMEOUTS, UpstreamError, cacheInfo, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import { schemaMismatch } from './output-schema';
 import { resultId } from './ownership';
+import { ResultWindowRecorder } from './result-window';
 import { resultEnvelope, resultsChannel } from './results-socket';
 import { SOLO_REPLICA } from './session-ports';
 import type { RecordSync } from './record-sync';
@@ -26,10 +27,15 @@ export interface TickParts {
 }
 
 export class TickInference {
+  /** Each committed result's window on the stream clock, for reinfer. */
+  private readonly windows: ResultWindowRecorder;
+
   constructor(
     private readonly deps: SessionContext,
     private readonly parts: TickParts,
-  ) {}
+  ) {
+    this.windows = new ResultWindowRecorder(deps);
+  }
 
   private get clock(): Clock {
     return this.deps.clock;
@@ -50,6 +56,7 @@ export class TickInference {
     let model = record.spec.model;
     let error: string | null = null;
     const budget = this.tickBudget(session);
+    let sentAtMs: number | undefined;
     try {
       const r = await upstream.chatCompletion(session.apiKey, body, {
         signal: budget.signal,
@@ -57,6 +64,7 @@ export class TickInference {
         ...record.ids,
         fallbackModels: record.fallbackModels,
         isModelReady: (id) => catalog.isReady(id),
+        onAttempt: () => (sentAtMs = this.clock.now()),
       });
       response = r.response;
       model = r.model;
@@ -109,6 +117,7 @@ export class TickInference {
     });
     this.parts.sync.onCommit(session, tick.n, commit);
     if (!commit.ok) return;
+    if (sentAtMs !== undefined) void this.windows.record(session, result.id, sentAtMs);
     observer?.inference?.({
       keyHash: record.keyHash,
       model,

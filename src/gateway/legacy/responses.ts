@@ -260,3 +260,29 @@ export function toLegacyFeedback(input: {
     updated_at: new Date(input.updatedAtMs).toISOString(),
   };
 }
+
+/** The reinfer response: `{id, model, content, finish_reason, usage}`, `id` a new one. */
+export interface LegacyReinferResponse {
+  id: string;
+  model: string;
+  content: string;
+  finish_reason: string | null;
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null;
+}
+
+export function toLegacyReinfer(input: { id: string; completion: CompletionLike & { usage?: unknown }; modelName: string }): LegacyReinferResponse {
+  const choice = input.completion.choices?.[0] ?? null;
+  const content = choice?.message?.content;
+  const u = input.completion.usage as Record<string, unknown> | null | undefined;
+  const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+  return {
+    id: input.id,
+    model: typeof input.completion.model === 'string' ? input.completion.model : input.modelName,
+    content: typeof content === 'string' ? content : '',
+    finish_reason: typeof choice?.finish_reason === 'string' ? choice.finish_reason : null,
+    usage:
+      u && typeof u === 'object'
+        ? { prompt_tokens: count(u.prompt_tokens), completion_tokens: count(u.completion_tokens), total_tokens: count(u.total_tokens) }
+        : null,
+  };
+}

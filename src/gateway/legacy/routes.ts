@@ -8,13 +8,17 @@ import type { ClientAddress } from '../../lib/client-address';
 import { keyHash } from '../../lib/keys';
 import { realClock } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';
+import type { Logger } from '../../lib/logger';
+import type { UpstreamClient } from '../../upstream/client';
 import { newTraceId, traceIdOf } from '../../upstream/trace';
-import type { Feedback } from '../store/store';
+import type { Feedback, SessionRecords } from '../store/store';
+import type { ResultWindows } from '../store/result-windows';
 import { bearerKey } from '../../lib/bearer';
 import { isStreamId } from './access';
 import type { FailedAuthLimiter } from './auth-failures';
 import { LEGACY_ERRORS } from './errors';
 import type { UpstreamCatalog } from './catalog';
+import { reinferHandler } from './reinfer';
 import { createLegacySchemas } from './schema';
 import type { LegacySessions } from './sessions';
 import { legacyStreamState, toLegacyCreateResponse, toLegacyFeedback, toLegacyKeepalive, toLegacyModels, toLegacyPromptResponse } from './responses';
@@ -24,7 +28,7 @@ import { legacyError, legacyValidationError, parseLegacy } from './validate';
 export interface LegacyRouteDeps {
   cfg: LegacyConfig;
   brand: Brand;
-  store: Feedback;
+  store: Feedback & ResultWindows & Pick<SessionRecords, 'getSession'>;
   sessions: LegacySessions;
   catalog: UpstreamCatalog;
   /** Per-client-address budget of failed authentications (absent: unlimited). */
@@ -40,6 +44,9 @@ export interface LegacyRouteDeps {
    * the upstream's timestamps are on real time).
    */
   clock?: Pick<Clock, 'now'>;
+  /** The upstream reinfer calls with the caller's key (absent: no reinfer route). */
+  upstream?: UpstreamClient;
+  logger?: Logger;
 }
 
 interface Caller {
@@ -234,6 +241,11 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     }
     res.json({ status: 'ok' });
   });
+
+  if (deps.upstream) {
+    const reinfer = { brand, store, upstream: deps.upstream, catalog, schemas, validators: sessions.schemas, logger: deps.logger };
+    r.post('/chat/completions/clip', reinferHandler(reinfer, caller, upstreamIds));
+  }
 
   r.use((req) => {
     throw legacyError(404, 'not_found', `No route for ${req.method} /v0.2${req.path}`);

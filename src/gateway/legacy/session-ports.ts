@@ -11,6 +11,7 @@ import type { Clock, LongTimer, TimerHandle } from '../../lib/timers';
 import type { UpstreamClient } from '../../upstream/client';
 import type { StoreHealth } from '../store/outage';
 import type { Broker, SessionRecord, SessionRecords, Slots } from '../store/store';
+import type { ResultWindows } from '../store/result-windows';
 import type { UpstreamCatalog } from './catalog';
 import type { Ticker } from './ticker';
 import type { LegacyMedia } from './responses';
@@ -91,7 +92,7 @@ export interface SessionDeps {
   brand: Brand;
   logger: Logger;
   /** Slots, session records, and the results channel (an end is published there). */
-  store: Slots & SessionRecords & Broker;
+  store: Slots & SessionRecords & Broker & ResultWindows;
   upstream: UpstreamClient;
   catalog: UpstreamCatalog;
   media?: MediaRelay;

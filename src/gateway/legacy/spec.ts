@@ -70,7 +70,7 @@ export function defaultMaxOutputTokens(intervalSeconds: number, maxTokensPerSeco
 }
 
 /** `2` → `2`, `0.5` → `0.5`, `128` → `128`; no float noise. */
-function formatNumber(n: number): string {
+export function formatNumber(n: number): string {
   return String(Number(n.toFixed(6)));
 }
 

@@ -1,4 +1,6 @@
 import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
+import { parseResultWindow } from './result-windows';
+import type { ResultWindow } from './result-windows';
 import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
 /**
@@ -241,6 +243,35 @@ export class MemoryStore implements Store {
     return [...this.hashes.keys()].filter((k) => k.startsWith(prefix));
   }
 
+  // ── Result windows (reinfer). Entries go in time order with one configured TTL, so a sweep from
+  // the oldest stops at the first live one; `get` checks expiry itself.
+  private readonly windows = new Map<string, { text: string; expiresAtMs: number }>();
+  private nextWindowSweepMs = 0;
+
+  async putResultWindow(resultId: string, window: ResultWindow, ttlMs: number): Promise<void> {
+    const now = this.clock.now();
+    if (now >= this.nextWindowSweepMs) {
+      this.nextWindowSweepMs = now + 1000;
+      for (const [id, w] of this.windows) {
+        if (w.expiresAtMs > now) break;
+        this.windows.delete(id);
+      }
+    }
+    this.windows.delete(resultId);
+    // Stored as text, as in Redis: a caller never holds the store's own object.
+    this.windows.set(resultId, { text: JSON.stringify(window), expiresAtMs: now + ttlMs });
+  }
+
+  async getResultWindow(resultId: string): Promise<ResultWindow | undefined> {
+    const w = this.windows.get(resultId);
+    if (!w) return undefined;
+    if (w.expiresAtMs <= this.clock.now()) {
+      this.windows.delete(resultId);
+      return undefined;
+    }
+    return parseResultWindow(w.text);
+  }
+
   async ready(): Promise<boolean> {
     return true;
   }
@@ -249,5 +280,6 @@ export class MemoryStore implements Store {
     for (const t of this.expiries.values()) t.clear();
     this.expiries.clear();
     this.channels.clear();
+    this.windows.clear();
   }
 }

@@ -15,6 +15,7 @@
  *                                    owner is the truth, sessionsOf filters by it).
  *   P replicas                 ZSET  replica id, score its last heartbeat (Redis TIME, ms).
  *   P once:{key}               STRING claimOnce marker (SET NX PX).
+ *   P rw:{resultId}            STRING a result's window (ResultWindow JSON) for reinfer, PX = its TTL.
  *   P fb:{acct}                ZSET  feedback seq (member = score), the account's entries oldest first.
  *   P fbe:{acct}               HASH  seq → FeedbackRecord JSON.
  *   P fbn:{acct}               HASH  streamId → entries of that stream (the per-stream cap).
@@ -31,6 +32,8 @@ import { Cluster, Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../lib/logger';
 import { parseClusterUrl } from '../../lib/redis-url';
+import { parseResultWindow } from './result-windows';
+import type { ResultWindow } from './result-windows';
 import { StoreUnavailableError } from './store';
 import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
@@ -695,6 +698,16 @@ export class RedisStore implements Store {
       } while (cursor !== '0');
     }
     return [...found];
+  }
+
+  async putResultWindow(resultId: string, window: ResultWindow, ttlMs: number): Promise<void> {
+    return this.guard('putResultWindow', async () => {
+      await this.redis.set(`${this.p}rw:{${resultId}}`, JSON.stringify(window), 'PX', Math.max(1, Math.round(ttlMs)));
+    });
+  }
+
+  async getResultWindow(resultId: string): Promise<ResultWindow | undefined> {
+    return this.guard('getResultWindow', async () => parseResultWindow(await this.redis.get(`${this.p}rw:{${resultId}}`)));
   }
 
   async ready(): Promise<boolean> {

@@ -1,10 +1,11 @@
 /**
  * All cross-request state of the gateway goes through these roles (slots, session records,
- * membership, claims, feedback, pub/sub, counters), so a Redis implementation lets several
+ * membership, claims, feedback, pub/sub, counters, result windows), so a Redis implementation lets several
  * replicas share it (a keepalive or WebSocket may land on any replica). Methods are async even in
  * memory so callers are already written for a networked store.
  */
 import { ServiceError } from '../../lib/errors';
+import type { ResultWindows } from './result-windows';
 
 /**
  * A store call failed (Redis unreachable, a command timed out, Redis refused the write): the caller
@@ -256,7 +257,7 @@ export interface Counters {
  * The whole store, as app.ts builds and closes it: every role, plus readiness. Each consumer takes
  * only the roles it uses (sessions, fleet, sockets, routes, telemetry).
  */
-export interface Store extends Slots, SessionRecords, Members, Claims, Feedback, Broker, Counters {
+export interface Store extends Slots, SessionRecords, Members, Claims, Feedback, Broker, Counters, ResultWindows {
   ready(): Promise<boolean>;
   close(): Promise<void>;
 }

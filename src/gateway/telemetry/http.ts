@@ -27,6 +27,8 @@ const ROUTES: [RegExp, string][] = [
   [/^\/v0\.2\/streams\/[^/]+\/config\/prompt$/, '/v0.2/streams/:id/config/prompt'],
   [/^\/v0\.2\/streams\/[^/]+\/feedback$/, '/v0.2/streams/:id/feedback'],
   [/^\/v0\.2\/models$/, '/v0.2/models'],
+  [/^\/v0\.2\/chat\/completions\/clip$/, '/v0.2/chat/completions/clip'],
+  [/^\/v0\.2\/healthz$/, '/v0.2/healthz'],
   [/^\/v0\.2(\/.*)?$/, '/v0.2/*'],
   [/^\/(healthz|readyz|metrics|admin\/deprecation|docs\/migration)$/, ''],
 ];
