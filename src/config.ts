@@ -244,6 +244,12 @@ const serverSchema = z
     keepAliveTimeoutMs: positiveInt.default(65_000),
     /** A connection with no request in progress and no traffic this long is closed. */
     idleTimeoutMs: positiveInt.default(75_000),
+    /**
+     * The drain deadline: on SIGTERM a replica keeps what it still holds (results sockets, media
+     * relays) at most this long before it cuts them. Orchestrators must wait longer (Kubernetes
+     * `terminationGracePeriodSeconds` above this plus `shutdownDelayMs`; deploy/kubernetes).
+     */
+    drainTimeoutMs: positiveInt.default(3_600_000),
   })
   .refine((s) => s.requestTimeoutMs === 0 || s.requestTimeoutMs >= s.headersTimeoutMs, {
     message: 'must be 0 or at least server.headersTimeoutMs',
@@ -368,6 +374,7 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   SERVER_REQUEST_TIMEOUT_MS: { path: ['server', 'requestTimeoutMs'], type: 'number' },
   SERVER_KEEP_ALIVE_TIMEOUT_MS: { path: ['server', 'keepAliveTimeoutMs'], type: 'number' },
   SERVER_IDLE_TIMEOUT_MS: { path: ['server', 'idleTimeoutMs'], type: 'number' },
+  DRAIN_TIMEOUT_MS: { path: ['server', 'drainTimeoutMs'], type: 'number' },
   CORS_ORIGINS: { path: ['cors', 'origins'], type: 'list' },
   CORS_CREDENTIALS: { path: ['cors', 'credentials'], type: 'boolean' },
   EMULATOR_PORT: { path: ['emulator', 'port'], type: 'number' },
