@@ -150,6 +150,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     activeStreams: () => parts.sessions?.activeCount ?? 0,
     socketConnections: () => parts.sockets?.connections ?? 0,
     deprecatedKeys: () => usage.keyCount(),
+    migrationStatuses: () => usage.statusCounts(),
+    sunsetMs: Date.parse(cfg.deprecation.sunset),
   });
   // The default media relay (webrtc and customer-room sources); an injected one is closed by its owner.
   const ingest = opts.media ? undefined : new IngestRelay({ cfg: cfg.legacy, logger: logger.child({ component: 'ingest' }) });
