@@ -78,7 +78,10 @@ export interface Gateway {
   metricsApp?: Express;
   /** HTTP requests whose response has not closed yet. */
   readonly inFlight: number;
+  /** The final drain began: streams handed over or ended, sockets closing. */
   readonly draining: boolean;
+  /** A connection drain runs: connections stay, and are closed after their response when idle. */
+  readonly holdingConnections: boolean;
   handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean;
   /**
    * Starts the shutdown: /readyz answers 503, legacy creates are refused (503). In a fleet with
@@ -88,6 +91,14 @@ export interface Gateway {
   drain(): Promise<void>;
   /** /readyz answers 503 while everything else keeps serving (the SIGTERM delay before `drain`). */
   markUnready(): void;
+  /**
+   * A connection drain (a fleet's SIGTERM): no new legacy streams here, streams whose media does
+   * not live here are handed to replicas not draining, and this replica stays a fleet member so
+   * its results sockets and media relays keep working until they end. Returns how many moved now.
+   */
+  drainConnections(): Promise<number>;
+  /** What a draining replica still holds: open results sockets and running media relays. */
+  held(): { sockets: number; relays: number };
   /** Ends live streams (sockets close with 1001), flushes telemetry, releases everything. */
   close(): Promise<void>;
 }
@@ -209,6 +220,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
 
   const inFlight = { count: 0 };
   let draining = false;
+  /** A connection drain runs (fleet SIGTERM): see `drainConnections`. */
+  let holding = false;
   let unready = false;
   const logRequest = accessLog(logger, cfg.telemetry.requestLog);
   const countRequest = requestMetrics(cfg.telemetry.metrics ? metrics : undefined, inFlight);
@@ -253,6 +266,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
    * id, access line and metrics are the passthrough's own (`onSettled`).
    */
   const handler: http.RequestListener = (req, res) => {
+    // Draining: every connection closes after its response, so the client's next call goes elsewhere.
+    if (holding || draining) res.shouldKeepAlive = false;
     if (!passthrough.proxy(req, res)) void app(req, res);
   };
 
@@ -266,6 +281,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   let closed: Promise<void> | undefined;
   /** The drain handed this replica's streams to others: its sockets close so that clients reconnect. */
   let handedOver = false;
+  const media = opts.media ?? ingest;
 
   return {
     handler,
@@ -289,10 +305,18 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     get draining() {
       return draining;
     },
+    get holdingConnections() {
+      return holding;
+    },
     handleUpgrade: (req, socket, head) => sockets.handleUpgrade(req, socket, head),
     markUnready() {
       unready = true;
     },
+    async drainConnections() {
+      holding = unready = true;
+      return (await fleet?.beginDrain()) ?? 0;
+    },
+    held: () => ({ sockets: sockets.connections, relays: media?.activeCount ?? 0 }),
     async drain() {
       draining = true;
       // Handed-over streams leave this replica; what is left (webrtc, or no other replica) ends.

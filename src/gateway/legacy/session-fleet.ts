@@ -132,20 +132,22 @@ export class SessionFleet {
   }
 
   /**
-   * Drain: hands every stream here to `targetOf(streamId)` (claim under this replica's epoch, then
-   * `adopt` on the target's control channel), after stopping its ticks here. Pinned streams end as
-   * at any shutdown. Returns how many were handed over.
+   * Hands every stream here to `targetOf(streamId)` (claim under this replica's epoch, then `adopt`
+   * on the target's control channel), after stopping its ticks here. A pinned stream (its relay lives
+   * here) and one without a target end as at any shutdown, or, with `keepPinned` (a connection
+   * drain: no new creates here, adoptions still taken), stay and run here. Returns how many moved.
    */
-  async handOver(targetOf: (streamId: string) => string | undefined): Promise<number> {
+  async handOver(targetOf: (streamId: string) => string | undefined, opts: { keepPinned?: boolean } = {}): Promise<number> {
     const { local, end, replicaId } = this.parts;
-    local.close();
+    if (opts.keepPinned) local.drain();
+    else local.close();
     const { store, logger } = this.deps;
     let moved = 0;
     await Promise.all(
       local.sessions().map(async ({ record }) => {
         const id = record.streamId;
-        const target = targetOf(id);
-        if (record.pinned || !target) return void (await end.end(id, end.reasons.serverShutdown));
+        const target = record.pinned ? undefined : targetOf(id);
+        if (!target) return opts.keepPinned ? undefined : void (await end.end(id, end.reasons.serverShutdown));
         await local.remove(id);
         const claimed = await store.claimSession(id, { owner: replicaId, epoch: record.epoch }, target);
         if (!claimed) return;

@@ -65,6 +65,8 @@ export interface MediaRelay {
   /** Hands a renewed upstream publish token to a running relay. */
   renewToken?(streamId: string, token: string): void;
   stop(streamId: string): Promise<void> | void;
+  /** Relays running in this process (a draining replica waits for them to end). */
+  readonly activeCount?: number;
 }
 
 /**

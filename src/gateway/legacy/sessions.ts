@@ -84,7 +84,7 @@ export class LegacySessions {
     const { cfg, store, upstream, clock, logger } = this.deps;
     const { local, ender } = this;
     const { spec, apiKey } = input;
-    if (local.closing) throw LEGACY_ERRORS.shuttingDown();
+    if (!local.acceptsCreates) throw LEGACY_ERRORS.shuttingDown();
     if (spec.transport !== 'native') this.deps.media?.check?.(spec);
     // Before the slot and the upstream stream: a models failure here must leave nothing behind.
     const fallbackModels = (cfg.fallbackModels ?? (await this.modelIds())).filter((m) => m !== spec.model);

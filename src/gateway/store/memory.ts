@@ -8,6 +8,7 @@ import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpd
 export class MemoryStore implements Store {
   private readonly slots = new Map<string, Map<string, SlotHolder>>();
   private readonly heartbeats = new Map<string, number>();
+  private readonly draining = new Set<string>();
   private readonly once = new Map<string, number>();
   private readonly clock: Pick<Clock, 'now'>;
 
@@ -142,11 +143,16 @@ export class MemoryStore implements Store {
     const alive: string[] = [];
     const dead: string[] = [];
     for (const [id, at] of this.heartbeats) (nowMs - at > deadAfterMs ? dead : alive).push(id);
-    return { alive, dead, nowMs };
+    return { alive, dead, draining: [...this.draining].filter((r) => this.heartbeats.has(r)), nowMs };
+  }
+
+  async markDraining(replica: string): Promise<void> {
+    this.draining.add(replica);
   }
 
   async forgetReplica(replica: string): Promise<void> {
     this.heartbeats.delete(replica);
+    this.draining.delete(replica);
   }
 
   async claimOnce(key: string, ttlMs: number): Promise<boolean> {

@@ -14,6 +14,7 @@
  *                                    and removed from after a claim/end (not atomically; the record's
  *                                    owner is the truth, sessionsOf filters by it).
  *   P replicas                 ZSET  replica id, score its last heartbeat (Redis TIME, ms).
+ *   P draining                 SET   replica ids draining (no handover or failover targets).
  *   P once:{key}               STRING claimOnce marker (SET NX PX).
  *   P fb:{acct}                ZSET  feedback seq (member = score), the account's entries oldest first.
  *   P fbe:{acct}               HASH  seq → FeedbackRecord JSON.
@@ -567,20 +568,32 @@ export class RedisStore implements Store {
     return this.guard('heartbeat', async () => (await this.redis.heartbeatLua(this.replicasKey(), replica)) as number);
   }
 
+  private drainingKey(): string {
+    return `${this.p}draining`;
+  }
+
   async membership(deadAfterMs: number): Promise<Membership> {
     return this.guard('membership', async () => {
-      const [nowMs, flat] = (await this.redis.membersLua(this.replicasKey())) as [number, string[]];
+      const [[nowMs, flat], marked] = await Promise.all([
+        this.redis.membersLua(this.replicasKey()) as Promise<[number, string[]]>,
+        this.redis.smembers(this.drainingKey()),
+      ]);
       const alive: string[] = [];
       const dead: string[] = [];
       for (let i = 0; i < flat.length; i += 2) (nowMs - Number(flat[i + 1]) > deadAfterMs ? dead : alive).push(flat[i]);
-      return { alive, dead, nowMs };
+      const members = new Set([...alive, ...dead]);
+      return { alive, dead, draining: marked.filter((r) => members.has(r)), nowMs };
     });
+  }
+
+  async markDraining(replica: string): Promise<void> {
+    return this.guard('markDraining', async () => void (await this.redis.sadd(this.drainingKey(), replica)));
   }
 
   /** Out of the membership; its owner index goes too (called once it owns nothing). */
   async forgetReplica(replica: string): Promise<void> {
     return this.guard('forgetReplica', async () => {
-      await Promise.all([this.redis.zrem(this.replicasKey(), replica), this.redis.del(this.ownedKey(replica))]);
+      await Promise.all([this.redis.zrem(this.replicasKey(), replica), this.redis.srem(this.drainingKey(), replica), this.redis.del(this.ownedKey(replica))]);
     });
   }
 

@@ -113,6 +113,8 @@ export interface SlotHolder {
 export interface Membership {
   alive: string[];
   dead: string[];
+  /** Replicas (alive or dead) that announced a drain: they take no new streams, handed over or failed over. */
+  draining: string[];
   /** The store's time (ms) when read. */
   nowMs: number;
 }
@@ -216,6 +218,8 @@ export interface Members {
   heartbeat(replica: string): Promise<number>;
   /** Replicas that ever heartbeat and were not forgotten, split by `deadAfterMs` of silence. */
   membership(deadAfterMs: number): Promise<Membership>;
+  /** Announces that `replica` drains: it stays a member (heartbeating) but is nobody's target. */
+  markDraining(replica: string): Promise<void>;
   /** Drops a replica from the membership (it drained, or its sessions were all taken over). */
   forgetReplica(replica: string): Promise<void>;
 }

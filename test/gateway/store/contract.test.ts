@@ -407,6 +407,21 @@ describe.each(factories)('%s', (_name, make) => {
       await store.forgetReplica('never-seen');
     });
 
+    test('markDraining: a draining replica stays a member, is listed as draining on every connection, and leaves the list when forgotten', async () => {
+      const [, other] = await replicas(2);
+      await store.heartbeat('gw-d');
+      await store.heartbeat('gw-e');
+      expect((await other.membership(60_000)).draining).toEqual([]);
+      await store.markDraining('gw-d');
+      await store.markDraining('never-seen'); // not a member: never listed
+      const m = await other.membership(60_000);
+      expect(m.alive).toEqual(expect.arrayContaining(['gw-d', 'gw-e']));
+      expect(m.draining).toEqual(['gw-d']);
+      await store.forgetReplica('gw-d');
+      await store.heartbeat('gw-d'); // a new process under the same id is not draining
+      expect((await other.membership(60_000)).draining).toEqual([]);
+    });
+
     test('claimOnce: exactly one of 30 callers on 3 connections per key and TTL; free again after it', async () => {
       const fleetStores = await replicas(3);
       const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => fleetStores[i % 3].claimOnce('rollup:2026-01-01', 60_000)));
