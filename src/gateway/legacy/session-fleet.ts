@@ -177,7 +177,7 @@ export class SessionFleet {
       if (owned.has(id) || session.runtime.ending || local.isCreating(id)) continue;
       const rec = await store.getSession(id);
       if (!rec) await this.parts.sync.reRegister(session);
-      else if (rec.state !== 'active' || rec.owner !== replicaId) await local.stop(session);
+      else if (rec.state !== 'active' || rec.owner !== replicaId) await local.remove(id);
     }
   }
 

@@ -283,11 +283,32 @@ export class LegacySessions {
     return this.local.ownedStreams().map(([id]) => id);
   }
 
-  /** Ends every live session, then deletes every upstream stream this process still owns (shutdown). */
+  /**
+   * Ends every live session, then deletes the upstream streams this process still owns (a failed
+   * delete, an abandoned create) unless the store names another owner: a stream that moved on is
+   * never deleted from here, whatever this process remembers (shutdown).
+   */
   async closeAll(reason: string = this.reasons.serverShutdown): Promise<void> {
     this.local.close();
     await Promise.all(this.local.ids().map((id) => this.end(id, reason)));
-    await Promise.all(this.local.ownedStreams().map(([id, key]) => this.ender.deleteUpstream(key, id)));
+    await Promise.all(this.local.ownedStreams().map(([id, key]) => this.deleteLeftover(id, key)));
+  }
+
+  private async deleteLeftover(streamId: string, apiKey: string): Promise<void> {
+    let rec;
+    try {
+      rec = await this.deps.store.getSession(streamId);
+    } catch (err) {
+      // Unknown owner: left to its upstream lease rather than risk deleting another replica's stream.
+      this.deps.logger.warn({ err, streamId }, 'shutdown could not read the stream\'s record: not deleting it upstream');
+      return;
+    }
+    if (rec?.state === 'active' && rec.owner !== this.replicaId) {
+      this.local.forget(streamId);
+      this.deps.logger.warn({ streamId, owner: rec.owner }, 'shutdown left a stream another replica owns');
+      return;
+    }
+    await this.ender.deleteUpstream(apiKey, streamId);
   }
 
   /** Upstream failures → the legacy status and body a client expects (one mapping: ./upstream-errors). */
