@@ -267,6 +267,7 @@ export class GatewayMetrics {
     // Known label values start at 0, so rate() and alerts see the series before the first event.
     for (const how of ['failover', 'handover']) this.fleetAdoptions.inc({ how }, 0);
     for (const reason of ['fenced', 'duplicate', 'ended', 'missing']) this.fleetFencedTicks.inc({ reason }, 0);
+    for (const reason of ['brownout', 'sunset']) for (const kind of ['create', 'socket']) this.legacyRefusals.inc({ reason, kind }, 0);
     if (sources.upstreamUp) {
       const up = sources.upstreamUp;
       new Gauge({

@@ -95,6 +95,11 @@ test("usage.statusCounts agrees with the report's by_status", async () => {
   await store.close();
 });
 
+test('refusals by brownout and after the sunset read 0 before the first one', async () => {
+  const text = await new GatewayMetrics(base, { defaultMetrics: false }).text();
+  for (const reason of ['brownout', 'sunset']) for (const kind of ['create', 'socket']) expect(sample(text, `gateway_legacy_refusals_total{reason="${reason}",kind="${kind}"}`)).toBe(0);
+});
+
 test("a store operation's error counter reads 0 from its first call, before any failure", async () => {
   const metrics = new GatewayMetrics(base, { defaultMetrics: false });
   metrics.store.call('commitTick', 0.0002, false);
