@@ -88,15 +88,16 @@ export interface Gateway {
    * other replicas alive, live legacy streams are handed over to them (webrtc ones end); otherwise
    * they end (sockets close with 1001 `server_shutdown`, upstream streams deleted).
    */
-  drain(): Promise<void>;
+  drain(why?: string): Promise<void>;
   /** /readyz answers 503 while everything else keeps serving (the SIGTERM delay before `drain`). */
   markUnready(): void;
   /**
    * A connection drain (a fleet's SIGTERM): no new legacy streams here, streams whose media does
    * not live here are handed to replicas not draining, and this replica stays a fleet member so
-   * its results sockets and media relays keep working until they end. Returns how many moved now.
+   * its results sockets and media relays keep working until they end. False (nothing held) without a
+   * fleet or as its last replica alive: nobody could take the streams, so they end as before.
    */
-  drainConnections(): Promise<number>;
+  drainConnections(): Promise<boolean>;
   /** What a draining replica still holds: open results sockets and running media relays. */
   held(): { sockets: number; relays: number };
   /** Ends live streams (sockets close with 1001), flushes telemetry, releases everything. */
@@ -313,14 +314,15 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       unready = true;
     },
     async drainConnections() {
-      holding = unready = true;
-      return (await fleet?.beginDrain()) ?? 0;
+      unready = true;
+      holding = (await fleet?.beginDrain()) ?? false;
+      return holding;
     },
     held: () => ({ sockets: sockets.connections, relays: media?.activeCount ?? 0 }),
-    async drain() {
+    async drain(why?: string) {
       draining = true;
       // Handed-over streams leave this replica; what is left (webrtc, or no other replica) ends.
-      handedOver = (await fleet?.drain()) ?? false;
+      handedOver = (await fleet?.drain(why)) ?? false;
       await sessions.closeAll();
     },
     close() {

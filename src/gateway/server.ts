@@ -105,8 +105,11 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
   const hurry = new AbortController();
   const hurried = new Promise<void>((resolve) => hurry.signal.addEventListener('abort', () => resolve(), { once: true }));
 
-  /** The connection drain: returns once nothing is held, at the deadline, or when hurried. */
-  const holdConnections = async (drainMs: number): Promise<void> => {
+  /**
+   * The connection drain: returns once nothing is held, at the deadline, or when hurried, with the
+   * words the close logs for each stream still here (undefined: nothing was held).
+   */
+  const holdConnections = async (drainMs: number): Promise<string | undefined> => {
     const log = logger.child({ component: 'drain' });
     const deadline = Date.now() + drainMs;
     gateway.markUnready();
@@ -115,7 +118,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
       log.info({ delayMs }, `not ready: serving ${delayMs} ms more before draining`);
       await Promise.race([delay(delayMs), hurried]);
     }
-    const moved = await gateway.drainConnections();
+    if (!(await gateway.drainConnections())) return void log.info('no other replica alive to take the streams: ending them as at any shutdown');
     let nextLogAt = 0;
     for (;;) {
       server.closeIdleConnections();
@@ -124,29 +127,38 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
       const secondsLeft = Math.max(0, Math.ceil((deadline - now) / 1000));
       gateway.metrics.drainState({ draining: true, sockets, relays, secondsLeft });
       const state = { sockets, relays, streams: gateway.sessions.activeCount, inFlight: gateway.inFlight, secondsLeft };
-      if (sockets + relays + gateway.inFlight === 0) return void log.info(state, 'drain: no connection left');
-      if (hurry.signal.aborted) return void log.warn(state, 'drain ended early (second signal): handing over or ending what is left');
-      if (now >= deadline) return void log.warn(state, 'drain deadline reached: handing over or ending what is left');
+      if (sockets + relays + gateway.inFlight === 0) {
+        log.info(state, 'drain over: no client connection left');
+        return 'drain over';
+      }
+      if (hurry.signal.aborted) {
+        log.warn(state, 'drain ended by a second signal: handing over or ending what is left');
+        return 'drain ended early';
+      }
+      if (now >= deadline) {
+        log.warn(state, 'drain deadline reached: handing over or ending what is left');
+        return 'drain deadline';
+      }
       if (now >= nextLogAt) {
-        log.info({ ...state, moved }, `draining: holding ${sockets} results sockets and ${relays} media relays, ${secondsLeft} s left`);
+        log.info(state, `draining: holding ${sockets} results sockets and ${relays} media relays, ${secondsLeft} s left`);
         nextLogAt = now + DRAIN_LOG_MS;
       }
       await Promise.race([sleep(DRAIN_POLL_MS), hurried]);
     }
   };
 
-  /** The final close; `delayed`: a drain already waited out `shutdownDelayMs`. */
-  const close = (graceMs: number = cfg.shutdownGraceMs, delayed = false): Promise<void> => {
-    closing ??= shutdown(graceMs, delayed);
+  /** The final close; `afterDrain`: a connection drain already waited out `shutdownDelayMs` (and why it ended). */
+  const close = (graceMs: number = cfg.shutdownGraceMs, afterDrain?: { why?: string }): Promise<void> => {
+    closing ??= shutdown(graceMs, afterDrain);
     return closing;
   };
 
-  const shutdown = async (graceMs: number, delayed: boolean): Promise<void> => {
+  const shutdown = async (graceMs: number, afterDrain: { why?: string } | undefined): Promise<void> => {
     const started = Date.now();
     const deadline = started + graceMs;
     const log = logger.child({ component: 'shutdown' });
     // Load balancers notice /readyz 503 only at their next probe: keep serving until they have.
-    const delayMs = delayed ? 0 : Math.min(cfg.shutdownDelayMs, graceMs / 2);
+    const delayMs = afterDrain ? 0 : Math.min(cfg.shutdownDelayMs, graceMs / 2);
     if (delayMs > 0) {
       gateway.markUnready();
       log.info({ delayMs }, `not ready: serving ${delayMs} ms more before draining`);
@@ -157,7 +169,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     log.info({ graceMs, legacyStreams: gateway.sessions.activeCount, inFlight: gateway.inFlight }, `draining: ${gateway.sessions.activeCount} legacy streams to hand over (fleet) or end`);
-    if (!(await within(gateway.drain(), waitUntil - Date.now(), log))) log.warn('legacy streams did not all end in time');
+    if (!(await within(gateway.drain(afterDrain?.why), waitUntil - Date.now(), log))) log.warn('legacy streams did not all end in time');
     let reported = -1;
     while (gateway.inFlight > 0 && Date.now() < waitUntil) {
       if (gateway.inFlight !== reported) {
@@ -186,7 +198,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     close,
     drainAndClose(drainMs = cfg.server.drainTimeoutMs, graceMs = cfg.shutdownGraceMs) {
       if (!gateway.fleet) return close(graceMs);
-      draining ??= holdConnections(drainMs).then(() => close(graceMs, true));
+      draining ??= holdConnections(drainMs).then((why) => close(graceMs, { why }));
       return draining;
     },
     hurry() {

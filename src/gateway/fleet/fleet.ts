@@ -9,7 +9,7 @@ import type { FleetConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
 import { realClock, setLongInterval } from '../../lib/timers';
 import type { Clock, LongTimer } from '../../lib/timers';
-import type { OwnerMessage } from '../legacy/session-ports';
+import type { HandOverOptions, OwnerMessage } from '../legacy/session-ports';
 import type { Broker, Claims, Members, Membership, SessionRecord, SessionRecords, Slots, Unsubscribe } from '../store/store';
 import { controlChannel, encodeControl, parseControl } from './control';
 import { pickReplica } from './rendezvous';
@@ -22,7 +22,7 @@ export interface FleetSessions {
   adopt(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean>;
   onOwnerMessage(msg: OwnerMessage): Promise<void>;
   /** Hands streams to `targetOf(id)`; `keepPinned`: pinned streams (and any without a target) stay here. */
-  handOver(targetOf: (streamId: string) => string | undefined, opts?: { keepPinned?: boolean }): Promise<number>;
+  handOver(targetOf: (streamId: string) => string | undefined, opts?: HandOverOptions): Promise<number>;
   reconcileOwned(storeOwned: readonly string[]): Promise<void>;
   halt(): Promise<void>;
 }
@@ -163,26 +163,30 @@ export class Fleet {
   }
 
   /**
-   * A connection drain begins: announced to the fleet (nobody's target from now on), the loops go on,
-   * and the streams that can move (not pinned to a relay here) are handed to replicas not draining,
-   * now and at every sweep after (a target may appear later). Returns how many moved now.
+   * A connection drain begins, unless this is the last replica alive (then false: nobody could
+   * take its streams, which end as before). Announced to the fleet (nobody's target from now on),
+   * the loops go on, and the streams that can move (not pinned to a relay here) are handed to
+   * replicas not draining, now and at every sweep after (one may appear later).
    */
-  async beginDrain(): Promise<number> {
-    const { store, logger } = this.opts;
-    this.draining = true;
+  async beginDrain(): Promise<boolean> {
+    const { store, cfg, logger } = this.opts;
     try {
+      const m = await store.membership(cfg.deadAfterMs);
+      if (!m.alive.some((r) => r !== this.id)) return false;
       await store.markDraining(this.id);
-      return await this.moveOn();
+      this.draining = true;
+      await this.moveOn(m);
+      return true;
     } catch (err) {
-      logger.warn({ err }, 'drain could not be announced or read the membership: retried at the next sweep');
-      return 0;
+      logger.warn({ err }, 'drain could not read the membership or announce itself: ending streams here');
+      return false;
     }
   }
 
   /** Hands what can move to replicas not draining (none alive: it stays, and runs here). */
-  private async moveOn(m?: Membership): Promise<number> {
-    const { store, cfg, sessions, logger } = this.opts;
-    const targets = targetsIn(m ?? (await store.membership(cfg.deadAfterMs)), this.id);
+  private async moveOn(m: Membership): Promise<number> {
+    const { sessions, logger } = this.opts;
+    const targets = targetsIn(m, this.id);
     if (targets.length === 0 || sessions.ownedIds.length === 0) return 0;
     const moved = await sessions.handOver((streamId) => pickReplica(streamId, targets), { keepPinned: true });
     if (moved > 0) logger.info({ moved, to: targets.length }, `drain: ${moved} streams handed over to ${targets.length} replicas`);
@@ -194,7 +198,7 @@ export class Fleet {
    * stream here to them (rendezvous pick; pinned ones end), then leaves the membership. False when no
    * such replica is left (streams end as before).
    */
-  async drain(): Promise<boolean> {
+  async drain(why?: string): Promise<boolean> {
     const { store, cfg, logger, sessions } = this.opts;
     this.stopLoops();
     let others: string[];
@@ -205,7 +209,7 @@ export class Fleet {
       return false;
     }
     if (others.length === 0) return false;
-    const moved = await sessions.handOver((streamId) => pickReplica(streamId, others));
+    const moved = await sessions.handOver((streamId) => pickReplica(streamId, others), { why });
     await store.forgetReplica(this.id);
     logger.info({ moved, to: others.length }, `drain: ${moved} streams handed over to ${others.length} replicas`);
     return true;

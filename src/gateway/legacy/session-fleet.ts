@@ -13,7 +13,7 @@ import { legacyRecord, liveSession } from './ownership';
 import type { RecordSync } from './record-sync';
 import { tellOwner } from './session-end';
 import type { SessionEnd } from './session-end';
-import type { LegacyRecord, LiveSession, OwnerMessage, SessionContext } from './session-ports';
+import type { HandOverOptions, LegacyRecord, LiveSession, OwnerMessage, SessionContext } from './session-ports';
 import type { SessionTimers } from './session-timers';
 import { transportLostReason } from './closes';
 
@@ -137,7 +137,7 @@ export class SessionFleet {
    * here) and one without a target end as at any shutdown, or, with `keepPinned` (a connection
    * drain: no new creates here, adoptions still taken), stay and run here. Returns how many moved.
    */
-  async handOver(targetOf: (streamId: string) => string | undefined, opts: { keepPinned?: boolean } = {}): Promise<number> {
+  async handOver(targetOf: (streamId: string) => string | undefined, opts: HandOverOptions = {}): Promise<number> {
     const { local, end, replicaId } = this.parts;
     if (opts.keepPinned) local.drain();
     else local.close();
@@ -147,7 +147,9 @@ export class SessionFleet {
       local.sessions().map(async ({ record }) => {
         const id = record.streamId;
         const target = record.pinned ? undefined : targetOf(id);
-        if (!target) return opts.keepPinned ? undefined : void (await end.end(id, end.reasons.serverShutdown));
+        if (!target && opts.keepPinned) return;
+        if (opts.why) logger.info({ streamId: id, to: target }, `${opts.why}: stream ${target ? 'handed over' : 'ended'}`);
+        if (!target) return void (await end.end(id, end.reasons.serverShutdown));
         await local.remove(id);
         const claimed = await store.claimSession(id, { owner: replicaId, epoch: record.epoch }, target);
         if (!claimed) return;
