@@ -24,19 +24,13 @@ import { startHaproxy } from './haproxy';
 import type { Balancer } from './haproxy';
 import { replaceReplica } from './rolling';
 import type { ReplacedReplica } from './rolling';
-import { MAIN, quantile } from './util';
+import { MAIN, quantile, waitUntil } from './util';
 import { startWebrtcSender } from './wrtc-sender';
 import type { WebrtcSender } from './wrtc-sender';
 
 const INTERVAL_S = 1;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const seconds = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : '∞');
-
-/** Polls until `check` is true or `ms` passed; false on timeout (the bench reports, never hangs). */
-async function waitUntil(check: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
-  for (const until = Date.now() + ms; Date.now() < until; await sleep(100)) if (await check()) return true;
-  return false;
-}
 
 /** A legacy client of one stream: results socket through the balancer, reconnecting unless the stream ended. */
 class Client {
