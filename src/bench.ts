@@ -39,6 +39,7 @@ registerSection('relay', async () => (await import('./bench/relay')).benchRelay)
 registerSection('sunset', async () => (await import('./bench/sunset')).benchSunset);
 registerSection('store', async () => (await import('./bench/store')).benchStore);
 registerSection('fleet', async () => (await import('./bench/fleet-bench')).benchFleet);
+registerSection('rolling', async () => (await import('./bench/rolling-bench')).benchRolling);
 registerSection('hostile', async () => (await import('./bench/hostile')).benchHostile);
 
 export async function runBench(cfg: Config, only: string[]): Promise<void> {
