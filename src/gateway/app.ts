@@ -4,6 +4,7 @@ import express from 'express';
 import type { Express } from 'express';
 import { brandOf } from '../brand';
 import type { Config } from '../config';
+import { clientAddresses, compileTrust } from '../lib/client-address';
 import type { Logger } from '../lib/logger';
 import { Sealer } from '../lib/seal';
 import type { Clock } from '../lib/timers';
@@ -134,7 +135,19 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     negativeKeyCacheSize: failures.negativeKeyCacheSize,
     logger,
   });
-  const authLimiter = new FailedAuthLimiter(failures.authFailuresPerMinute, opts.now);
+  // The one client address of a request (`server.trustProxy`, compiled once): the failed-auth
+  // budget, access lines and Express's `req.ip` all agree on it.
+  const trust = compileTrust(cfg.server.trustProxy ?? false);
+  const clientAddress = clientAddresses(trust);
+  const authLimiter = new FailedAuthLimiter({
+    perMinute: failures.authFailuresPerMinute,
+    now: opts.now,
+    onOverBudget: (ip) =>
+      logger.warn(
+        { clientAddress: ip, perMinute: failures.authFailuresPerMinute },
+        `failed-authentication budget used up by ${ip}: its unknown keys are refused for the rest of the minute${trust ? '' : ' (server.trustProxy is off: behind a load balancer this is the balancer\'s address)'}`,
+      ),
+  });
   const usage = new DeprecationUsage(store, logger.child({ component: 'telemetry' }), opts.now);
   const deprecation = { date: cfg.deprecation.date, sunset: cfg.deprecation.sunset, link: cfg.deprecation.link };
   const headers = deprecationHeaders(cfg.deprecation);
@@ -202,12 +215,13 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     logger,
     store,
     authorize: socketAuthorizer({ brand, store, catalog, authLimiter, admitSocket: admission.admitSocket }),
+    clientAddress,
     upgradeHeaders: () => deprecationHeaderLines(headers),
     hooks: socketTelemetry(metrics, usage),
   });
 
   // Access line, HTTP and passthrough metrics: the passthrough skips Express and its edge steps.
-  const proxied = passthroughTelemetry(logger, { log: cfg.telemetry.requestLog, metrics, httpMetrics: cfg.telemetry.metrics });
+  const proxied = passthroughTelemetry(logger, { log: cfg.telemetry.requestLog, metrics, httpMetrics: cfg.telemetry.metrics, clientAddress });
   const migration = passthroughMigration(usage, brand.keyPrefix);
   const passthrough = createPassthrough({
     upstreamUrl: opts.upstreamUrl,
@@ -224,12 +238,13 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   /** A connection drain runs (fleet SIGTERM): see `drainConnections`. */
   let holding = false;
   let unready = false;
-  const logRequest = accessLog(logger, cfg.telemetry.requestLog);
+  const logRequest = accessLog(logger, cfg.telemetry.requestLog, clientAddress);
   const countRequest = requestMetrics(cfg.telemetry.metrics ? metrics : undefined, inFlight);
 
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  app.set('trust proxy', trust ?? false);
   // First, before any body parser and Express's own steps: the proxy streams bodies through untouched.
   app.use(passthrough.handle);
   app.use(requestId, logRequest, countRequest);
@@ -252,6 +267,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       sessions,
       catalog,
       authLimiter,
+      clientAddress,
       onRequest: requestTelemetry(metrics, usage),
       admitCreate: admission.admitCreate,
     }),

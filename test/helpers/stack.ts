@@ -1,4 +1,6 @@
+import type { DestinationStream } from 'pino';
 import WebSocket from 'ws';
+import type { ClientOptions } from 'ws';
 import { loadConfig, mergeDeep } from '../../src/config';
 import type { Config } from '../../src/config';
 import { createLogger } from '../../src/lib/logger';
@@ -25,9 +27,10 @@ export interface Stack {
 
 /**
  * A real emulator and a real gateway on loopback port 0, tuned for fast tests: synthetic publisher
- * on every stream (10 fps, small frames), quick first-frame polling, shrunk retry waits.
+ * on every stream (10 fps, small frames), quick first-frame polling, shrunk retry waits. `log`:
+ * the gateway's log lines (level info) go there.
  */
-export async function startStack(overrides: Record<string, unknown> = {}, gwOpts: ServerOptions = {}): Promise<Stack> {
+export async function startStack(overrides: Record<string, unknown> = {}, gwOpts: ServerOptions = {}, opts: { log?: DestinationStream } = {}): Promise<Stack> {
   const base = {
     port: 0,
     host: '127.0.0.1',
@@ -38,7 +41,8 @@ export async function startStack(overrides: Record<string, unknown> = {}, gwOpts
   const cfg = loadConfig({ env: {}, overrides: mergeDeep(base, overrides) });
   const logger = createLogger(cfg.logLevel);
   const emulator = await startEmulator(cfg, logger);
-  const gateway = await startGateway(cfg, logger, emulator.url, { retry: { scale: 0.01 }, ...gwOpts });
+  const gwLogger = opts.log ? createLogger('info', 'gateway', opts.log) : logger;
+  const gateway = await startGateway(cfg, gwLogger, emulator.url, { retry: { scale: 0.01 }, ...gwOpts });
   return {
     cfg,
     emulator,
@@ -95,8 +99,9 @@ export interface ResultSocket {
   waitFor(n: number, timeoutMs?: number): Promise<Record<string, unknown>[]>;
 }
 
-export function openResults(url: string, streamId: string, key: string | null = KEY): Promise<ResultSocket> {
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v0.2/ws/streams/${streamId}`);
+/** `wsOpts`: the client's own (a `localAddress` to connect from, extra headers). */
+export function openResults(url: string, streamId: string, key: string | null = KEY, wsOpts?: ClientOptions): Promise<ResultSocket> {
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v0.2/ws/streams/${streamId}`, wsOpts);
   const messages: Record<string, unknown>[] = [];
   const waiters: (() => void)[] = [];
   ws.on('message', (d) => {

@@ -53,23 +53,25 @@ export interface SocketAuthorizerDeps {
 }
 
 /**
- * The results socket's first-message check: the key (as the HTTP routes check it), then
- * `streamAccess`, then the sunset policy. A refused key closes 1008 and counts against the peer's
- * failed-auth budget; an upstream outage throws (the socket closes 1011).
+ * The results socket's first-message check: the key (as the HTTP routes check it, budget and its
+ * waiver for recently accepted keys included), then `streamAccess`, then the sunset policy. A
+ * refused key closes 1008 and counts against the client address's failed-auth budget; an upstream
+ * outage throws (the socket closes 1011).
  */
 export function socketAuthorizer(deps: SocketAuthorizerDeps) {
   const { brand, store, catalog, authLimiter } = deps;
   return async (apiKey: string, streamId: string, ip: string): Promise<SocketAuth> => {
-    if ((authLimiter?.blockedForMs(ip) ?? 0) > 0) return { ok: false, ...LEGACY_CLOSES.authRateLimited };
-    const refused = (): SocketAuth => (authLimiter?.fail(ip), { ok: false, ...LEGACY_CLOSES.authFailed });
+    if ((authLimiter?.blockedForMs(ip, apiKey) ?? 0) > 0) return { ok: false, ...LEGACY_CLOSES.authRateLimited };
+    const refused = (refusedKey?: string): SocketAuth => (authLimiter?.fail(ip, refusedKey), { ok: false, ...LEGACY_CLOSES.authFailed });
     if (!apiKey.startsWith(brand.keyPrefix)) return refused();
     let accountId: string;
     try {
       accountId = await catalog.accountOf(apiKey);
     } catch (err) {
-      if (err instanceof ServiceError && err.status === 401) return refused();
+      if (err instanceof ServiceError && err.status === 401) return refused(apiKey);
       throw err;
     }
+    authLimiter?.accept(apiKey);
     const access = await readStreamAccess(store, streamId, accountId);
     if (!access.ok) return { ok: false, ...accessClose(access.refusal) };
     const refusal = deps.admitSocket?.(access.record);

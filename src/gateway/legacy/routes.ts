@@ -4,6 +4,7 @@ import type { Request, Response, Router } from 'express';
 import type { Brand } from '../../brand';
 import type { LegacyConfig } from '../../config';
 import { ServiceError } from '../../lib/errors';
+import type { ClientAddress } from '../../lib/client-address';
 import { keyHash } from '../../lib/keys';
 import { realClock } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';
@@ -26,8 +27,10 @@ export interface LegacyRouteDeps {
   store: Feedback;
   sessions: LegacySessions;
   catalog: UpstreamCatalog;
-  /** Per-IP budget of failed authentications (absent: unlimited). */
+  /** Per-client-address budget of failed authentications (absent: unlimited). */
   authLimiter?: FailedAuthLimiter;
+  /** The request's client address (`server.trustProxy`), what the budget counts by. */
+  clientAddress: ClientAddress;
   /** Counts one legacy request by endpoint (deprecation telemetry), e.g. `POST /v0.2/streams/:id/keepalive`. */
   onRequest?(keyHash: string | undefined, endpoint: string, accountId?: string, userAgent?: string): void;
   /** Sunset policy of creates: throws the legacy-shaped refusal during a brownout or after the sunset. */
@@ -78,26 +81,28 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
 
   /**
    * 401 unless the bearer key is well-formed and the upstream knows it; each 401 counts against
-   * the client IP's failed-auth budget, and an IP over it gets 503 + retry-after before any check.
+   * the client address's failed-auth budget, and an address over it gets 503 + retry-after before
+   * any check, unless its key was accepted recently.
    */
   async function caller(req: Request, res: Response): Promise<Caller> {
-    const ip = req.ip ?? req.socket.remoteAddress ?? 'unknown';
-    const blockedMs = deps.authLimiter?.blockedForMs(ip) ?? 0;
+    const ip = deps.clientAddress(req);
+    const apiKey = bearerKey(req);
+    const blockedMs = deps.authLimiter?.blockedForMs(ip, apiKey) ?? 0;
     if (blockedMs > 0) throw deps.authLimiter!.refusal(blockedMs);
-    const refuse = (message: string) => {
-      deps.authLimiter?.fail(ip);
+    const refuse = (message: string, refusedKey?: string) => {
+      deps.authLimiter?.fail(ip, refusedKey);
       return LEGACY_ERRORS.unauthorized(message);
     };
-    const apiKey = bearerKey(req);
     if (!apiKey) throw refuse('Missing API key: send Authorization: Bearer <api_key>');
     if (!apiKey.startsWith(brand.keyPrefix)) throw refuse('Invalid API key');
     let accountId: string;
     try {
       accountId = await catalog.accountOf(apiKey, upstreamIds(req, res));
     } catch (err) {
-      if (err instanceof ServiceError && err.status === 401) throw refuse(err.message);
+      if (err instanceof ServiceError && err.status === 401) throw refuse(err.message, apiKey);
       throw err;
     }
+    deps.authLimiter?.accept(apiKey);
     const who = { apiKey, accountId };
     deps.onRequest?.(keyHash(apiKey), endpointOf(req), who.accountId, req.get('user-agent'));
     return who;
