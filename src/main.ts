@@ -211,7 +211,7 @@ async function main(argv: string[]): Promise<void> {
     }
     case 'bench': {
       const { runBench } = await import('./bench');
-      return runBench(cfg, parsed.positionals);
+      return runBench(cfg, parsed.positionals, parsed.values);
     }
   }
 }

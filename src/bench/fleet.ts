@@ -3,7 +3,8 @@
  * redis-server (redis-server.ts), the emulator (the CLI's `emulator` command) and N gateway
  * replicas (the CLI's `serve`, env REDIS_URL / GATEWAY_ID / GATEWAY_SECRET / UPSTREAM_URL / PORT).
  * Each replica can be signalled (SIGKILL, SIGSTOP, SIGCONT, SIGTERM, SIGINT) and restarted on its port;
- * Redis can be paused (SIGSTOP) and restarted with or without its data. `stop()` ends everything,
+ * Redis can be paused (SIGSTOP) and restarted with or without its data (`redisArgs` adds e.g. AOF);
+ * the emulator takes extra config (`emulatorConfig`: more accounts). `stop()` ends everything,
  * and node-process.ts / redis-server.ts SIGKILL whatever is left when this process exits.
  */
 import { spawnSync } from 'node:child_process';
@@ -45,6 +46,12 @@ export interface FleetOptions {
   keepLines?: boolean;
   /** Extra node flags for the replicas (e.g. --max-old-space-size). */
   nodeArgs?: string[];
+  /** Every log line of every replica as it comes (with `keepLines: false`, a long run still sees the few it needs). */
+  onLine?: (replicaId: string, line: Record<string, unknown>) => void;
+  /** Extra redis-server arguments (e.g. `--appendonly yes`: a restart then reloads the AOF). */
+  redisArgs?: string[];
+  /** Emulator config layered over config/default.json (extra accounts, …). */
+  emulatorConfig?: Record<string, unknown>;
 }
 
 export interface PublisherOptions {
@@ -169,10 +176,16 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     fs.rmSync(dir, { recursive: true, force: true });
   };
   try {
-    if (opts.store !== 'memory') redis = await startRedis(['--maxmemory-policy', 'noeviction']);
+    if (opts.store !== 'memory') redis = await startRedis(['--maxmemory-policy', 'noeviction', ...(opts.redisArgs ?? [])]);
     const pub = opts.publisher === false ? undefined : (opts.publisher ?? DEFAULT_PUBLISHER);
     const emuPort = await freePort();
-    const emulator = runNode(opts.main, ['emulator', '--config', DEFAULTS_FILE], {
+    const defaults = JSON.parse(fs.readFileSync(DEFAULTS_FILE, 'utf8')) as Record<string, unknown>;
+    const layered = (name: string, over: Record<string, unknown> | undefined) => {
+      const file = path.join(dir, name);
+      fs.writeFileSync(file, JSON.stringify(mergeDeep(defaults, over ?? {})));
+      return file;
+    };
+    const emulator = runNode(opts.main, ['emulator', '--config', layered('emulator.json', opts.emulatorConfig)], {
       ...BASE_ENV(),
       EMULATOR_PORT: String(emuPort),
       EMULATOR_HOST: '127.0.0.1',
@@ -190,9 +203,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     const emulatorUrl = `http://127.0.0.1:${emuPort}`;
     await healthy(`${emulatorUrl}/healthz`, emulator, 'emulator');
 
-    const configFile = path.join(dir, 'replica.json');
-    const defaults = JSON.parse(fs.readFileSync(DEFAULTS_FILE, 'utf8')) as Record<string, unknown>;
-    fs.writeFileSync(configFile, JSON.stringify(mergeDeep(defaults, opts.config ?? {})));
+    const configFile = layered('replica.json', opts.config);
     for (const id of opts.ids ?? ['A', 'B', 'C']) replicas.push(await startReplica(id, await freePort()));
 
     async function startReplica(id: string, port: number): Promise<Replica> {
@@ -212,7 +223,15 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
             ...opts.env,
           },
           // One list across restarts, beside the current process's own.
-          { keepText: false, keepLines: opts.keepLines, nodeArgs: opts.nodeArgs, onLine: opts.keepLines === false ? undefined : (l) => lines.push(l) },
+          {
+            keepText: false,
+            keepLines: opts.keepLines,
+            nodeArgs: opts.nodeArgs,
+            onLine: (l) => {
+              if (opts.keepLines !== false) lines.push(l);
+              opts.onLine?.(id, l);
+            },
+          },
         );
         await healthy(`http://127.0.0.1:${port}/healthz`, proc, `replica ${id}`);
         return proc;
