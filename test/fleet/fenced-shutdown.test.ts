@@ -4,8 +4,8 @@
  * by failover; X wakes and its stale copy stops (its tick is refused, `fenced`, or its reconcile
  * sees the new owner); then X is drained (SIGTERM). The stream lives on Y untouched: still active
  * in the store and upstream, results keep coming on Y's socket, the slot is still held, and nothing
- * ended it. Also: an upstream stream deleted behind the gateway's back ends the legacy stream with
- * a reason that is not the client's (`client_requested`) nor its lease's (`lease_expired`).
+ * ended it. Also: an upstream stream deleted behind the gateway's back ends the legacy stream as
+ * `upstream_ended`, not as the client's request (`client_requested`) nor its lease (`lease_expired`).
  */
 import { duplicateIds, recordResults } from '../../src/bench/fleet';
 import type { Replica } from '../../src/bench/fleet';
@@ -80,7 +80,7 @@ test('a replica paused past failover, woken, then drained leaves the stream it l
   await Promise.all([x.restart(), c.restart()]);
 }, 240_000);
 
-test("an upstream stream deleted behind the gateway's back does not end as the client's request or its lease", async () => {
+test("an upstream stream deleted behind the gateway's back ends as upstream_ended, not as the client's request or its lease", async () => {
   for (const r of fleet().replicas) if (!r.running()) await r.restart();
   const a = fleet().replica('A');
   const created = await http(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 1 }) });
@@ -93,7 +93,7 @@ test("an upstream stream deleted behind the gateway's back does not end as the c
   expect((await http(fleet().emulatorUrl, 'DELETE', `/v1beta/streams/${id}`)).status).toBe(200);
   const close = await deadline(sock.closed, 30_000, 'the stream ends');
   expect(close.code).toBe(1001);
-  expect(['client_requested', 'lease_expired']).not.toContain(close.reason);
+  expect(close.reason).toBe('upstream_ended');
   expect(await fleet().session(id)).toMatchObject({ state: 'ended', endReason: close.reason });
   expect(await slotsOfKey(fleet())).toBe(0);
 }, 120_000);

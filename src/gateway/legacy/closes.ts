@@ -17,6 +17,11 @@ export function legacyEndReasons(brand: Brand) {
     webrtcDisconnected: 'webrtc_disconnected',
     roomDisconnected: brand.roomDisconnected,
     serverShutdown: SERVER_SHUTDOWN,
+    /**
+     * The upstream stream was found ended or deleted, and not by this gateway on the client's
+     * request (that ends the record first): the upstream expired it, or someone deleted it there.
+     */
+    upstreamEnded: 'upstream_ended',
   } as const;
 }
 

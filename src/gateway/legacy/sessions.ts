@@ -234,7 +234,7 @@ export class LegacySessions {
       upstreamStream = await upstream.getStream(apiKey, streamId, ids);
     } catch (err) {
       if (isUpstreamStatus(err, 404)) {
-        await this.end(streamId, this.reasons.leaseExpired, { apiKey });
+        await this.end(streamId, this.reasons.upstreamEnded, { apiKey });
         throw LEGACY_ERRORS.streamEndedUpstream(streamId);
       }
       throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.keepalive);
@@ -285,7 +285,7 @@ export class LegacySessions {
 
   /**
    * Ends every live session, then deletes the upstream streams this process still owns (a failed
-   * delete, an abandoned create) unless the store names another owner: a stream that moved on is
+   * delete, an abandoned create) whose record is ended or gone: an active stream is its owner's,
    * never deleted from here, whatever this process remembers (shutdown).
    */
   async closeAll(reason: string = this.reasons.serverShutdown): Promise<void> {
@@ -303,9 +303,9 @@ export class LegacySessions {
       this.deps.logger.warn({ err, streamId }, 'shutdown could not read the stream\'s record: not deleting it upstream');
       return;
     }
-    if (rec?.state === 'active' && rec.owner !== this.replicaId) {
+    if (rec?.state === 'active') {
       this.local.forget(streamId);
-      this.deps.logger.warn({ streamId, owner: rec.owner }, 'shutdown left a stream another replica owns');
+      this.deps.logger.warn({ streamId, owner: rec.owner }, 'shutdown left an active stream to its owner');
       return;
     }
     await this.ender.deleteUpstream(apiKey, streamId);

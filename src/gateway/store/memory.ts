@@ -1,5 +1,5 @@
 import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
 /**
  * The embedded default store: one process, no persistence. Several gateways built on one instance
@@ -86,9 +86,9 @@ export class MemoryStore implements Store {
     return s?.state === 'active' ? s : undefined;
   }
 
-  async endSession(streamId: string, reason: string, endedAtMs: number): Promise<SessionRecord | undefined> {
+  async endSession(streamId: string, reason: string, endedAtMs: number, fence?: OwnerFence): Promise<SessionRecord | undefined> {
     const s = this.active(streamId);
-    if (!s) return undefined;
+    if (!s || (fence && (s.owner !== fence.owner || s.epoch !== fence.epoch))) return undefined;
     const before = { ...s };
     Object.assign(s, { state: 'ended', endReason: reason, endedAtMs, owner: null, sealedKey: '' });
     return before;

@@ -33,7 +33,7 @@ import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../lib/logger';
 import { parseClusterUrl } from '../../lib/redis-url';
 import { StoreUnavailableError } from './store';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
 const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
@@ -62,10 +62,17 @@ const HOLDERS = `return {redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES'), red
 const ACTIVE = `local st = redis.call('HGET', KEYS[1], 'state')
 if st ~= '"active"' then return false end`;
 
-/** ARGV ended-state field pairs. The record before, or nil (already ended or absent): end-once. */
+/**
+ * ARGV fence owner (JSON, '' for none), fence epoch, then the ended-state field pairs. The record
+ * before, or nil (already ended, absent, or owned by another owner or epoch than the fence): end-once.
+ */
 const END = `${ACTIVE}
+if ARGV[1] ~= '' then
+  local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+  if v[1] ~= ARGV[1] or tonumber(v[2] or '0') ~= tonumber(ARGV[2]) then return false end
+end
 local before = redis.call('HGETALL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV))
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 return before`;
 
 /** ARGV leaseExpiresAtMs, nowMs (JSON). {cost, since (JSON), record after}, or nil unless active. */
@@ -497,10 +504,11 @@ export class RedisStore implements Store {
     });
   }
 
-  async endSession(streamId: string, reason: string, endedAtMs: number): Promise<SessionRecord | undefined> {
+  async endSession(streamId: string, reason: string, endedAtMs: number, fence?: OwnerFence): Promise<SessionRecord | undefined> {
     return this.guard('endSession', async () => {
       const ended = encode({ state: 'ended', endReason: reason, endedAtMs, owner: null, sealedKey: '' });
-      const flat = (await this.redis.endLua(this.sessionKey(streamId), ...ended)) as string[] | null;
+      const fenceArgs = fence ? [JSON.stringify(fence.owner), String(fence.epoch)] : ['', ''];
+      const flat = (await this.redis.endLua(this.sessionKey(streamId), ...fenceArgs, ...ended)) as string[] | null;
       if (!flat) return undefined;
       const before = decode(flat);
       await this.unindexOwner(streamId, before.owner);

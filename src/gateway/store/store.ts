@@ -110,6 +110,12 @@ export interface SlotHolder {
 }
 
 /** Replicas by heartbeat age on the store's clock. */
+/** The owner and epoch a replica acts under: the store refuses a fenced write when the record names others. */
+export interface OwnerFence {
+  owner: string;
+  epoch: number;
+}
+
 export interface Membership {
   alive: string[];
   dead: string[];
@@ -186,9 +192,10 @@ export interface SessionRecords {
   /**
    * Ends an active session exactly once across the fleet: state ended, the reason, `endedAtMs`,
    * owner null, sealedKey ''. Returns the record as it was before (the one caller that ended it
-   * releases the slot, deletes upstream, publishes the end), undefined when already ended or absent.
+   * releases the slot, deletes upstream, publishes the end), undefined when already ended or absent,
+   * or, with `fence`, when the record names another owner or epoch (a replica ends only what it owns).
    */
-  endSession(streamId: string, reason: string, endedAtMs: number): Promise<SessionRecord | undefined>;
+  endSession(streamId: string, reason: string, endedAtMs: number, fence?: OwnerFence): Promise<SessionRecord | undefined>;
   /**
    * Legacy keepalive on an active session: sets `leaseExpiresAtMs`, reads and zeroes the cost since
    * the previous keepalive and sets `lastKeepaliveAtMs` to `nowMs`, atomically. Returns that cost,

@@ -553,6 +553,38 @@ describe('failover and drain', () => {
     expect(freedAfter).toBeLessThanOrEqual(40_000 + 100);
   });
 
+  test('a connection drain: A stays a live member, its streams move to B and C, its socket keeps receiving, it serves keepalives but no creates, and no failover lands on it', async () => {
+    const [a, b, c] = f.replicas as [Replica, Replica, Replica];
+    const ids = [await create(a), await create(a)];
+    const onC = await create(c);
+    const onA = await openResults(a.url, ids[0]!);
+    await driveUntil(f, () => onA.messages.length >= 1);
+    expect(await a.gw.gateway.drainConnections()).toBe(true);
+    expect(a.gw.gateway.holdingConnections).toBe(true);
+    const n = onA.messages.length;
+    // Past deadAfterMs of fake time: A still heartbeats, so nobody fails its streams over.
+    await driveUntil(f, () => onA.messages.length >= n + 4);
+    expect(onA.ws.readyState).toBe(onA.ws.OPEN);
+    for (const id of ids) expect(['B', 'C']).toContain((await f.store.getSession(id))!.owner);
+    expect(a.gw.gateway.sessions.activeCount).toBe(0);
+    const m = await f.store.membership(3000);
+    expect(m.alive.sort()).toEqual(['A', 'B', 'C']);
+    expect(m.draining).toEqual(['A']);
+    expect(f.adopted.filter((x) => x.includes(':handover:')).length).toBe(2);
+    expect((await call(a.url, 'POST', `/v0.2/streams/${ids[1]}/keepalive`)).status).toBe(200);
+    const refused = await call(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 1 }) });
+    expect(refused.status).toBe(503);
+    expect(a.gw.gateway.held()).toEqual({ sockets: 1, relays: 0 });
+    // C crashes: its streams (its own, and any of A's it took) fail over to B, the one replica not draining.
+    const onCnow = [onC, ...ids.filter((id) => f.adopted.includes(`C:handover:${id}`))];
+    await c.gw.gateway.fleet!.halt();
+    await driveUntil(f, () => onCnow.every((id) => f.adopted.includes(`B:failover:${id}`)));
+    expect(f.adopted.filter((x) => x.includes(':failover:')).sort()).toEqual(onCnow.map((id) => `B:failover:${id}`).sort());
+    expect(f.ended).toEqual([]);
+    onA.ws.close();
+    await until(() => a.gw.gateway.held().sockets === 0);
+  });
+
   test('the last replica standing ends its streams as before (server_shutdown)', async () => {
     const [a, b, c] = f.replicas as [Replica, Replica, Replica];
     await b.gw.close(2000);

@@ -279,6 +279,16 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await store.endSession('absent', 'x', 9_000)).toBeUndefined();
     });
 
+    test('endSession with a fence: refused (undefined, record untouched) unless the record names that owner and epoch', async () => {
+      await store.putSession(owned('f-1', 'gw-a'));
+      const rec = (await store.getSession('f-1'))!;
+      expect(await store.endSession('f-1', 'lease_expired', 1, { owner: 'gw-b', epoch: rec.epoch })).toBeUndefined();
+      expect(await store.endSession('f-1', 'lease_expired', 1, { owner: 'gw-a', epoch: rec.epoch - 1 })).toBeUndefined();
+      expect(await store.getSession('f-1')).toMatchObject({ state: 'active', owner: 'gw-a' });
+      expect(await store.endSession('f-1', 'lease_expired', 2, { owner: 'gw-a', epoch: rec.epoch })).toMatchObject({ state: 'active', owner: 'gw-a' });
+      expect(await store.getSession('f-1')).toMatchObject({ state: 'ended', endReason: 'lease_expired', owner: null });
+    });
+
     test('claimSession: a compare-and-set; of 20 concurrent claimers on 3 connections exactly one wins, epoch + 1', async () => {
       const fleetStores = await replicas(3);
       await store.putSession(owned('c-1', 'gw-dead'));
