@@ -27,6 +27,11 @@ export interface EndOptions {
    * fenced by its owner and epoch: a replica that lost the stream ends nothing, it lets go.
    */
   apiKey?: string;
+  /**
+   * The end is the answer to a client's DELETE: the sockets hear of it last (after the upstream
+   * delete), so the DELETE's answer is written before any socket closes (they wait `stopGraceMs`).
+   */
+  answerFirst?: boolean;
 }
 
 export class SessionEnd {
@@ -67,7 +72,8 @@ export class SessionEnd {
     }
     await store.expireSession(streamId, cfg.tombstoneSeconds * 1000);
     await store.releaseSlot(before.keyHash, before.slotId);
-    await store.publish(resultsChannel(streamId), endEnvelope(reason));
+    const announce = () => store.publish(resultsChannel(streamId), endEnvelope(reason));
+    if (!opts.answerFirst) await announce();
     this.deps.observer?.streamEnded?.(before.keyHash, reason);
     logger.info({ streamId, reason, key: before.keyHash }, 'legacy stream ended');
     if (before.owner && before.owner !== this.replicaId) tellOwner(this.deps, before.owner, { op: 'ended', streamId, reason });
@@ -75,6 +81,7 @@ export class SessionEnd {
     const ids = session?.record.ids ?? (before.ids.traceId ? before.ids : {});
     if (opts.deleteUpstream !== false && key) await this.deleteUpstream(key, streamId, ids);
     else this.local.forget(streamId);
+    if (opts.answerFirst) await announce();
     return true;
   }
 

@@ -202,17 +202,22 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
     await f.close();
   });
 
-  test('DELETE via B: sockets on A and B close 1001 client_requested, upstream deleted once, slot released once, A stops', async () => {
+  test('DELETE via B: sockets on A and B close 1001 client_requested (after the answer; a client closing its own first sees no server close), upstream deleted once, slot released once, A stops', async () => {
     const [a, b] = f.replicas as [Replica, Replica];
     const id = await create(a);
     const onA = await openResults(a.url, id);
     const onB = await openResults(b.url, id);
+    // Browser SDK 2.x's stop(): DELETE (here through B), await the answer, then close its own socket (on A).
+    const sdk = await openResults(a.url, id);
     await driveUntil(f, () => onA.messages.length >= 1 && onB.messages.length >= 1);
     expect(a.gw.gateway.sessions.activeCount).toBe(1);
     expect(b.gw.gateway.sessions.activeCount).toBe(0);
 
     const del = await call(b.url, 'DELETE', `/v0.2/streams/${id}`);
     expect(del).toMatchObject({ status: 200, body: { status: 'ok' } });
+    expect(sdk.ws.readyState).toBe(sdk.ws.OPEN);
+    sdk.ws.close(1000, 'stopped');
+    expect(await sdk.closed).toEqual({ code: 1000, reason: 'stopped' });
     expect(await onA.closed).toEqual({ code: 1001, reason: 'client_requested' });
     expect(await onB.closed).toEqual({ code: 1001, reason: 'client_requested' });
     await until(() => a.gw.gateway.sessions.activeCount === 0);
