@@ -559,7 +559,7 @@ describe('failover and drain', () => {
   });
 
   test('a connection drain: A stays a live member, its streams move to B and C, its socket keeps receiving, it serves keepalives but no creates, and no failover lands on it', async () => {
-    const [a, b, c] = f.replicas as [Replica, Replica, Replica];
+    const [a, , c] = f.replicas as [Replica, Replica, Replica];
     const ids = [await create(a), await create(a)];
     const onC = await create(c);
     const onA = await openResults(a.url, ids[0]!);
