@@ -1,7 +1,10 @@
 /** `npm run bench`: every benchmark section, printing figures (never asserting timings). */
 import type { Config } from './config';
 
-type Section = (cfg: Config) => Promise<void>;
+/** Flags of `bench` (strings as given; `chaos` reads duration, seed, interval, streams). */
+export type BenchFlags = Record<string, string | boolean | undefined>;
+
+type Section = (cfg: Config, flags: BenchFlags) => Promise<void>;
 
 const SECTIONS: Record<string, () => Promise<Section>> = {};
 
@@ -39,10 +42,15 @@ registerSection('relay', async () => (await import('./bench/relay')).benchRelay)
 registerSection('sunset', async () => (await import('./bench/sunset')).benchSunset);
 registerSection('store', async () => (await import('./bench/store')).benchStore);
 registerSection('fleet', async () => (await import('./bench/fleet-bench')).benchFleet);
+registerSection('rolling', async () => (await import('./bench/rolling-bench')).benchRolling);
 registerSection('hostile', async () => (await import('./bench/hostile')).benchHostile);
+registerSection('chaos', async () => (await import('./bench/chaos')).benchChaos);
 
-export async function runBench(cfg: Config, only: string[]): Promise<void> {
-  const names = only.length ? only : Object.keys(SECTIONS);
+/** Sections that run only when named (long: `chaos` takes its --duration). */
+const ON_REQUEST = new Set(['chaos']);
+
+export async function runBench(cfg: Config, only: string[], flags: BenchFlags = {}): Promise<void> {
+  const names = only.length ? only : Object.keys(SECTIONS).filter((n) => !ON_REQUEST.has(n));
   for (const name of names) {
     const load = SECTIONS[name];
     if (!load) {
@@ -51,7 +59,7 @@ export async function runBench(cfg: Config, only: string[]): Promise<void> {
       continue;
     }
     console.log(`\n== ${name} ==`);
-    await (await load())(cfg);
+    await (await load())(cfg, flags);
   }
   // wrtc/rtc-node handles may keep the loop alive; the figures are printed, so leave.
   process.exit(process.exitCode ?? 0);

@@ -58,9 +58,19 @@ export const COMMANDS = {
   },
   bench: {
     summary: 'run the benchmarks and print figures',
-    usage: 'bench [SECTION...] [--config FILE]',
-    flags: '  SECTION             run only these sections (default: all)',
-    options: COMMON,
+    usage: 'bench [SECTION...] [--duration S] [--seed N] [--interval S] [--streams N] [--config FILE]',
+    flags: `  SECTION             run only these sections (default: all)
+  --duration S        chaos: seconds of faults (default 600)
+  --seed N            chaos: seed of the fault sequence (default 42)
+  --interval S        chaos: seconds between faults (default 15)
+  --streams N         chaos: streams, 5 per API key (default 40)`,
+    options: {
+      ...COMMON,
+      duration: { type: 'string' },
+      seed: { type: 'string' },
+      interval: { type: 'string' },
+      streams: { type: 'string' },
+    },
     positionals: true,
   },
 } satisfies Record<string, CommandSpec>;
@@ -120,6 +130,12 @@ export function parseCommandLine(argv: string[]): Parsed {
     if (values.mode !== 'clip' && values.mode !== 'frame') throw new UsageError(`${NAME} demo: --mode must be clip or frame, got '${String(values.mode)}'`);
     const seconds = Number(values.seconds);
     if (!Number.isFinite(seconds) || seconds < 0) throw new UsageError(`${NAME} demo: --seconds must be a number >= 0, got '${String(values.seconds)}'`);
+  }
+  if (command === 'bench') {
+    for (const flag of ['duration', 'seed', 'interval', 'streams']) {
+      const v = values[flag];
+      if (v !== undefined && !(Number.isInteger(Number(v)) && Number(v) > 0)) throw new UsageError(`${NAME} bench: --${flag} must be a whole number > 0, got '${String(v)}'`);
+    }
   }
   return { kind: 'run', command, config: values.config as string | undefined, values, positionals: parsed.positionals };
 }

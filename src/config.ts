@@ -136,6 +136,12 @@ const legacySchema = z.strictObject({
   wsMaxPayloadBytes: positiveInt.default(16 * 1024),
   /** Bytes buffered for one slow socket before its messages are shed. */
   wsMaxBufferedBytes: positiveInt.default(1024 * 1024),
+  /**
+   * After a client's DELETE, how long its stream's sockets stay open before they close 1001
+   * `client_requested`: a client that DELETEs, awaits the answer, then closes its own socket (browser
+   * SDK 2.x's stop()) closes first and sees no close from the server.
+   */
+  stopGraceMs: z.number().int().min(0).max(60_000).default(1000),
   modelsCacheMs: z.number().int().min(0).default(5000),
   /** Upstream failure handling of the legacy paths (docs/errors.md "Upstream failures"). */
   upstreamFailures: z

@@ -15,25 +15,43 @@ import type { Logger } from './lib/logger';
 
 type Stopper = (graceMs: number) => Promise<void>;
 
+/** A connection drain before the graceful stop (a fleet replica): how long it may hold, and how to end it early. */
+interface DrainSignals {
+  drainMs: number;
+  hurry(): void;
+}
+
 /**
- * SIGTERM / SIGINT: a graceful stop that must finish within `graceMs`; the process exits when it
- * has (0), or when the grace period is over (1). A second signal exits at once.
+ * SIGTERM / SIGINT: a graceful stop that must finish within `graceMs` (after the drain's `drainMs`,
+ * if any); the process exits when it has (0), or when that time is over (1). A second signal ends
+ * a drain now (what is left is handed over or ended within `graceMs`); without a drain, or at a
+ * third signal, the process exits at once.
  */
-function onSignals(logger: Logger, stop: Stopper, graceMs: number): void {
-  let stopping = false;
+function onSignals(logger: Logger, stop: Stopper, graceMs: number, drain?: DrainSignals): void {
+  let signals = 0;
+  let force: NodeJS.Timeout | undefined;
+  const exitAfter = (ms: number) => {
+    clearTimeout(force);
+    force = setTimeout(() => {
+      logger.warn({ ms }, 'shutdown time over, exiting');
+      process.exit(1);
+    }, ms);
+    force.unref();
+  };
   const handler = (signal: string) => {
-    if (stopping) {
+    signals++;
+    if (signals === 2 && drain) {
+      logger.warn({ signal }, 'second signal: ending the drain now');
+      drain.hurry();
+      return exitAfter(graceMs);
+    }
+    if (signals > 1) {
       logger.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
     }
-    stopping = true;
     const started = Date.now();
-    logger.info({ signal, graceMs }, `${signal}: shutting down (grace ${graceMs} ms)`);
-    const force = setTimeout(() => {
-      logger.warn({ graceMs }, 'grace period over, exiting');
-      process.exit(1);
-    }, graceMs);
-    force.unref();
+    logger.info({ signal, graceMs, drainMs: drain?.drainMs }, drain ? `${signal}: draining connections (up to ${drain.drainMs} ms), then shutting down (grace ${graceMs} ms)` : `${signal}: shutting down (grace ${graceMs} ms)`);
+    exitAfter((drain?.drainMs ?? 0) + graceMs);
     // Keep a slice of the grace period for what runs after the stop (log flush, exit).
     stop(Math.max(100, graceMs - Math.min(500, graceMs / 10)))
       .then(() => {
@@ -143,14 +161,17 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
       `config ${sources.files.join(' + ') || '(defaults only)'}${sources.env.length ? ` + env ${sources.env.join(', ')}` : ''}`,
     ].join('; '),
   );
+  // A fleet replica drains its connections first; alone, nobody could take its streams over.
+  const drainMs = cfg.server.drainTimeoutMs;
   onSignals(
     logger,
     async (graceMs) => {
-      await gw.close(graceMs);
+      await gw.drainAndClose(drainMs, graceMs);
       await store?.close();
       await stopEmulator();
     },
     cfg.shutdownGraceMs,
+    gw.gateway.fleet ? { drainMs, hurry: () => gw.hurry() } : undefined,
   );
 }
 
@@ -190,7 +211,7 @@ async function main(argv: string[]): Promise<void> {
     }
     case 'bench': {
       const { runBench } = await import('./bench');
-      return runBench(cfg, parsed.positionals);
+      return runBench(cfg, parsed.positionals, parsed.values);
     }
   }
 }

@@ -15,6 +15,11 @@ describe('parseCommandLine', () => {
     expect(parseCommandLine(['emulator', '--config=y.json'])).toMatchObject({ command: 'emulator', config: 'y.json' });
     expect(parseCommandLine(['demo', '--mode', 'frame', '--seconds', '3'])).toMatchObject({ command: 'demo', values: { mode: 'frame', seconds: '3', model: 'local/analyzer' } });
     expect(parseCommandLine(['bench', 'pattern', 'relay'])).toMatchObject({ command: 'bench', positionals: ['pattern', 'relay'] });
+    expect(parseCommandLine(['bench', 'chaos', '--duration', '600', '--seed', '42', '--interval', '15'])).toMatchObject({
+      command: 'bench',
+      positionals: ['chaos'],
+      values: { duration: '600', seed: '42', interval: '15' },
+    });
   });
 
   test('help: general and per command', () => {
@@ -32,6 +37,8 @@ describe('parseCommandLine', () => {
     [['demo', '--seconds', 'soon'], /--seconds must be a number >= 0/],
     [['demo', '--url'], /legacy-gateway demo: Option '--url <value>' argument missing/],
     [['deploy'], /unknown command 'deploy'/],
+    [['bench', 'chaos', '--duration', '10m'], /--duration must be a whole number > 0/],
+    [['bench', 'chaos', '--seed', '0'], /--seed must be a whole number > 0/],
   ])('%j is refused', (argv, message) => {
     expect(() => parseCommandLine(argv)).toThrow(UsageError);
     expect(() => parseCommandLine(argv)).toThrow(message);

@@ -14,7 +14,7 @@
 import type { Config } from '../config';
 import { createStream, duplicateIds, missedTicks, recordResults, startFleet } from './fleet';
 import type { Fleet, FleetOptions, ResultsRecorder } from './fleet';
-import { MAIN, quantile } from './util';
+import { MAIN, quantile, waitUntil } from './util';
 
 const KEY = (cfg: Config) => `${cfg.brand}-local-dev`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -29,12 +29,6 @@ async function create(url: string, key: string): Promise<string> {
     if (c.status !== 503 || attempt >= 5) throw new Error(`create answered ${c.status}: ${JSON.stringify(c.body)}`);
     await sleep(500 * (attempt + 1));
   }
-}
-
-/** Polls until `check` is true or `ms` passed; false on timeout (the bench reports, never hangs). */
-async function waitUntil(check: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
-  for (const until = Date.now() + ms; Date.now() < until; await sleep(100)) if (await check()) return true;
-  return false;
 }
 
 function fleetOptions(streams: number, over: Partial<FleetOptions> = {}): FleetOptions {

@@ -2,12 +2,14 @@
  * A fleet of real processes on loopback, shared by test/fleet and the `fleet` bench section: a
  * redis-server (redis-server.ts), the emulator (the CLI's `emulator` command) and N gateway
  * replicas (the CLI's `serve`, env REDIS_URL / GATEWAY_ID / GATEWAY_SECRET / UPSTREAM_URL / PORT).
- * Each replica can be signalled (SIGKILL, SIGSTOP, SIGCONT, SIGTERM) and restarted on its port;
- * Redis can be paused (SIGSTOP) and restarted with or without its data. `stop()` ends everything,
+ * Each replica can be signalled (SIGKILL, SIGSTOP, SIGCONT, SIGTERM, SIGINT) and restarted on its port;
+ * Redis can be paused (SIGSTOP) and restarted with or without its data (`redisArgs` adds e.g. AOF);
+ * the emulator takes extra config (`emulatorConfig`: more accounts). `stop()` ends everything,
  * and node-process.ts / redis-server.ts SIGKILL whatever is left when this process exits.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import type http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import Redis from 'ioredis';
@@ -19,7 +21,7 @@ import { startRedis } from './redis-server';
 import type { RedisServer } from './redis-server';
 import { freePort } from './util';
 
-export type Signal = 'SIGKILL' | 'SIGSTOP' | 'SIGCONT' | 'SIGTERM';
+export type Signal = 'SIGKILL' | 'SIGSTOP' | 'SIGCONT' | 'SIGTERM' | 'SIGINT';
 
 export interface FleetOptions {
   /** The CLI entry: a test's esbuild bundle, or dist/main.js for the bench. */
@@ -32,13 +34,40 @@ export interface FleetOptions {
   env?: Record<string, string>;
   /** Config file layered over the defaults for every replica (`serve --config`). */
   config?: Record<string, unknown>;
-  /** The emulator's synthetic publisher on every stream (fps, frame size). */
-  publisher?: { fps: number; width: number; height: number };
+  /**
+   * The emulator's synthetic publisher on every stream (fps, frame size); false: none (webrtc
+   * streams get their media from the client's relay; `fleet.publish` starts one per stream).
+   */
+  publisher?: PublisherOptions | false;
+  /** Extra env for the emulator (BRAND, so its keys and header follow the replicas' brand). */
+  emulatorEnv?: Record<string, string>;
   logLevel?: string;
   /** Keep each replica's parsed log lines (tests: yes; a long bench: no). */
   keepLines?: boolean;
   /** Extra node flags for the replicas (e.g. --max-old-space-size). */
   nodeArgs?: string[];
+  /** Every log line of every replica as it comes (with `keepLines: false`, a long run still sees the few it needs). */
+  onLine?: (replicaId: string, line: Record<string, unknown>) => void;
+  /** Extra redis-server arguments (e.g. `--appendonly yes`: a restart then reloads the AOF). */
+  redisArgs?: string[];
+  /** Emulator config layered over config/default.json (extra accounts, …). */
+  emulatorConfig?: Record<string, unknown>;
+}
+
+export interface PublisherOptions {
+  fps: number;
+  width: number;
+  height: number;
+}
+
+/** An upstream stream as the emulator's control API lists it (`/_emulator/state`: active streams). */
+export interface UpstreamStream {
+  id: string;
+  state: string;
+  /** The synthetic publisher runs on it. */
+  publishing: boolean;
+  last_frame_index: number | null;
+  recent_fps: number;
 }
 
 export interface Replica {
@@ -71,6 +100,10 @@ export interface Fleet {
    * a crash): the old one may still hold its own port while it drains. Listed in `replicas`.
    */
   addReplica(id: string): Promise<Replica>;
+  /** The emulator's active upstream streams. */
+  upstreamStreams(): Promise<UpstreamStream[]>;
+  /** Starts the emulator's synthetic publisher on one stream (default: the fleet's publisher settings). */
+  publish(streamId: string, opts?: PublisherOptions): Promise<void>;
   /** The session record as the store holds it (fields JSON-decoded), or undefined. */
   session(streamId: string): Promise<Record<string, unknown> | undefined>;
   /** A command on the fleet's Redis (one shared client; fails while Redis is away). */
@@ -79,6 +112,9 @@ export interface Fleet {
   redisCommands(): Promise<Map<string, number>>;
   stop(): Promise<void>;
 }
+
+/** The synthetic publisher's default: 10 fps of small frames. */
+const DEFAULT_PUBLISHER: PublisherOptions = { fps: 10, width: 160, height: 120 };
 
 export const FLEET_SECRET = 'fleet-harness-secret-0123456789abcdef';
 
@@ -140,27 +176,34 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     fs.rmSync(dir, { recursive: true, force: true });
   };
   try {
-    if (opts.store !== 'memory') redis = await startRedis(['--maxmemory-policy', 'noeviction']);
-    const pub = opts.publisher ?? { fps: 10, width: 160, height: 120 };
+    if (opts.store !== 'memory') redis = await startRedis(['--maxmemory-policy', 'noeviction', ...(opts.redisArgs ?? [])]);
+    const pub = opts.publisher === false ? undefined : (opts.publisher ?? DEFAULT_PUBLISHER);
     const emuPort = await freePort();
-    const emulator = runNode(opts.main, ['emulator', '--config', DEFAULTS_FILE], {
+    const defaults = JSON.parse(fs.readFileSync(DEFAULTS_FILE, 'utf8')) as Record<string, unknown>;
+    const layered = (name: string, over: Record<string, unknown> | undefined) => {
+      const file = path.join(dir, name);
+      fs.writeFileSync(file, JSON.stringify(mergeDeep(defaults, over ?? {})));
+      return file;
+    };
+    const emulator = runNode(opts.main, ['emulator', '--config', layered('emulator.json', opts.emulatorConfig)], {
       ...BASE_ENV(),
       EMULATOR_PORT: String(emuPort),
       EMULATOR_HOST: '127.0.0.1',
       EMULATOR_CONTROL_API: 'true',
-      EMULATOR_AUTO_PUBLISH: 'true',
-      EMULATOR_AUTO_PUBLISH_FPS: String(pub.fps),
-      EMULATOR_AUTO_PUBLISH_WIDTH: String(pub.width),
-      EMULATOR_AUTO_PUBLISH_HEIGHT: String(pub.height),
+      EMULATOR_AUTO_PUBLISH: String(pub !== undefined),
+      ...(pub && {
+        EMULATOR_AUTO_PUBLISH_FPS: String(pub.fps),
+        EMULATOR_AUTO_PUBLISH_WIDTH: String(pub.width),
+        EMULATOR_AUTO_PUBLISH_HEIGHT: String(pub.height),
+      }),
       LOG_LEVEL: 'warn',
+      ...opts.emulatorEnv,
     }, { keepLines: false, keepText: false });
     started.push(emulator);
     const emulatorUrl = `http://127.0.0.1:${emuPort}`;
     await healthy(`${emulatorUrl}/healthz`, emulator, 'emulator');
 
-    const configFile = path.join(dir, 'replica.json');
-    const defaults = JSON.parse(fs.readFileSync(DEFAULTS_FILE, 'utf8')) as Record<string, unknown>;
-    fs.writeFileSync(configFile, JSON.stringify(mergeDeep(defaults, opts.config ?? {})));
+    const configFile = layered('replica.json', opts.config);
     for (const id of opts.ids ?? ['A', 'B', 'C']) replicas.push(await startReplica(id, await freePort()));
 
     async function startReplica(id: string, port: number): Promise<Replica> {
@@ -180,7 +223,15 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
             ...opts.env,
           },
           // One list across restarts, beside the current process's own.
-          { keepText: false, keepLines: opts.keepLines, nodeArgs: opts.nodeArgs, onLine: opts.keepLines === false ? undefined : (l) => lines.push(l) },
+          {
+            keepText: false,
+            keepLines: opts.keepLines,
+            nodeArgs: opts.nodeArgs,
+            onLine: (l) => {
+              if (opts.keepLines !== false) lines.push(l);
+              opts.onLine?.(id, l);
+            },
+          },
         );
         await healthy(`http://127.0.0.1:${port}/healthz`, proc, `replica ${id}`);
         return proc;
@@ -231,6 +282,19 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
         replicas.push(r);
         return r;
       },
+      async upstreamStreams() {
+        const res = await fetch(`${emulatorUrl}/_emulator/state`);
+        if (!res.ok) throw new Error(`emulator state answered ${res.status}`);
+        return ((await res.json()) as { streams: UpstreamStream[] }).streams;
+      },
+      async publish(streamId, over) {
+        const res = await fetch(`${emulatorUrl}/_emulator/streams/${streamId}/publisher`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(over ?? pub ?? DEFAULT_PUBLISHER),
+        });
+        if (res.status !== 201) throw new Error(`emulator publisher for ${streamId} answered ${res.status}: ${await res.text()}`);
+      },
       async redisCall(...args) {
         const c = redisClient();
         await waitReady(c);
@@ -266,6 +330,8 @@ export interface Received {
 
 export interface ResultsRecorder {
   streamId: string;
+  /** Headers of the 101 answer (behind a balancer, `x-served-by` names the replica). */
+  upgradeHeaders: http.IncomingHttpHeaders;
   received: Received[];
   closed: Promise<{ code: number; reason: string }>;
   isOpen(): boolean;
@@ -278,6 +344,8 @@ export interface ResultsRecorder {
 export function recordResults(baseUrl: string, streamId: string, key: string): Promise<ResultsRecorder> {
   const ws = new WebSocket(`${baseUrl.replace(/^http/, 'ws')}/v0.2/ws/streams/${streamId}`);
   const received: Received[] = [];
+  const upgradeHeaders: http.IncomingHttpHeaders = {};
+  ws.once('upgrade', (res) => Object.assign(upgradeHeaders, res.headers));
   const waiters: (() => void)[] = [];
   const wake = () => {
     for (const w of waiters.splice(0)) w();
@@ -295,6 +363,7 @@ export function recordResults(baseUrl: string, streamId: string, key: string): P
   );
   const rec: ResultsRecorder = {
     streamId,
+    upgradeHeaders,
     received,
     closed,
     isOpen: () => ws.readyState === ws.OPEN,

@@ -79,16 +79,28 @@ export interface Gateway {
   metricsApp?: Express;
   /** HTTP requests whose response has not closed yet. */
   readonly inFlight: number;
+  /** The final drain began: streams handed over or ended, sockets closing. */
   readonly draining: boolean;
+  /** A connection drain runs: connections stay, and are closed after their response when idle. */
+  readonly holdingConnections: boolean;
   handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean;
   /**
    * Starts the shutdown: /readyz answers 503, legacy creates are refused (503). In a fleet with
    * other replicas alive, live legacy streams are handed over to them (webrtc ones end); otherwise
    * they end (sockets close with 1001 `server_shutdown`, upstream streams deleted).
    */
-  drain(): Promise<void>;
+  drain(why?: string): Promise<void>;
   /** /readyz answers 503 while everything else keeps serving (the SIGTERM delay before `drain`). */
   markUnready(): void;
+  /**
+   * A connection drain (a fleet's SIGTERM): no new legacy streams here, streams whose media does
+   * not live here are handed to replicas not draining, and this replica stays a fleet member so
+   * its results sockets and media relays keep working until they end. False (nothing held) without a
+   * fleet or as its last replica alive: nobody could take the streams, so they end as before.
+   */
+  drainConnections(): Promise<boolean>;
+  /** What a draining replica still holds: open results sockets and running media relays. */
+  held(): { sockets: number; relays: number };
   /** Ends live streams (sockets close with 1001), flushes telemetry, releases everything. */
   close(): Promise<void>;
 }
@@ -223,6 +235,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
 
   const inFlight = { count: 0 };
   let draining = false;
+  /** A connection drain runs (fleet SIGTERM): see `drainConnections`. */
+  let holding = false;
   let unready = false;
   const logRequest = accessLog(logger, cfg.telemetry.requestLog, clientAddress);
   const countRequest = requestMetrics(cfg.telemetry.metrics ? metrics : undefined, inFlight);
@@ -271,6 +285,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
    * id, access line and metrics are the passthrough's own (`onSettled`).
    */
   const handler: http.RequestListener = (req, res) => {
+    // Draining: every connection closes after its response, so the client's next call goes elsewhere.
+    if (holding || draining) res.shouldKeepAlive = false;
     if (!passthrough.proxy(req, res)) void app(req, res);
   };
 
@@ -284,6 +300,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   let closed: Promise<void> | undefined;
   /** The drain handed this replica's streams to others: its sockets close so that clients reconnect. */
   let handedOver = false;
+  const media = opts.media ?? ingest;
 
   return {
     handler,
@@ -307,14 +324,23 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     get draining() {
       return draining;
     },
+    get holdingConnections() {
+      return holding;
+    },
     handleUpgrade: (req, socket, head) => sockets.handleUpgrade(req, socket, head),
     markUnready() {
       unready = true;
     },
-    async drain() {
+    async drainConnections() {
+      unready = true;
+      holding = (await fleet?.beginDrain()) ?? false;
+      return holding;
+    },
+    held: () => ({ sockets: sockets.connections, relays: media?.activeCount ?? 0 }),
+    async drain(why?: string) {
       draining = true;
       // Handed-over streams leave this replica; what is left (webrtc, or no other replica) ends.
-      handedOver = (await fleet?.drain()) ?? false;
+      handedOver = (await fleet?.drain(why)) ?? false;
       await sessions.closeAll();
     },
     close() {

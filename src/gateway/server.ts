@@ -22,7 +22,21 @@ export interface RunningGateway {
    * finish, flush telemetry, then cut whatever is left.
    */
   close(graceMs?: number): Promise<void>;
+  /**
+   * A fleet replica's SIGTERM (docs/scaling.md "Deploys"): /readyz 503 at once; after
+   * `shutdownDelayMs` no new legacy streams here, movable streams handed to replicas not draining,
+   * idle connections closed; open results sockets and media relays are kept, serving, until none is
+   * left or `drainMs` (`server.drainTimeoutMs`) has passed or `hurry()` is called; then `close(graceMs)`.
+   * Without a fleet it is `close(graceMs)`: nobody could take the streams over.
+   */
+  drainAndClose(drainMs?: number, graceMs?: number): Promise<void>;
+  /** Ends a connection drain now (a second signal): what is left is handed over or ended by `close`. */
+  hurry(): void;
 }
+
+/** How often a draining replica looks at what it still holds, and how often it says so in the log. */
+const DRAIN_POLL_MS = 200;
+const DRAIN_LOG_MS = 30_000;
 
 /** True once `p` settles, false if `ms` pass first (a rejection is logged, not thrown: shutdown goes on). */
 async function within(p: Promise<unknown>, ms: number, log: Logger): Promise<boolean> {
@@ -87,13 +101,64 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     }
   }
   let closing: Promise<void> | undefined;
+  let draining: Promise<void> | undefined;
+  const hurry = new AbortController();
+  const hurried = new Promise<void>((resolve) => hurry.signal.addEventListener('abort', () => resolve(), { once: true }));
 
-  const shutdown = async (graceMs: number): Promise<void> => {
+  /**
+   * The connection drain: returns once nothing is held, at the deadline, or when hurried, with the
+   * words the close logs for each stream still here (undefined: nothing was held).
+   */
+  const holdConnections = async (drainMs: number): Promise<string | undefined> => {
+    const log = logger.child({ component: 'drain' });
+    const deadline = Date.now() + drainMs;
+    gateway.markUnready();
+    const delayMs = Math.min(cfg.shutdownDelayMs, drainMs / 2);
+    if (delayMs > 0) {
+      log.info({ delayMs }, `not ready: serving ${delayMs} ms more before draining`);
+      await Promise.race([delay(delayMs), hurried]);
+    }
+    if (!(await gateway.drainConnections())) return void log.info('no other replica alive to take the streams: ending them as at any shutdown');
+    let nextLogAt = 0;
+    for (;;) {
+      server.closeIdleConnections();
+      const { sockets, relays } = gateway.held();
+      const now = Date.now();
+      const secondsLeft = Math.max(0, Math.ceil((deadline - now) / 1000));
+      gateway.metrics.drainState({ draining: true, sockets, relays, secondsLeft });
+      const state = { sockets, relays, streams: gateway.sessions.activeCount, inFlight: gateway.inFlight, secondsLeft };
+      if (sockets + relays + gateway.inFlight === 0) {
+        log.info(state, 'drain over: no client connection left');
+        return 'drain over';
+      }
+      if (hurry.signal.aborted) {
+        log.warn(state, 'drain ended by a second signal: handing over or ending what is left');
+        return 'drain ended early';
+      }
+      if (now >= deadline) {
+        log.warn(state, 'drain deadline reached: handing over or ending what is left');
+        return 'drain deadline';
+      }
+      if (now >= nextLogAt) {
+        log.info(state, `draining: holding ${sockets} results sockets and ${relays} media relays, ${secondsLeft} s left`);
+        nextLogAt = now + DRAIN_LOG_MS;
+      }
+      await Promise.race([sleep(DRAIN_POLL_MS), hurried]);
+    }
+  };
+
+  /** The final close; `afterDrain`: a connection drain already waited out `shutdownDelayMs` (and why it ended). */
+  const close = (graceMs: number = cfg.shutdownGraceMs, afterDrain?: { why?: string }): Promise<void> => {
+    closing ??= shutdown(graceMs, afterDrain);
+    return closing;
+  };
+
+  const shutdown = async (graceMs: number, afterDrain: { why?: string } | undefined): Promise<void> => {
     const started = Date.now();
     const deadline = started + graceMs;
     const log = logger.child({ component: 'shutdown' });
     // Load balancers notice /readyz 503 only at their next probe: keep serving until they have.
-    const delayMs = Math.min(cfg.shutdownDelayMs, graceMs / 2);
+    const delayMs = afterDrain ? 0 : Math.min(cfg.shutdownDelayMs, graceMs / 2);
     if (delayMs > 0) {
       gateway.markUnready();
       log.info({ delayMs }, `not ready: serving ${delayMs} ms more before draining`);
@@ -104,7 +169,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     log.info({ graceMs, legacyStreams: gateway.sessions.activeCount, inFlight: gateway.inFlight }, `draining: ${gateway.sessions.activeCount} legacy streams to hand over (fleet) or end`);
-    if (!(await within(gateway.drain(), waitUntil - Date.now(), log))) log.warn('legacy streams did not all end in time');
+    if (!(await within(gateway.drain(afterDrain?.why), waitUntil - Date.now(), log))) log.warn('legacy streams did not all end in time');
     let reported = -1;
     while (gateway.inFlight > 0 && Date.now() < waitUntil) {
       if (gateway.inFlight !== reported) {
@@ -130,9 +195,14 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     gateway,
     server,
     metricsUrl,
-    close(graceMs = cfg.shutdownGraceMs) {
-      closing ??= shutdown(graceMs);
-      return closing;
+    close,
+    drainAndClose(drainMs = cfg.server.drainTimeoutMs, graceMs = cfg.shutdownGraceMs) {
+      if (!gateway.fleet) return close(graceMs);
+      draining ??= holdConnections(drainMs).then((why) => close(graceMs, { why }));
+      return draining;
+    },
+    hurry() {
+      hurry.abort();
     },
   };
 }

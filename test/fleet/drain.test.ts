@@ -1,7 +1,9 @@
 /**
- * Rolling deploy on real processes: SIGTERM of a replica with Redis hands its streams to the others
- * before it exits: no stream ends, sockets on the other replicas stay open, at most one tick is
- * missed per stream, nothing is published twice. The last replica standing ends them as today.
+ * SIGTERM of a replica with Redis, on real processes: it hands its streams' scheduling to the
+ * others and, holding no client connection, exits: no stream ends, sockets on the other replicas
+ * stay open, at most one tick is missed per stream, nothing is published twice. The last replica
+ * standing ends its streams as a single replica does. (A replica that holds connections keeps them
+ * while it drains: rolling-deploy.test.ts, drain-serves.test.ts, drain-deadline.test.ts.)
  */
 import { duplicateIds, missedTicks, recordResults } from '../../src/bench/fleet';
 import { KEY, deadline, frameBody, http, ownerOf, until, useFleet } from './fleet-test';
@@ -34,6 +36,9 @@ test('SIGTERM hands the streams over: none ends, ≤ 1 missed tick each, zero du
     expect(duplicateIds(s.received)).toEqual([]);
     expect(missedTicks(s.received, Number(rec.gridStartMs), 1000).length).toBeLessThanOrEqual(1);
   }
+  // Sockets held on A and B would keep those replicas draining in the next test.
+  for (const s of sockets) s.close();
+  for (const id of ids) expect((await http(a.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
   await c.restart();
 }, 180_000);
 

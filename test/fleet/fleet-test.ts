@@ -4,7 +4,7 @@
  * shared state (owner of a stream, slots of the test key).
  */
 import { startFleet } from '../../src/bench/fleet';
-import type { Fleet, FleetOptions } from '../../src/bench/fleet';
+import type { Fleet, FleetOptions, ResultsRecorder } from '../../src/bench/fleet';
 import { keyHash } from '../../src/lib/keys';
 import { useMainBundle } from '../helpers/main-bundle';
 import { KEY, sleep } from '../helpers/stack';
@@ -41,4 +41,19 @@ export async function slotsOfKey(fleet: Fleet, key = KEY): Promise<number> {
 /** Polls `check` until it answers true (every 100 ms); bound it with `deadline`. */
 export async function until(check: () => Promise<boolean> | boolean): Promise<void> {
   while (!(await check())) await sleep(100);
+}
+
+/**
+ * Resolves once `s` has `n` results that arrived after `t` (a drain, a failover); a socket that
+ * closes first fails it with its close code and reason. Bound it with `deadline`.
+ */
+export async function resultsAfter(s: ResultsRecorder, t: number, n: number): Promise<void> {
+  await until(async () => {
+    if (s.received.filter((r) => r.atMs > t).length >= n) return true;
+    if (!s.isOpen()) {
+      const c = await s.closed;
+      throw new Error(`the socket for ${s.streamId} closed ${c.code} ${c.reason} instead of receiving results`);
+    }
+    return false;
+  });
 }

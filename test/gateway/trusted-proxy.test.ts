@@ -10,7 +10,7 @@
  */
 import http from 'node:http';
 import { startHaproxy } from '../helpers/haproxy';
-import type { Haproxy } from '../helpers/haproxy';
+import type { Balancer } from '../helpers/haproxy';
 import { logLines } from '../helpers/log-lines';
 import { KEY, KEY_B, frameBody, openResults, startStack } from '../helpers/stack';
 import type { Stack } from '../helpers/stack';
@@ -87,10 +87,11 @@ interface LogLine {
 
 function useBalancedStack(trustProxy: unknown) {
   const log = logLines();
-  const parts: { stack?: Stack; lb?: Haproxy } = {};
+  const parts: { stack?: Stack; lb?: Balancer } = {};
   beforeAll(async () => {
     parts.stack = await startStack(trustProxy === undefined ? {} : { server: { trustProxy } }, {}, { log: log.sink });
-    parts.lb = await startHaproxy(parts.stack.url);
+    parts.lb = await startHaproxy({ servers: [{ name: 'gw', url: parts.stack.url }] });
+    await parts.lb.waitFor('gw', 'UP');
   });
   afterAll(async () => {
     await parts.lb?.stop();

@@ -26,6 +26,10 @@ export async function buildMain(): Promise<MainBundle> {
     target: 'node20',
     format: 'cjs',
     packages: 'external',
+    // import() of a package becomes require(), as tsc emits it for dist/: a bundle in a temp dir
+    // finds its packages through NODE_PATH, which only require() reads (the media relay's
+    // on-demand `@livekit/rtc-node` and `@roamhq/wrtc`).
+    supported: { 'dynamic-import': false },
     outfile: file,
     logLevel: 'silent',
   });

@@ -1,14 +1,16 @@
 /**
  * This replica's life in a fleet sharing one store (docs/scaling.md): heartbeat, membership sweep
  * with self-fencing, failover of a dead replica's streams (rendezvous claims), the control channel,
- * the owned-streams reconcile, the fleet-wide slot reconciler, and the drain handover.
+ * the owned-streams reconcile, the fleet-wide slot reconciler, and the drain: a draining replica
+ * stays a member (heartbeat, control channel, reconcile) so its connections keep working, hands
+ * its movable streams to replicas that are not draining, and is nobody's handover or failover target.
  */
 import type { FleetConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
 import { realClock, setLongInterval } from '../../lib/timers';
 import type { Clock, LongTimer } from '../../lib/timers';
-import type { OwnerMessage } from '../legacy/session-ports';
-import type { Broker, Claims, Members, SessionRecord, SessionRecords, Slots, Unsubscribe } from '../store/store';
+import type { HandOverOptions, OwnerMessage } from '../legacy/session-ports';
+import type { Broker, Claims, Members, Membership, SessionRecord, SessionRecords, Slots, Unsubscribe } from '../store/store';
 import { controlChannel, encodeControl, parseControl } from './control';
 import { pickReplica } from './rendezvous';
 import { reconcileSlots } from './slot-reconciler';
@@ -19,7 +21,8 @@ export interface FleetSessions {
   selfFenced: boolean;
   adopt(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean>;
   onOwnerMessage(msg: OwnerMessage): Promise<void>;
-  handOver(targetOf: (streamId: string) => string | undefined): Promise<number>;
+  /** Hands streams to `targetOf(id)`; `keepPinned`: pinned streams (and any without a target) stay here. */
+  handOver(targetOf: (streamId: string) => string | undefined, opts?: HandOverOptions): Promise<number>;
   reconcileOwned(storeOwned: readonly string[]): Promise<void>;
   halt(): Promise<void>;
 }
@@ -51,6 +54,8 @@ export class Fleet {
   private readonly deadSince = new Map<string, number>();
   private sweeping = false;
   private stopped = false;
+  /** Draining: no takeovers here; what can move is handed on at every sweep. */
+  private draining = false;
 
   constructor(private readonly opts: FleetOptions) {
     this.clock = opts.clock ?? realClock;
@@ -114,14 +119,16 @@ export class Fleet {
       for (const d of [...this.deadSince.keys()]) if (!m.dead.includes(d)) this.deadSince.delete(d);
       // A fenced replica claims nothing: the fleet may already count it dead.
       if (sessions.selfFenced || !m.alive.includes(this.id)) return;
-      for (const dead of m.dead) if (dead !== this.id) await this.takeOver(dead, m.alive);
+      if (this.draining) return void (await this.moveOn(m));
+      const pickable = [this.id, ...targetsIn(m, this.id)];
+      for (const dead of m.dead) if (dead !== this.id) await this.takeOver(dead, pickable);
     } finally {
       this.sweeping = false;
     }
   }
 
-  /** Claims the streams of `dead`: its rendezvous pick at once, any other replica after the backoff. */
-  private async takeOver(dead: string, alive: readonly string[]): Promise<void> {
+  /** Claims the streams of `dead`: its rendezvous pick (among replicas not draining) at once, any other replica after the backoff. */
+  private async takeOver(dead: string, pickable: readonly string[]): Promise<void> {
     const { store, cfg, logger, sessions } = this.opts;
     const now = this.clock.now();
     if (!this.deadSince.has(dead)) this.deadSince.set(dead, now);
@@ -134,7 +141,7 @@ export class Fleet {
       return;
     }
     for (const id of ids) {
-      if (!late && pickReplica(id, alive) !== this.id) continue;
+      if (!late && pickReplica(id, pickable) !== this.id) continue;
       const rec = await store.getSession(id);
       if (!rec || rec.state !== 'active' || rec.owner !== dead) continue;
       const claimed = await store.claimSession(id, { owner: dead, epoch: rec.epoch }, this.id);
@@ -156,21 +163,53 @@ export class Fleet {
   }
 
   /**
-   * Drain: with other replicas alive, hands every stream here over to them (rendezvous pick), then
-   * leaves the membership. False when this is the last replica standing (streams end as before).
+   * A connection drain begins, unless this is the last replica alive (then false: nobody could
+   * take its streams, which end as before). Announced to the fleet (nobody's target from now on),
+   * the loops go on, and the streams that can move (not pinned to a relay here) are handed to
+   * replicas not draining, now and at every sweep after (one may appear later).
    */
-  async drain(): Promise<boolean> {
+  async beginDrain(): Promise<boolean> {
+    const { store, cfg, logger } = this.opts;
+    try {
+      const m = await store.membership(cfg.deadAfterMs);
+      if (!m.alive.some((r) => r !== this.id)) return false;
+      await store.markDraining(this.id);
+      this.draining = true;
+      await this.moveOn(m);
+      return true;
+    } catch (err) {
+      logger.warn({ err }, 'drain could not read the membership or announce itself: ending streams here');
+      return false;
+    }
+  }
+
+  /** Hands what can move to replicas not draining (none alive: it stays, and runs here). */
+  private async moveOn(m: Membership): Promise<number> {
+    const { sessions, logger } = this.opts;
+    const targets = targetsIn(m, this.id);
+    if (targets.length === 0 || sessions.ownedIds.length === 0) return 0;
+    const moved = await sessions.handOver((streamId) => pickReplica(streamId, targets), { keepPinned: true });
+    if (moved > 0) logger.info({ moved, to: targets.length }, `drain: ${moved} streams handed over to ${targets.length} replicas`);
+    return moved;
+  }
+
+  /**
+   * The end of a drain (or a stop without one): with replicas alive that are not draining, hands every
+   * stream here to them (rendezvous pick; pinned ones end), then leaves the membership. False when no
+   * such replica is left (streams end as before).
+   */
+  async drain(why?: string): Promise<boolean> {
     const { store, cfg, logger, sessions } = this.opts;
     this.stopLoops();
     let others: string[];
     try {
-      others = (await store.membership(cfg.deadAfterMs)).alive.filter((r) => r !== this.id);
+      others = targetsIn(await store.membership(cfg.deadAfterMs), this.id);
     } catch (err) {
       logger.warn({ err }, 'drain could not read the membership: ending streams here');
       return false;
     }
     if (others.length === 0) return false;
-    const moved = await sessions.handOver((streamId) => pickReplica(streamId, others));
+    const moved = await sessions.handOver((streamId) => pickReplica(streamId, others), { why });
     await store.forgetReplica(this.id);
     logger.info({ moved, to: others.length }, `drain: ${moved} streams handed over to ${others.length} replicas`);
     return true;
@@ -198,4 +237,10 @@ export class Fleet {
   get replicas(): readonly string[] {
     return this.alive;
   }
+}
+
+/** Replicas a stream may be handed or failed over to: alive, not draining, not `self`. */
+function targetsIn(m: Membership, self: string): string[] {
+  const draining = new Set(m.draining);
+  return m.alive.filter((r) => r !== self && !draining.has(r));
 }

@@ -8,15 +8,23 @@ import type { Transport } from './spec';
 /** End reason of every stream a shutting-down gateway ends (and of the sockets it closes). */
 export const SERVER_SHUTDOWN = 'server_shutdown';
 
+/** End reason of a stream its client deleted (the legacy DELETE, and nothing else). */
+export const CLIENT_REQUESTED = 'client_requested';
+
 /** Close reasons of legacy WebSocket 1001 closes (the stream's end reason). */
 export function legacyEndReasons(brand: Brand) {
   return {
-    clientRequested: 'client_requested',
+    clientRequested: CLIENT_REQUESTED,
     leaseExpired: 'lease_expired',
     insufficientCredits: 'insufficient_credits',
     webrtcDisconnected: 'webrtc_disconnected',
     roomDisconnected: brand.roomDisconnected,
     serverShutdown: SERVER_SHUTDOWN,
+    /**
+     * The upstream stream was found ended or deleted, and not by this gateway on the client's
+     * request (that ends the record first): the upstream expired it, or someone deleted it there.
+     */
+    upstreamEnded: 'upstream_ended',
   } as const;
 }
 

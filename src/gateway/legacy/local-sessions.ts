@@ -21,6 +21,7 @@ export class LocalSessions {
   /** Upstream stream id → the key that may delete it. */
   private readonly owned = new Map<string, string>();
   private closed = false;
+  private draining = false;
   /** Ticking paused on every stream here (a replica whose heartbeat fails fences itself). */
   selfFenced = false;
 
@@ -121,7 +122,16 @@ export class LocalSessions {
     return this.live.get(streamId)?.apiKey ?? this.owned.get(streamId);
   }
 
-  // ── Closing: no more creates or adoptions here (shutdown, drain, crash). ──
+  // ── Draining: no more creates here. Closing: no more creates or adoptions (shutdown, crash). ──
+
+  get acceptsCreates(): boolean {
+    return !this.closed && !this.draining;
+  }
+
+  /** A connection drain: streams here go on (or move), new ones are created elsewhere. */
+  drain(): void {
+    this.draining = true;
+  }
 
   get closing(): boolean {
     return this.closed;

@@ -13,7 +13,7 @@ export class RecordSync {
 
   constructor(
     private readonly deps: SessionContext,
-    private readonly local: Pick<LocalSessions, 'get' | 'stop'>,
+    private readonly local: Pick<LocalSessions, 'get' | 'remove'>,
     private readonly replicaId: string,
   ) {}
 
@@ -28,8 +28,9 @@ export class RecordSync {
     this.deps.observer?.tickFenced?.(commit.reason);
     if (commit.reason === 'duplicate') return;
     if (commit.reason === 'missing') return void this.reRegister(session);
-    this.deps.logger.info({ streamId: record.streamId, reason: commit.reason }, 'tick refused by the store: stream owned or ended elsewhere, stopping here');
-    void this.local.stop(session);
+    this.deps.logger.info({ streamId: record.streamId, reason: commit.reason }, 'tick refused by the store: stream owned or ended elsewhere, leaving it');
+    // Not ours any more: no tick, keepalive or delete from here (the owner or the ender does them).
+    void this.local.remove(record.streamId);
   }
 
   /** Reads the stream's prompt from the store (a PATCH served by another replica). */

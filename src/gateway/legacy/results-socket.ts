@@ -6,7 +6,7 @@ import type { LegacyConfig } from '../../config';
 import type { ClientAddress } from '../../lib/client-address';
 import type { Logger } from '../../lib/logger';
 import type { SessionRecord, Store } from '../store/store';
-import { LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from './closes';
+import { CLIENT_REQUESTED, LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from './closes';
 import type { LegacyClose } from './closes';
 
 /** Channel of a stream's results; messages are `r<result json>` or `e<end reason>`. */
@@ -116,7 +116,12 @@ export class ResultsSockets {
     const unsubscribe = await store.subscribe(resultsChannel(streamId), (msg) => {
       if (ws.readyState !== ws.OPEN) return;
       if (msg.charCodeAt(0) === 101 /* e */) {
-        close(ws, endClose(msg.slice(1)));
+        const reason = msg.slice(1);
+        // A client's DELETE: its own socket may be closing right after the answer; the others close after the grace.
+        if (reason === CLIENT_REQUESTED && cfg.stopGraceMs > 0) {
+          const timer = setTimeout(() => close(ws, endClose(reason)), cfg.stopGraceMs);
+          ws.once('close', () => clearTimeout(timer));
+        } else close(ws, endClose(reason));
         return;
       }
       if (ws.bufferedAmount > cfg.wsMaxBufferedBytes) {

@@ -202,7 +202,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
       return;
     }
     // Any replica: the store picks one winner, which closes every socket and deletes upstream with this key.
-    await sessions.end(id, sessions.reasons.clientRequested, { apiKey: who.apiKey });
+    await sessions.end(id, sessions.reasons.clientRequested, { apiKey: who.apiKey, answerFirst: true });
     res.json({ status: 'ok' });
   });
 

@@ -20,8 +20,18 @@ export function tellOwner(deps: Pick<SessionDeps, 'fleet' | 'logger'>, replica: 
 export interface EndOptions {
   /** False: the upstream stream is gone already (nothing to delete). */
   deleteUpstream?: boolean;
-  /** The caller's key, when this replica holds none for the stream. */
+  /**
+   * The client's key: a client's call asked for the end (a DELETE, a keepalive that found no
+   * credits or no upstream stream), so it ends the stream whoever owns it. Without it, an end a
+   * replica decides for a stream it runs (lease, upstream loss, credits, transport, shutdown) is
+   * fenced by its owner and epoch: a replica that lost the stream ends nothing, it lets go.
+   */
   apiKey?: string;
+  /**
+   * The end is the answer to a client's DELETE: the sockets hear of it last (after the upstream
+   * delete), so the DELETE's answer is written before any socket closes (they wait `stopGraceMs`).
+   */
+  answerFirst?: boolean;
 }
 
 export class SessionEnd {
@@ -45,8 +55,9 @@ export class SessionEnd {
     if (session) session.runtime.ending = true;
     const now = clock.now();
     let before: SessionRecord | undefined;
+    const fence = session && !opts.apiKey ? { owner: this.replicaId, epoch: session.record.epoch } : undefined;
     try {
-      before = await store.endSession(streamId, reason, now);
+      before = await store.endSession(streamId, reason, now, fence);
       // The store lost the record (restarted empty): the owner still cleans up what it holds.
       if (!before && session && !(await store.getSession(streamId))) before = recordOf(session, this.replicaId, now);
     } catch (err) {
@@ -55,13 +66,14 @@ export class SessionEnd {
     }
     if (session) await this.local.stop(session);
     if (!before) {
-      // Another call or replica ended it first and did the rest.
+      // Another call or replica ended it first and did the rest, or (fenced) it is another owner's now.
       this.local.forget(streamId);
       return false;
     }
     await store.expireSession(streamId, cfg.tombstoneSeconds * 1000);
     await store.releaseSlot(before.keyHash, before.slotId);
-    await store.publish(resultsChannel(streamId), endEnvelope(reason));
+    const announce = () => store.publish(resultsChannel(streamId), endEnvelope(reason));
+    if (!opts.answerFirst) await announce();
     this.deps.observer?.streamEnded?.(before.keyHash, reason);
     logger.info({ streamId, reason, key: before.keyHash }, 'legacy stream ended');
     if (before.owner && before.owner !== this.replicaId) tellOwner(this.deps, before.owner, { op: 'ended', streamId, reason });
@@ -69,6 +81,7 @@ export class SessionEnd {
     const ids = session?.record.ids ?? (before.ids.traceId ? before.ids : {});
     if (opts.deleteUpstream !== false && key) await this.deleteUpstream(key, streamId, ids);
     else this.local.forget(streamId);
+    if (opts.answerFirst) await announce();
     return true;
   }
 
@@ -102,12 +115,17 @@ export class SessionEnd {
     this.deps.logger.warn({ err, streamId: id }, 'upstream keepalive failed');
   }
 
+  /**
+   * Why the upstream stream is gone: its lease expired there (`lease_expired`), or it was deleted
+   * or cannot be read (`upstream_ended`). Never `client_requested`: the client's DELETE ends the
+   * record before the upstream stream, so a stream this gateway deleted on request never gets here.
+   */
   private async upstreamEndReason(session: LiveSession): Promise<string> {
     try {
       const s = await this.deps.upstream.getStream(session.apiKey, session.record.streamId);
-      return s.end_reason === 'deleted' ? this.reasons.clientRequested : this.reasons.leaseExpired;
+      return s.end_reason === 'expired' ? this.reasons.leaseExpired : this.reasons.upstreamEnded;
     } catch {
-      return this.reasons.leaseExpired;
+      return this.reasons.upstreamEnded;
     }
   }
 }

@@ -13,7 +13,7 @@ import { legacyRecord, liveSession } from './ownership';
 import type { RecordSync } from './record-sync';
 import { tellOwner } from './session-end';
 import type { SessionEnd } from './session-end';
-import type { LegacyRecord, LiveSession, OwnerMessage, SessionContext } from './session-ports';
+import type { HandOverOptions, LegacyRecord, LiveSession, OwnerMessage, SessionContext } from './session-ports';
 import type { SessionTimers } from './session-timers';
 import { transportLostReason } from './closes';
 
@@ -132,20 +132,24 @@ export class SessionFleet {
   }
 
   /**
-   * Drain: hands every stream here to `targetOf(streamId)` (claim under this replica's epoch, then
-   * `adopt` on the target's control channel), after stopping its ticks here. Pinned streams end as
-   * at any shutdown. Returns how many were handed over.
+   * Hands every stream here to `targetOf(streamId)` (claim under this replica's epoch, then `adopt`
+   * on the target's control channel), after stopping its ticks here. A pinned stream (its relay lives
+   * here) and one without a target end as at any shutdown, or, with `keepPinned` (a connection
+   * drain: no new creates here, adoptions still taken), stay and run here. Returns how many moved.
    */
-  async handOver(targetOf: (streamId: string) => string | undefined): Promise<number> {
+  async handOver(targetOf: (streamId: string) => string | undefined, opts: HandOverOptions = {}): Promise<number> {
     const { local, end, replicaId } = this.parts;
-    local.close();
+    if (opts.keepPinned) local.drain();
+    else local.close();
     const { store, logger } = this.deps;
     let moved = 0;
     await Promise.all(
       local.sessions().map(async ({ record }) => {
         const id = record.streamId;
-        const target = targetOf(id);
-        if (record.pinned || !target) return void (await end.end(id, end.reasons.serverShutdown));
+        const target = record.pinned ? undefined : targetOf(id);
+        if (!target && opts.keepPinned) return;
+        if (opts.why) logger.info({ streamId: id, to: target }, `${opts.why}: stream ${target ? 'handed over' : 'ended'}`);
+        if (!target) return void (await end.end(id, end.reasons.serverShutdown));
         await local.remove(id);
         const claimed = await store.claimSession(id, { owner: replicaId, epoch: record.epoch }, target);
         if (!claimed) return;
@@ -175,7 +179,7 @@ export class SessionFleet {
       if (owned.has(id) || session.runtime.ending || local.isCreating(id)) continue;
       const rec = await store.getSession(id);
       if (!rec) await this.parts.sync.reRegister(session);
-      else if (rec.state !== 'active' || rec.owner !== replicaId) await local.stop(session);
+      else if (rec.state !== 'active' || rec.owner !== replicaId) await local.remove(id);
     }
   }
 

@@ -66,12 +66,22 @@ export interface MediaRelay {
   /** Hands a renewed upstream publish token to a running relay. */
   renewToken?(streamId: string, token: string): void;
   stop(streamId: string): Promise<void> | void;
+  /** Relays running in this process (a draining replica waits for them to end). */
+  readonly activeCount?: number;
 }
 
 /**
  * What a replica tells a session's owner (docs/scaling.md "Control channel"): `ended` (stop the
  * local scheduler, someone else ended it), `prompt` (re-read it), `adopt` (a drain handed it over).
  */
+/** How a drain hands streams over (`SessionFleet.handOver`). */
+export interface HandOverOptions {
+  /** Pinned streams (and any without a target) stay and run here: a connection drain. */
+  keepPinned?: boolean;
+  /** Why, when it is worth a log line per stream (`drain deadline`). */
+  why?: string;
+}
+
 export type OwnerMessage = { op: 'ended'; streamId: string; reason: string } | { op: 'prompt' | 'adopt'; streamId: string };
 
 /** This replica's place in a fleet sharing one store (src/gateway/fleet). */

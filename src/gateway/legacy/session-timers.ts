@@ -26,7 +26,7 @@ export interface TimerParts {
   /** A lapsed lease ends its stream; an upstream loss ends it with the matching reason. */
   end: Pick<SessionEnd, 'end' | 'reasons' | 'onUpstreamLoss'>;
   /** Stops a stream here only (owned or ended elsewhere); `selfFenced` lets its ticks pass. */
-  local: Pick<LocalSessions, 'stop' | 'selfFenced'>;
+  local: Pick<LocalSessions, 'remove' | 'selfFenced'>;
   /** Writes a record the store lost back from memory. */
   sync: Pick<RecordSync, 'reRegister'>;
   /** One inference tick. */
@@ -81,7 +81,8 @@ export class SessionTimers {
         return this.armLease(session, session.record.leaseExpiresAtMs);
       }
     } else if (rec.state !== 'active' || rec.owner !== this.parts.replicaId) {
-      return this.parts.local.stop(session);
+      // Ended or owned elsewhere: it leaves this replica's bookkeeping (nothing upstream is ours to do).
+      return this.parts.local.remove(session.record.streamId);
     } else if (rec.leaseExpiresAtMs > now) {
       session.record.leaseExpiresAtMs = rec.leaseExpiresAtMs;
       return this.armLease(session, rec.leaseExpiresAtMs);

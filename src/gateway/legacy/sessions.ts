@@ -84,7 +84,7 @@ export class LegacySessions {
     const { cfg, store, upstream, clock, logger } = this.deps;
     const { local, ender } = this;
     const { spec, apiKey } = input;
-    if (local.closing) throw LEGACY_ERRORS.shuttingDown();
+    if (!local.acceptsCreates) throw LEGACY_ERRORS.shuttingDown();
     if (spec.transport !== 'native') this.deps.media?.check?.(spec);
     // Before the slot and the upstream stream: a models failure here must leave nothing behind.
     const fallbackModels = (cfg.fallbackModels ?? (await this.modelIds())).filter((m) => m !== spec.model);
@@ -234,7 +234,7 @@ export class LegacySessions {
       upstreamStream = await upstream.getStream(apiKey, streamId, ids);
     } catch (err) {
       if (isUpstreamStatus(err, 404)) {
-        await this.end(streamId, this.reasons.leaseExpired, { apiKey });
+        await this.end(streamId, this.reasons.upstreamEnded, { apiKey });
         throw LEGACY_ERRORS.streamEndedUpstream(streamId);
       }
       throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.keepalive);
@@ -283,11 +283,32 @@ export class LegacySessions {
     return this.local.ownedStreams().map(([id]) => id);
   }
 
-  /** Ends every live session, then deletes every upstream stream this process still owns (shutdown). */
+  /**
+   * Ends every live session, then deletes the upstream streams this process still owns (a failed
+   * delete, an abandoned create) whose record is ended or gone: an active stream is its owner's,
+   * never deleted from here, whatever this process remembers (shutdown).
+   */
   async closeAll(reason: string = this.reasons.serverShutdown): Promise<void> {
     this.local.close();
     await Promise.all(this.local.ids().map((id) => this.end(id, reason)));
-    await Promise.all(this.local.ownedStreams().map(([id, key]) => this.ender.deleteUpstream(key, id)));
+    await Promise.all(this.local.ownedStreams().map(([id, key]) => this.deleteLeftover(id, key)));
+  }
+
+  private async deleteLeftover(streamId: string, apiKey: string): Promise<void> {
+    let rec;
+    try {
+      rec = await this.deps.store.getSession(streamId);
+    } catch (err) {
+      // Unknown owner: left to its upstream lease rather than risk deleting another replica's stream.
+      this.deps.logger.warn({ err, streamId }, 'shutdown could not read the stream\'s record: not deleting it upstream');
+      return;
+    }
+    if (rec?.state === 'active') {
+      this.local.forget(streamId);
+      this.deps.logger.warn({ streamId, owner: rec.owner }, 'shutdown left an active stream to its owner');
+      return;
+    }
+    await this.ender.deleteUpstream(apiKey, streamId);
   }
 
   /** Upstream failures → the legacy status and body a client expects (one mapping: ./upstream-errors). */

@@ -1,7 +1,7 @@
 import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
 import { parseResultWindow } from './result-windows';
 import type { ResultWindow } from './result-windows';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
 /**
  * The embedded default store: one process, no persistence. Several gateways built on one instance
@@ -10,6 +10,7 @@ import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpd
 export class MemoryStore implements Store {
   private readonly slots = new Map<string, Map<string, SlotHolder>>();
   private readonly heartbeats = new Map<string, number>();
+  private readonly draining = new Set<string>();
   private readonly once = new Map<string, number>();
   private readonly clock: Pick<Clock, 'now'>;
 
@@ -87,9 +88,9 @@ export class MemoryStore implements Store {
     return s?.state === 'active' ? s : undefined;
   }
 
-  async endSession(streamId: string, reason: string, endedAtMs: number): Promise<SessionRecord | undefined> {
+  async endSession(streamId: string, reason: string, endedAtMs: number, fence?: OwnerFence): Promise<SessionRecord | undefined> {
     const s = this.active(streamId);
-    if (!s) return undefined;
+    if (!s || (fence && (s.owner !== fence.owner || s.epoch !== fence.epoch))) return undefined;
     const before = { ...s };
     Object.assign(s, { state: 'ended', endReason: reason, endedAtMs, owner: null, sealedKey: '' });
     return before;
@@ -144,11 +145,16 @@ export class MemoryStore implements Store {
     const alive: string[] = [];
     const dead: string[] = [];
     for (const [id, at] of this.heartbeats) (nowMs - at > deadAfterMs ? dead : alive).push(id);
-    return { alive, dead, nowMs };
+    return { alive, dead, draining: [...this.draining].filter((r) => this.heartbeats.has(r)), nowMs };
+  }
+
+  async markDraining(replica: string): Promise<void> {
+    this.draining.add(replica);
   }
 
   async forgetReplica(replica: string): Promise<void> {
     this.heartbeats.delete(replica);
+    this.draining.delete(replica);
   }
 
   async claimOnce(key: string, ttlMs: number): Promise<boolean> {

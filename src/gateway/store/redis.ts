@@ -14,6 +14,7 @@
  *                                    and removed from after a claim/end (not atomically; the record's
  *                                    owner is the truth, sessionsOf filters by it).
  *   P replicas                 ZSET  replica id, score its last heartbeat (Redis TIME, ms).
+ *   P draining                 SET   replica ids draining (no handover or failover targets).
  *   P once:{key}               STRING claimOnce marker (SET NX PX).
  *   P rw:{resultId}            STRING a result's window (ResultWindow JSON) for reinfer, PX = its TTL.
  *   P fb:{acct}                ZSET  feedback seq (member = score), the account's entries oldest first.
@@ -35,7 +36,7 @@ import { parseClusterUrl } from '../../lib/redis-url';
 import { parseResultWindow } from './result-windows';
 import type { ResultWindow } from './result-windows';
 import { StoreUnavailableError } from './store';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
 const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
@@ -64,10 +65,17 @@ const HOLDERS = `return {redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES'), red
 const ACTIVE = `local st = redis.call('HGET', KEYS[1], 'state')
 if st ~= '"active"' then return false end`;
 
-/** ARGV ended-state field pairs. The record before, or nil (already ended or absent): end-once. */
+/**
+ * ARGV fence owner (JSON, '' for none), fence epoch, then the ended-state field pairs. The record
+ * before, or nil (already ended, absent, or owned by another owner or epoch than the fence): end-once.
+ */
 const END = `${ACTIVE}
+if ARGV[1] ~= '' then
+  local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+  if v[1] ~= ARGV[1] or tonumber(v[2] or '0') ~= tonumber(ARGV[2]) then return false end
+end
 local before = redis.call('HGETALL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV))
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 return before`;
 
 /** ARGV leaseExpiresAtMs, nowMs (JSON). {cost, since (JSON), record after}, or nil unless active. */
@@ -499,10 +507,11 @@ export class RedisStore implements Store {
     });
   }
 
-  async endSession(streamId: string, reason: string, endedAtMs: number): Promise<SessionRecord | undefined> {
+  async endSession(streamId: string, reason: string, endedAtMs: number, fence?: OwnerFence): Promise<SessionRecord | undefined> {
     return this.guard('endSession', async () => {
       const ended = encode({ state: 'ended', endReason: reason, endedAtMs, owner: null, sealedKey: '' });
-      const flat = (await this.redis.endLua(this.sessionKey(streamId), ...ended)) as string[] | null;
+      const fenceArgs = fence ? [JSON.stringify(fence.owner), String(fence.epoch)] : ['', ''];
+      const flat = (await this.redis.endLua(this.sessionKey(streamId), ...fenceArgs, ...ended)) as string[] | null;
       if (!flat) return undefined;
       const before = decode(flat);
       await this.unindexOwner(streamId, before.owner);
@@ -570,20 +579,32 @@ export class RedisStore implements Store {
     return this.guard('heartbeat', async () => (await this.redis.heartbeatLua(this.replicasKey(), replica)) as number);
   }
 
+  private drainingKey(): string {
+    return `${this.p}draining`;
+  }
+
   async membership(deadAfterMs: number): Promise<Membership> {
     return this.guard('membership', async () => {
-      const [nowMs, flat] = (await this.redis.membersLua(this.replicasKey())) as [number, string[]];
+      const [[nowMs, flat], marked] = await Promise.all([
+        this.redis.membersLua(this.replicasKey()) as Promise<[number, string[]]>,
+        this.redis.smembers(this.drainingKey()),
+      ]);
       const alive: string[] = [];
       const dead: string[] = [];
       for (let i = 0; i < flat.length; i += 2) (nowMs - Number(flat[i + 1]) > deadAfterMs ? dead : alive).push(flat[i]);
-      return { alive, dead, nowMs };
+      const members = new Set([...alive, ...dead]);
+      return { alive, dead, draining: marked.filter((r) => members.has(r)), nowMs };
     });
+  }
+
+  async markDraining(replica: string): Promise<void> {
+    return this.guard('markDraining', async () => void (await this.redis.sadd(this.drainingKey(), replica)));
   }
 
   /** Out of the membership; its owner index goes too (called once it owns nothing). */
   async forgetReplica(replica: string): Promise<void> {
     return this.guard('forgetReplica', async () => {
-      await Promise.all([this.redis.zrem(this.replicasKey(), replica), this.redis.del(this.ownedKey(replica))]);
+      await Promise.all([this.redis.zrem(this.replicasKey(), replica), this.redis.srem(this.drainingKey(), replica), this.redis.del(this.ownedKey(replica))]);
     });
   }
 

@@ -111,9 +111,17 @@ export interface SlotHolder {
 }
 
 /** Replicas by heartbeat age on the store's clock. */
+/** The owner and epoch a replica acts under: the store refuses a fenced write when the record names others. */
+export interface OwnerFence {
+  owner: string;
+  epoch: number;
+}
+
 export interface Membership {
   alive: string[];
   dead: string[];
+  /** Replicas (alive or dead) that announced a drain: they take no new streams, handed over or failed over. */
+  draining: string[];
   /** The store's time (ms) when read. */
   nowMs: number;
 }
@@ -185,9 +193,10 @@ export interface SessionRecords {
   /**
    * Ends an active session exactly once across the fleet: state ended, the reason, `endedAtMs`,
    * owner null, sealedKey ''. Returns the record as it was before (the one caller that ended it
-   * releases the slot, deletes upstream, publishes the end), undefined when already ended or absent.
+   * releases the slot, deletes upstream, publishes the end), undefined when already ended or absent,
+   * or, with `fence`, when the record names another owner or epoch (a replica ends only what it owns).
    */
-  endSession(streamId: string, reason: string, endedAtMs: number): Promise<SessionRecord | undefined>;
+  endSession(streamId: string, reason: string, endedAtMs: number, fence?: OwnerFence): Promise<SessionRecord | undefined>;
   /**
    * Legacy keepalive on an active session: sets `leaseExpiresAtMs`, reads and zeroes the cost since
    * the previous keepalive and sets `lastKeepaliveAtMs` to `nowMs`, atomically. Returns that cost,
@@ -217,6 +226,8 @@ export interface Members {
   heartbeat(replica: string): Promise<number>;
   /** Replicas that ever heartbeat and were not forgotten, split by `deadAfterMs` of silence. */
   membership(deadAfterMs: number): Promise<Membership>;
+  /** Announces that `replica` drains: it stays a member (heartbeating) but is nobody's target. */
+  markDraining(replica: string): Promise<void>;
   /** Drops a replica from the membership (it drained, or its sessions were all taken over). */
   forgetReplica(replica: string): Promise<void>;
 }

@@ -1,5 +1,6 @@
 import sharp from 'sharp';
 import { ServiceError } from '../../../src/lib/errors';
+import { prng } from '../../../src/lib/prng';
 import { i420ToRgb } from '../../../src/emulator/frames/codec';
 import {
   PATTERN_INDEX_MODULUS,
@@ -39,23 +40,11 @@ const pattern = (index: number, width: number, height: number): Pixels => ({
   data: renderPatternRgb(index, width, height),
 });
 
-/** Deterministic PRNG (mulberry32) so failures reproduce. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const INDICES = [0, 1, 2, 255, 256, 12345, 65535, 100000, 999999, 7777777, PATTERN_INDEX_MODULUS - 1];
 
 describe('pattern bits', () => {
   it('round-trips every bit of the index range edges and a sample in between', () => {
-    const rand = rng(1);
+    const rand = prng(1);
     const sample = [...INDICES, ...Array.from({ length: 2000 }, () => Math.floor(rand() * PATTERN_INDEX_MODULUS))];
     for (const i of sample) expect(indexFromBits(patternBits(i))).toBe(i);
   });
@@ -256,7 +245,7 @@ describe('decodePattern false-positive resistance', () => {
   });
 
   it('returns null for random pixels and random noise from sharp', async () => {
-    const rand = rng(7);
+    const rand = prng(7);
     for (let k = 0; k < 5; k++) {
       const data = Buffer.alloc(W * H * 3);
       for (let i = 0; i < data.length; i++) data[i] = Math.floor(rand() * 256);
@@ -277,7 +266,7 @@ describe('decodePattern false-positive resistance', () => {
     expect(decodePattern(image((x, y) => bw((cell(x, y)[0] + cell(x, y)[1]) % 2 === 1)))).toBeNull();
     expect(decodePattern(image((x) => bw(cell(x, 0)[0] % 2 === 0)))).toBeNull();
     expect(decodePattern(image((x) => bw(cell(x, 0)[0] % 2 === 1)))).toBeNull();
-    const rand = rng(11);
+    const rand = prng(11);
     let hits = 0;
     const data = Buffer.alloc(64 * 48 * 3);
     for (let k = 0; k < 1000; k++) {
@@ -293,7 +282,7 @@ describe('decodePattern false-positive resistance', () => {
   });
 
   it('rejects valid-looking code bands with random bits (CRC), and mirrored or flipped patterns', () => {
-    const rand = rng(3);
+    const rand = prng(3);
     let hits = 0;
     const r = new PatternRenderer(64, 48);
     for (let k = 0; k < 2000; k++) {

@@ -202,17 +202,22 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
     await f.close();
   });
 
-  test('DELETE via B: sockets on A and B close 1001 client_requested, upstream deleted once, slot released once, A stops', async () => {
+  test('DELETE via B: sockets on A and B close 1001 client_requested (after the answer; a client closing its own first sees no server close), upstream deleted once, slot released once, A stops', async () => {
     const [a, b] = f.replicas as [Replica, Replica];
     const id = await create(a);
     const onA = await openResults(a.url, id);
     const onB = await openResults(b.url, id);
+    // Browser SDK 2.x's stop(): DELETE (here through B), await the answer, then close its own socket (on A).
+    const sdk = await openResults(a.url, id);
     await driveUntil(f, () => onA.messages.length >= 1 && onB.messages.length >= 1);
     expect(a.gw.gateway.sessions.activeCount).toBe(1);
     expect(b.gw.gateway.sessions.activeCount).toBe(0);
 
     const del = await call(b.url, 'DELETE', `/v0.2/streams/${id}`);
     expect(del).toMatchObject({ status: 200, body: { status: 'ok' } });
+    expect(sdk.ws.readyState).toBe(sdk.ws.OPEN);
+    sdk.ws.close(1000, 'stopped');
+    expect(await sdk.closed).toEqual({ code: 1000, reason: 'stopped' });
     expect(await onA.closed).toEqual({ code: 1001, reason: 'client_requested' });
     expect(await onB.closed).toEqual({ code: 1001, reason: 'client_requested' });
     await until(() => a.gw.gateway.sessions.activeCount === 0);
@@ -551,6 +556,38 @@ describe('failover and drain', () => {
     // Not before the 30 s grace of a create in flight; within one reconcile period (10 s) after it.
     expect(freedAfter).toBeGreaterThan(30_000);
     expect(freedAfter).toBeLessThanOrEqual(40_000 + 100);
+  });
+
+  test('a connection drain: A stays a live member, its streams move to B and C, its socket keeps receiving, it serves keepalives but no creates, and no failover lands on it', async () => {
+    const [a, , c] = f.replicas as [Replica, Replica, Replica];
+    const ids = [await create(a), await create(a)];
+    const onC = await create(c);
+    const onA = await openResults(a.url, ids[0]!);
+    await driveUntil(f, () => onA.messages.length >= 1);
+    expect(await a.gw.gateway.drainConnections()).toBe(true);
+    expect(a.gw.gateway.holdingConnections).toBe(true);
+    const n = onA.messages.length;
+    // Past deadAfterMs of fake time: A still heartbeats, so nobody fails its streams over.
+    await driveUntil(f, () => onA.messages.length >= n + 4);
+    expect(onA.ws.readyState).toBe(onA.ws.OPEN);
+    for (const id of ids) expect(['B', 'C']).toContain((await f.store.getSession(id))!.owner);
+    expect(a.gw.gateway.sessions.activeCount).toBe(0);
+    const m = await f.store.membership(3000);
+    expect(m.alive.sort()).toEqual(['A', 'B', 'C']);
+    expect(m.draining).toEqual(['A']);
+    expect(f.adopted.filter((x) => x.includes(':handover:')).length).toBe(2);
+    expect((await call(a.url, 'POST', `/v0.2/streams/${ids[1]}/keepalive`)).status).toBe(200);
+    const refused = await call(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 1 }) });
+    expect(refused.status).toBe(503);
+    expect(a.gw.gateway.held()).toEqual({ sockets: 1, relays: 0 });
+    // C crashes: its streams (its own, and any of A's it took) fail over to B, the one replica not draining.
+    const onCnow = [onC, ...ids.filter((id) => f.adopted.includes(`C:handover:${id}`))];
+    await c.gw.gateway.fleet!.halt();
+    await driveUntil(f, () => onCnow.every((id) => f.adopted.includes(`B:failover:${id}`)));
+    expect(f.adopted.filter((x) => x.includes(':failover:')).sort()).toEqual(onCnow.map((id) => `B:failover:${id}`).sort());
+    expect(f.ended).toEqual([]);
+    onA.ws.close();
+    await until(() => a.gw.gateway.held().sockets === 0);
   });
 
   test('the last replica standing ends its streams as before (server_shutdown)', async () => {

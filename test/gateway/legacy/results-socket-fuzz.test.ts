@@ -5,18 +5,9 @@
  * never crash the gateway, and /healthz keeps answering meanwhile. Seeded: a failure reproduces.
  */
 import WebSocket from 'ws';
+import { prng } from '../../../src/lib/prng';
 import { KEY, KEY_B, frameBody, http, startStack } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
-
-/** mulberry32: a small seeded PRNG. */
-function prng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const SEED = Number(process.env.FUZZ_SEED ?? 8);
 const CASES = 150;

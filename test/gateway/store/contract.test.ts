@@ -279,6 +279,16 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await store.endSession('absent', 'x', 9_000)).toBeUndefined();
     });
 
+    test('endSession with a fence: refused (undefined, record untouched) unless the record names that owner and epoch', async () => {
+      await store.putSession(owned('f-1', 'gw-a'));
+      const rec = (await store.getSession('f-1'))!;
+      expect(await store.endSession('f-1', 'lease_expired', 1, { owner: 'gw-b', epoch: rec.epoch })).toBeUndefined();
+      expect(await store.endSession('f-1', 'lease_expired', 1, { owner: 'gw-a', epoch: rec.epoch - 1 })).toBeUndefined();
+      expect(await store.getSession('f-1')).toMatchObject({ state: 'active', owner: 'gw-a' });
+      expect(await store.endSession('f-1', 'lease_expired', 2, { owner: 'gw-a', epoch: rec.epoch })).toMatchObject({ state: 'active', owner: 'gw-a' });
+      expect(await store.getSession('f-1')).toMatchObject({ state: 'ended', endReason: 'lease_expired', owner: null });
+    });
+
     test('claimSession: a compare-and-set; of 20 concurrent claimers on 3 connections exactly one wins, epoch + 1', async () => {
       const fleetStores = await replicas(3);
       await store.putSession(owned('c-1', 'gw-dead'));
@@ -405,6 +415,21 @@ describe.each(factories)('%s', (_name, make) => {
       await store.forgetReplica('gw-old');
       expect(await other.membership(0)).toMatchObject({ alive: expect.not.arrayContaining(['gw-old']), dead: expect.not.arrayContaining(['gw-old']) });
       await store.forgetReplica('never-seen');
+    });
+
+    test('markDraining: a draining replica stays a member, is listed as draining on every connection, and leaves the list when forgotten', async () => {
+      const [, other] = await replicas(2);
+      await store.heartbeat('gw-d');
+      await store.heartbeat('gw-e');
+      expect((await other.membership(60_000)).draining).toEqual([]);
+      await store.markDraining('gw-d');
+      await store.markDraining('never-seen'); // not a member: never listed
+      const m = await other.membership(60_000);
+      expect(m.alive).toEqual(expect.arrayContaining(['gw-d', 'gw-e']));
+      expect(m.draining).toEqual(['gw-d']);
+      await store.forgetReplica('gw-d');
+      await store.heartbeat('gw-d'); // a new process under the same id is not draining
+      expect((await other.membership(60_000)).draining).toEqual([]);
     });
 
     test('claimOnce: exactly one of 30 callers on 3 connections per key and TTL; free again after it', async () => {

@@ -1,0 +1,154 @@
+/**
+ * @jest-environment ./test/media-environment.js
+ *
+ * A rolling deploy behind a real load balancer while the published browser SDK streams, on real
+ * processes: three replicas (BRAND=overshoot, the SDK's default `backend`) behind HAProxy, and
+ * `@overshoot/sdk` 0.1.0-alpha.2 in Chromium sending its fake camera over webrtc through the
+ * balancer (create, keepalives every lease/2, results socket). The SDK ends the customer's stream
+ * on any socket close or failed keepalive, so a deploy must close nothing: each old replica is
+ * replaced (new one counted up by the balancer, then SIGTERM to the old), and the SDK reports no
+ * error, its results keep coming with no gap over max(2 intervals, 2 s), the upstream stream is
+ * still active and still receiving the relayed camera after every replica was replaced. The old
+ * replicas holding neither the SDK's socket nor its relay exit by themselves; those holding one
+ * stay until the SDK stops, then exit. The emulator's synthetic publisher is off: every frame
+ * upstream came through the gateway's relay.
+ */
+import http from 'node:http';
+import path from 'node:path';
+import express from 'express';
+import type { Page } from 'playwright-core';
+import { closeServer, listen } from '../../src/lib/listen';
+import { replaceReplica } from '../../src/bench/rolling';
+import type { ReplacedReplica } from '../../src/bench/rolling';
+import { deadline, slotsOfKey, until, useFleet } from '../fleet/fleet-test';
+import { startHaproxy } from '../helpers/haproxy';
+import type { Balancer } from '../helpers/haproxy';
+import { bundleScript, launchBrowser, servePage } from './helpers';
+import type { TestBrowser } from './helpers';
+
+const BRAND = 'overshoot';
+const KEY = `${BRAND}-local-dev`;
+/** The SDK's `delay_seconds`: one result per interval. */
+const INTERVAL_S = 0.5;
+const GAP_BOUND_MS = Math.max(2 * INTERVAL_S * 1000, 2000);
+
+const fleet = useFleet({
+  env: { BRAND, LEGACY_LEASE_TTL_SECONDS: '6' },
+  emulatorEnv: { BRAND },
+  publisher: false,
+});
+let lb: Balancer;
+let browser: TestBrowser;
+let pages: http.Server;
+let pageUrl: string;
+
+beforeAll(async () => {
+  const [balancer, script, b] = await Promise.all([
+    startHaproxy({ servers: fleet().replicas.map((r) => ({ name: r.id, url: r.url })) }),
+    bundleScript(path.join(__dirname, 'pages/sdk-client.ts')),
+    launchBrowser(['--use-fake-device-for-media-stream=fps=30']),
+  ]);
+  lb = balancer;
+  browser = b;
+  const app = express();
+  servePage(app, '/sdk', script);
+  pages = http.createServer(app);
+  pageUrl = `http://127.0.0.1:${await listen(pages, 0, '127.0.0.1')}/sdk`;
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await lb?.stop();
+  if (pages) await closeServer(pages);
+});
+
+type Results = [string, number, string][];
+
+/** The SDK's own console lines (its close warnings name the close code). */
+const sdkLog: string[] = [];
+
+/** Resolves once the page has `n` results in all; fails at once with the SDK's errors if it reports any. */
+async function sdkResults(page: Page, n: number, what = ''): Promise<Results> {
+  for (;;) {
+    const { results, errors } = await page.evaluate(() => ({ results: window.sdkTest.results, errors: window.sdkTest.errors }));
+    if (errors.length) throw new Error(`${what}: the SDK reported ${errors.join('; ')} (SDK log: ${sdkLog.join(' | ')})`);
+    if (results.length >= n) return results;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Results sockets a replica holds now (its `gateway_ws_connections` gauge). */
+async function socketsOn(url: string): Promise<number> {
+  const text = await fetch(`${url}/metrics`).then((r) => r.text());
+  return Number(/^gateway_ws_connections (\d+)/m.exec(text)?.[1] ?? 0);
+}
+
+const longestGap = (results: Results) => results.slice(1).reduce((gap, r, i) => Math.max(gap, r[1] - results[i]![1]), 0);
+
+test('the browser SDK streams through a rolling deploy of three replicas: no error, no gap, old replicas exit once the SDK is gone', async () => {
+  const page = await browser.newPage();
+  page.on('console', (m) => void (m.text().includes('[RealtimeVision]') && sdkLog.push(m.text())));
+  try {
+    await page.goto(pageUrl);
+    const started = await page.evaluate(
+      ([apiUrl, apiKey, delay]) =>
+        window.sdkTest.start({ apiUrl, apiKey, prompt: 'What happens?', model: 'local/analyzer-mini', processing: { clip_length_seconds: 1, delay_seconds: delay } }),
+      [`${lb.url}/v0.2`, KEY, INTERVAL_S] as const,
+    );
+    expect(started.error).toBeUndefined();
+    const id = started.streamId!;
+    await deadline(sdkResults(page, 3), 30_000, 'first SDK results');
+
+    // Where the SDK's connections landed: the replica that answered the create relays its camera.
+    const relayOn = fleet().replicas.find((r) => r.lines.some((l) => l.streamId === id && String(l.msg).startsWith('media relay started')))!.id;
+    const socketOn: string[] = [];
+    for (const r of fleet().replicas) if ((await socketsOn(r.url)) > 0) socketOn.push(r.id);
+    expect(socketOn).toHaveLength(1);
+    const holders = new Set([relayOn, socketOn[0]!]);
+
+    const steps: ReplacedReplica[] = [];
+    for (const [old, next] of [['A', 'D'], ['B', 'E'], ['C', 'F']] as const) {
+      steps.push(await replaceReplica(fleet(), lb, old, next));
+      const what = `after the SIGTERM of ${old} (relay on ${relayOn}, socket on ${socketOn[0]})`;
+      await deadline(sdkResults(page, (await sdkResults(page, 0, what)).length + 3, what), 30_000, `SDK results ${what}`);
+    }
+
+    // A keepalive is due every 3 s (lease 6 s): at least one went through the deploy.
+    const before = (await fleet().upstreamStreams()).find((u) => u.id === id);
+    const results = await deadline(sdkResults(page, (await sdkResults(page, 0)).length + 4), 30_000, 'SDK results after the deploy');
+    const after = (await fleet().upstreamStreams()).find((u) => u.id === id);
+    expect(await page.evaluate(() => window.sdkTest.errors)).toEqual([]);
+    expect(await page.evaluate(() => window.sdkTest.active())).toBe(true);
+    expect(longestGap(results)).toBeLessThanOrEqual(GAP_BOUND_MS);
+    expect(new Set(results.map((r) => r[0])).size).toBe(results.length);
+    // Still active upstream, and the camera still arrives through the relay.
+    expect(before?.state).toBe('active');
+    expect(after?.state).toBe('active');
+    expect(after!.last_frame_index!).toBeGreaterThan(before!.last_frame_index!);
+    expect((await fleet().session(id))?.state).toBe('active');
+
+    // Old replicas the SDK does not use exit on their own; those it uses wait for it.
+    for (const step of steps.filter((s) => !holders.has(s.old.id))) {
+      expect(await deadline(step.exit, 30_000, `${step.old.id} (no SDK connection) exits`)).toMatchObject({ code: 0 });
+    }
+    const held = steps.filter((s) => holders.has(s.old.id));
+    for (const step of held) expect(step.exited()).toBeUndefined();
+
+    const stoppedAt = Date.now();
+    await page.evaluate(() => window.sdkTest.stop());
+    for (const step of held) {
+      const exit = await deadline(step.exit, 60_000, `${step.old.id} exits once the SDK stopped`);
+      expect(exit.code).toBe(0);
+      expect(exit.atMs).toBeGreaterThanOrEqual(stoppedAt);
+    }
+    // 0.1.x never DELETEs: the stream ends when the gateway notices the camera is gone, or at the
+    // lease (6 s here, close to the relay's 5 s silence limit: either may come first).
+    await deadline(until(async () => (await fleet().session(id))?.state === 'ended'), 60_000, 'the stream ends after the SDK stopped');
+    expect(['webrtc_disconnected', 'lease_expired']).toContain((await fleet().session(id))?.endReason);
+    await deadline(until(async () => (await slotsOfKey(fleet(), KEY)) === 0), 30_000, 'the slot is released');
+    expect((await fleet().upstreamStreams()).map((u) => u.id)).not.toContain(id);
+    expect(await page.evaluate(() => window.sdkTest.errors)).toEqual([]);
+  } finally {
+    await page.close();
+  }
+}, 300_000);
