@@ -36,7 +36,9 @@ const within1 = (a: number, b: number) => Math.abs(a - b) <= 1;
 describe('reinfer on one gateway', () => {
   let s: Stack;
   beforeAll(async () => {
-    s = await startStack();
+    // 4 fps: one frame is 250 ms, so "within one frame" holds however late a loaded machine
+    // lets the upstream resolve a tick's window after it was sent.
+    s = await startStack({ emulator: { autoPublish: { fps: 4 } } });
   });
   afterAll(() => s.close());
 

@@ -459,6 +459,7 @@ describe('end reasons, keepalive, prompt and feedback responses', () => {
       webrtcDisconnected: 'webrtc_disconnected',
       roomDisconnected: 'room_disconnected',
       serverShutdown: 'server_shutdown',
+      upstreamEnded: 'upstream_ended',
     });
     expect(legacyEndReasons(acme).roomDisconnected).toBe('lk_disconnected');
     expect(transportLostReason('webrtc', acme)).toBe('webrtc_disconnected');
