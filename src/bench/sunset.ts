@@ -42,7 +42,7 @@ export async function benchSunset(): Promise<void> {
   const cfg = loadConfig({ env: {}, skipDefaultFile: true, overrides: { deprecation: { brownouts: { schedule: [{ cron: '0 15 * * 2', durationMinutes: 240 }] } } } });
   let now = Date.parse('2026-03-10T12:00:00Z');
   const b = process.hrtime.bigint();
-  const policy = new SunsetPolicy(cfg.deprecation, () => now);
+  const policy = new SunsetPolicy(cfg.deprecation, { now: () => now });
   const bootMs = Number(process.hrtime.bigint() - b) / 1e6;
   const warm = nsPer(N, () => policy.admitCreate('0123456789abcdef'));
   // A minute later: one cron match per schedule.

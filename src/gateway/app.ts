@@ -7,6 +7,7 @@ import type { Config } from '../config';
 import { clientAddresses, compileTrust } from '../lib/client-address';
 import type { Logger } from '../lib/logger';
 import { Sealer } from '../lib/seal';
+import { realClock } from '../lib/timers';
 import type { Clock } from '../lib/timers';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
@@ -38,7 +39,6 @@ import { countedAdmission, passthroughMigration, requestTelemetry, socketTelemet
 import { DeprecationRollup } from './telemetry/rollup';
 import { DeprecationUsage, utcDay } from './telemetry/usage';
 import { UpstreamHealth } from './telemetry/upstream-health';
-import type { ProbeTimers } from './telemetry/upstream-health';
 
 export interface GatewayOptions {
   upstreamUrl: string;
@@ -48,11 +48,7 @@ export interface GatewayOptions {
   observer?: LegacyObserver;
   /** Shrinks upstream retry waits (tests). */
   retry?: RetryOverride;
-  /** Clock of the deprecation counters (tests). */
-  now?: () => number;
-  /** Timers of the periodic upstream probe (tests). */
-  probeTimers?: ProbeTimers;
-  /** Time and timers of legacy sessions and the fleet loops (tests; default the real clock). */
+  /** Time and timers of the gateway: sessions, fleet, default store, caches, auth budget, breaker, probe, telemetry, sunset (tests; default the real clock). */
   clock?: Clock;
 }
 
@@ -113,7 +109,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   // no store call happens before it is.
   // Outages as this replica sees them: the lease check never ends a stream because the store was away.
   const storeHealth = new StoreHealth({ clock: opts.clock });
-  const store = measuredStore(opts.store ?? new MemoryStore(), {
+  const store = measuredStore(opts.store ?? new MemoryStore({ clock: opts.clock }), {
     call: (op, seconds, failed) => {
       metrics.store.call(op, seconds, failed);
       storeHealth.call(op, seconds, failed);
@@ -125,7 +121,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     logger,
     retry: opts.retry,
     timeouts: { headersMs: cfg.requestTimeoutMs, bodyMs: cfg.requestTimeoutMs },
-    breaker: { ...cfg.upstreamBreaker, now: opts.now },
+    breaker: { ...cfg.upstreamBreaker, clock: opts.clock },
   });
   const failures = cfg.legacy.upstreamFailures;
   const catalog = new UpstreamCatalog(upstream, {
@@ -134,6 +130,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     negativeKeyCacheMs: failures.negativeKeyCacheMs,
     negativeKeyCacheSize: failures.negativeKeyCacheSize,
     logger,
+    clock: opts.clock,
   });
   // The one client address of a request (`server.trustProxy`, compiled once): the failed-auth
   // budget, access lines and Express's `req.ip` all agree on it.
@@ -141,14 +138,14 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const clientAddress = clientAddresses(trust);
   const authLimiter = new FailedAuthLimiter({
     perMinute: failures.authFailuresPerMinute,
-    now: opts.now,
+    clock: opts.clock,
     onOverBudget: (ip) =>
       logger.warn(
         { clientAddress: ip, perMinute: failures.authFailuresPerMinute },
         `failed-authentication budget used up by ${ip}: its unknown keys are refused for the rest of the minute${trust ? '' : ' (server.trustProxy is off: behind a load balancer this is the balancer\'s address)'}`,
       ),
   });
-  const usage = new DeprecationUsage(store, logger.child({ component: 'telemetry' }), opts.now);
+  const usage = new DeprecationUsage(store, logger.child({ component: 'telemetry' }), opts.clock);
   const deprecation = { date: cfg.deprecation.date, sunset: cfg.deprecation.sunset, link: cfg.deprecation.link };
   const headers = deprecationHeaders(cfg.deprecation);
   const rollup = new DeprecationRollup({
@@ -158,16 +155,16 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     deprecation,
     cron: cfg.telemetry.rollupCron,
     timezone: cfg.telemetry.rollupTimezone,
-    now: opts.now,
+    clock: opts.clock,
   });
 
-  const sunset = new SunsetPolicy(cfg.deprecation, opts.now);
+  const sunset = new SunsetPolicy(cfg.deprecation, opts.clock);
 
   // The gauges read sessions and sockets, which are built after the metrics they report to.
   const parts: { sessions?: LegacySessions; sockets?: ResultsSockets } = {};
   const upstreamHealth = new UpstreamHealth(() => upstream.listModels(), {
     intervalMs: cfg.telemetry.upstreamProbeMs,
-    timers: opts.probeTimers,
+    clock: opts.clock,
     onChange: (up) => (up ? logger.info('upstream probe: reachable') : logger.warn('upstream probe: unreachable (readiness unaffected)')),
   });
   const metrics = new GatewayMetrics({
@@ -355,7 +352,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
         await sunset.close();
         await usage.close();
         // The day so far, so a restart never loses the last summary.
-        await rollup.run(utcDay(opts.now?.() ?? Date.now()), { partial: true });
+        await rollup.run(utcDay((opts.clock ?? realClock).now()), { partial: true });
         await upstream.close();
         passthrough.close();
         proxied.flush();

@@ -4,6 +4,8 @@
  * once for `openMs`; then one probe goes through (half-open) and its outcome closes or reopens it.
  * Without it an outage multiplies upstream attempts by streams × ticks × retries × fallbacks.
  */
+import { realClock } from '../lib/timers';
+import type { Clock } from '../lib/timers';
 import { UpstreamError } from './errors';
 
 export interface BreakerOptions {
@@ -11,7 +13,8 @@ export interface BreakerOptions {
   threshold: number;
   /** How long it stays open before one probe is let through. */
   openMs: number;
-  now?: () => number;
+  /** Time of the open period (default the real clock). */
+  clock?: Pick<Clock, 'now'>;
   /** Called on every state change (logs, metrics). */
   onChange?(state: BreakerState): void;
 }
@@ -23,14 +26,14 @@ export class CircuitBreaker {
   private openedAtMs = 0;
   private current: BreakerState = 'closed';
   private probing = false;
-  private readonly now: () => number;
+  private readonly clock: Pick<Clock, 'now'>;
 
   constructor(private readonly opts: BreakerOptions) {
-    this.now = opts.now ?? Date.now;
+    this.clock = opts.clock ?? realClock;
   }
 
   get state(): BreakerState {
-    if (this.current === 'open' && this.now() - this.openedAtMs >= this.opts.openMs) this.set('half-open');
+    if (this.current === 'open' && this.clock.now() - this.openedAtMs >= this.opts.openMs) this.set('half-open');
     return this.current;
   }
 
@@ -43,7 +46,7 @@ export class CircuitBreaker {
       this.probing = true;
       return;
     }
-    throw circuitOpenError(Math.max(0, this.openedAtMs + this.opts.openMs - this.now()));
+    throw circuitOpenError(Math.max(0, this.openedAtMs + this.opts.openMs - this.clock.now()));
   }
 
   /** Records the outcome of an admitted call: `err` undefined for an answer. */
@@ -60,7 +63,7 @@ export class CircuitBreaker {
     }
     this.failures++;
     if (wasProbe || this.failures >= this.opts.threshold) {
-      this.openedAtMs = this.now();
+      this.openedAtMs = this.clock.now();
       this.set('open');
     }
   }

@@ -6,6 +6,7 @@
  */
 import net from 'node:net';
 import WebSocket from 'ws';
+import { FakeClock } from '../helpers/fake-clock';
 import { frameBody, http, KEY, openResults, startStack } from '../helpers/stack';
 import type { Stack } from '../helpers/stack';
 import { deadline } from '../helpers/time';
@@ -189,27 +190,25 @@ describe('/metrics protection', () => {
 
 describe('readiness and upstream health', () => {
   test('/readyz stays 200 with the upstream down; the periodic probe reports it as gateway_upstream_up 0', async () => {
-    const probes: { fn: () => void; ms: number }[] = [];
-    let cleared = 0;
-    const s = await startStack(
-      { telemetry: { upstreamProbeMs: 7000 } },
-      { probeTimers: { setInterval: (fn, ms) => probes.push({ fn, ms }), clearInterval: () => void cleared++ } },
-    );
+    const clock = new FakeClock();
+    const s = await startStack({ telemetry: { upstreamProbeMs: 7000 } }, { clock });
     const health = s.gateway.gateway.upstreamHealth;
     try {
-      expect(probes.map((p) => p.ms)).toEqual([7000]);
+      // The probe's timer is the one armed, every 7000 ms.
+      expect(clock.pending).toBe(1);
+      expect(clock.nextDueMs! - clock.now()).toBe(7000);
       expect(await health.check()).toBe(true);
       const gauge = async () => /^gateway_upstream_up (\d)$/m.exec(await (await fetch(`${s.url}/metrics`)).text())?.[1];
       expect(await gauge()).toBe('1');
       await s.emulator.close();
-      probes[0]!.fn(); // the timer fires
+      clock.advance(7000); // the timer fires
       expect(await health.check()).toBe(false);
       expect(await gauge()).toBe('0');
       expect(await http(s.url, 'GET', '/readyz', { key: null })).toMatchObject({ status: 200, body: { store: true, draining: false, upstream: false } });
     } finally {
       await s.gateway.close();
     }
-    expect(cleared).toBe(1);
+    expect(clock.pending).toBe(0); // the probe's timer cleared
   });
 
   test('SIGTERM delay: /readyz 503 while everything else still serves, then the drain', async () => {

@@ -1,12 +1,13 @@
 /**
- * Sunset tooling on a real emulator + gateway, with the gateway's clock injected: migration status
- * driven by real legacy and passthrough traffic, a brownout window opened and closed (creates refused,
- * the running stream untouched), and `afterSunset: refuse`.
+ * Sunset tooling on a real emulator + gateway, the gateway on a fake clock: migration status driven
+ * by real legacy and passthrough traffic, a brownout window opened and closed (creates refused, the
+ * running stream, kept alive by its client, untouched), and `afterSunset: refuse`.
  */
 import { keyHash } from '../../src/lib/keys';
 import type { DeprecationReport } from '../../src/gateway/telemetry/usage';
 import { frameBody, KEY, KEY_B, KEY_REVOKED, openResults, startStack } from '../helpers/stack';
 import type { Stack } from '../helpers/stack';
+import { driveUntil, FakeClock } from '../helpers/fake-clock';
 
 const ADMIN = 'admin-token-for-tests-0123456789';
 const SUNSET = '2026-06-30T00:00:00Z';
@@ -28,13 +29,29 @@ async function report(url: string, query = ''): Promise<DeprecationReport> {
   return (await res.json()) as DeprecationReport;
 }
 
+/**
+ * Lets `ms` of the gateway's time pass in 20 s steps (ticks, leases and timers fire as they fall
+ * due), with a keepalive for each of `streams` after every step, as their client sends them.
+ */
+async function pass(url: string, clock: FakeClock, ms: number, streams: string[] = []): Promise<void> {
+  for (const end = clock.now() + ms; clock.now() < end; ) {
+    clock.advance(Math.min(20_000, end - clock.now()));
+    for (const id of streams) expect((await call(url, 'POST', `/v0.2/streams/${id}/keepalive`)).status).toBe(200);
+  }
+}
+
 const deprecation = (extra: Record<string, unknown> = {}) => ({ date: '2026-01-01T00:00:00Z', sunset: SUNSET, link: LINK, ...extra });
+/**
+ * A tick's deadline (fake time) far beyond a `pass` step: the emulator answers in real time, between
+ * steps, so a tick is never timed out (and its model never seen as saturated) by a step of fake time.
+ */
+const legacy = { upstreamFailures: { tickDeadlineIntervals: 10_000 } };
 
 describe('migration progress from real traffic', () => {
   let stack: Stack;
-  const clock = { t: T0 };
+  const clock = new FakeClock(T0);
   beforeAll(async () => {
-    stack = await startStack({ admin: { token: ADMIN }, deprecation: deprecation() }, { now: () => clock.t });
+    stack = await startStack({ admin: { token: ADMIN }, deprecation: deprecation() }, { clock });
   });
   afterAll(() => stack.close());
 
@@ -69,7 +86,7 @@ describe('migration progress from real traffic', () => {
     expect((await report(url, '?sort=status&order=desc')).keys.map((k) => k.migration.status)).toEqual(['migrating', 'legacy-only']);
 
     // 15 days later only /v1beta: migrated. KEY_B went quiet: inactive.
-    clock.t = T0 + 15 * DAY_MS;
+    clock.set(T0 + 15 * DAY_MS);
     expect((await call(url, 'GET', '/v1beta/models')).status).toBe(200);
     r = await report(url, '?status=migrated,inactive&sort=key_hash');
     expect(r.keys.map((k) => [k.key_hash, k.migration.status])).toEqual(
@@ -78,7 +95,7 @@ describe('migration progress from real traffic', () => {
         [keyHash(KEY_B), 'inactive'],
       ].sort((x, y) => x[0]!.localeCompare(y[0]!)),
     );
-    clock.t = T0 + 30 * DAY_MS;
+    clock.set(T0 + 30 * DAY_MS);
     expect((await report(url, '?status=inactive')).keys).toHaveLength(2);
 
     // CSV carries the status column and honours the filter.
@@ -91,7 +108,7 @@ describe('migration progress from real traffic', () => {
 
   test('legacy usage per day keeps the last 30 days only', async () => {
     const { url } = stack;
-    clock.t = T0 + 40 * DAY_MS;
+    clock.set(T0 + 40 * DAY_MS);
     expect((await call(url, 'GET', '/v0.2/models')).status).toBe(200);
     const k = (await report(url)).keys.find((x) => x.key_hash === keyHash(KEY))!;
     expect(Object.keys(k.migration.legacy_daily)).toEqual(['2026-04-11']);
@@ -109,14 +126,15 @@ describe('migration progress from real traffic', () => {
 
 describe('a brownout window on a fake clock', () => {
   let stack: Stack;
-  const clock = { t: Date.parse('2026-03-10T09:50:00Z') };
+  const clock = new FakeClock(Date.parse('2026-03-10T09:50:00Z'));
   beforeAll(async () => {
     stack = await startStack(
       {
         admin: { token: ADMIN },
+        legacy,
         deprecation: deprecation({ brownouts: { windows: [{ start: '2026-03-10T10:00:00Z', end: '2026-03-10T10:15:00Z' }], sockets: true } }),
       },
-      { now: () => clock.t },
+      { clock },
     );
   });
   afterAll(() => stack.close());
@@ -127,9 +145,9 @@ describe('a brownout window on a fake clock', () => {
     expect(created.status).toBe(201);
     const id = created.body!.stream_id as string;
     const sock = await openResults(url, id);
-    await sock.waitFor(1);
+    await driveUntil(clock, () => sock.messages.length >= 1);
 
-    clock.t = Date.parse('2026-03-10T10:05:00Z');
+    await pass(url, clock, Date.parse('2026-03-10T10:05:00Z') - clock.now(), [id]);
     const refused = await call(url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.4 }) });
     expect(refused.status).toBe(503);
     expect(refused.headers.get('retry-after')).toBe('600');
@@ -148,11 +166,11 @@ describe('a brownout window on a fake clock', () => {
     // The running stream: keepalive, prompt and results continue; a new results socket is refused with 1013.
     expect((await call(url, 'POST', `/v0.2/streams/${id}/keepalive`)).status).toBe(200);
     const before = sock.messages.length;
-    await sock.waitFor(before + 1);
+    await driveUntil(clock, () => sock.messages.length >= before + 1);
     const late = await openResults(url, id);
     expect(await late.closed).toEqual({ code: 1013, reason: 'brownout until 2026-03-10T10:15:00.000Z' });
 
-    clock.t = Date.parse('2026-03-10T10:15:00Z');
+    await pass(url, clock, Date.parse('2026-03-10T10:15:00Z') - clock.now(), [id]);
     const after = await call(url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) });
     expect(after.status).toBe(201);
 
@@ -170,14 +188,14 @@ describe('a brownout window on a fake clock', () => {
 
 describe('afterSunset: refuse', () => {
   test('before the sunset creates work; from the sunset on 410 with the guide; the running stream finishes normally', async () => {
-    const clock = { t: Date.parse(SUNSET) - 60_000 };
-    const stack = await startStack({ admin: { token: ADMIN }, deprecation: deprecation({ afterSunset: 'refuse' }) }, { now: () => clock.t });
+    const clock = new FakeClock(Date.parse(SUNSET) - 60_000);
+    const stack = await startStack({ admin: { token: ADMIN }, legacy, deprecation: deprecation({ afterSunset: 'refuse' }) }, { clock });
     try {
       const { url } = stack;
       const created = await call(url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.4 }) });
       expect(created.status).toBe(201);
       const id = created.body!.stream_id as string;
-      clock.t = Date.parse(SUNSET);
+      await pass(url, clock, 60_000, [id]);
       const gone = await call(url, 'POST', '/v0.2/streams', { body: frameBody() });
       expect(gone.status).toBe(410);
       expect(gone.body).toMatchObject({ error: 'interface_retired', details: { sunset: SUNSET, migration_guide: LINK } });
@@ -185,7 +203,7 @@ describe('afterSunset: refuse', () => {
       expect(gone.headers.get('sunset')).toBe('Tue, 30 Jun 2026 00:00:00 GMT');
       expect((await call(url, 'POST', `/v0.2/streams/${id}/keepalive`)).status).toBe(200);
       const sock = await openResults(url, id);
-      await sock.waitFor(1);
+      await driveUntil(clock, () => sock.messages.length >= 1);
       expect((await call(url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
       expect(await sock.closed).toEqual({ code: 1001, reason: 'client_requested' });
       expect((await report(url)).totals.refused).toEqual({ brownout: 0, sunset: 1 });

@@ -1,8 +1,10 @@
 /**
  * A Clock (src/lib/timers.ts) whose time moves only when a test says so: `advance(ms)` fires every
- * timer due by then, in due order (ties in arming order), each seeing `now()` at its due time.
+ * timer due by then, in due order (ties in arming order), each seeing `now()` at its due time;
+ * `set(ms)` moves to a given time (backward too).
  */
 import type { Clock, TimerHandle } from '../../src/lib/timers';
+import { sleep } from './time';
 
 interface Pending {
   id: number;
@@ -54,6 +56,15 @@ export class FakeClock implements Clock {
     this.t = end;
   }
 
+  /**
+   * Sets the time to `ms`: forward as `advance` (what falls due fires); backward (a wall clock
+   * stepped back) only the reading moves, and armed timers keep their due times.
+   */
+  set(ms: number): void {
+    if (ms >= this.t) this.advance(ms - this.t);
+    else this.t = ms;
+  }
+
   private next(until: number): Pending | undefined {
     let best: Pending | undefined;
     for (const p of this.timers.values()) if (p.at <= until && (!best || p.at < best.at || (p.at === best.at && p.id < best.id))) best = p;
@@ -63,3 +74,16 @@ export class FakeClock implements Clock {
 
 /** Lets promise chains started by fired timers run (no time passes). */
 export const settle = () => new Promise<void>((r) => setImmediate(r));
+
+/**
+ * Moves `clock` on `stepMs` at a time, letting real I/O (sockets, an upstream's answers) run between
+ * steps, until `done` holds; throws after `maxSteps` instead of hanging.
+ */
+export async function driveUntil(clock: FakeClock, done: () => boolean, { stepMs = 50, maxSteps = 800 } = {}): Promise<void> {
+  for (let i = 0; i < maxSteps && !done(); i++) {
+    clock.advance(stepMs);
+    for (let j = 0; j < 10 && !done(); j++) await settle();
+    if (!done()) await sleep(4);
+  }
+  if (!done()) throw new Error(`not done after ${maxSteps} steps of ${stepMs} ms`);
+}

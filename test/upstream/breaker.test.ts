@@ -5,6 +5,7 @@
 import { brandOf } from '../../src/brand';
 import { CircuitBreaker, isUpstreamDown } from '../../src/upstream/breaker';
 import { UpstreamClient, UpstreamError } from '../../src/upstream/client';
+import { FakeClock } from '../helpers/fake-clock';
 import { FakeUpstream, json, reset, sampleCompletion, streamErr } from './fake-upstream';
 
 const brand = brandOf({ brand: 'svc', roomVendor: 'room' });
@@ -14,9 +15,9 @@ const answered4xx = new UpstreamError({ kind: 'http', status: 404, message: 'nop
 
 describe('CircuitBreaker', () => {
   it('opens after `threshold` consecutive upstream failures, probes once after openMs, closes on success', () => {
-    let now = 0;
+    const clock = new FakeClock(0);
     const states: string[] = [];
-    const b = new CircuitBreaker({ threshold: 3, openMs: 1000, now: () => now, onChange: (s) => states.push(s) });
+    const b = new CircuitBreaker({ threshold: 3, openMs: 1000, clock, onChange: (s) => states.push(s) });
     const fail = (n: number) => {
       for (let i = 0; i < n; i++) {
         b.admit();
@@ -29,14 +30,14 @@ describe('CircuitBreaker', () => {
     fail(3);
     expect(b.state).toBe('open');
     expect(() => b.admit()).toThrow(expect.objectContaining({ code: 'upstream_circuit_open', status: 503 }));
-    now = 999;
+    clock.set(999);
     expect(() => b.admit()).toThrow(expect.objectContaining({ retryAfterMs: 1 }));
-    now = 1000;
+    clock.set(1000);
     b.admit(); // the one probe
     expect(() => b.admit()).toThrow(expect.objectContaining({ code: 'upstream_circuit_open' }));
     b.record(down); // failed probe: open again for openMs
     expect(b.state).toBe('open');
-    now = 2000;
+    clock.set(2000);
     b.admit();
     b.record(answered4xx); // a 4xx answer proves the upstream is up
     expect(b.state).toBe('closed');
@@ -49,11 +50,11 @@ describe('CircuitBreaker', () => {
     expect(isUpstreamDown(new UpstreamError({ kind: 'http', status: 500, message: 'x' }))).toBe(true);
     expect(isUpstreamDown(new UpstreamError({ kind: 'http', status: 503, upstreamCode: 'model_unavailable', message: 'x' }))).toBe(false);
     expect(isUpstreamDown(answered4xx)).toBe(false);
-    let now = 0;
-    const b = new CircuitBreaker({ threshold: 1, openMs: 10, now: () => now });
+    const clock = new FakeClock(0);
+    const b = new CircuitBreaker({ threshold: 1, openMs: 10, clock });
     b.admit();
     b.record(down);
-    now = 10;
+    clock.set(10);
     b.admit();
     b.record(new DOMException('aborted', 'AbortError'));
     // The aborted probe freed the probe slot without closing or reopening.
@@ -80,9 +81,9 @@ describe('UpstreamClient with a breaker', () => {
   });
 
   it('stops calling an upstream that keeps failing: completions fail at once, without retries or fallbacks', async () => {
-    let now = 0;
+    const clock = new FakeClock(0);
     fake = await FakeUpstream.start(reset);
-    client = new UpstreamClient({ baseUrl: fake.url, brand, retry: { scale: 0.001 }, breaker: { threshold: 4, openMs: 5000, now: () => now } });
+    client = new UpstreamClient({ baseUrl: fake.url, brand, retry: { scale: 0.001 }, breaker: { threshold: 4, openMs: 5000, clock } });
     const req = { model: 'a/m', messages: [{ role: 'user' as const, content: 'hi' }] };
     // First call: 4 attempts on a/m (all reset) open the circuit; the fallback is refused at once.
     await expect(client.chatCompletion(KEY, req, { fallbackModels: ['b/m'] })).rejects.toMatchObject({ code: 'upstream_circuit_open' });
@@ -93,7 +94,7 @@ describe('UpstreamClient with a breaker', () => {
     expect(fake.requests).toHaveLength(4);
     // After openMs one probe goes out; the upstream is back, so the circuit closes.
     fake.reply(json(200, sampleCompletion('a/m')));
-    now = 5000;
+    clock.set(5000);
     await expect(client.chatCompletion(KEY, req)).resolves.toMatchObject({ model: 'a/m' });
     expect(client.circuitState).toBe('closed');
     expect(fake.requests).toHaveLength(5);

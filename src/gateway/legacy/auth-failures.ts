@@ -8,22 +8,24 @@
 import { LRUCache } from 'lru-cache';
 import { ServiceError } from '../../lib/errors';
 import { keyHash } from '../../lib/keys';
+import { realClock } from '../../lib/timers';
+import type { Clock } from '../../lib/timers';
 
 /**
  * A bounded cache (least recently used dropped first) whose entries expire `ttlMs` after they were
- * set. No timers: expiry is checked on read, against `now` when one is injected (tests; shifted by
+ * set. No timers: expiry is checked on read, against `clock` when one is injected (tests; shifted by
  * 1 ms because lru-cache takes an entry set at time 0 for one without a TTL).
  */
-function expiring<V extends object | true>(max: number, ttlMs: number, now?: () => number): LRUCache<string, V> {
-  return new LRUCache<string, V>({ max, ttl: ttlMs, ttlResolution: 0, ...(now ? { perf: { now: () => now() + 1 } } : {}) });
+function expiring<V extends object | true>(max: number, ttlMs: number, clock?: Pick<Clock, 'now'>): LRUCache<string, V> {
+  return new LRUCache<string, V>({ max, ttl: ttlMs, ttlResolution: 0, ...(clock ? { perf: { now: () => clock.now() + 1 } } : {}) });
 }
 
 /** Key hashes the upstream refused (401/403), remembered for `ttlMs` (0: not at all). */
 export class NegativeKeyCache {
   private readonly refused: LRUCache<string, true> | undefined;
 
-  constructor(ttlMs: number, maxSize: number, now?: () => number) {
-    this.refused = ttlMs > 0 ? expiring(maxSize, ttlMs, now) : undefined;
+  constructor(ttlMs: number, maxSize: number, clock?: Pick<Clock, 'now'>) {
+    this.refused = ttlMs > 0 ? expiring(maxSize, ttlMs, clock) : undefined;
   }
 
   has(keyHash: string): boolean {
@@ -49,7 +51,8 @@ const ACCEPTED_TTL_MS = 5 * 60_000;
 export interface FailedAuthLimiterOptions {
   /** Failed authentications one client address may have per minute; 0: no limit. */
   perMinute: number;
-  now?: () => number;
+  /** Time of the windows and of the accepted keys (default the real clock). */
+  clock?: Pick<Clock, 'now'>;
   /** An address just used up its budget (once per window): the gateway logs it. */
   onOverBudget?(ip: string): void;
 }
@@ -64,15 +67,15 @@ export interface FailedAuthLimiterOptions {
  */
 export class FailedAuthLimiter {
   private readonly perMinute: number;
-  private readonly now: () => number;
+  private readonly clock: Pick<Clock, 'now'>;
   private readonly windows: LRUCache<string, { count: number; startMs: number }>;
   private readonly accepted: LRUCache<string, true>;
 
   constructor(private readonly opts: FailedAuthLimiterOptions) {
     this.perMinute = opts.perMinute;
-    this.now = opts.now ?? Date.now;
-    this.windows = expiring(MAX_IPS, WINDOW_MS, opts.now);
-    this.accepted = expiring(ACCEPTED_KEYS, ACCEPTED_TTL_MS, opts.now);
+    this.clock = opts.clock ?? realClock;
+    this.windows = expiring(MAX_IPS, WINDOW_MS, opts.clock);
+    this.accepted = expiring(ACCEPTED_KEYS, ACCEPTED_TTL_MS, opts.clock);
   }
 
   /** Ms until `ip` may try `apiKey` (or no key); 0 when it may now: within budget, or the key was accepted recently. */
@@ -81,7 +84,7 @@ export class FailedAuthLimiter {
     const w = this.window(ip);
     if (!w || w.count < this.perMinute) return 0;
     if (apiKey !== undefined && this.accepted.has(keyHash(apiKey))) return 0;
-    return Math.max(1, w.startMs + WINDOW_MS - this.now());
+    return Math.max(1, w.startMs + WINDOW_MS - this.clock.now());
   }
 
   /** `apiKey` was verified (the upstream knows it): the budget lets it through for the next 5 minutes. */
@@ -95,14 +98,14 @@ export class FailedAuthLimiter {
     if (apiKey !== undefined) this.accepted.delete(keyHash(apiKey));
     const w = this.window(ip);
     if (w) w.count++;
-    else this.windows.set(ip, { count: 1, startMs: this.now() });
+    else this.windows.set(ip, { count: 1, startMs: this.clock.now() });
     if ((w?.count ?? 1) === this.perMinute) this.opts.onOverBudget?.(ip);
   }
 
   /** The address's window while it lasts (the cache keeps an entry up to its last millisecond). */
   private window(ip: string): { count: number; startMs: number } | undefined {
     const w = this.windows.get(ip);
-    return w && w.startMs + WINDOW_MS > this.now() ? w : undefined;
+    return w && w.startMs + WINDOW_MS > this.clock.now() ? w : undefined;
   }
 
   /** Key hashes remembered as accepted (tests). */

@@ -36,7 +36,7 @@ export class UpstreamCatalog {
     },
   ) {
     this.clock = opts.clock ?? realClock;
-    this.refusedKeys = new NegativeKeyCache(opts.negativeKeyCacheMs ?? 0, opts.negativeKeyCacheSize ?? 10_000);
+    this.refusedKeys = new NegativeKeyCache(opts.negativeKeyCacheMs ?? 0, opts.negativeKeyCacheSize ?? 10_000, opts.clock);
   }
 
   /** The model list, or the legacy 502/503/504 its upstream failure maps to. */

@@ -13,6 +13,8 @@ import { createTask } from 'node-cron';
 import type { ScheduledTask } from 'node-cron';
 import type { DeprecationConfig } from '../../config';
 import { ServiceError } from '../../lib/errors';
+import { realClock } from '../../lib/timers';
+import type { Clock } from '../../lib/timers';
 import { legacyError } from './validate';
 
 const MINUTE_MS = 60_000;
@@ -48,9 +50,13 @@ export class SunsetPolicy {
   private readonly exempt: Set<string>;
   private readonly sunsetMs: number;
 
+  /**
+   * @param clock what "now" is for every decision. The cron expressions are only matched against
+   *   minutes of that time (their tasks are never started), so they follow the injected clock too.
+   */
   constructor(
     private readonly cfg: DeprecationConfig,
-    private readonly now: () => number = Date.now,
+    private readonly clock: Pick<Clock, 'now'> = realClock,
   ) {
     const b = cfg.brownouts;
     this.recurring = b.schedule.map((s) => ({
@@ -64,12 +70,12 @@ export class SunsetPolicy {
     this.exempt = new Set(b.exemptKeys);
     this.sunsetMs = Date.parse(cfg.sunset);
     // The first look scans a whole duration back (up to 240 matches per schedule): pay it at boot, not on a request.
-    this.recurringEnd(now());
+    this.recurringEnd(clock.now());
   }
 
   /** The refusal of a new legacy stream, or undefined to admit it. */
   admitCreate(keyHash: string): Refusal | undefined {
-    const t = this.now();
+    const t = this.clock.now();
     if (t >= this.sunsetMs && this.cfg.afterSunset === 'refuse') {
       return {
         reason: 'sunset',
@@ -87,7 +93,7 @@ export class SunsetPolicy {
 
   /** The refusal of a new results socket (only when `brownouts.sockets` is set), or undefined. */
   admitSocket(keyHash: string): Refusal | undefined {
-    return this.cfg.brownouts.sockets ? this.brownout(keyHash, this.now()) : undefined;
+    return this.cfg.brownouts.sockets ? this.brownout(keyHash, this.clock.now()) : undefined;
   }
 
   /** When the brownout window open at `t` closes, or undefined when none is open. */

@@ -1,6 +1,8 @@
 import { schedule } from 'node-cron';
 import type { ScheduledTask } from 'node-cron';
 import type { Logger } from '../../lib/logger';
+import { realClock } from '../../lib/timers';
+import type { Clock, TimerHandle } from '../../lib/timers';
 import type { Claims } from '../store/store';
 import type { DayUsage, DeprecationReport, DeprecationUsage } from './usage';
 import { utcDay } from './usage';
@@ -29,7 +31,8 @@ export interface RollupOptions {
   deprecation: DeprecationReport['deprecation'];
   cron: string;
   timezone: string;
-  now?: () => number;
+  /** What "now" is for the day summarised and the retry timer (default the real clock). */
+  clock?: Clock;
 }
 
 /**
@@ -40,16 +43,18 @@ export interface RollupOptions {
  */
 export class DeprecationRollup {
   private task: ScheduledTask | undefined;
-  private retry: NodeJS.Timeout | undefined;
+  private retry: TimerHandle | undefined;
   private stopped = false;
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
   constructor(private readonly opts: RollupOptions) {
-    this.now = opts.now ?? Date.now;
+    this.clock = opts.clock ?? realClock;
   }
 
   start(): void {
     if (this.task) return;
+    // node-cron keeps its own timers on real time (it takes no clock): when it fires, the day to
+    // summarise is still decided by the clock (`runDaily`), and tests call `runDaily` themselves.
     this.task = schedule(this.opts.cron, () => this.runDaily(), {
       name: 'deprecation-rollup',
       timezone: this.opts.timezone,
@@ -63,17 +68,18 @@ export class DeprecationRollup {
    * again every RETRY_MS (RETRIES times) for that same day, so a store outage at the cron's minute
    * does not lose the day. Resolves after the first attempt.
    */
-  async runDaily(day = utcDay(this.now() - DAY_MS), attempt = 0): Promise<void> {
+  async runDaily(day = utcDay(this.clock.now() - DAY_MS), attempt = 0): Promise<void> {
     if ((await this.attempt(day, false)) !== 'unclaimed' || attempt >= RETRIES || this.stopped) return;
-    clearTimeout(this.retry);
-    this.retry = setTimeout(() => void this.runDaily(day, attempt + 1), RETRY_MS).unref();
+    this.clock.clearTimeout(this.retry);
+    this.retry = this.clock.setTimeout(() => void this.runDaily(day, attempt + 1), RETRY_MS);
+    this.retry.unref?.();
   }
 
   /**
    * Summarises `day` (default: yesterday, UTC) and logs it, unless another run (another replica)
    * claimed it first; `partial`: the shutdown's summary of the day so far. Never throws.
    */
-  async run(day = utcDay(this.now() - DAY_MS), opts: { partial?: boolean } = {}): Promise<RollupSummary | undefined> {
+  async run(day = utcDay(this.clock.now() - DAY_MS), opts: { partial?: boolean } = {}): Promise<RollupSummary | undefined> {
     const out = await this.attempt(day, opts.partial === true);
     return typeof out === 'string' ? undefined : out;
   }
@@ -96,7 +102,7 @@ export class DeprecationRollup {
       const summary: RollupSummary = {
         day: await usage.dayUsage(day),
         totals: report.totals,
-        days_to_sunset: Math.max(0, Math.ceil((Date.parse(deprecation.sunset) - this.now()) / DAY_MS)),
+        days_to_sunset: Math.max(0, Math.ceil((Date.parse(deprecation.sunset) - this.clock.now()) / DAY_MS)),
         top_keys: [...report.keys]
           .sort((a, b) => b.requests_total - a.requests_total)
           .slice(0, 10)
@@ -118,7 +124,7 @@ export class DeprecationRollup {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.retry);
+    this.clock.clearTimeout(this.retry);
     this.retry = undefined;
     const task = this.task;
     this.task = undefined;

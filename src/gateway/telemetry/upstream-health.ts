@@ -1,13 +1,5 @@
-/** The timer functions the prober uses (injectable: tests drive probes with fake timers). */
-export interface ProbeTimers {
-  setInterval(fn: () => void, ms: number): unknown;
-  clearInterval(handle: unknown): void;
-}
-
-const REAL_TIMERS: ProbeTimers = {
-  setInterval: (fn, ms) => setInterval(fn, ms).unref(),
-  clearInterval: (h) => clearInterval(h as NodeJS.Timeout),
-};
+import { setLongInterval } from '../../lib/timers';
+import type { Clock, LongTimer } from '../../lib/timers';
 
 /**
  * Periodic upstream probe behind the `gateway_upstream_up` gauge. Upstream health is a metric, not
@@ -15,12 +7,12 @@ const REAL_TIMERS: ProbeTimers = {
  */
 export class UpstreamHealth {
   private last: boolean | undefined;
-  private handle: unknown;
+  private timer: LongTimer | undefined;
   private running: Promise<boolean> | undefined;
 
   constructor(
     private readonly probe: () => Promise<unknown>,
-    private readonly opts: { intervalMs: number; timers?: ProbeTimers; onChange?: (up: boolean) => void },
+    private readonly opts: { intervalMs: number; /** Time of the probe's timer (default the real clock). */ clock?: Clock; onChange?: (up: boolean) => void },
   ) {}
 
   /** Last result (undefined before the first probe). */
@@ -45,14 +37,14 @@ export class UpstreamHealth {
   }
 
   start(): void {
-    if (this.handle !== undefined) return;
+    if (this.timer) return;
     void this.check();
-    this.handle = (this.opts.timers ?? REAL_TIMERS).setInterval(() => void this.check(), this.opts.intervalMs);
+    // Unref'd: the probe never keeps the process alive.
+    this.timer = setLongInterval(() => void this.check(), this.opts.intervalMs, { clock: this.opts.clock });
   }
 
   stop(): void {
-    if (this.handle === undefined) return;
-    (this.opts.timers ?? REAL_TIMERS).clearInterval(this.handle);
-    this.handle = undefined;
+    this.timer?.clear();
+    this.timer = undefined;
   }
 }

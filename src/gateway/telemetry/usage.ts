@@ -19,6 +19,8 @@
  * (up to RETAINED_HASHES hashes), so an outage costs no counters unless the process dies in it.
  */
 import type { Logger } from '../../lib/logger';
+import { realClock } from '../../lib/timers';
+import type { Clock, TimerHandle } from '../../lib/timers';
 import type { RefusalReason } from '../legacy/sunset';
 import type { Counters } from '../store/store';
 import { CounterBuffer } from './counter-buffer';
@@ -142,7 +144,7 @@ export class DeprecationUsage {
   /** Counter writes since the last flush: events (ticks, requests, passthrough calls) cost a Map update. */
   private readonly buffer = new CounterBuffer();
   private readonly ptPending = new Map<string, PendingPassthrough>();
-  private flushTimer: NodeJS.Timeout | undefined;
+  private flushTimer: TimerHandle | undefined;
   /** Consecutive failed flushes: an outage is logged once when it starts and once when it ends. */
   private failedFlushes = 0;
   private closed = false;
@@ -152,17 +154,18 @@ export class DeprecationUsage {
   /**
    * @param flushMs how long counter writes are held (summed) before one `store.hbatch` writes them:
    *   what a crash loses at most, and what bounds the store commands per stream-second.
+   * @param clock the time of the counters and of the flush timer.
    */
   constructor(
     private readonly store: Counters,
     private readonly logger: Logger,
-    private readonly now: () => number = Date.now,
+    private readonly clock: Clock = realClock,
     private readonly flushMs = FLUSH_MS,
   ) {}
 
   /** One authenticated legacy request (or results-socket connection) by endpoint; `family` from clientFamily(). */
   request(keyHash: string, endpoint: string, accountId?: string, family?: string): void {
-    const t = this.now();
+    const t = this.clock.now();
     const day = this.today(t);
     const k = this.buffer.hash(KEY, keyHash);
     k.lower('first_seen_ms', t);
@@ -183,7 +186,7 @@ export class DeprecationUsage {
    * passthrough is the hottest path: a call updates a plain record, moved into the buffer at flush.
    */
   passthrough(keyHash: string, prefix: 'v1beta' | 'billing', family: string): void {
-    const t = this.now();
+    const t = this.clock.now();
     let p = this.ptPending.get(keyHash);
     if (!p) this.ptPending.set(keyHash, (p = { first: t, last: t, v1beta: 0, billing: 0, families: new Map() }));
     p.last = t;
@@ -245,12 +248,12 @@ export class DeprecationUsage {
   async close(): Promise<void> {
     this.closed = true;
     await this.flush();
-    clearTimeout(this.flushTimer);
+    this.clock.clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
   }
 
   /** The UTC day of `t`, its string remembered until the day ends (a tick need not format a date). */
-  private today(t = this.now()): string {
+  private today(t = this.clock.now()): string {
     if (t < this.dayStart || t >= this.dayStart + DAY_MS) {
       this.dayStart = t - (t % DAY_MS);
       this.dayName = utcDay(t);
@@ -268,11 +271,13 @@ export class DeprecationUsage {
   }
 
   private armFlushTimer(): void {
-    if (!this.closed) this.flushTimer ??= setTimeout(() => this.writeBuffer(), this.flushMs).unref();
+    if (this.closed || this.flushTimer) return;
+    this.flushTimer = this.clock.setTimeout(() => this.writeBuffer(), this.flushMs);
+    this.flushTimer.unref?.();
   }
 
   private writeBuffer(): void {
-    clearTimeout(this.flushTimer);
+    this.clock.clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
     for (const [keyHash, p] of this.ptPending) {
       const h = this.buffer.hash(PT, keyHash);
@@ -310,7 +315,7 @@ export class DeprecationUsage {
   /** Keys per migration status, as the report's `totals.by_status` counts them, from two hashes per key (not the whole report). */
   async statusCounts(): Promise<Record<MigrationStatus, number>> {
     const keyHashes = (await this.store.keys(KEY)).map((k) => k.slice(KEY.length));
-    const now = this.now();
+    const now = this.clock.now();
     const statuses = await Promise.all(
       keyHashes.map(async (h) => {
         const [legacy, pt] = await Promise.all([this.store.hgetall(KEY + h), this.store.hgetall(PT + h)]);
@@ -332,7 +337,7 @@ export class DeprecationUsage {
     const daily = await Promise.all(dayKeys.map((k) => this.dayUsage(k.slice(DAY.length))));
     const sum = (f: (k: KeyUsage) => number) => all.reduce((n, k) => n + f(k), 0);
     return {
-      generated_at: new Date(this.now()).toISOString(),
+      generated_at: new Date(this.clock.now()).toISOString(),
       deprecation,
       totals: {
         keys: all.length,
@@ -373,7 +378,7 @@ export class DeprecationUsage {
       for (const [field, n] of Object.entries(from)) if (field.startsWith(prefix)) out[field.slice(prefix.length)] = n;
       return out;
     };
-    const oldest = utcDay(this.now() - (HISTORY_DAYS - 1) * DAY_MS);
+    const oldest = utcDay(this.clock.now() - (HISTORY_DAYS - 1) * DAY_MS);
     const daily = Object.entries(group('day:'))
       .filter(([day]) => day >= oldest)
       .sort(([a], [b]) => b.localeCompare(a));
@@ -397,7 +402,7 @@ export class DeprecationUsage {
       websocket_connections: h.ws_connections ?? 0,
       end_reasons: group('end:'),
       migration: {
-        status: migrationStatus(h.last_seen_ms, pt.last_seen_ms, this.now()),
+        status: migrationStatus(h.last_seen_ms, pt.last_seen_ms, this.clock.now()),
         legacy_daily: Object.fromEntries(daily),
         v1beta_requests: pt.v1beta ?? 0,
         billing_requests: pt.billing ?? 0,

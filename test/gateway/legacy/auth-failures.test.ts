@@ -3,12 +3,13 @@
  * in the way of a key accepted in the last 5 minutes (which loses that waiver once refused again).
  */
 import { FailedAuthLimiter, NegativeKeyCache } from '../../../src/gateway/legacy/auth-failures';
+import { FakeClock } from '../../helpers/fake-clock';
 
 function limiter(perMinute = 3) {
-  let t = 1_000_000;
+  const clock = new FakeClock(1_000_000);
   const over: string[] = [];
-  const l = new FailedAuthLimiter({ perMinute, now: () => t, onOverBudget: (ip) => over.push(ip) });
-  return { l, over, advance: (ms: number) => (t += ms) };
+  const l = new FailedAuthLimiter({ perMinute, clock, onOverBudget: (ip) => over.push(ip) });
+  return { l, over, advance: (ms: number) => clock.advance(ms) };
 }
 const failTimes = (l: FailedAuthLimiter, ip: string, n: number) => {
   for (let i = 0; i < n; i++) l.fail(ip);
@@ -76,12 +77,12 @@ test('the accepted keys are bounded (least recent forgotten) and held by hash on
 });
 
 test('the negative cache forgets after its TTL and is off at 0', () => {
-  let t = 0;
-  const c = new NegativeKeyCache(10_000, 2, () => t);
+  const clock = new FakeClock(0);
+  const c = new NegativeKeyCache(10_000, 2, clock);
   c.add('h1');
-  t += 10_000;
+  clock.advance(10_000);
   expect(c.has('h1')).toBe(true);
-  t += 1;
+  clock.advance(1);
   expect(c.has('h1')).toBe(false);
   c.add('h1');
   c.add('h2');

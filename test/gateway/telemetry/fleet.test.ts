@@ -14,6 +14,7 @@ import { DeprecationRollup } from '../../../src/gateway/telemetry/rollup';
 import type { RollupSummary } from '../../../src/gateway/telemetry/rollup';
 import { DeprecationUsage } from '../../../src/gateway/telemetry/usage';
 import type { DeprecationReport } from '../../../src/gateway/telemetry/usage';
+import { FakeClock, settle } from '../../helpers/fake-clock';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
 import { KEY, KEY_B, frameBody, http, openResults, startStack } from '../../helpers/stack';
@@ -133,22 +134,22 @@ const fleets: [string, () => Promise<{ stores: Store[]; close(): Promise<void> }
 describe.each(fleets)('the daily roll-up of three replicas on %s', (_name, makeFleet) => {
   test('exactly one replica logs each day; the summary has every replica’s usage; the shutdown summary does not take the day', async () => {
     const fleet = await makeFleet();
-    let now = Date.parse('2026-03-02T00:05:00Z');
+    const clock = new FakeClock(Date.parse('2026-03-02T00:05:00Z'));
     const lines: string[][] = [[], [], []];
     const replicas = fleet.stores.map((store, i) => {
-      const usage = new DeprecationUsage(store, createLogger('silent'), () => now);
+      const usage = new DeprecationUsage(store, createLogger('silent'), clock);
       const logger = createLogger('info', `replica-${i}`, { write: (s: string) => void lines[i].push(s) });
-      return { usage, rollup: new DeprecationRollup({ usage, store, logger, deprecation: DEPRECATION, cron: '5 0 * * *', timezone: 'UTC', now: () => now }) };
+      return { usage, rollup: new DeprecationRollup({ usage, store, logger, deprecation: DEPRECATION, cron: '5 0 * * *', timezone: 'UTC', clock }) };
     });
     const summaries = () => lines.map((l) => l.map((s) => JSON.parse(s) as { rollup?: RollupSummary }).filter((x) => x.rollup).map((x) => x.rollup!));
     try {
       // Yesterday's traffic, one key per replica, counters written by each replica's flush.
-      now = Date.parse('2026-03-01T12:00:00Z');
+      clock.set(Date.parse('2026-03-01T12:00:00Z'));
       replicas.forEach((r, i) => r.usage.request(`key-${i}`, 'GET /v0.2/models'));
       await Promise.all(replicas.map((r) => r.usage.flush()));
 
       // Every replica's cron fires at 00:05 for 2026-03-01, at once.
-      now = Date.parse('2026-03-02T00:05:00Z');
+      clock.set(Date.parse('2026-03-02T00:05:00Z'));
       const ran = await Promise.all(replicas.map((r) => r.rollup.run()));
       expect(ran.filter((s) => s !== undefined)).toHaveLength(1);
       expect(summaries().flat()).toHaveLength(1);
@@ -158,10 +159,10 @@ describe.each(fleets)('the daily roll-up of three replicas on %s', (_name, makeF
 
       // A replica shutting down on 2026-03-02 logs the day so far, once for the fleet; the day's
       // own run on 2026-03-03 still happens (once).
-      now = Date.parse('2026-03-02T18:00:00Z');
+      clock.set(Date.parse('2026-03-02T18:00:00Z'));
       const partial = await Promise.all(replicas.map((r) => r.rollup.run('2026-03-02', { partial: true })));
       expect(partial.filter((s) => s !== undefined)).toHaveLength(1);
-      now = Date.parse('2026-03-03T00:05:00Z');
+      clock.set(Date.parse('2026-03-03T00:05:00Z'));
       const next = await Promise.all(replicas.map((r) => r.rollup.run()));
       expect(next.filter((s) => s !== undefined)).toHaveLength(1);
       expect(
@@ -182,7 +183,7 @@ describe.each(fleets)('the daily roll-up of three replicas on %s', (_name, makeF
 test('Redis away: counters are kept in the replica and land once Redis is back (own redis-server, stopped and restarted)', async () => {
   const own = await startRedis();
   const store = await RedisStore.connect(own.url, { prefix: 'outage:', commandTimeoutMs: 500 });
-  const usage = new DeprecationUsage(store, createLogger('silent'), () => Date.parse('2026-03-01T12:00:00Z'));
+  const usage = new DeprecationUsage(store, createLogger('silent'), new FakeClock(Date.parse('2026-03-01T12:00:00Z')));
   let running: RedisServer | undefined = own;
   try {
     usage.request('kh', 'GET /v0.2/models');
@@ -208,29 +209,31 @@ test('Redis away: counters are kept in the replica and land once Redis is back (
 }, 30_000);
 
 test('the daily run retries every minute while the store cannot be reached to claim the day, then logs it once', async () => {
-  jest.useFakeTimers({ now: Date.parse('2026-03-02T00:05:00Z') });
+  const clock = new FakeClock(Date.parse('2026-03-02T00:05:00Z'));
   const store = new MemoryStore();
   const claimOnce = store.claimOnce.bind(store);
   let refusals = 2;
   store.claimOnce = (key, ttl) => (refusals-- > 0 ? Promise.reject(new Error('store down')) : claimOnce(key, ttl));
   const lines: string[] = [];
-  const usage = new DeprecationUsage(store, createLogger('silent'), () => Date.now());
-  const rollup = new DeprecationRollup({ usage, store, logger: createLogger('info', 'replica', { write: (s: string) => void lines.push(s) }), deprecation: DEPRECATION, cron: '5 0 * * *', timezone: 'UTC' });
+  const usage = new DeprecationUsage(store, createLogger('silent'), clock);
+  const rollup = new DeprecationRollup({ usage, store, logger: createLogger('info', 'replica', { write: (s: string) => void lines.push(s) }), deprecation: DEPRECATION, cron: '5 0 * * *', timezone: 'UTC', clock });
   const logged = () => lines.map((l) => JSON.parse(l) as { msg: string; rollup?: RollupSummary; day?: string });
   try {
     await rollup.runDaily();
     expect(logged().map((l) => l.msg)).toEqual([expect.stringMatching(/could not be reached to claim/)]);
-    await jest.advanceTimersByTimeAsync(60_000);
+    clock.advance(60_000);
+    await settle();
     expect(logged().filter((l) => l.rollup)).toHaveLength(0);
     // Past midnight's minute and its first retry: the same day (2026-03-01) is still the one summarised.
-    await jest.advanceTimersByTimeAsync(60_000);
+    clock.advance(60_000);
+    await settle();
     expect(logged().filter((l) => l.rollup).map((l) => l.rollup!.day.date)).toEqual(['2026-03-01']);
-    await jest.advanceTimersByTimeAsync(10 * 60_000);
+    clock.advance(10 * 60_000);
+    await settle();
     expect(logged().filter((l) => l.rollup)).toHaveLength(1);
     expect(logged().filter((l) => /could not be reached/.test(l.msg))).toHaveLength(2);
   } finally {
     await rollup.stop();
-    jest.useRealTimers();
     await store.close();
   }
 });

@@ -2,6 +2,7 @@ import { MemoryStore } from '../../../src/gateway/store/memory';
 import { clientFamily, MAX_FAMILIES_PER_KEY, migrationStatus } from '../../../src/gateway/telemetry/migration';
 import { DeprecationUsage } from '../../../src/gateway/telemetry/usage';
 import { createLogger } from '../../../src/lib/logger';
+import { FakeClock, settle } from '../../helpers/fake-clock';
 
 const DEPRECATION = { date: '2026-01-01T00:00:00Z', sunset: '2026-12-31T00:00:00Z', link: '/docs/migration' };
 const DAY = 86_400_000;
@@ -47,7 +48,7 @@ describe('client families', () => {
 
   test('at most MAX_FAMILIES_PER_KEY families per key; the rest count as other', async () => {
     const store = new MemoryStore();
-    const usage = new DeprecationUsage(store, createLogger('silent'), () => NOW);
+    const usage = new DeprecationUsage(store, createLogger('silent'), new FakeClock(NOW));
     for (let i = 0; i < MAX_FAMILIES_PER_KEY + 5; i++) usage.request('k1', 'GET /v0.2/models', 'acct', clientFamily(`client${i}/1.0`));
     await usage.flush();
     const r = await usage.report(DEPRECATION);
@@ -59,22 +60,20 @@ describe('client families', () => {
 });
 
 describe('passthrough counts', () => {
-  afterEach(() => jest.useRealTimers());
-
   test('are summed in process and written by a timer without any flush, then reported per key', async () => {
-    jest.useFakeTimers({ doNotFake: ['nextTick', 'queueMicrotask'] });
     const store = new MemoryStore();
-    let now = NOW;
-    const usage = new DeprecationUsage(store, createLogger('silent'), () => now);
+    const clock = new FakeClock(NOW);
+    // Written 2 s after the first event: the calls 1 s apart all land in that one write.
+    const usage = new DeprecationUsage(store, createLogger('silent'), clock, 2_000);
     usage.request('k1', 'POST /v0.2/streams', 'acct');
     usage.passthrough('k1', 'v1beta', 'svc-node/2.0');
-    now += 1000;
+    clock.advance(1000);
     usage.passthrough('k1', 'v1beta', 'svc-node/2.0');
     usage.passthrough('k1', 'billing', 'curl/8.5');
     usage.passthrough('k2', 'v1beta', 'none');
     expect(await store.hgetall('depr:pt:k1')).toEqual({});
-    jest.advanceTimersByTime(1000);
-    await Promise.resolve();
+    clock.advance(1000);
+    await settle();
     expect(await store.hgetall('depr:pt:k1')).toEqual({
       first_seen_ms: NOW,
       last_seen_ms: NOW + 1000,
@@ -83,7 +82,6 @@ describe('passthrough counts', () => {
       'ua:svc-node/2.0': 2,
       'ua:curl/8.5': 1,
     });
-    jest.useRealTimers();
     const r = await usage.report(DEPRECATION);
     // k2 never used /v0.2: not in the report.
     expect(r.keys.map((k) => k.key_hash)).toEqual(['k1']);

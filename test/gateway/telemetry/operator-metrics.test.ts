@@ -8,6 +8,7 @@ import { MemoryStore } from '../../../src/gateway/store/memory';
 import { GatewayMetrics } from '../../../src/gateway/telemetry/metrics';
 import { DeprecationUsage } from '../../../src/gateway/telemetry/usage';
 import { createLogger } from '../../../src/lib/logger';
+import { FakeClock } from '../../helpers/fake-clock';
 
 const base = { activeStreams: () => 0, socketConnections: () => 0 };
 
@@ -76,15 +77,15 @@ test('a failed status read keeps the gauge at its last figures instead of failin
 test("usage.statusCounts agrees with the report's by_status", async () => {
   const store = new MemoryStore();
   const DAY = 86_400_000;
-  let now = Date.parse('2026-06-01T12:00:00Z');
-  const usage = new DeprecationUsage(store, createLogger('silent'), () => now);
+  const clock = new FakeClock(Date.parse('2026-06-01T12:00:00Z'));
+  const usage = new DeprecationUsage(store, createLogger('silent'), clock);
   const [a, b, c] = ['a', 'b', 'c'].map((x) => x.repeat(16)) as [string, string, string];
   usage.request(a, 'POST /v0.2/streams');
   usage.request(b, 'POST /v0.2/streams');
   usage.request(c, 'POST /v0.2/streams');
   usage.passthrough(b, 'v1beta', 'none');
   await usage.flush();
-  now += 20 * DAY; // all three fall silent (inactive); then a calls /v0.2 again (legacy-only), c /v1beta (migrated)
+  clock.advance(20 * DAY); // all three fall silent (inactive); then a calls /v0.2 again (legacy-only), c /v1beta (migrated)
   usage.request(a, 'POST /v0.2/streams');
   usage.passthrough(c, 'v1beta', 'none');
   await usage.flush();

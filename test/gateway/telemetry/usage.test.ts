@@ -5,6 +5,7 @@ import { DeprecationUsage } from '../../../src/gateway/telemetry/usage';
 import { deprecationHeaders } from '../../../src/gateway/telemetry/deprecation';
 import { createLogger } from '../../../src/lib/logger';
 import { loadConfig, ConfigError } from '../../../src/config';
+import { FakeClock, settle } from '../../helpers/fake-clock';
 
 const DEPRECATION = { date: '2026-01-01T00:00:00Z', sunset: '2026-12-31T00:00:00Z', link: '/docs/migration' };
 const DAY1 = Date.parse('2026-03-01T10:00:00Z');
@@ -13,15 +14,15 @@ const DAY2 = Date.parse('2026-03-02T09:30:00Z');
 describe('deprecation usage counters', () => {
   test('per key: first/last seen, endpoints, streams by source and mode, fields, backends, models, inferences, sockets, end reasons', async () => {
     const store = new MemoryStore();
-    let now = DAY1;
-    const usage = new DeprecationUsage(store, createLogger('silent'), () => now);
+    const clock = new FakeClock(DAY1);
+    const usage = new DeprecationUsage(store, createLogger('silent'), clock);
     usage.request('aaa', 'POST /v0.2/streams', 'acct-1');
     usage.streamCreated('aaa', { transport: 'webrtc', mode: 'clip', backend: 'svc', model: 'm/a', deprecatedFields: ['webrtc', 'fps', 'sampling_ratio'] });
     usage.inference('aaa', true, 12);
     usage.inference('aaa', false, 0);
     usage.socketOpened('aaa');
     usage.streamEnded('aaa', 'webrtc_disconnected');
-    now = DAY2;
+    clock.set(DAY2);
     usage.request('aaa', 'POST /v0.2/streams', 'acct-1');
     usage.streamCreated('aaa', { transport: 'native', mode: 'frame', backend: 'thirdparty', model: 'm/b', deprecatedFields: [] });
     usage.request('aaa', 'POST /v0.2/streams/:id/keepalive', 'acct-1');
@@ -77,7 +78,7 @@ describe('deprecation usage counters', () => {
 
   test('the CSV has one row per key, stable columns, RFC 4180 quoting and no formula injection', async () => {
     const store = new MemoryStore();
-    const usage = new DeprecationUsage(store, createLogger('silent'), () => DAY1);
+    const usage = new DeprecationUsage(store, createLogger('silent'), new FakeClock(DAY1));
     usage.request('k1', 'POST /v0.2/streams', 'acct-1');
     usage.streamCreated('k1', { transport: 'room', mode: 'clip', backend: 'svc', model: '=cmd|"x",y', deprecatedFields: [] });
     await usage.flush();
@@ -105,7 +106,7 @@ describe('deprecation usage counters', () => {
     let down = true;
     store.hbatch = (u) => (down ? Promise.reject(new Error('store down')) : hbatch(u));
     const lines: string[] = [];
-    const usage = new DeprecationUsage(store, createLogger('info', 'test', { write: (s: string) => void lines.push(s) }), () => DAY1);
+    const usage = new DeprecationUsage(store, createLogger('info', 'test', { write: (s: string) => void lines.push(s) }), new FakeClock(DAY1));
     for (let i = 0; i < 3; i++) {
       expect(() => usage.request('k', 'GET /v0.2/models')).not.toThrow();
       await usage.flush();
@@ -124,7 +125,7 @@ describe('deprecation usage counters', () => {
   });
 
   test('counters are held and summed in process, then written in one store call per flush interval', async () => {
-    jest.useFakeTimers({ now: DAY1 });
+    const clock = new FakeClock(DAY1);
     const store = new MemoryStore();
     const batches: number[] = [];
     const hbatch = store.hbatch.bind(store);
@@ -133,19 +134,22 @@ describe('deprecation usage counters', () => {
       return hbatch(u);
     };
     try {
-      const usage = new DeprecationUsage(store, createLogger('silent'), () => Date.now(), 1_000);
+      const usage = new DeprecationUsage(store, createLogger('silent'), clock, 1_000);
       usage.request('aaa', 'POST /v0.2/streams', 'acct-1');
       for (let tick = 0; tick < 300; tick++) usage.inference(tick % 3 ? 'aaa' : 'bbb', tick % 10 !== 0, 5);
-      await jest.advanceTimersByTimeAsync(999);
+      clock.advance(999);
+      await settle();
       expect(batches).toEqual([]);
       expect(await store.keys('depr:')).toEqual([]);
-      await jest.advanceTimersByTimeAsync(1);
+      clock.advance(1);
+      await settle();
       // depr:key:aaa, depr:key:bbb, depr:day:…, depr:acct:aaa: one call for 301 events.
       expect(batches).toEqual([4]);
       expect(await store.hgetall('depr:key:aaa')).toMatchObject({ 'inferences:ok': 180, 'inferences:failed': 20, output_tokens: 1_000, 'req:POST /v0.2/streams': 1 });
       expect(await store.hgetall('depr:key:bbb')).toEqual({ 'inferences:ok': 90, 'inferences:failed': 10, output_tokens: 500 });
       // Nothing pending, no timer: the next event starts the next interval.
-      await jest.advanceTimersByTimeAsync(5_000);
+      clock.advance(5_000);
+      await settle();
       expect(batches).toHaveLength(1);
       // The report writes this replica's pending counters first: it is never behind itself.
       usage.request('aaa', 'GET /v0.2/models', 'acct-1');
@@ -153,7 +157,6 @@ describe('deprecation usage counters', () => {
       expect(r.keys.find((k) => k.key_hash === 'aaa')!.requests).toEqual({ 'POST /v0.2/streams': 1, 'GET /v0.2/models': 1 });
       expect(batches).toHaveLength(2);
     } finally {
-      jest.useRealTimers();
       await store.close();
     }
   });
