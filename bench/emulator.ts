@@ -3,15 +3,15 @@
  * built-in model, both on a stream holding frames at 10 fps. Each prints p50/p99 latency and ops/s
  * and returns the figures.
  */
-import { loadConfig } from '../config';
-import { FrameBuffer } from '../emulator/frames/buffer';
-import { renderPatternRgb } from '../emulator/frames/pattern';
-import { parseReference, resolveImage, resolveVideo } from '../emulator/references';
-import type { ImageReference, VideoReference } from '../emulator/references';
-import { startEmulator } from '../emulator/server';
-import type { EmulatedStream } from '../emulator/streams';
-import { createLogger } from '../lib/logger';
-import { quantile } from './util';
+import { loadConfig } from '../src/config';
+import { FrameBuffer } from '../src/emulator/frames/buffer';
+import { renderPatternRgb } from '../src/emulator/frames/pattern';
+import { parseReference, resolveImage, resolveVideo } from '../src/emulator/references';
+import type { ImageReference, VideoReference } from '../src/emulator/references';
+import { startEmulator } from '../src/emulator/server';
+import type { EmulatedStream } from '../src/emulator/streams';
+import { createLogger } from '../src/lib/logger';
+import { quantile } from '../test/helpers/util';
 
 export interface BenchFigures {
   name: string;

@@ -11,10 +11,11 @@
  *    (from each replica's /metrics histogram: an upper bucket bound), Redis commands per
  *    stream-second (INFO commandstats, which counts a script's inner calls).
  */
-import type { Config } from '../config';
-import { createStream, duplicateIds, missedTicks, recordResults, startFleet } from './fleet';
-import type { Fleet, FleetOptions, ResultsRecorder } from './fleet';
-import { MAIN, quantile, waitUntil } from './util';
+import type { Config } from '../src/config';
+import { createStream, duplicateIds, missedTicks, recordResults, startFleet } from '../test/helpers/fleet';
+import type { Fleet, FleetOptions, ResultsRecorder } from '../test/helpers/fleet';
+import { quantile, waitUntil } from '../test/helpers/util';
+import { MAIN } from './util';
 
 const KEY = (cfg: Config) => `${cfg.brand}-local-dev`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -3,9 +3,9 @@
  * (6,000 frames), stored as the buffer stores them (downscaled JPEG). Prints stored bytes, bytes
  * per frame, and the process's heap/RSS growth.
  */
-import type { Config } from '../config';
-import { FrameBuffer } from '../emulator/frames/buffer';
-import { PatternRenderer } from '../emulator/frames/pattern';
+import type { Config } from '../src/config';
+import { FrameBuffer } from '../src/emulator/frames/buffer';
+import { PatternRenderer } from '../src/emulator/frames/pattern';
 
 const mib = (b: number) => `${(b / 1024 / 1024).toFixed(1)} MiB`;
 

@@ -8,14 +8,14 @@
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import fc from 'fast-check';
-import type { Config } from '../config';
-import { createLogger } from '../lib/logger';
-import { JsonSchemaValidators, linearRegExp } from '../lib/json-schema';
-import { startEmulator } from '../emulator/server';
-import { startGateway } from '../gateway/server';
-import { LEGACY_LIMITS } from '../gateway/legacy/schema';
-import { bodyText, createBodies, FUZZ_SEED } from './create-fuzz';
-import { quantile } from './util';
+import type { Config } from '../src/config';
+import { createLogger } from '../src/lib/logger';
+import { JsonSchemaValidators, linearRegExp } from '../src/lib/json-schema';
+import { startEmulator } from '../src/emulator/server';
+import { startGateway } from '../src/gateway/server';
+import { LEGACY_LIMITS } from '../src/gateway/legacy/schema';
+import { bodyText, createBodies, FUZZ_SEED } from '../test/helpers/create-fuzz';
+import { quantile } from '../test/helpers/util';
 
 const mib = (b: number) => `${(b / 1024 / 1024).toFixed(1)} MiB`;
 const ms = (x: number) => `${x.toFixed(1)} ms`;

@@ -6,10 +6,11 @@
  * per result (from the upstream answer to the WebSocket write).
  */
 import path from 'node:path';
-import type { Config } from '../config';
-import { createLogger } from '../lib/logger';
-import { startGateway } from '../gateway/server';
-import { child, cpuMeter, freePort, MAIN, summary, waitHealthy } from './util';
+import type { Config } from '../src/config';
+import { createLogger } from '../src/lib/logger';
+import { startGateway } from '../src/gateway/server';
+import { freePort } from '../test/helpers/util';
+import { child, cpuMeter, MAIN, summary, waitHealthy } from './util';
 
 const kib = (b: number) => `${(b / 1024).toFixed(1)} KiB`;
 const mib = (b: number) => `${(b / 1024 / 1024).toFixed(1)} MiB`;

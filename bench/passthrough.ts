@@ -25,8 +25,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import type { Config } from '../config';
-import { child, freePort, MAIN, quantile, waitHealthy } from './util';
+import type { Config } from '../src/config';
+import { freePort, quantile } from '../test/helpers/util';
+import { child, MAIN, waitHealthy } from './util';
 import type { Child } from './util';
 
 export interface PassthroughBenchOptions {

@@ -4,9 +4,9 @@
  * wide, as the frame buffer does by default). Prints figures; asserts nothing.
  */
 import { performance } from 'node:perf_hooks';
-import { quantile } from './util';
-import { decodeJpeg, encodeFrame, i420ToRgb } from '../emulator/frames/codec';
-import { PatternRenderer, decodePattern } from '../emulator/frames/pattern';
+import { quantile } from '../test/helpers/util';
+import { decodeJpeg, encodeFrame, i420ToRgb } from '../src/emulator/frames/codec';
+import { PatternRenderer, decodePattern } from '../src/emulator/frames/pattern';
 
 export interface PatternBenchRow {
   size: string;

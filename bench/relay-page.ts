@@ -3,7 +3,7 @@
  * legacy webrtc client sending either Chromium's fake camera or a canvas painting the emulator's
  * index pattern, recording when each index was painted (the frame leaving the sender).
  */
-import { DEFAULT_PATTERN_BACKGROUND, DEFAULT_PATTERN_BAR, barGeometry, patternBits } from '../emulator/frames/pattern';
+import { DEFAULT_PATTERN_BACKGROUND, DEFAULT_PATTERN_BAR, barGeometry, patternBits } from '../src/emulator/frames/pattern';
 
 export interface SenderOptions {
   source: 'camera' | 'pattern';

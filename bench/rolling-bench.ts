@@ -17,16 +17,17 @@
  *    a socket (they still schedule every native stream).
  */
 import WebSocket from 'ws';
-import type { Config } from '../config';
-import { createStream, startFleet } from './fleet';
-import type { Fleet } from './fleet';
-import { startHaproxy } from './haproxy';
-import type { Balancer } from './haproxy';
-import { replaceReplica } from './rolling';
-import type { ReplacedReplica } from './rolling';
-import { MAIN, quantile, waitUntil } from './util';
-import { startWebrtcSender } from './wrtc-sender';
-import type { WebrtcSender } from './wrtc-sender';
+import type { Config } from '../src/config';
+import { createStream, startFleet } from '../test/helpers/fleet';
+import type { Fleet } from '../test/helpers/fleet';
+import { startHaproxy } from '../test/helpers/haproxy';
+import type { Balancer } from '../test/helpers/haproxy';
+import { replaceReplica } from '../test/helpers/rolling';
+import type { ReplacedReplica } from '../test/helpers/rolling';
+import { quantile, waitUntil } from '../test/helpers/util';
+import { MAIN } from './util';
+import { startWebrtcSender } from '../test/helpers/wrtc-sender';
+import type { WebrtcSender } from '../test/helpers/wrtc-sender';
 
 const INTERVAL_S = 1;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

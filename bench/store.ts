@@ -4,14 +4,14 @@
  * server's `total_commands_processed`: a script counts its EVALSHA plus each call inside it; every
  * operation here is one round trip).
  */
-import { MemoryStore } from '../gateway/store/memory';
-import { RedisStore } from '../gateway/store/redis';
-import { FLEET_DEFAULTS } from '../gateway/store/store';
-import type { SessionRecord, Store } from '../gateway/store/store';
-import { startRedis, startRedisCluster } from './redis-server';
-import type { RedisServer } from './redis-server';
-import { quantile } from './util';
-import { hincr } from './store-ops';
+import { MemoryStore } from '../src/gateway/store/memory';
+import { RedisStore } from '../src/gateway/store/redis';
+import { FLEET_DEFAULTS } from '../src/gateway/store/store';
+import type { SessionRecord, Store } from '../src/gateway/store/store';
+import { startRedis, startRedisCluster } from '../test/helpers/redis';
+import type { RedisServer } from '../test/helpers/redis';
+import { quantile } from '../test/helpers/util';
+import { hincr } from '../test/helpers/store-ops';
 
 const N = 2_000;
 

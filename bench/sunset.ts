@@ -4,14 +4,14 @@
  * writes come in batches), the key-hash memo against a plain sha256, and the brownout admission
  * check on a create (warm, and the one full cron scan a policy pays at boot).
  */
-import { loadConfig } from '../config';
-import { SunsetPolicy } from '../gateway/legacy/sunset';
-import { MemoryStore } from '../gateway/store/memory';
-import { clientFamily } from '../gateway/telemetry/migration';
-import { DeprecationUsage } from '../gateway/telemetry/usage';
-import { parseBearer } from '../lib/bearer';
-import { keyHash, memoKeyHash } from '../lib/keys';
-import { createLogger } from '../lib/logger';
+import { loadConfig } from '../src/config';
+import { SunsetPolicy } from '../src/gateway/legacy/sunset';
+import { MemoryStore } from '../src/gateway/store/memory';
+import { clientFamily } from '../src/gateway/telemetry/migration';
+import { DeprecationUsage } from '../src/gateway/telemetry/usage';
+import { parseBearer } from '../src/lib/bearer';
+import { keyHash, memoKeyHash } from '../src/lib/keys';
+import { createLogger } from '../src/lib/logger';
 
 const N = 200_000;
 

@@ -10,15 +10,15 @@
  * Redis commands: `total_commands_processed` (a script counts its EVALSHA and each call inside it)
  * and the commands the client sent (one per store call before; one EVALSHA per hash after).
  */
-import { MemoryStore } from '../gateway/store/memory';
-import { measuredStore } from '../gateway/store/measured';
-import { RedisStore } from '../gateway/store/redis';
-import type { Store } from '../gateway/store/store';
-import { DeprecationUsage, utcDay } from '../gateway/telemetry/usage';
-import { createLogger } from '../lib/logger';
-import { startRedis } from './redis-server';
-import type { RedisServer } from './redis-server';
-import { hincr, hsetMax, hsetMin } from './store-ops';
+import { MemoryStore } from '../src/gateway/store/memory';
+import { measuredStore } from '../src/gateway/store/measured';
+import { RedisStore } from '../src/gateway/store/redis';
+import type { Store } from '../src/gateway/store/store';
+import { DeprecationUsage, utcDay } from '../src/gateway/telemetry/usage';
+import { createLogger } from '../src/lib/logger';
+import { startRedis } from '../test/helpers/redis';
+import type { RedisServer } from '../test/helpers/redis';
+import { hincr, hsetMax, hsetMin } from '../test/helpers/store-ops';
 
 const STREAMS = Number(process.env.BENCH_TELEMETRY_STREAMS ?? 1_000);
 const KEYS = Math.ceil(STREAMS / 5);

@@ -8,11 +8,11 @@
  * Bounded: fixed windows, everything closed at the end.
  */
 import WebSocket from 'ws';
-import { loadConfig } from '../config';
-import type { Config } from '../config';
-import { createLogger } from '../lib/logger';
-import { startEmulator } from '../emulator/server';
-import { startGateway } from '../gateway/server';
+import { loadConfig } from '../src/config';
+import type { Config } from '../src/config';
+import { createLogger } from '../src/lib/logger';
+import { startEmulator } from '../src/emulator/server';
+import { startGateway } from '../src/gateway/server';
 
 const KEY = 'svc-local-dev';
 const MODEL = 'local/analyzer';

@@ -1,14 +1,8 @@
+/** Bench-only helpers: a summary line, the built CLI's path, node children with line-oriented stdout, health polling, a CPU meter. */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import path from 'node:path';
-
-/** p-quantile of unsorted samples (nearest rank). */
-export function quantile(samples: readonly number[], q: number): number {
-  if (samples.length === 0) return NaN;
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
-}
+import { ROOT, quantile } from '../test/helpers/util';
 
 export function summary(samples: readonly number[], digits = 2): string {
   if (samples.length === 0) return 'no samples';
@@ -16,18 +10,8 @@ export function summary(samples: readonly number[], digits = 2): string {
   return `p50 ${f(quantile(samples, 0.5))}  p99 ${f(quantile(samples, 0.99))}  max ${f(Math.max(...samples))}  (n=${samples.length})`;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-export const MAIN = path.resolve(__dirname, '..', 'main.js');
+/** The built CLI (`npm run build`), which the benches run as child processes. */
+export const MAIN = path.join(ROOT, 'dist', 'main.js');
 
 export interface Child {
   proc: ChildProcess;
@@ -72,12 +56,6 @@ export function child(script: string, args: string[], env: NodeJS.ProcessEnv = {
         proc.kill('SIGTERM');
       }),
   };
-}
-
-/** Polls until `check` is true or `ms` passed; false on timeout (a bench reports, never hangs). */
-export async function waitUntil(check: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
-  for (const until = Date.now() + ms; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) if (await check()) return true;
-  return false;
 }
 
 /** Waits until GET url answers 2xx. */

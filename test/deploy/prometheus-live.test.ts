@@ -7,7 +7,7 @@
  * processes: SIGKILL of a stream owner fires GatewayFailover, and SIGKILL of the emulator (the
  * upstream) puts GatewayUpstreamDown in pending (its `for: 2m` is not waited out).
  */
-import { recordResults } from '../../src/bench/fleet';
+import { recordResults } from '../helpers/fleet';
 import { KEY, deadline, frameBody, http, ownerOf, until, useFleet } from '../fleet/fleet-test';
 import { asQuery, dashboard, metricNames, recordedNames, ruleFiles, rules } from './deploy-files';
 import { startPrometheus } from './prometheus-server';

@@ -8,8 +8,8 @@
  * loaded CI box: a liveness check, not a latency figure; `npm run bench -- chaos` measures), the
  * 5-stream limit is exact afterwards, and no slot or upstream stream is left once all are deleted.
  */
-import { formatChaos, runChaos } from '../../src/bench/chaos';
-import type { ChaosReport } from '../../src/bench/chaos';
+import { formatChaos, runChaos } from '../helpers/chaos';
+import type { ChaosReport } from '../helpers/chaos';
 import { useMainBundle } from '../helpers/main-bundle';
 import { KEY } from '../helpers/stack';
 

@@ -6,8 +6,8 @@
  * SIGSTOP of an owner long enough to be declared dead, then SIGCONT: a survivor adopts, the woken
  * owner is fenced, zero duplicates.
  */
-import { duplicateIds, longestGap, recordResults } from '../../src/bench/fleet';
-import type { ResultsRecorder } from '../../src/bench/fleet';
+import { duplicateIds, longestGap, recordResults } from '../helpers/fleet';
+import type { ResultsRecorder } from '../helpers/fleet';
 import { keyHash } from '../../src/lib/keys';
 import { KEY, deadline, frameBody, http, ownerOf, slotsOfKey, until, useFleet } from './fleet-test';
 

@@ -3,8 +3,8 @@
  * (src/bench/fleet.ts: redis-server + emulator + replicas A, B, C), and small readers of the
  * shared state (owner of a stream, slots of the test key).
  */
-import { startFleet } from '../../src/bench/fleet';
-import type { Fleet, FleetOptions, ResultsRecorder } from '../../src/bench/fleet';
+import { startFleet } from '../helpers/fleet';
+import type { Fleet, FleetOptions, ResultsRecorder } from '../helpers/fleet';
 import { keyHash } from '../../src/lib/keys';
 import { useMainBundle } from '../helpers/main-bundle';
 import { KEY, sleep } from '../helpers/stack';

@@ -10,14 +10,13 @@
  * short run) and `npm run bench -- chaos --duration 600 --seed 42 --interval 15`.
  */
 import WebSocket from 'ws';
-import type { BenchFlags } from '../bench';
-import { loadConfig } from '../config';
-import type { Config, FleetConfig } from '../config';
-import { keyHash } from '../lib/keys';
-import { prng } from '../lib/prng';
+import { loadConfig } from '../../src/config';
+import type { FleetConfig } from '../../src/config';
+import { keyHash } from '../../src/lib/keys';
+import { prng } from '../../src/lib/prng';
 import { createStream, startFleet } from './fleet';
 import type { Fleet, Replica } from './fleet';
-import { MAIN, quantile } from './util';
+import { quantile } from './util';
 
 export type FaultKind = 'kill' | 'term' | 'stop' | 'redis-restart' | 'redis-pause';
 export const FAULT_KINDS: readonly FaultKind[] = ['kill', 'term', 'stop', 'redis-restart', 'redis-pause'];
@@ -527,20 +526,4 @@ export function formatChaos(r: ChaosReport): string {
   lines.push(`fleet events: ${Object.entries(r.fleetEvents).map(([k, n]) => `${k} ${n}`).join('; ')}`);
   for (const i of r.invariants) lines.push(`${i.ok ? 'PASS' : 'FAIL'} ${i.name}: ${i.detail}`);
   return lines.join('\n');
-}
-
-/** `npm run bench -- chaos [--duration 600] [--seed 42] [--interval 15] [--streams 40]`: prints the report; exit code 1 when an invariant fails. */
-export async function benchChaos(cfg: Config, flags: BenchFlags): Promise<void> {
-  const num = (v: string | boolean | undefined, d: number) => (typeof v === 'string' ? Number(v) : d);
-  const report = await runChaos({
-    main: MAIN,
-    brand: cfg.brand,
-    seed: num(flags.seed, 42),
-    durationMs: num(flags.duration, 600) * 1000,
-    faultEveryMs: num(flags.interval, 15) * 1000,
-    streams: num(flags.streams, 40),
-    log: (l) => console.log(l),
-  });
-  console.log(formatChaos(report));
-  if (!report.ok) process.exitCode = 1;
 }

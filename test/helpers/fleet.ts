@@ -14,12 +14,12 @@ import os from 'node:os';
 import path from 'node:path';
 import Redis from 'ioredis';
 import WebSocket from 'ws';
-import { mergeDeep } from '../config';
+import { mergeDeep } from '../../src/config';
 import { runNode } from './node-process';
 import type { NodeProcess } from './node-process';
-import { startRedis } from './redis-server';
-import type { RedisServer } from './redis-server';
-import { freePort } from './util';
+import { startRedis } from './redis';
+import type { RedisServer } from './redis';
+import { ROOT, freePort } from './util';
 
 export type Signal = 'SIGKILL' | 'SIGSTOP' | 'SIGCONT' | 'SIGTERM' | 'SIGINT';
 
@@ -118,13 +118,13 @@ const DEFAULT_PUBLISHER: PublisherOptions = { fps: 10, width: 160, height: 120 }
 
 export const FLEET_SECRET = 'fleet-harness-secret-0123456789abcdef';
 
-const BASE_ENV = () => ({ PATH: process.env.PATH, NODE_PATH: process.env.NODE_PATH ?? path.resolve(__dirname, '..', '..', 'node_modules') });
+const BASE_ENV = () => ({ PATH: process.env.PATH, NODE_PATH: process.env.NODE_PATH ?? path.join(ROOT, 'node_modules') });
 
 /**
  * The repository's config/default.json: a bundle in a temp dir does not find it beside itself, so
  * every process gets it (merged with the fleet's own settings) through `--config`.
  */
-const DEFAULTS_FILE = path.resolve(__dirname, '..', '..', 'config', 'default.json');
+const DEFAULTS_FILE = path.join(ROOT, 'config', 'default.json');
 
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 

@@ -3,7 +3,7 @@
  * tests: one counter write per call (what the unbuffered telemetry did), and the slots a key holds.
  * Built on the store's roles, so they behave the same on every implementation.
  */
-import type { Counters, Slots } from '../gateway/store/store';
+import type { Counters, Slots } from '../../src/gateway/store/store';
 
 /** Adds `by` to a counter field. */
 export function hincr(store: Pick<Counters, 'hbatch'>, key: string, field: string, by = 1): Promise<void> {

@@ -29,7 +29,7 @@ import { logLines } from '../../helpers/log-lines';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
 import { sleep } from '../../helpers/time';
-import { slotsInUse } from '../../../src/bench/store-ops';
+import { slotsInUse } from '../../helpers/store-ops';
 
 const SECRET = 'fleet-test-secret-0123456789abcdef';
 const INTERVAL_MS = 1000;

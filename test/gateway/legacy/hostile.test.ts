@@ -7,7 +7,7 @@ import type { Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
-import { slotsInUse } from '../../../src/bench/store-ops';
+import { slotsInUse } from '../../helpers/store-ops';
 
 const legacyShape = { error: expect.any(String), message: expect.any(String), request_id: expect.any(String) };
 

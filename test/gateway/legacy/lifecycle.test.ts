@@ -5,7 +5,7 @@
 import { clipBody, frameBody, http, KEY, KEY_B, KEY_BROKE, KEY_REVOKED, openResults, sleep, startStack, tail } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
-import { slotsInUse } from '../../../src/bench/store-ops';
+import { slotsInUse } from '../../helpers/store-ops';
 
 const RESULT_KEYS = [
   'error',

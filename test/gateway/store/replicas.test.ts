@@ -14,7 +14,7 @@ import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
 import { KEY, frameBody, http, openResults, startStack } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
-import { slotsInUse } from '../../../src/bench/store-ops';
+import { slotsInUse } from '../../helpers/store-ops';
 
 const ADMIN = 'admin-token-for-the-replica-tests';
 let redis: RedisServer;
