@@ -20,7 +20,7 @@ import type { Page } from 'playwright-core';
 import { closeServer, listen } from '../../src/lib/listen';
 import { replaceReplica } from '../helpers/rolling';
 import type { ReplacedReplica } from '../helpers/rolling';
-import { deadline, slotsOfKey, until, useFleet } from '../fleet/fleet-test';
+import { deadline, slotsOfKey, until, useFleet } from '../gateway/fleet/fleet-test';
 import { startHaproxy } from '../helpers/haproxy';
 import type { Balancer } from '../helpers/haproxy';
 import { bundleScript, launchBrowser, servePage } from './helpers';

@@ -8,7 +8,7 @@
  * upstream) puts GatewayUpstreamDown in pending (its `for: 2m` is not waited out).
  */
 import { recordResults } from '../helpers/fleet';
-import { KEY, deadline, frameBody, http, ownerOf, until, useFleet } from '../fleet/fleet-test';
+import { KEY, deadline, frameBody, http, ownerOf, until, useFleet } from '../gateway/fleet/fleet-test';
 import { asQuery, dashboard, metricNames, recordedNames, ruleFiles, rules } from './deploy-files';
 import { startPrometheus } from './prometheus-server';
 import type { PrometheusServer } from './prometheus-server';

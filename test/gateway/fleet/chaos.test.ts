@@ -8,10 +8,10 @@
  * loaded CI box: a liveness check, not a latency figure; `npm run bench -- chaos` measures), the
  * 5-stream limit is exact afterwards, and no slot or upstream stream is left once all are deleted.
  */
-import { formatChaos, runChaos } from '../helpers/chaos';
-import type { ChaosReport } from '../helpers/chaos';
-import { useMainBundle } from '../helpers/main-bundle';
-import { KEY } from '../helpers/stack';
+import { formatChaos, runChaos } from '../../helpers/chaos';
+import type { ChaosReport } from '../../helpers/chaos';
+import { useMainBundle } from '../../helpers/main-bundle';
+import { KEY } from '../../helpers/stack';
 
 const bundle = useMainBundle();
 let report: ChaosReport | undefined;

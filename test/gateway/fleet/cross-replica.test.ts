@@ -5,8 +5,8 @@
  * and frees the slot once); reinfer of a result on the replicas that do not own its stream; 60
  * concurrent creates for one key over three replicas grant exactly 5.
  */
-import { recordResults } from '../helpers/fleet';
-import type { Replica, ResultsRecorder } from '../helpers/fleet';
+import { recordResults } from '../../helpers/fleet';
+import type { Replica, ResultsRecorder } from '../../helpers/fleet';
 import { KEY, KEY_B, deadline, frameBody, http, ownerOf, reinfer, slotsOfKey, tail, until, useFleet } from './fleet-test';
 
 const fleet = useFleet();

@@ -10,9 +10,9 @@
  * nothing behind (slots, upstream streams, relays). A second signal means "now": the same steps at
  * once, long before the deadline.
  */
-import { createStream, recordResults } from '../helpers/fleet';
-import { startWebrtcSender } from '../helpers/wrtc-sender';
-import type { WebrtcSender } from '../helpers/wrtc-sender';
+import { createStream, recordResults } from '../../helpers/fleet';
+import { startWebrtcSender } from '../../helpers/wrtc-sender';
+import type { WebrtcSender } from '../../helpers/wrtc-sender';
 import { KEY, deadline, frameBody, http, ownerOf, resultsAfter, slotsOfKey, until, useFleet } from './fleet-test';
 
 const INTERVAL_S = 0.5;

@@ -11,7 +11,7 @@
  * A exits 0 once its last socket is gone.
  */
 import net from 'node:net';
-import { createStream, recordResults } from '../helpers/fleet';
+import { createStream, recordResults } from '../../helpers/fleet';
 import { KEY, deadline, frameBody, http, ownerOf, resultsAfter, until, useFleet } from './fleet-test';
 
 const fleet = useFleet({ ids: ['A', 'B'] });

@@ -5,7 +5,7 @@
  * standing ends its streams as a single replica does. (A replica that holds connections keeps them
  * while it drains: rolling-deploy.test.ts, drain-serves.test.ts, drain-deadline.test.ts.)
  */
-import { duplicateIds, missedTicks, recordResults } from '../helpers/fleet';
+import { duplicateIds, missedTicks, recordResults } from '../../helpers/fleet';
 import { KEY, deadline, frameBody, http, ownerOf, until, useFleet } from './fleet-test';
 
 const fleet = useFleet();

@@ -6,9 +6,9 @@
  * SIGSTOP of an owner long enough to be declared dead, then SIGCONT: a survivor adopts, the woken
  * owner is fenced, zero duplicates.
  */
-import { duplicateIds, longestGap, recordResults } from '../helpers/fleet';
-import type { ResultsRecorder } from '../helpers/fleet';
-import { keyHash } from '../../src/lib/keys';
+import { duplicateIds, longestGap, recordResults } from '../../helpers/fleet';
+import type { ResultsRecorder } from '../../helpers/fleet';
+import { keyHash } from '../../../src/lib/keys';
 import { KEY, deadline, frameBody, http, ownerOf, slotsOfKey, until, useFleet } from './fleet-test';
 
 const fleet = useFleet();

@@ -7,8 +7,8 @@
  * ended it. Also: an upstream stream deleted behind the gateway's back ends the legacy stream as
  * `upstream_ended`, not as the client's request (`client_requested`) nor its lease (`lease_expired`).
  */
-import { duplicateIds, recordResults } from '../helpers/fleet';
-import type { Replica } from '../helpers/fleet';
+import { duplicateIds, recordResults } from '../../helpers/fleet';
+import type { Replica } from '../../helpers/fleet';
 import { KEY, deadline, frameBody, http, ownerOf, slotsOfKey, until, useFleet } from './fleet-test';
 
 const fleet = useFleet();

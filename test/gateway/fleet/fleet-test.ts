@@ -3,14 +3,14 @@
  * (src/bench/fleet.ts: redis-server + emulator + replicas A, B, C), and small readers of the
  * shared state (owner of a stream, slots of the test key).
  */
-import { startFleet } from '../helpers/fleet';
-import type { Fleet, FleetOptions, ResultsRecorder } from '../helpers/fleet';
-import { keyHash } from '../../src/lib/keys';
-import { useMainBundle } from '../helpers/main-bundle';
-import { KEY, sleep } from '../helpers/stack';
+import { startFleet } from '../../helpers/fleet';
+import type { Fleet, FleetOptions, ResultsRecorder } from '../../helpers/fleet';
+import { keyHash } from '../../../src/lib/keys';
+import { useMainBundle } from '../../helpers/main-bundle';
+import { KEY, sleep } from '../../helpers/stack';
 
-export { KEY, KEY_B, http, frameBody, reinfer, tail } from '../helpers/stack';
-export { deadline } from '../helpers/time';
+export { KEY, KEY_B, http, frameBody, reinfer, tail } from '../../helpers/stack';
+export { deadline } from '../../helpers/time';
 export { sleep };
 
 /** A fleet for the enclosing describe block (or file): started before its tests, stopped after. */

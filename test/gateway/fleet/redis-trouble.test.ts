@@ -5,8 +5,8 @@
  * streams keep running on their owners, and none ends as `lease_expired` because of the outage
  * (the lease is short here and keepalives fail while Redis is away).
  */
-import { recordResults } from '../helpers/fleet';
-import type { ResultsRecorder } from '../helpers/fleet';
+import { recordResults } from '../../helpers/fleet';
+import type { ResultsRecorder } from '../../helpers/fleet';
 import { KEY, deadline, frameBody, http, sleep, slotsOfKey, until, useFleet } from './fleet-test';
 
 const LEASE_S = 4;

@@ -8,12 +8,12 @@
  * upstream and scheduled by a new replica after the deploy. Each old replica stays alive while it
  * holds a socket and exits (0) once its last socket is gone; one that holds none exits by itself.
  */
-import { duplicateIds, longestGap, recordResults } from '../helpers/fleet';
-import type { ResultsRecorder } from '../helpers/fleet';
-import { replaceReplica } from '../helpers/rolling';
-import type { ReplacedReplica } from '../helpers/rolling';
-import { SERVED_BY, startHaproxy } from '../helpers/haproxy';
-import type { Balancer } from '../helpers/haproxy';
+import { duplicateIds, longestGap, recordResults } from '../../helpers/fleet';
+import type { ResultsRecorder } from '../../helpers/fleet';
+import { replaceReplica } from '../../helpers/rolling';
+import type { ReplacedReplica } from '../../helpers/rolling';
+import { SERVED_BY, startHaproxy } from '../../helpers/haproxy';
+import type { Balancer } from '../../helpers/haproxy';
 import { KEY, deadline, frameBody, http, ownerOf, slotsOfKey, until, useFleet } from './fleet-test';
 
 const INTERVAL_S = 0.5;

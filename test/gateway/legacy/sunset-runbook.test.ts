@@ -3,10 +3,10 @@
  * driven by real legacy and passthrough traffic, a brownout window opened and closed (creates refused,
  * the running stream untouched), and `afterSunset: refuse`.
  */
-import { keyHash } from '../../src/lib/keys';
-import type { DeprecationReport } from '../../src/gateway/telemetry/usage';
-import { frameBody, KEY, KEY_B, KEY_REVOKED, openResults, startStack } from '../helpers/stack';
-import type { Stack } from '../helpers/stack';
+import { keyHash } from '../../../src/lib/keys';
+import type { DeprecationReport } from '../../../src/gateway/telemetry/usage';
+import { frameBody, KEY, KEY_B, KEY_REVOKED, openResults, startStack } from '../../helpers/stack';
+import type { Stack } from '../../helpers/stack';
 
 const ADMIN = 'admin-token-for-tests-0123456789';
 const SUNSET = '2026-06-30T00:00:00Z';

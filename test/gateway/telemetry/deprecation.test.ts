@@ -4,19 +4,19 @@
  * CSV) behind the admin token, Prometheus metrics, and logs that never contain a key or token.
  */
 import WebSocket from 'ws';
-import { loadConfig } from '../../src/config';
-import type { Config } from '../../src/config';
-import { startEmulator } from '../../src/emulator/server';
-import type { RunningEmulator } from '../../src/emulator/server';
-import { startGateway } from '../../src/gateway/server';
-import type { RunningGateway } from '../../src/gateway/server';
-import { MemoryStore } from '../../src/gateway/store/memory';
-import { DeprecationUsage } from '../../src/gateway/telemetry/usage';
-import type { DeprecationReport, KeyUsage } from '../../src/gateway/telemetry/usage';
-import { keyHash } from '../../src/lib/keys';
-import { createLogger } from '../../src/lib/logger';
-import { clipBody, frameBody, http, KEY, KEY_B, KEY_REVOKED, openResults } from '../helpers/stack';
-import { deadline, delay } from './doubles';
+import { loadConfig } from '../../../src/config';
+import type { Config } from '../../../src/config';
+import { startEmulator } from '../../../src/emulator/server';
+import type { RunningEmulator } from '../../../src/emulator/server';
+import { startGateway } from '../../../src/gateway/server';
+import type { RunningGateway } from '../../../src/gateway/server';
+import { MemoryStore } from '../../../src/gateway/store/memory';
+import { DeprecationUsage } from '../../../src/gateway/telemetry/usage';
+import type { DeprecationReport, KeyUsage } from '../../../src/gateway/telemetry/usage';
+import { keyHash } from '../../../src/lib/keys';
+import { createLogger } from '../../../src/lib/logger';
+import { clipBody, frameBody, http, KEY, KEY_B, KEY_REVOKED, openResults } from '../../helpers/stack';
+import { deadline, delay } from '../doubles';
 
 const ADMIN = 'admin-token-for-tests-0123456789';
 const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
