@@ -6,8 +6,8 @@
  * reconnects as the Python SDK does and keepalives as the Python SDK sends them. Then it checks the
  * invariants: no stream ended unless asked, no result delivered twice, every stream delivered again
  * within the bound after each fault, the 5-stream limit exact afterwards, and nothing left behind
- * (slots, upstream streams) once every stream is deleted. Shared by test/fleet/chaos.test.ts (a
- * short run) and `npm run bench -- chaos --duration 600 --seed 42 --interval 15`.
+ * (slots, upstream streams) once every stream is deleted. Shared by test/gateway/fleet/chaos.test.ts
+ * (a short run) and `npm run bench -- chaos --duration 600 --seed 42 --interval 15`.
  */
 import WebSocket from 'ws';
 import { loadConfig } from '../../src/config';

@@ -1,11 +1,11 @@
 /**
- * A fleet of real processes on loopback, shared by test/fleet and the `fleet` bench section: a
- * redis-server (redis-server.ts), the emulator (the CLI's `emulator` command) and N gateway
+ * A fleet of real processes on loopback, shared by the fleet suites (test/gateway/fleet) and the `fleet`
+ * bench: a redis-server (redis.ts), the emulator (the CLI's `emulator` command) and N gateway
  * replicas (the CLI's `serve`, env REDIS_URL / GATEWAY_ID / GATEWAY_SECRET / UPSTREAM_URL / PORT).
  * Each replica can be signalled (SIGKILL, SIGSTOP, SIGCONT, SIGTERM, SIGINT) and restarted on its port;
  * Redis can be paused (SIGSTOP) and restarted with or without its data (`redisArgs` adds e.g. AOF);
  * the emulator takes extra config (`emulatorConfig`: more accounts). `stop()` ends everything,
- * and node-process.ts / redis-server.ts SIGKILL whatever is left when this process exits.
+ * and node-process.ts / redis.ts SIGKILL whatever is left when this process exits.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * One step of a rolling deploy on real processes, shared by test/fleet and the `rolling` bench: a
+ * One step of a rolling deploy on real processes, shared by the fleet suites and the `rolling` bench: a
  * new replica starts (fleet.ts `addReplica`, a fresh port), joins the load balancer (haproxy.ts)
  * and is counted up, then the old one gets SIGTERM and the balancer is waited on until it counts
  * the old one down (its /readyz answers 503, or it is gone). The old process is not waited for: it

@@ -1,6 +1,7 @@
 /**
  * Single writes and reads that are not part of the production store (`Store`), for benches and
- * tests: one counter write per call (what the unbuffered telemetry did), and the slots a key holds.
+ * tests: one counter write per call (the unbuffered baseline the `telemetry` bench compares the
+ * buffered counters with), and the slots a key holds.
  * Built on the store's roles, so they behave the same on every implementation.
  */
 import type { Counters, Slots } from '../../src/gateway/store/store';
