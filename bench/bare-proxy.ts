@@ -3,7 +3,7 @@
  * agent, headers copied as parsed, `pipe()` both ways, 502 on error). No request id, no logs, no
  * metrics, no hop-by-hop stripping: the floor the gateway's cost per request is compared with.
  *
- * `node dist/bench/bare-proxy.js <port> <upstream url>`; prints `listening <port>` when ready.
+ * `node dist-bench/bench/bare-proxy.js <port> <upstream url>`; prints `listening <port>` when ready.
  */
 import http from 'node:http';
 

@@ -1,5 +1,5 @@
 /**
- * Preloaded into each proxy the passthrough bench measures (`node -r dist/bench/cpu-probe.js …`,
+ * Preloaded into each proxy the passthrough bench measures (`node -r dist-bench/bench/cpu-probe.js …`,
  * spawned with an IPC channel): every IPC message is answered with the process's CPU time so far
  * (`process.cpuUsage()`, user+system µs over all its threads), finer than /proc's 10 ms ticks.
  * Does nothing without an IPC channel, and never keeps the process alive.

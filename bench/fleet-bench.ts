@@ -7,7 +7,7 @@
  *  - drain handover: missed ticks per stream when the owner gets SIGTERM (target ≤ 1);
  *  - steady load, Redis store vs memory store in the same run (BENCH_FLEET_STREAMS over 3
  *    replicas at 1 Hz, default 150 because this 2-core machine also runs the emulator, Redis and
- *    the clients; the issue's figure is 1,000): replica CPU per stream-second, tick lateness p99
+ *    the clients; the specified size is 1,000): replica CPU per stream-second, tick lateness p99
  *    (from each replica's /metrics histogram: an upper bucket bound), Redis commands per
  *    stream-second (INFO commandstats, which counts a script's inner calls).
  */
@@ -186,7 +186,7 @@ export async function benchFleet(cfg: Config): Promise<void> {
   }
   const streams = Number(process.env.BENCH_FLEET_STREAMS ?? 150);
   const secs = Number(process.env.BENCH_SECONDS ?? 20);
-  console.log(`steady load (BENCH_FLEET_STREAMS=${streams}; the issue's 1,000 saturates this 2-core machine with the emulator and Redis on it):`);
+  console.log(`steady load (BENCH_FLEET_STREAMS=${streams}; the specified 1,000 saturates a 2-core machine with the emulator and Redis on it):`);
   await benchLoad(cfg, 'redis', streams, secs);
   await benchLoad(cfg, 'memory', streams, secs);
 }

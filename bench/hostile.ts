@@ -1,6 +1,6 @@
 /**
- * One hostile tenant, ordinary keys, the documented API (issue 8 cases 1-4 and the create-body
- * fuzz), against a gateway and emulator in this process. For each case: event-loop lag p99
+ * One hostile tenant, ordinary keys, the documented API (oversized strings and schemas, costly
+ * patterns, feedback floods, the create-body fuzz), against a gateway and emulator in this process. For each case: event-loop lag p99
  * (monitorEventLoopDelay) and /healthz latency p99 from a probe every 20 ms (target ≤ 20 ms);
  * heap after 300 × max-size feedback; re2js against backtracking RegExp; fuzz status counts.
  * The hostile client runs in this process too, so its own work (building 200 KB bodies) counts

@@ -1,7 +1,7 @@
 /**
  * The /v1beta passthrough's cost, against a bare `node:http` pipe proxy measured in the same run:
  * emulator, gateway and the bare peer each run as a child process (`dist/main.js emulator` /
- * `serve`, `dist/bench/bare-proxy.js`), the load comes from this process over loopback keep-alive
+ * `serve`, `dist-bench/bench/bare-proxy.js`), the load comes from this process over loopback keep-alive
  * connections in bounded loops. Reported per scenario (`/v1beta/models`, a non-streaming chat
  * completion, an SSE completion):
  * - CPU time of each proxy process per request (its own `process.cpuUsage()`, asked over IPC from

@@ -1,14 +1,15 @@
 /**
- * Store cost of the deprecation telemetry per stream-second, before and after per-replica
- * buffering, on the memory store and on a local redis-server: STREAMS legacy streams at 1 Hz over
+ * Store cost of the deprecation telemetry per stream-second, written per event and buffered per
+ * replica, on the memory store and on a local redis-server: STREAMS legacy streams at 1 Hz over
  * KEYS keys (5 streams per key, the limit), each tick an inference event, each stream a keepalive
  * request every 10 s. Time is virtual (a flush at each second's end, as the 1 s timer does), so
  * the figures are counts, not timings of this machine.
  *
- * "before" replays the per-event writes of the unbuffered usage.ts (one hincr/hsetMin/hsetMax per
- * field, as of commit 94cb8b6); "after" is DeprecationUsage itself (one store.hbatch per second).
- * Redis commands: `total_commands_processed` (a script counts its EVALSHA and each call inside it)
- * and the commands the client sent (one per store call before; one EVALSHA per hash after).
+ * "per event" writes each field as it happens (one hincr/hsetMin/hsetMax per field: the baseline
+ * that shows what buffering saves); "buffered" is DeprecationUsage itself (one store.hbatch per
+ * second). Redis commands: `total_commands_processed` (a script counts its EVALSHA and each call
+ * inside it) and the commands the client sent (one per store call per event; one EVALSHA per hash
+ * buffered).
  */
 import { MemoryStore } from '../src/gateway/store/memory';
 import { measuredStore } from '../src/gateway/store/measured';
@@ -31,7 +32,7 @@ interface Sink {
   settle(): Promise<void>;
 }
 
-/** The writes of the unbuffered usage.ts, one store call per field, per event. */
+/** Unbuffered writes: one store call per field, per event (the baseline). */
 function unbuffered(store: Store): Sink {
   const inFlight: Promise<void>[] = [];
   return {
@@ -74,8 +75,8 @@ async function commandsProcessed(redis: RedisServer): Promise<number> {
 }
 
 const VARIANTS = [
-  ['before (per event)', unbuffered],
-  ['after (buffered 1 s)', buffered],
+  ['per event', unbuffered],
+  ['buffered 1 s', buffered],
 ] as const;
 
 async function run(label: string, raw: Store, redis: RedisServer | undefined, make: (s: Store, now: () => number) => Sink): Promise<void> {

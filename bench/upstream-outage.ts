@@ -1,8 +1,8 @@
 /**
- * Upstream outage figures (issue 8 items 7-8), in process against the embedded emulator:
+ * Upstream outage figures, in process against the embedded emulator:
  * - completion attempts per minute reaching the upstream during a full completion outage
  *   (every attempt's connection reset) for N streams at a 1 s cadence, with the circuit breaker
- *   and without it (the old behaviour: every tick × 4 attempts × each fallback model);
+ *   and without it (then every tick costs 4 attempts × each fallback model);
  * - time until a 1 s-cadence client gets its first result (an `upstream_timeout` error) when
  *   completions stall, with the cadence-tied attempt timeout and tick deadline.
  * Bounded: fixed windows, everything closed at the end.
@@ -116,7 +116,7 @@ export async function benchUpstreamOutage(base: Config): Promise<void> {
   console.log(`full completion outage, ${streams} streams at 1 s, fallback ${fallbacks.join(', ')}, ${windowMs / 1000} s window:`);
   for (const breaker of [false, true]) {
     const perMin = await outageAttempts(base, streams, windowMs, breaker, fallbacks);
-    console.log(`  breaker ${breaker ? 'on (5 failures, 5 s open)' : 'off (old behaviour)'}: ${Math.round(perMin)} upstream attempts/min`);
+    console.log(`  breaker ${breaker ? 'on (5 failures, 5 s open)' : 'off'}: ${Math.round(perMin)} upstream attempts/min`);
   }
   const stall = await stallFirstResultMs(base);
   console.log(`completions stalled 60 s, 1 s cadence: first result after ${(stall.ms / 1000).toFixed(1)} s: ${stall.error}`);

@@ -1,6 +1,6 @@
 /**
  * The shipped rules and dashboard against a real Prometheus scraping a real fleet: redis-server,
- * the emulator and two replica CLIs (src/bench/fleet.ts) with a few live streams, Prometheus
+ * the emulator and two replica CLIs (test/helpers/fleet.ts) with a few live streams, Prometheus
  * (Debian's package) scraping both replicas and evaluating deploy/prometheus/*.yml every second.
  * Every metric the rules and the dashboard read is in the scrape, every rule evaluates healthy,
  * every dashboard query evaluates and every panel shows data; then alerts become true on the real

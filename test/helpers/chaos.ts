@@ -35,7 +35,7 @@ export interface ChaosOptions {
   streams: number;
   perKey?: number;
   intervalSeconds?: number;
-  /** Each stream's keepalive period (the Python SDK: ttl / 2; the run: 10 s). */
+  /** Each stream's keepalive period (the Python SDK: ttl / 2; the bench's default: 10 s). */
   keepaliveEveryMs?: number;
   /** How long a SIGSTOPped replica stays paused, and a paused Redis. */
   replicaPauseMs?: number;

@@ -1,5 +1,5 @@
 /**
- * A short seeded chaos run on real processes (src/bench/chaos.ts: redis-server with AOF, the
+ * A short seeded chaos run on real processes (test/helpers/chaos.ts: redis-server with AOF, the
  * emulator, three replica CLIs): SIGKILL, SIGTERM and SIGSTOP/SIGCONT of replicas (each killed or
  * drained one replaced by a new process on a fresh port), Redis restarted with its AOF and paused,
  * under 10 streams over two keys whose results sockets reconnect as the Python SDK does and whose

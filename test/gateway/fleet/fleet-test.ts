@@ -1,6 +1,6 @@
 /**
  * What the multi-process fleet suites share: the CLI bundle, a fleet of real processes per file
- * (src/bench/fleet.ts: redis-server + emulator + replicas A, B, C), and small readers of the
+ * (test/helpers/fleet.ts: redis-server + emulator + replicas A, B, C), and small readers of the
  * shared state (owner of a stream, slots of the test key).
  */
 import { startFleet } from '../../helpers/fleet';

@@ -590,7 +590,7 @@ describe('failover and drain', () => {
     await until(() => a.gw.gateway.held().sockets === 0);
   });
 
-  test('the last replica standing ends its streams as before (server_shutdown)', async () => {
+  test('the last replica standing ends its streams as a single replica does (server_shutdown)', async () => {
     const [a, b, c] = f.replicas as [Replica, Replica, Replica];
     await b.gw.close(2000);
     await c.gw.close(2000);

@@ -1,6 +1,7 @@
 /**
- * Issue 8 cases 1-4 as a hostile tenant would send them, on a real gateway + emulator: every one
- * is refused (or bounded) in the legacy error shape, and nothing leaks.
+ * A hostile tenant on /v0.2 (strings and schemas over their caps, costly schema compiles, feedback
+ * floods), on a real gateway + emulator: every request is refused (or bounded) in the legacy error
+ * shape, and nothing leaks.
  */
 import { clipBody, http, KEY, KEY_BROKE, startStack } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';

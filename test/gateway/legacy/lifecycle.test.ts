@@ -237,7 +237,7 @@ describe('legacy streams on the emulator', () => {
       headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', 'content-length': '0', origin: 'https://app.example' },
     });
     expect(res.status).toBe(200);
-    // The default CORS: the origin echoed with credentials, as browser SDKs need (see test/gateway/deploy.test.ts).
+    // The default CORS: the origin echoed with credentials, as browser SDKs need (see test/gateway/server.test.ts).
     expect(res.headers.get('access-control-allow-origin')).toBe('https://app.example');
     expect(res.headers.get('access-control-allow-credentials')).toBe('true');
     const pre = await fetch(`${s.url}/v0.2/streams`, {

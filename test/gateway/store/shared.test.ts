@@ -1,8 +1,9 @@
 /**
- * Two gateway replicas on one real redis-server and one emulator: what the Redis store shares today
- * (docs/scaling.md). Slots are exact across replicas, a session created on A is readable on B (a
- * results socket on B gets A's results and A's end; feedback through B), and the deprecation report
- * is the fleet's. Scheduling stays with the replica that created the stream (issue 10 goes on).
+ * Two gateway replicas on one real redis-server and one emulator, without fleet membership (no
+ * secret): what the Redis store alone shares (docs/scaling.md). Slots are exact across replicas
+ * and concurrent creates, a session created on A is readable on B (a results socket on B gets A's
+ * results and A's end; feedback through B), and the deprecation report is the fleet's. Failover,
+ * handover and any-replica calls are the fleet's suites (test/gateway/fleet).
  */
 import { createLogger } from '../../../src/lib/logger';
 import { keyHash } from '../../../src/lib/keys';
@@ -70,7 +71,7 @@ test('60 concurrent creates for one key over two replicas: exactly 5 streams, ro
     expect(refused).toHaveLength(55);
     expect(refused.every((r) => r.status === 429 && (r.body as { error: string }).error === 'concurrent_stream_limit')).toBe(true);
     expect(await slotsInUse(storeA, keyHash(KEY))).toBe(5);
-    // Ended on the replica that schedules each (a delete elsewhere is the rest of issue 10).
+    // Each deleted through the replica that created it.
     for (const { id, url } of made) expect((await http(url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
     expect(await slotsInUse(storeB, keyHash(KEY))).toBe(0);
   }
