@@ -71,7 +71,7 @@ const boundaries = [
 ];
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'test/browser/bundles/**'] },
+  { ignores: ['dist/**', 'dist-bench/**', 'node_modules/**', 'coverage/**', 'test/browser/bundles/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

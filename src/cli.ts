@@ -13,7 +13,6 @@ interface CommandSpec {
   /** Help lines of the command's own flags and arguments. */
   flags?: string;
   options: Options;
-  positionals: boolean;
 }
 
 const COMMON: Options = {
@@ -28,13 +27,11 @@ export const COMMANDS = {
     summary: 'run the gateway (with the embedded emulator unless UPSTREAM_URL is set; in production only with EMULATOR_EMBEDDED=true)',
     usage: 'serve [--config FILE]',
     options: COMMON,
-    positionals: false,
   },
   emulator: {
     summary: 'run the /v1beta + /billing emulator alone',
     usage: 'emulator [--config FILE]',
     options: COMMON,
-    positionals: false,
   },
   demo: {
     summary: 'a legacy /v0.2 terminal client against a running gateway',
@@ -54,24 +51,6 @@ export const COMMANDS = {
       prompt: { type: 'string', default: 'What is happening in the video?' },
       seconds: { type: 'string', default: '0' },
     },
-    positionals: false,
-  },
-  bench: {
-    summary: 'run the benchmarks and print figures',
-    usage: 'bench [SECTION...] [--duration S] [--seed N] [--interval S] [--streams N] [--config FILE]',
-    flags: `  SECTION             run only these sections (default: all)
-  --duration S        chaos: seconds of faults (default 600)
-  --seed N            chaos: seed of the fault sequence (default 42)
-  --interval S        chaos: seconds between faults (default 15)
-  --streams N         chaos: streams, 5 per API key (default 40)`,
-    options: {
-      ...COMMON,
-      duration: { type: 'string' },
-      seed: { type: 'string' },
-      interval: { type: 'string' },
-      streams: { type: 'string' },
-    },
-    positionals: true,
   },
 } satisfies Record<string, CommandSpec>;
 
@@ -79,7 +58,7 @@ export type CommandName = keyof typeof COMMANDS;
 
 const NAME = 'legacy-gateway';
 
-export const USAGE = `usage: ${NAME} <serve|emulator|demo|bench> [options]
+export const USAGE = `usage: ${NAME} <serve|emulator|demo> [options]
 
 ${Object.entries(COMMANDS)
   .map(([name, c]) => `  ${name.padEnd(9)}  ${c.summary}`)
@@ -100,7 +79,7 @@ export class UsageError extends Error {
 
 export type Parsed =
   | { kind: 'help'; text: string }
-  | { kind: 'run'; command: CommandName; config?: string; values: Record<string, string | boolean | undefined>; positionals: string[] };
+  | { kind: 'run'; command: CommandName; config?: string; values: Record<string, string | boolean | undefined> };
 
 function isCommand(name: string): name is CommandName {
   return Object.hasOwn(COMMANDS, name);
@@ -120,7 +99,7 @@ export function parseCommandLine(argv: string[]): Parsed {
   const spec: CommandSpec = COMMANDS[command];
   let parsed;
   try {
-    parsed = parseArgs({ args: rest, options: spec.options, allowPositionals: spec.positionals, strict: true });
+    parsed = parseArgs({ args: rest, options: spec.options, allowPositionals: false, strict: true });
   } catch (err) {
     throw new UsageError(`${NAME} ${command}: ${(err as Error).message}\nRun '${NAME} ${command} --help' for its options.`);
   }
@@ -131,11 +110,5 @@ export function parseCommandLine(argv: string[]): Parsed {
     const seconds = Number(values.seconds);
     if (!Number.isFinite(seconds) || seconds < 0) throw new UsageError(`${NAME} demo: --seconds must be a number >= 0, got '${String(values.seconds)}'`);
   }
-  if (command === 'bench') {
-    for (const flag of ['duration', 'seed', 'interval', 'streams']) {
-      const v = values[flag];
-      if (v !== undefined && !(Number.isInteger(Number(v)) && Number(v) > 0)) throw new UsageError(`${NAME} bench: --${flag} must be a whole number > 0, got '${String(v)}'`);
-    }
-  }
-  return { kind: 'run', command, config: values.config as string | undefined, values, positionals: parsed.positionals };
+  return { kind: 'run', command, config: values.config as string | undefined, values };
 }

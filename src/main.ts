@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * CLI: `serve` (the gateway; starts the embedded emulator when no upstream is configured),
- * `emulator` (the emulator alone), `demo` (a legacy terminal client), `bench` (benchmarks).
+ * `emulator` (the emulator alone), `demo` (a legacy terminal client). The benchmarks are not part
+ * of it: `npm run bench` (bench/).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -208,10 +209,6 @@ async function main(argv: string[]): Promise<void> {
     case 'demo': {
       const { runDemo } = await import('./demo');
       return runDemo(cfg, parsed.values as unknown as DemoArgs);
-    }
-    case 'bench': {
-      const { runBench } = await import('./bench');
-      return runBench(cfg, parsed.positionals, parsed.values);
     }
   }
 }

@@ -92,7 +92,7 @@ export interface Gateway {
    * A connection drain (a fleet's SIGTERM): no new legacy streams here, streams whose media does
    * not live here are handed to replicas not draining, and this replica stays a fleet member so
    * its results sockets and media relays keep working until they end. False (nothing held) without a
-   * fleet or as its last replica alive: nobody could take the streams, so they end as before.
+   * fleet or as its last replica alive: nobody could take the streams, so they end as on any shutdown.
    */
   drainConnections(): Promise<boolean>;
   /** What a draining replica still holds: open results sockets and running media relays. */

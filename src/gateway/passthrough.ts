@@ -15,10 +15,11 @@
  * - unreachable → 502, silent for `timeoutMs` → 504, both with a `{detail}` body; never a hang;
  * - no buffering: each upstream chunk is written to the client as it comes (SSE).
  *
- * Cost per request is the point (issue 12): one record per request (`Flight`, which is also the
- * settled event), one close listener on the client response, headers filtered while copied from
- * `rawHeaders`, and no timer per request: one sweep per gateway finds upstreams silent past the
- * timeout (`SilenceWatch`; a per-request socket timeout re-armed the socket's timer twice a request).
+ * Cost per request is the point, as every call of every migrated customer comes through here
+ * (figures: docs/decisions/): one record per request (`Flight`, which is also the settled event),
+ * one close listener on the client response, headers filtered while copied from `rawHeaders`, and
+ * no timer per request: one sweep per gateway finds upstreams silent past the timeout
+ * (`SilenceWatch`; a per-request socket timeout would re-arm the socket's timer twice a request).
  */
 import http from 'node:http';
 import https from 'node:https';

@@ -32,7 +32,7 @@ export function createHttpServer(listener: http.RequestListener, t: ServerTimeou
   });
   server.timeout = t.idleTimeoutMs;
   // The connection's latest response, kept on the socket: no WeakMap and no close listener per
-  // request (the passthrough's per-request cost, issue 12).
+  // request (the passthrough's per-request cost matters: every migrated call pays it).
   // One 'request' listener (two would make every emit copy the listener array).
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     (req.socket as Tracked)[LATEST] = res;

@@ -1,8 +1,8 @@
 /**
  * The Docker image, checked without a Docker engine: built on the Node LTS that `engines` and the
- * README name, its runtime stage holding production dependencies and compiled code only, and no
- * code path of `serve`/`emulator`/`demo` importing a dev dependency (only the bench does, loaded
- * on demand).
+ * README name, its runtime stage holding production dependencies and compiled code only, no
+ * source file importing a dev dependency or anything outside src/ (the benchmarks in bench/ and
+ * the test harnesses never reach the build).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -55,18 +55,31 @@ function sourceFiles(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sourceFiles(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : []));
 }
 
-test('outside the bench, the compiled code imports no dev dependency, and reaches the bench only on demand', () => {
+test('the compiled code imports no dev dependency and nothing outside src/ (bench/ and test/ never ship)', () => {
   const packageOf = (spec: string) => (spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]!);
+  const srcDir = path.join(ROOT, 'src');
   const offenders: string[] = [];
-  for (const file of sourceFiles(path.join(ROOT, 'src'))) {
+  for (const file of sourceFiles(srcDir)) {
     const rel = path.relative(ROOT, file);
-    if (rel.startsWith(path.join('src', 'bench'))) continue; // src/bench/ and src/bench.ts
     const text = fs.readFileSync(file, 'utf8');
-    for (const m of text.matchAll(/^\s*(?:import|export)\s(?!type\s)[^'"]*?from\s+'([^']+)'|^\s*import\s+'([^']+)'/gm)) {
-      const spec = m[1] ?? m[2]!;
-      if (devDeps.includes(packageOf(spec))) offenders.push(`${rel} imports ${spec}`);
-      if (/^\.{1,2}\/(.*\/)?bench(\/|$)/.test(spec)) offenders.push(`${rel} imports ${spec} statically`);
+    for (const m of text.matchAll(/^\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'|^\s*import\s+'([^']+)'|\bimport\('([^']+)'\)/gm)) {
+      const spec = m[1] ?? m[2] ?? m[3]!;
+      if (spec.startsWith('.')) {
+        const target = path.resolve(path.dirname(file), spec);
+        if (path.relative(srcDir, target).startsWith('..')) offenders.push(`${rel} imports ${spec}, outside src/`);
+      } else if (devDeps.includes(packageOf(spec)) && !/^\s*(?:import|export)\s+type\s/.test(m[0])) {
+        offenders.push(`${rel} imports ${spec}`);
+      }
     }
   }
   expect(offenders).toEqual([]);
+  expect(sourceFiles(srcDir).filter((f) => /bench/.test(path.relative(srcDir, f)))).toEqual([]);
+});
+
+test('the build compiles src/ only, and the bench build stays out of the image', () => {
+  const build = JSON.parse(fs.readFileSync(path.join(ROOT, 'tsconfig.build.json'), 'utf8')) as { include: string[] };
+  expect(build.include).toEqual(['src']);
+  expect(stages().get('build')).toMatch(/^COPY src \.\/src$/m);
+  const ignored = fs.readFileSync(path.join(ROOT, '.dockerignore'), 'utf8').split('\n');
+  for (const dir of ['bench', 'dist-bench', 'test']) expect(ignored).toContain(dir);
 });

@@ -1,14 +1,14 @@
 /**
  * The shipped rules and dashboard against a real Prometheus scraping a real fleet: redis-server,
- * the emulator and two replica CLIs (src/bench/fleet.ts) with a few live streams, Prometheus
+ * the emulator and two replica CLIs (test/helpers/fleet.ts) with a few live streams, Prometheus
  * (Debian's package) scraping both replicas and evaluating deploy/prometheus/*.yml every second.
  * Every metric the rules and the dashboard read is in the scrape, every rule evaluates healthy,
  * every dashboard query evaluates and every panel shows data; then alerts become true on the real
  * processes: SIGKILL of a stream owner fires GatewayFailover, and SIGKILL of the emulator (the
  * upstream) puts GatewayUpstreamDown in pending (its `for: 2m` is not waited out).
  */
-import { recordResults } from '../../src/bench/fleet';
-import { KEY, deadline, frameBody, http, ownerOf, until, useFleet } from '../fleet/fleet-test';
+import { recordResults } from '../helpers/fleet';
+import { KEY, deadline, frameBody, http, ownerOf, until, useFleet } from '../gateway/fleet/fleet-test';
 import { asQuery, dashboard, metricNames, recordedNames, ruleFiles, rules } from './deploy-files';
 import { startPrometheus } from './prometheus-server';
 import type { PrometheusServer } from './prometheus-server';

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { stringify } from 'yaml';
-import { freePort } from '../../src/bench/util';
+import { freePort } from '../helpers/util';
 
 const live = new Set<ChildProcess>();
 process.once('exit', () => {

@@ -1,5 +1,5 @@
 /**
- * Issue 11 item 6: the emulator `serve` embeds honours the synthetic-publisher and control-API
+ * The emulator `serve` embeds honours the synthetic-publisher and control-API
  * settings (config file, environment); unset, both default to on there.
  */
 import { loadConfig } from '../../src/config';

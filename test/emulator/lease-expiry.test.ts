@@ -1,5 +1,5 @@
 /**
- * Issue 11 item 8: a lease timer that fires before the clock reaches the lease's end must not end
+ * A lease timer that fires before the clock reaches the lease's end must not end
  * the stream early. Clock injected, timers faked: the order of events is the test, not wall time.
  */
 import { loadConfig } from '../../src/config';

@@ -274,8 +274,8 @@ describe('resolveVideo', () => {
     expect(indices(resolveVideo(vid('start_offset_ms=-10000&max_fps=1'), buf, clock.now))).toEqual([9, 19, 29]);
   });
 
-  // Issue 11: the sampler stepped forward from the window start, fell short of max_fps and left out
-  // the newest frames. Frame i carries test-pattern index i, so the indices are what a model sees.
+  // The sampler steps back from the window's end, so it reaches max_fps and keeps the newest
+  // frames. Frame i carries test-pattern index i, so the indices are what a model sees.
   it.each([
     // [source fps, frames in buffer, max_fps, window ms, expected indices]
     [5, 50, 2, 3000, [36, 39, 41, 44, 46, 49]],

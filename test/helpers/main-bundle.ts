@@ -6,10 +6,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { build } from 'esbuild';
-import { runNode } from '../../src/bench/node-process';
-import type { NodeProcess } from '../../src/bench/node-process';
+import { runNode } from './node-process';
+import type { NodeProcess } from './node-process';
+import { ROOT } from './util';
 
-export const ROOT = path.resolve(__dirname, '..', '..');
+export { ROOT };
 
 export interface MainBundle {
   file: string;

@@ -1,6 +1,6 @@
 /**
  * The JSON Schema service: caps before compiling, linear-time patterns, content-hash cache, and
- * the compiler's logging kept inside pino (issue 8 cases 2, 3 and 5).
+ * the compiler's logging kept inside pino (no schema text reaches the console).
  */
 import { logLines } from '../helpers/log-lines';
 import { createLogger } from '../../src/lib/logger';

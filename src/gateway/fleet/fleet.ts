@@ -164,7 +164,7 @@ export class Fleet {
 
   /**
    * A connection drain begins, unless this is the last replica alive (then false: nobody could
-   * take its streams, which end as before). Announced to the fleet (nobody's target from now on),
+   * take its streams, which end as on any shutdown). Announced to the fleet (nobody's target from now on),
    * the loops go on, and the streams that can move (not pinned to a relay here) are handed to
    * replicas not draining, now and at every sweep after (one may appear later).
    */
@@ -196,7 +196,7 @@ export class Fleet {
   /**
    * The end of a drain (or a stop without one): with replicas alive that are not draining, hands every
    * stream here to them (rendezvous pick; pinned ones end), then leaves the membership. False when no
-   * such replica is left (streams end as before).
+   * such replica is left (streams end as on any shutdown).
    */
   async drain(why?: string): Promise<boolean> {
     const { store, cfg, logger, sessions } = this.opts;

@@ -1,7 +1,7 @@
 /**
  * @jest-environment ./test/media-environment.js
  *
- * Issue 11 item 6: when a real publisher's video starts in a stream's room, the synthetic publisher
+ * When a real publisher's video starts in a stream's room, the synthetic publisher
  * of that stream stops, so windows never interleave the test pattern with the client's camera.
  */
 import * as rtc from '@livekit/rtc-node';

@@ -4,11 +4,11 @@
  * answering while it does.
  */
 import fc from 'fast-check';
-import { bodyText, createBodies, FUZZ_SEED, rawBodies } from '../../../src/bench/create-fuzz';
+import { bodyText, createBodies, FUZZ_SEED, rawBodies } from '../../helpers/create-fuzz';
 import { http, KEY, startStack } from '../../helpers/stack';
 import type { Http, Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
-import { slotsInUse } from '../../../src/bench/store-ops';
+import { slotsInUse } from '../../helpers/store-ops';
 
 const legacyError = { error: expect.any(String), message: expect.any(String), request_id: expect.any(String) };
 

@@ -1,5 +1,5 @@
 /**
- * Issue 11 on real sockets (gateway + emulator): the first clip result is a full clip; fallback is on
+ * Result fidelity on real sockets (gateway + emulator): the first clip result is a full clip; fallback is on
  * by default and names the model that answered; a model the gateway sees saturated takes no new
  * streams. 503 bursts come from the emulator's fault control, not from timing.
  */

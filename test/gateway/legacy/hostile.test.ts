@@ -1,13 +1,14 @@
 /**
- * Issue 8 cases 1-4 as a hostile tenant would send them, on a real gateway + emulator: every one
- * is refused (or bounded) in the legacy error shape, and nothing leaks.
+ * A hostile tenant on /v0.2 (strings and schemas over their caps, costly schema compiles, feedback
+ * floods), on a real gateway + emulator: every request is refused (or bounded) in the legacy error
+ * shape, and nothing leaks.
  */
 import { clipBody, http, KEY, KEY_BROKE, startStack } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
-import { slotsInUse } from '../../../src/bench/store-ops';
+import { slotsInUse } from '../../helpers/store-ops';
 
 const legacyShape = { error: expect.any(String), message: expect.any(String), request_id: expect.any(String) };
 

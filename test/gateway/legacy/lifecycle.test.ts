@@ -5,7 +5,7 @@
 import { clipBody, frameBody, http, KEY, KEY_B, KEY_BROKE, KEY_REVOKED, openResults, sleep, startStack, tail } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
-import { slotsInUse } from '../../../src/bench/store-ops';
+import { slotsInUse } from '../../helpers/store-ops';
 
 const RESULT_KEYS = [
   'error',
@@ -237,7 +237,7 @@ describe('legacy streams on the emulator', () => {
       headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', 'content-length': '0', origin: 'https://app.example' },
     });
     expect(res.status).toBe(200);
-    // The default CORS: the origin echoed with credentials, as browser SDKs need (see test/gateway/deploy.test.ts).
+    // The default CORS: the origin echoed with credentials, as browser SDKs need (see test/gateway/server.test.ts).
     expect(res.headers.get('access-control-allow-origin')).toBe('https://app.example');
     expect(res.headers.get('access-control-allow-credentials')).toBe('true');
     const pre = await fetch(`${s.url}/v0.2/streams`, {

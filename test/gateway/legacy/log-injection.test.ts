@@ -1,5 +1,5 @@
 /**
- * Issue 8 case 5 end to end: an output schema whose `format` carries a newline and a JSON line
+ * Log injection end to end: an output schema whose `format` carries a newline and a JSON line
  * reaches the gateway's log only as an escaped field of its own pino line; nothing on the console.
  */
 import { loadConfig } from '../../../src/config';

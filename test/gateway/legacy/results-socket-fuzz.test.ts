@@ -1,5 +1,5 @@
 /**
- * Fuzz of the results socket (issue 8 "Tests"): random paths, first messages (bad JSON, wrong keys,
+ * Fuzz of the results socket: random paths, first messages (bad JSON, wrong keys,
  * non-string keys, binary, oversized, valid keys for other streams), and frames after a valid auth.
  * Every case must end in a contract close code (or an HTTP refusal of the upgrade for a bad path),
  * never crash the gateway, and /healthz keeps answering meanwhile. Seeded: a failure reproduces.

@@ -1,5 +1,5 @@
 /**
- * Issue 8 items 6-8 on real sockets: a gateway in front of a scripted upstream (FakeUpstream,
+ * Upstream failures on real sockets: a gateway in front of a scripted upstream (FakeUpstream,
  * routed by path) whose models, balance, create and delete answers the test chooses.
  * - upstream statuses are never passed through as the client's own (429 → 503, 401 on models → 502);
  * - an outage at results-socket auth closes 1011 (retried), not 1008 (fatal);
@@ -97,7 +97,7 @@ async function until(what: () => boolean): Promise<void> {
   while (!what()) await sleep(10);
 }
 
-describe('upstream statuses are not the client’s (issue 8 item 6)', () => {
+describe('upstream statuses are not the client’s', () => {
   beforeEach(() => start({ upstreamFailures: { negativeKeyCacheMs: 0 } }));
 
   it.each([
@@ -139,7 +139,7 @@ describe('upstream statuses are not the client’s (issue 8 item 6)', () => {
   });
 });
 
-describe('outage and bad keys at authentication (issue 8 item 7)', () => {
+describe('outage and bad keys at authentication', () => {
   it('an unreachable upstream closes a valid key’s results socket 1011 and answers HTTP 502 without internal addresses', async () => {
     // The upstream is a port that refuses connections.
     const dead = await FakeUpstream.start();
@@ -189,7 +189,7 @@ describe('outage and bad keys at authentication (issue 8 item 7)', () => {
   });
 });
 
-describe('orphaned upstream streams and trace context (issue 8 item 8)', () => {
+describe('orphaned upstream streams and trace context', () => {
   beforeEach(() => start());
 
   it('sends the request id and a traceparent in the client’s trace with the create and the session’s later calls', async () => {

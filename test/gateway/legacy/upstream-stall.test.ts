@@ -1,5 +1,5 @@
 /**
- * Issue 8 item 8: a stalled completion upstream. With a 1 s cadence the client must get an
+ * A stalled completion upstream. With a 1 s cadence the client must get an
  * `upstream_timeout` error result within the tick's deadline (a few intervals), not after
  * 4 × 30 s attempts; and once the breaker opens, ticks answer at once without calling the
 ^ * upstream. Real emulator, stall armed through its control API (`latencyMs` fault).

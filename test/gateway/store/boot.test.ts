@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from '../../../src/bench/util';
+import { freePort } from '../../helpers/util';
 import { loadConfig } from '../../../src/config';
 import { ROOT, runMain, useMainBundle } from '../../helpers/main-bundle';
 import { startRedis, startRedisCluster } from '../../helpers/redis';

@@ -11,7 +11,7 @@ import type { FeedbackRecord, SessionRecord, Store } from '../../../src/gateway/
 import { startRedis, startRedisCluster } from '../../helpers/redis';
 import type { RedisCluster, RedisServer } from '../../helpers/redis';
 import { deadline, sleep } from '../../helpers/time';
-import { hincr, hsetMax, hsetMin, slotsInUse } from '../../../src/bench/store-ops';
+import { hincr, hsetMax, hsetMin, slotsInUse } from '../../helpers/store-ops';
 
 let redis: RedisServer;
 let cluster: RedisCluster;

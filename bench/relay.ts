@@ -1,0 +1,263 @@
+/**
+ * The media relay under load: legacy webrtc streams at 640×480, 30 fps in (Chromium's fake
+ * camera, or a canvas painting the emulator's index pattern), answered by a gateway in a child
+ * process and relayed into the upstream rooms of an emulator in this process.
+ *
+ * Reports the gateway process's CPU and RSS (from /proc, so only the gateway counts) for one and two
+ * relayed streams at target_fps 30 and one at target_fps 5, and the end-to-end delay from a frame
+ * leaving the browser (painted on the canvas) to it being resolvable upstream (stored in the
+ * emulator's frame buffer), matched by pattern index.
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { build } from 'esbuild';
+import { chromium } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
+import type { Config } from '../src/config';
+import { decodePattern } from '../src/emulator/frames/pattern';
+import type { Pixels, RawFrame } from '../src/emulator/frames/types';
+import { startEmulator } from '../src/emulator/server';
+import type { EmulatedStream } from '../src/emulator/streams';
+import { closeServer, listen } from '../src/lib/listen';
+import { createLogger } from '../src/lib/logger';
+import type { SenderOptions } from './relay-page';
+import { ROOT, freePort, quantile } from '../test/helpers/util';
+import { child, MAIN, waitHealthy } from './util';
+
+const PAGE_ENTRY = path.join(ROOT, 'bench', 'relay-page.ts');
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const WIDTH = 640;
+const HEIGHT = 480;
+const CAMERA_FPS = 30;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const mib = (kb: number) => `${(kb / 1024).toFixed(1)} MiB`;
+
+/** What the emulator's buffer saw of one stream: frames stored, last size, when each pattern index became resolvable. */
+interface Seen {
+  frames: number;
+  size: string;
+  appearedAt: Map<number, number>;
+}
+
+/** The pattern index of an I420 frame, read from a 160×120 grey copy of its luma (cheap). */
+function patternOf(raw: RawFrame): number | null {
+  if (raw.format !== 'i420') return null;
+  const w = 160;
+  const h = 120;
+  const data = Buffer.allocUnsafe(w * h * 3);
+  for (let y = 0; y < h; y++) {
+    const row = Math.floor((y * raw.height) / h) * raw.width;
+    for (let x = 0; x < w; x++) {
+      const v = raw.data[row + Math.floor((x * raw.width) / w)]!;
+      const o = (y * w + x) * 3;
+      data[o] = v;
+      data[o + 1] = v;
+      data[o + 2] = v;
+    }
+  }
+  const px: Pixels = { width: w, height: h, data };
+  return decodePattern(px);
+}
+
+/** Wraps a stream's buffer: counts stored frames and notes when each pattern index became readable. */
+function watchBuffer(stream: EmulatedStream, seen: Map<string, Seen>): void {
+  const entry: Seen = { frames: 0, size: '-', appearedAt: new Map() };
+  seen.set(stream.id, entry);
+  const buffer = stream.frames;
+  const ingest = buffer.ingest.bind(buffer);
+  buffer.ingest = (raw, capturedAtMs) => {
+    const index = patternOf(raw);
+    const stored = ingest(raw, capturedAtMs);
+    void stored.then((frame) => {
+      if (!frame) return;
+      entry.frames += 1;
+      entry.size = `${raw.width}x${raw.height}`;
+      if (index !== null && !entry.appearedAt.has(index)) entry.appearedAt.set(index, Date.now());
+    });
+    return stored;
+  };
+}
+
+/** CPU time (ms) and RSS (kB) of a process, from /proc. */
+function procSample(pid: number, ticksPerSecond: number): { cpuMs: number; rssKb: number } {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime
+  const rss = /VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return { cpuMs: (ticks * 1000) / ticksPerSecond, rssKb: Number(rss?.[1] ?? 0) };
+}
+
+async function measure(pid: number, ticks: number, seconds: number): Promise<{ cpuPct: number; rssKb: number }> {
+  const a = procSample(pid, ticks);
+  const t0 = performance.now();
+  await sleep(seconds * 1000);
+  const b = procSample(pid, ticks);
+  return { cpuPct: ((b.cpuMs - a.cpuMs) / (performance.now() - t0)) * 100, rssKb: b.rssKb };
+}
+
+function clipBody(targetFps: number) {
+  // Inference every 30 s (the relay is what is measured), the small model, few tokens.
+  return {
+    mode: 'clip',
+    processing: { target_fps: targetFps, clip_length_seconds: 1, delay_seconds: 30 },
+    inference: { prompt: 'What happens?', model: 'local/analyzer-mini', max_output_tokens: 64 },
+  };
+}
+
+async function serveSenderPage(): Promise<{ url: string; close(): Promise<void> }> {
+  const bundle = await build({ entryPoints: [PAGE_ENTRY], bundle: true, format: 'iife', platform: 'browser', target: 'chrome110', write: false, logLevel: 'silent' });
+  const script = bundle.outputFiles[0]!.text;
+  const server = http.createServer((req, res) => {
+    if (req.url === '/relay.js') {
+      res.writeHead(200, { 'content-type': 'text/javascript' }).end(script);
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><html><head><link rel="icon" href="data:,"><script src="/relay.js"></script></head><body></body></html>');
+  });
+  const port = await listen(server, 0, '127.0.0.1');
+  return { url: `http://127.0.0.1:${port}/`, close: () => closeServer(server) };
+}
+
+export async function benchRelay(cfg: Config): Promise<void> {
+  if (!fs.existsSync(CHROMIUM)) {
+    console.log(`skipped: no Chromium at ${CHROMIUM} (set CHROMIUM_PATH)`);
+    return;
+  }
+  const ticks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+  const key = `${cfg.brand}-local-dev`;
+  const seen = new Map<string, Seen>();
+  const emuCfg: Config = {
+    ...cfg,
+    logLevel: 'warn',
+    emulator: { ...cfg.emulator, port: 0, host: '127.0.0.1', controlApi: true, autoPublish: { ...cfg.emulator.autoPublish, enabled: false } },
+  };
+  const emulator = await startEmulator(emuCfg, createLogger('warn', 'emulator'));
+  emulator.emulator.ctx.streams.onCreate((s) => watchBuffer(s, seen));
+
+  const gwPort = await freePort();
+  const gateway = child(MAIN, ['serve'], {
+    UPSTREAM_URL: emulator.url,
+    PORT: String(gwPort),
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    TELEMETRY_REQUEST_LOG: 'false',
+    NODE_ENV: 'production',
+  });
+  const gwUrl = `http://127.0.0.1:${gwPort}`;
+  const pages = await serveSenderPage();
+  let browser: Browser | undefined;
+  const open: Page[] = [];
+  try {
+    await waitHealthy(`${gwUrl}/healthz`);
+    const pid = gateway.proc.pid!;
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--use-fake-device-for-media-stream=fps=30',
+        '--use-fake-ui-for-media-stream',
+        '--allow-loopback-in-peer-connection',
+        '--disable-background-networking',
+        '--disable-background-timer-throttling',
+        '--disable-renderer-backgrounding',
+      ],
+    });
+    const start = async (targetFps: number, source: SenderOptions['source']): Promise<{ page: Page; streamId: string }> => {
+      const page = await browser!.newPage();
+      open.push(page);
+      await page.goto(pages.url);
+      const opts: SenderOptions = { source, width: WIDTH, height: HEIGHT, fps: CAMERA_FPS };
+      const r = await page.evaluate(([gw, k, body, o]) => window.relayBench.start(gw, k, body, o), [gwUrl, key, clipBody(targetFps), opts] as const);
+      if (r.status !== 201 || !r.streamId) throw new Error(`legacy create failed: ${r.status} ${r.error ?? ''}`);
+      return { page, streamId: r.streamId };
+    };
+    const stop = async (s: { page: Page; streamId: string }) => {
+      await fetch(`${gwUrl}/v0.2/streams/${s.streamId}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } });
+      await s.page.evaluate(() => window.relayBench.stop()).catch(() => undefined);
+      await s.page.close();
+    };
+    /** Frames per second the browser sent and the upstream stored, per stream, over `seconds`. */
+    const fpsOf = async (streams: { page: Page; streamId: string }[], seconds: number) => {
+      const out0 = await Promise.all(streams.map((s) => s.page.evaluate(() => window.relayBench.outbound())));
+      const before = streams.map((s) => seen.get(s.streamId)?.frames ?? 0);
+      await sleep(seconds * 1000);
+      const out1 = await Promise.all(streams.map((s) => s.page.evaluate(() => window.relayBench.outbound())));
+      return streams
+        .map((s, i) => {
+          const sent = (out1[i]!.framesSent - out0[i]!.framesSent) / seconds;
+          const stored = ((seen.get(s.streamId)?.frames ?? 0) - before[i]!) / seconds;
+          const limited = out1[i]!.limitation === 'none' ? '' : `, browser limited by ${out1[i]!.limitation}`;
+          return `browser sent ${sent.toFixed(1)} fps at ${out1[i]!.size} → upstream ${stored.toFixed(1)} fps at ${seen.get(s.streamId)?.size}${limited}`;
+        })
+        .join('; ');
+    };
+    const line = (label: string, m: { cpuPct: number; rssKb: number }, extra: string) =>
+      console.log(`${label.padEnd(44)} gateway CPU ${m.cpuPct.toFixed(1).padStart(5)} % of a core   RSS ${mib(m.rssKb).padStart(9)}   ${extra}`);
+
+    const idle = await measure(pid, ticks, 3);
+    line('idle (no stream)', idle, '');
+
+    // One, then two camera streams at target_fps 30 (every camera frame relayed).
+    const a = await start(30, 'camera');
+    await sleep(4000);
+    const fpsA = await fpsOf([a], 2);
+    const one = await measure(pid, ticks, 8);
+    line('1 stream, camera 640x480@30 → target 30', one, fpsA);
+    const b = await start(30, 'camera');
+    await sleep(4000);
+    const two = await measure(pid, ticks, 8);
+    const fpsAB = await fpsOf([a, b], 2);
+    line('2 streams, camera → target 30', two, fpsAB);
+    await stop(a);
+    await stop(b);
+    await sleep(1500);
+
+    // The usual legacy clip rate: the relay forwards 5 of the camera's 30 frames a second.
+    const c = await start(5, 'camera');
+    await sleep(4000);
+    const fpsC = await fpsOf([c], 2);
+    const low = await measure(pid, ticks, 8);
+    line('1 stream, camera 640x480@30 → target 5', low, fpsC);
+    await stop(c);
+    await sleep(1500);
+
+    // End-to-end delay: canvas pattern painted at 30 fps, relayed at 30, matched by index.
+    const d = await start(30, 'pattern');
+    await sleep(3000);
+    await d.page.evaluate(() => window.relayBench.drainSent());
+    const patternCpu = measure(pid, ticks, 10);
+    await sleep(10_500);
+    const sent = await d.page.evaluate(() => window.relayBench.drainSent());
+    const appeared = seen.get(d.streamId)?.appearedAt ?? new Map<number, number>();
+    const delays: number[] = [];
+    for (const [index, at] of sent) {
+      const t = appeared.get(index);
+      if (t !== undefined) delays.push(t - at);
+    }
+    const pc = await patternCpu;
+    line('1 stream, pattern canvas 640x480@30 → 30', pc, await fpsOf([d], 2));
+    const q = (p: number) => quantile(delays, p).toFixed(0);
+    console.log(
+      `end-to-end delay, browser paint → resolvable upstream: p50 ${q(0.5)} ms  p90 ${q(0.9)} ms  p99 ${q(0.99)} ms  max ${Math.max(...delays).toFixed(0)} ms` +
+        `  (${delays.length} of ${sent.length} painted frames matched)`,
+    );
+    await stop(d);
+
+    console.log(
+      `per relayed stream (640x480, 30 fps in): ~${(one.cpuPct - idle.cpuPct).toFixed(1)} % of a core at target 30 ` +
+        `(second stream +${(two.cpuPct - one.cpuPct).toFixed(1)} %), ~${(low.cpuPct - idle.cpuPct).toFixed(1)} % at target 5; ` +
+        `RSS +${mib(one.rssKb - idle.rssKb)} for the first stream (loads rtc-node + wrtc), +${mib(two.rssKb - one.rssKb)} for the second`,
+    );
+  } finally {
+    for (const p of open) await p.close().catch(() => undefined);
+    await browser?.close().catch(() => undefined);
+    await gateway.kill();
+    await pages.close();
+    await emulator.close();
+  }
+}

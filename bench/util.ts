@@ -1,0 +1,83 @@
+/** Bench-only helpers: a summary line, the built CLI's path, node children with line-oriented stdout, health polling, a CPU meter. */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { ROOT, quantile } from '../test/helpers/util';
+
+export function summary(samples: readonly number[], digits = 2): string {
+  if (samples.length === 0) return 'no samples';
+  const f = (x: number) => x.toFixed(digits);
+  return `p50 ${f(quantile(samples, 0.5))}  p99 ${f(quantile(samples, 0.99))}  max ${f(Math.max(...samples))}  (n=${samples.length})`;
+}
+
+/** The built CLI (`npm run build`), which the benches run as child processes. */
+export const MAIN = path.join(ROOT, 'dist', 'main.js');
+
+export interface Child {
+  proc: ChildProcess;
+  /** Resolves with the first stdout line starting with `prefix` (its remainder). */
+  line(prefix: string, timeoutMs?: number): Promise<string>;
+  send(line: string): void;
+  kill(): Promise<void>;
+}
+
+/** Starts a node child process with line-oriented stdout (`nodeArgs` before the script; `ipc` adds a channel). */
+export function child(script: string, args: string[], env: NodeJS.ProcessEnv = {}, opts: { nodeArgs?: string[]; ipc?: boolean } = {}): Child {
+  const stdio: ('pipe' | 'inherit' | 'ipc')[] = ['pipe', 'pipe', 'inherit'];
+  if (opts.ipc) stdio.push('ipc');
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), script, ...args], { env: { ...process.env, ...env }, stdio });
+  let buf = '';
+  const waiters: { prefix: string; resolve: (s: string) => void }[] = [];
+  proc.stdout!.on('data', (d: Buffer) => {
+    buf += d.toString();
+    let i: number;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const l = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      const w = waiters.findIndex((x) => l.startsWith(x.prefix));
+      if (w >= 0) {
+        const { prefix, resolve } = waiters.splice(w, 1)[0]!;
+        resolve(l.slice(prefix.length).trim());
+      }
+    }
+  });
+  return {
+    proc,
+    line: (prefix, timeoutMs = 120_000) =>
+      new Promise((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`no "${prefix}" line from ${path.basename(script)} in ${timeoutMs} ms`)), timeoutMs);
+        waiters.push({ prefix, resolve: (s) => (clearTimeout(t), resolve(s)) });
+      }),
+    send: (l) => proc.stdin!.write(`${l}\n`),
+    kill: () =>
+      new Promise((resolve) => {
+        if (proc.exitCode !== null) return resolve();
+        proc.once('exit', () => resolve());
+        proc.kill('SIGTERM');
+      }),
+  };
+}
+
+/** Waits until GET url answers 2xx. */
+export async function waitHealthy(url: string, timeoutMs = 20_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      /* not up yet */
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} not healthy after ${timeoutMs} ms`);
+}
+
+/** CPU used by this process between two calls, as a fraction of one core. */
+export function cpuMeter(): () => number {
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  return () => {
+    const c = process.cpuUsage(c0);
+    return (c.user + c.system) / 1000 / (performance.now() - t0);
+  };
+}

@@ -1,0 +1,36 @@
+/** Small helpers the process harnesses share with the benches: the repository root, a free port, polling, a quantile. */
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+/** The repository root: the nearest folder above this file holding package.json (the same from test/helpers and from a compiled bench). */
+export const ROOT = (() => {
+  for (let dir = __dirname; ; dir = path.dirname(dir)) {
+    if (fs.existsSync(path.join(dir, 'package.json'))) return dir;
+    if (path.dirname(dir) === dir) throw new Error(`no package.json above ${__dirname}`);
+  }
+})();
+
+/** p-quantile of unsorted samples (nearest rank). */
+export function quantile(samples: readonly number[], q: number): number {
+  if (samples.length === 0) return NaN;
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Polls until `check` is true or `ms` passed; false on timeout (a bench reports, never hangs). */
+export async function waitUntil(check: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
+  for (const until = Date.now() + ms; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) if (await check()) return true;
+  return false;
+}
