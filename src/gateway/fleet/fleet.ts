@@ -92,6 +92,9 @@ export class Fleet {
   private async beat(): Promise<void> {
     try {
       await this.opts.store.heartbeat(this.id);
+      // A survivor that saw this replica silent (a store pause) may have forgotten it, mark and all:
+      // the mark comes back with the heartbeat, or it would turn into a handover target.
+      if (this.draining) await this.opts.store.markDraining(this.id);
     } catch (err) {
       this.opts.logger.warn({ err }, 'heartbeat failed');
       return;

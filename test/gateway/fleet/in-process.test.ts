@@ -575,6 +575,10 @@ describe('failover and drain', () => {
     const m = await f.store.membership(3000);
     expect(m.alive.sort()).toEqual(['A', 'B', 'C']);
     expect(m.draining).toEqual(['A']);
+    // Forgotten by a survivor that saw it silent (a store pause): its next heartbeat marks it again.
+    await f.store.forgetReplica('A');
+    await drive(f, 30);
+    expect((await f.store.membership(3000)).draining).toEqual(['A']);
     expect(f.adopted.filter((x) => x.includes(':handover:')).length).toBe(2);
     expect((await call(a.url, 'POST', `/v0.2/streams/${ids[1]}/keepalive`)).status).toBe(200);
     const refused = await call(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 1 }) });
