@@ -1,6 +1,10 @@
 # syntax=docker/dockerfile:1
+# Node 24, the current LTS (package.json `engines`: 22.22+ or 24+; Node 20 reached end of life in
+# April 2026). Debian 12 (bookworm), the system the tests run on.
+ARG NODE_IMAGE=node:24-bookworm-slim
+
 # Build stage: full deps, compile TypeScript.
-FROM node:20-bookworm-slim AS build
+FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # npm install, not npm ci: see .ci/run (the lockfile holds only the Linux optional builds).
@@ -9,14 +13,21 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
 
-# Runtime stage: production deps only, non-root.
-FROM node:20-bookworm-slim AS runtime
+# Production dependencies only; the build fails if a dev dependency is among them.
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm install --omit=dev --no-audit --no-fund && npm cache clean --force
+RUN node -e "const fs=require('fs');const dev=Object.keys(require('./package.json').devDependencies||{}).filter(n=>fs.existsSync('node_modules/'+n));if(dev.length){console.error('dev dependencies in the production tree: '+dev.join(', '));process.exit(1)}"
+
+# Runtime stage: production deps, the compiled code, config and docs; non-root.
+FROM ${NODE_IMAGE} AS runtime
 # Production: `serve` refuses to start without UPSTREAM_URL unless EMULATOR_EMBEDDED=true, and
 # SIGTERM keeps serving SHUTDOWN_DELAY_MS (5 s) with /readyz 503 before draining.
 ENV NODE_ENV=production
 WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm install --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY package.json ./
+COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY config ./config
 # The default deprecation Link points at the migration guide the gateway serves from docs/.

@@ -14,6 +14,7 @@ const restrict = (...patterns) => ({ '@typescript-eslint/no-restricted-imports':
 const GATEWAY_TOP = ['app', 'server', 'passthrough', 'admin', 'operator'];
 
 const boundaries = [
+  { files: ['src/config.ts'], rules: restrict(boundary('src/config.ts imports nothing from src/gateway (it is read by every part of src)', ['./gateway', './gateway/**'])) },
   { files: ['src/lib/**/*.ts'], rules: restrict(boundary('src/lib imports nothing from the rest of src/ (src/lib/README.md)', ['../*', '../**'])) },
   {
     files: ['src/upstream/**/*.ts'],
@@ -31,8 +32,9 @@ const boundaries = [
     files: ['src/gateway/legacy/**/*.ts'],
     rules: restrict(
       ...gatewayRules,
-      boundary('src/gateway/legacy may import lib, brand, config, upstream, ../store and ../http.ts only (its README)', [
+      boundary('src/gateway/legacy may import lib, brand, config, upstream and ../store only (its README)', [
         ...siblings('telemetry', 'ingest', 'fleet'),
+        '../http',
         ...GATEWAY_TOP.map((n) => `../${n}`),
       ]),
     ),

@@ -12,6 +12,11 @@ export function bootChecks(cfg: Config, env: NodeJS.ProcessEnv): { refuse?: stri
       `deprecation dates are the shipped defaults (date ${cfg.deprecation.date}, sunset ${cfg.deprecation.sunset}): set DEPRECATION_DATE and DEPRECATION_SUNSET to the announced ones`,
     );
   }
+  if (cfg.store.redisUrl && cfg.server.trustProxy === undefined) {
+    warnings.push(
+      'server.trustProxy (TRUST_PROXY) is unset in a fleet: behind a load balancer every request comes from its address, so one client over the failed-authentication budget gets unknown keys refused for all, and access lines show the balancer. Set it to the balancer\'s hop count or addresses (docs/operations.md "Behind a load balancer"), or to false when clients reach the gateway directly',
+    );
+  }
   if (env.NODE_ENV === 'production' && !cfg.upstreamUrl && !cfg.embeddedEmulator) {
     return {
       refuse:

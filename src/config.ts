@@ -8,7 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { validate as validCron } from 'node-cron';
 import { z } from 'zod';
-import { isRedisUrl } from './gateway/store/redis-url';
+import { isRedisUrl } from './lib/redis-url';
+import { parseTrustProxy } from './lib/client-address';
+import type { TrustProxy } from './lib/client-address';
 
 const port = z.number().int().min(0).max(65535);
 const positive = z.number().positive();
@@ -144,9 +146,9 @@ const legacySchema = z.strictObject({
       tickDeadlineIntervals: positive.default(4),
       /** How long a key the upstream refused is refused without asking again. 0 = no negative cache. */
       negativeKeyCacheMs: z.number().int().min(0).default(10_000),
-      /** Keys held in the negative cache (oldest dropped first). */
+      /** Keys held in the negative cache (least recently used dropped first). */
       negativeKeyCacheSize: positiveInt.default(10_000),
-      /** Failed authentications (HTTP 401 and results-socket 1008) one client IP may have per minute. 0 = no limit. */
+      /** Failed authentications (HTTP 401 and results-socket 1008) one client address (`server.trustProxy`) may have per minute; a key accepted in the last 5 minutes is never refused by it. 0 = no limit. */
       authFailuresPerMinute: z.number().int().min(0).default(30),
     })
     .prefault({}),
@@ -164,6 +166,8 @@ const legacySchema = z.strictObject({
       maxPageSize: positiveInt.default(1000),
     })
     .prefault({}),
+  /** How long a delivered result stays re-runnable (reinfer, `POST /v0.2/chat/completions/clip`): its window is kept this long; the upstream keeps frames about 10 minutes. */
+  resultWindowSeconds: positiveInt.default(600),
 });
 
 const instant = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'must be an ISO 8601 date or date-time');
@@ -244,6 +248,28 @@ const serverSchema = z
     keepAliveTimeoutMs: positiveInt.default(65_000),
     /** A connection with no request in progress and no traffic this long is closed. */
     idleTimeoutMs: positiveInt.default(75_000),
+    /**
+     * The drain deadline: on SIGTERM a replica keeps what it still holds (results sockets, media
+     * relays) at most this long before it cuts them. Orchestrators must wait longer (Kubernetes
+     * `terminationGracePeriodSeconds` above this plus `shutdownDelayMs`; deploy/kubernetes).
+     */
+    drainTimeoutMs: positiveInt.default(3_600_000),
+    /**
+     * Proxies whose `X-Forwarded-For` names the client (Express's `trust proxy` semantics): false
+     * (off: the client is the socket's peer), a hop count, or addresses / CIDRs / named ranges.
+     * Unset is off too; a fleet warns at boot while it is unset.
+     */
+    trustProxy: z
+      .union([z.boolean(), z.number(), z.string(), z.array(z.string())])
+      .optional()
+      .transform((v, ctx): TrustProxy | undefined => {
+        try {
+          return v === undefined ? undefined : parseTrustProxy(v);
+        } catch (err) {
+          ctx.addIssue({ code: 'custom', message: (err as Error).message });
+          return z.NEVER;
+        }
+      }),
   })
   .refine((s) => s.requestTimeoutMs === 0 || s.requestTimeoutMs >= s.headersTimeoutMs, {
     message: 'must be 0 or at least server.headersTimeoutMs',
@@ -368,6 +394,8 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   SERVER_REQUEST_TIMEOUT_MS: { path: ['server', 'requestTimeoutMs'], type: 'number' },
   SERVER_KEEP_ALIVE_TIMEOUT_MS: { path: ['server', 'keepAliveTimeoutMs'], type: 'number' },
   SERVER_IDLE_TIMEOUT_MS: { path: ['server', 'idleTimeoutMs'], type: 'number' },
+  DRAIN_TIMEOUT_MS: { path: ['server', 'drainTimeoutMs'], type: 'number' },
+  TRUST_PROXY: { path: ['server', 'trustProxy'], type: 'string' },
   CORS_ORIGINS: { path: ['cors', 'origins'], type: 'list' },
   CORS_CREDENTIALS: { path: ['cors', 'credentials'], type: 'boolean' },
   EMULATOR_PORT: { path: ['emulator', 'port'], type: 'number' },

@@ -4,7 +4,7 @@
  */
 import { bootChecks } from '../src/boot-checks';
 import { parseCommandLine, UsageError, USAGE } from '../src/cli';
-import { loadConfig } from '../src/config';
+import { loadConfig, mergeDeep } from '../src/config';
 import { deadline } from './helpers/time';
 import { runMain, useMainBundle } from './helpers/main-bundle';
 
@@ -50,6 +50,14 @@ describe('bootChecks', () => {
   test('the shipped deprecation dates draw a warning; announced ones do not', () => {
     expect(bootChecks(cfg(), {}).warnings).toEqual([expect.stringMatching(/deprecation dates are the shipped defaults/)]);
     expect(bootChecks(cfg({ deprecation: { date: '2026-03-01', sunset: '2027-03-01' } }), {}).warnings).toEqual([]);
+  });
+
+  test('a fleet (Redis store) with server.trustProxy unset draws a warning naming it; set (even to false) or no fleet, none', () => {
+    const fleet = { store: { redisUrl: 'redis://r:6379', secret: 'a-fleet-secret-of-at-least-32-characters' }, deprecation: { date: '2026-03-01', sunset: '2027-03-01' } };
+    expect(bootChecks(cfg(fleet), {}).warnings).toEqual([expect.stringMatching(/^server\.trustProxy \(TRUST_PROXY\) is unset in a fleet/)]);
+    expect(bootChecks(cfg(mergeDeep(fleet, { server: { trustProxy: 1 } })), {}).warnings).toEqual([]);
+    expect(bootChecks(cfg(mergeDeep(fleet, { server: { trustProxy: false } })), {}).warnings).toEqual([]);
+    expect(bootChecks(cfg({ deprecation: fleet.deprecation }), {}).warnings).toEqual([]);
   });
 
   test('production defaults: a SIGTERM readiness delay; tests and dev: none', () => {

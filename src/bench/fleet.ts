@@ -62,6 +62,8 @@ export interface Replica {
 export interface Fleet {
   redis: RedisServer | undefined;
   emulatorUrl: string;
+  /** The emulator's process (signal it to take the upstream away). */
+  emulator: NodeProcess;
   replicas: Replica[];
   replica(id: string): Replica;
   /**
@@ -216,6 +218,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     return {
       redis,
       emulatorUrl,
+      emulator,
       replicas,
       replica: (id) => {
         const r = replicas.find((x) => x.id === id);

@@ -18,6 +18,7 @@ import { DeprecationUsage, utcDay } from '../gateway/telemetry/usage';
 import { createLogger } from '../lib/logger';
 import { startRedis } from './redis-server';
 import type { RedisServer } from './redis-server';
+import { hincr, hsetMax, hsetMin } from './store-ops';
 
 const STREAMS = Number(process.env.BENCH_TELEMETRY_STREAMS ?? 1_000);
 const KEYS = Math.ceil(STREAMS / 5);
@@ -38,16 +39,16 @@ function unbuffered(store: Store): Sink {
       const k = `depr:key:${kh}`;
       const d = `depr:day:${utcDay(t)}`;
       if (kind === 'inference') {
-        inFlight.push(store.hincr(k, 'inferences:ok'), store.hincr(d, 'inferences'), store.hincr(k, 'output_tokens', 20), store.hincr(d, 'output_tokens', 20));
+        inFlight.push(hincr(store, k, 'inferences:ok'), hincr(store, d, 'inferences'), hincr(store, k, 'output_tokens', 20), hincr(store, d, 'output_tokens', 20));
       } else {
         inFlight.push(
-          store.hsetMin(k, 'first_seen_ms', t),
-          store.hsetMax(k, 'last_seen_ms', t),
-          store.hincr(k, 'req:POST /v0.2/streams/:id/keepalive'),
-          store.hincr(k, `day:${utcDay(t)}`),
-          store.hincr(d, 'requests'),
-          store.hincr(d, `key:${kh}`),
-          store.hsetMax(`depr:acct:${kh}`, 'acct', t),
+          hsetMin(store, k, 'first_seen_ms', t),
+          hsetMax(store, k, 'last_seen_ms', t),
+          hincr(store, k, 'req:POST /v0.2/streams/:id/keepalive'),
+          hincr(store, k, `day:${utcDay(t)}`),
+          hincr(store, d, 'requests'),
+          hincr(store, d, `key:${kh}`),
+          hsetMax(store, `depr:acct:${kh}`, 'acct', t),
         );
       }
     },

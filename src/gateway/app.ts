@@ -4,6 +4,7 @@ import express from 'express';
 import type { Express } from 'express';
 import { brandOf } from '../brand';
 import type { Config } from '../config';
+import { clientAddresses, compileTrust } from '../lib/client-address';
 import type { Logger } from '../lib/logger';
 import { Sealer } from '../lib/seal';
 import type { Clock } from '../lib/timers';
@@ -17,7 +18,7 @@ import { socketAuthorizer } from './legacy/access';
 import { FailedAuthLimiter } from './legacy/auth-failures';
 import { UpstreamCatalog } from './legacy/catalog';
 import { ResultsSockets } from './legacy/results-socket';
-import { LEGACY_CLOSES } from './legacy/translate';
+import { LEGACY_CLOSES } from './legacy/closes';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
 import { fanOut } from './legacy/session-ports';
@@ -122,7 +123,19 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     negativeKeyCacheSize: failures.negativeKeyCacheSize,
     logger,
   });
-  const authLimiter = new FailedAuthLimiter(failures.authFailuresPerMinute, opts.now);
+  // The one client address of a request (`server.trustProxy`, compiled once): the failed-auth
+  // budget, access lines and Express's `req.ip` all agree on it.
+  const trust = compileTrust(cfg.server.trustProxy ?? false);
+  const clientAddress = clientAddresses(trust);
+  const authLimiter = new FailedAuthLimiter({
+    perMinute: failures.authFailuresPerMinute,
+    now: opts.now,
+    onOverBudget: (ip) =>
+      logger.warn(
+        { clientAddress: ip, perMinute: failures.authFailuresPerMinute },
+        `failed-authentication budget used up by ${ip}: its unknown keys are refused for the rest of the minute${trust ? '' : ' (server.trustProxy is off: behind a load balancer this is the balancer\'s address)'}`,
+      ),
+  });
   const usage = new DeprecationUsage(store, logger.child({ component: 'telemetry' }), opts.now);
   const deprecation = { date: cfg.deprecation.date, sunset: cfg.deprecation.sunset, link: cfg.deprecation.link };
   const headers = deprecationHeaders(cfg.deprecation);
@@ -150,6 +163,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     activeStreams: () => parts.sessions?.activeCount ?? 0,
     socketConnections: () => parts.sockets?.connections ?? 0,
     deprecatedKeys: () => usage.keyCount(),
+    migrationStatuses: () => usage.statusCounts(),
+    sunsetMs: Date.parse(cfg.deprecation.sunset),
   });
   // The default media relay (webrtc and customer-room sources); an injected one is closed by its owner.
   const ingest = opts.media ? undefined : new IngestRelay({ cfg: cfg.legacy, logger: logger.child({ component: 'ingest' }) });
@@ -176,7 +191,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       store,
       replicaId: cfg.store.gatewayId,
       cfg: cfg.store.fleet,
-      sessions,
+      sessions: sessions.fleet,
       logger: logger.child({ component: 'fleet' }),
       clock: opts.clock,
       onMembership: (alive) => observer.fleetReplicas?.(alive),
@@ -188,12 +203,13 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     logger,
     store,
     authorize: socketAuthorizer({ brand, store, catalog, authLimiter, admitSocket: admission.admitSocket }),
+    clientAddress,
     upgradeHeaders: () => deprecationHeaderLines(headers),
     hooks: socketTelemetry(metrics, usage),
   });
 
   // Access line, HTTP and passthrough metrics: the passthrough skips Express and its edge steps.
-  const proxied = passthroughTelemetry(logger, { log: cfg.telemetry.requestLog, metrics, httpMetrics: cfg.telemetry.metrics });
+  const proxied = passthroughTelemetry(logger, { log: cfg.telemetry.requestLog, metrics, httpMetrics: cfg.telemetry.metrics, clientAddress });
   const migration = passthroughMigration(usage, brand.keyPrefix);
   const passthrough = createPassthrough({
     upstreamUrl: opts.upstreamUrl,
@@ -208,12 +224,13 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const inFlight = { count: 0 };
   let draining = false;
   let unready = false;
-  const logRequest = accessLog(logger, cfg.telemetry.requestLog);
+  const logRequest = accessLog(logger, cfg.telemetry.requestLog, clientAddress);
   const countRequest = requestMetrics(cfg.telemetry.metrics ? metrics : undefined, inFlight);
 
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  app.set('trust proxy', trust ?? false);
   // First, before any body parser and Express's own steps: the proxy streams bodies through untouched.
   app.use(passthrough.handle);
   app.use(requestId, logRequest, countRequest);
@@ -236,8 +253,11 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       sessions,
       catalog,
       authLimiter,
+      clientAddress,
       onRequest: requestTelemetry(metrics, usage),
       admitCreate: admission.admitCreate,
+      upstream,
+      logger,
     }),
     legacyErrorHandler(logger),
   );

@@ -19,9 +19,10 @@ import type { UpstreamHealth } from './telemetry/upstream-health';
 /** The migration guide the default deprecation `Link` points at (same path from src/ and dist/). */
 const MIGRATION_GUIDE = path.resolve(__dirname, '..', '..', 'docs', 'migration.md');
 
-/** `/healthz` (the process answers) and `/readyz` (this replica can serve). */
-export function mountHealth(app: Express, deps: { store: Store; upstreamHealth: UpstreamHealth; leaving(): boolean }): void {
-  app.get('/healthz', (_req, res) => {
+/** `/healthz` and `/v0.2/healthz` (the process answers) and `/readyz` (this replica can serve). */
+export function mountHealth(app: Express, deps: { store: Pick<Store, 'ready'>; upstreamHealth: UpstreamHealth; leaving(): boolean }): void {
+  // Also under the legacy base: the Python SDK calls its health check there (HEAD is served by GET).
+  app.get(['/healthz', '/v0.2/healthz'], (_req, res) => {
     res.type('text/plain').send('ok');
   });
   // "This replica can serve": the store answers and no shutdown began. The upstream's health is

@@ -2,11 +2,12 @@
  * Any replica, any call, on real processes: a stream created on A is served by B and C (results
  * sockets, keepalive with the exact cost since the previous keepalive wherever it was served,
  * prompt PATCH that the next tick uses, DELETE that closes every socket on every replica at once
- * and frees the slot once); 60 concurrent creates for one key over three replicas grant exactly 5.
+ * and frees the slot once); reinfer of a result on the replicas that do not own its stream; 60
+ * concurrent creates for one key over three replicas grant exactly 5.
  */
 import { recordResults } from '../../src/bench/fleet';
 import type { Replica, ResultsRecorder } from '../../src/bench/fleet';
-import { KEY, KEY_B, deadline, frameBody, http, ownerOf, slotsOfKey, until, useFleet } from './fleet-test';
+import { KEY, KEY_B, deadline, frameBody, http, ownerOf, reinfer, slotsOfKey, tail, until, useFleet } from './fleet-test';
 
 const fleet = useFleet();
 
@@ -74,3 +75,23 @@ test('60 concurrent creates for one key over three replicas: exactly 5, round af
     expect(await slotsOfKey(fleet(), KEY_B)).toBe(0);
   }
 }, 180_000);
+
+test("reinfer on B and C of a result A delivered: the same frame; another account's key 404 there too", async () => {
+  const [a, b, c] = ['A', 'B', 'C'].map((r) => fleet().replica(r)) as [Replica, Replica, Replica];
+  const created = await http(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) });
+  expect(created.status).toBe(201);
+  const id = (created.body as { stream_id: string }).stream_id;
+  expect(await ownerOf(fleet(), id)).toBe('A');
+  const sock = await recordResults(a.url, id, KEY);
+  await deadline(sock.waitFor(1), 20_000, 'a result on A');
+  sock.close();
+  const result = sock.received[0]!.message;
+  const body = { result_id: result.id, prompt: 'Again, elsewhere', model: 'local/analyzer' };
+  for (const r of [b, c]) {
+    const res = await reinfer(r.url, body);
+    expect(res.status).toBe(200);
+    expect(Math.abs(tail((res.body as { content: string }).content).last - tail(result.result as string).last)).toBeLessThanOrEqual(1);
+  }
+  expect((await http(c.url, 'POST', '/v0.2/chat/completions/clip', { key: KEY_B, body })).status).toBe(404);
+  expect((await http(b.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
+}, 60_000);

@@ -9,7 +9,7 @@ import { keyHash } from '../../src/lib/keys';
 import { useMainBundle } from '../helpers/main-bundle';
 import { KEY, sleep } from '../helpers/stack';
 
-export { KEY, KEY_B, http, frameBody } from '../helpers/stack';
+export { KEY, KEY_B, http, frameBody, reinfer, tail } from '../helpers/stack';
 export { deadline } from '../helpers/time';
 export { sleep };
 

@@ -5,7 +5,7 @@
  */
 import Ajv2020 from 'ajv/dist/2020';
 import type { ValidateFunction } from 'ajv';
-import { clipBody, frameBody, http, KEY_REVOKED, startStack } from '../helpers/stack';
+import { clipBody, frameBody, http, KEY_B, KEY_REVOKED, openResults, reinfer as reinferResult, startStack } from '../helpers/stack';
 import type { Stack } from '../helpers/stack';
 
 type Doc = {
@@ -33,6 +33,7 @@ const OPENAPI_31 = {
       required: ['responses'],
       properties: {
         summary: { type: 'string' },
+        description: { type: 'string' },
         deprecated: { type: 'boolean' },
         parameters: { type: 'array', items: { $ref: '#/$defs/parameter' } },
         requestBody: { type: 'object', required: ['content'], properties: { required: { type: 'boolean' }, content: { $ref: '#/$defs/content' } } },
@@ -100,7 +101,7 @@ describe('/v0.2/openapi.json', () => {
     const validate = ajv.compile(OPENAPI_31);
     expect(validate(doc) ? [] : validate.errors).toEqual([]);
     const ops = Object.values(doc.paths).flatMap((p) => Object.values(p));
-    expect(ops.length).toBe(7);
+    expect(ops.length).toBe(9);
     expect(ops.every((o) => o.deprecated === true)).toBe(true);
     // Every $ref resolves.
     const refs = JSON.stringify(doc.paths).match(/#\/components\/schemas\/\w+/g) ?? [];
@@ -146,4 +147,30 @@ describe('/v0.2/openapi.json', () => {
     expect(ended.status).toBe(404);
     check(path('/keepalive'), 'post', ended);
   });
+
+  test('real responses validate: reinfer (200, 404, 410, 422) and /v0.2/healthz', async () => {
+    const { url } = stack;
+    const reinfer = '/v0.2/chat/completions/clip';
+    const created = await http(url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) });
+    const id = (created.body as { stream_id: string }).stream_id;
+    const sock = await openResults(url, id);
+    const [result] = await sock.waitFor(1, 20_000);
+    sock.ws.close();
+    const body = { result_id: result!.id, prompt: 'again', model: 'local/analyzer' };
+    const ok = await reinferResult(url, body);
+    expect(ok.status).toBe(200);
+    check(reinfer, 'post', ok);
+    expect(validators.get('ReinferRequest')!(body)).toBe(true);
+    expect(validators.get('ReinferRequest')!({ ...body, extra: 1 })).toBe(false);
+    check(reinfer, 'post', await http(url, 'POST', reinfer, { key: KEY_B, body }));
+    check(reinfer, 'post', await http(url, 'POST', reinfer, { body: { ...body, prompt: '' } }));
+    await http(url, 'DELETE', `/v0.2/streams/${id}`);
+    const gone = await http(url, 'POST', reinfer, { body });
+    expect(gone.status).toBe(410);
+    check(reinfer, 'post', gone);
+
+    const health = await http(url, 'GET', '/v0.2/healthz', { key: null });
+    const media = doc.paths['/v0.2/healthz']!.get!.responses['200']!.content!['text/plain']!;
+    expect(validators.get(media.schema.$ref.split('/').pop()!)!(health.body)).toBe(true);
+  }, 60_000);
 });

@@ -1,4 +1,6 @@
+import type { DestinationStream } from 'pino';
 import WebSocket from 'ws';
+import type { ClientOptions } from 'ws';
 import { loadConfig, mergeDeep } from '../../src/config';
 import type { Config } from '../../src/config';
 import { createLogger } from '../../src/lib/logger';
@@ -7,6 +9,7 @@ import type { RunningEmulator } from '../../src/emulator/server';
 import { startGateway } from '../../src/gateway/server';
 import type { RunningGateway, ServerOptions } from '../../src/gateway/server';
 import { FLEET_DEFAULTS } from '../../src/gateway/store/store';
+import { sleep } from './time';
 import type { SessionRecord } from '../../src/gateway/store/store';
 
 export const KEY = 'svc-local-dev';
@@ -25,9 +28,10 @@ export interface Stack {
 
 /**
  * A real emulator and a real gateway on loopback port 0, tuned for fast tests: synthetic publisher
- * on every stream (10 fps, small frames), quick first-frame polling, shrunk retry waits.
+ * on every stream (10 fps, small frames), quick first-frame polling, shrunk retry waits. `log`:
+ * the gateway's log lines (level info) go there.
  */
-export async function startStack(overrides: Record<string, unknown> = {}, gwOpts: ServerOptions = {}): Promise<Stack> {
+export async function startStack(overrides: Record<string, unknown> = {}, gwOpts: ServerOptions = {}, opts: { log?: DestinationStream } = {}): Promise<Stack> {
   const base = {
     port: 0,
     host: '127.0.0.1',
@@ -38,7 +42,8 @@ export async function startStack(overrides: Record<string, unknown> = {}, gwOpts
   const cfg = loadConfig({ env: {}, overrides: mergeDeep(base, overrides) });
   const logger = createLogger(cfg.logLevel);
   const emulator = await startEmulator(cfg, logger);
-  const gateway = await startGateway(cfg, logger, emulator.url, { retry: { scale: 0.01 }, ...gwOpts });
+  const gwLogger = opts.log ? createLogger('info', 'gateway', opts.log) : logger;
+  const gateway = await startGateway(cfg, gwLogger, emulator.url, { retry: { scale: 0.01 }, ...gwOpts });
   return {
     cfg,
     emulator,
@@ -95,8 +100,9 @@ export interface ResultSocket {
   waitFor(n: number, timeoutMs?: number): Promise<Record<string, unknown>[]>;
 }
 
-export function openResults(url: string, streamId: string, key: string | null = KEY): Promise<ResultSocket> {
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v0.2/ws/streams/${streamId}`);
+/** `wsOpts`: the client's own (a `localAddress` to connect from, extra headers). */
+export function openResults(url: string, streamId: string, key: string | null = KEY, wsOpts?: ClientOptions): Promise<ResultSocket> {
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v0.2/ws/streams/${streamId}`, wsOpts);
   const messages: Record<string, unknown>[] = [];
   const waiters: (() => void)[] = [];
   ws.on('message', (d) => {
@@ -130,6 +136,19 @@ export function openResults(url: string, streamId: string, key: string | null = 
     });
     ws.once('error', reject);
   });
+}
+
+/**
+ * `POST /v0.2/chat/completions/clip` (reinfer) as the Python SDK calls it: a 404 is retried (the
+ * window of a just-delivered result may not be written yet), here every 100 ms up to 2 s.
+ */
+export async function reinfer(url: string, body: Record<string, unknown>, key: string | null = KEY): Promise<Http> {
+  let r = await http(url, 'POST', '/v0.2/chat/completions/clip', { key, body });
+  for (let i = 0; i < 20 && r.status === 404; i++) {
+    await sleep(100);
+    r = await http(url, 'POST', '/v0.2/chat/completions/clip', { key, body });
+  }
+  return r;
 }
 
 /** Parses the analyzer's machine-readable tail. */

@@ -8,12 +8,12 @@ import type { Logger } from '../../lib/logger';
 import { realClock, setLongInterval } from '../../lib/timers';
 import type { Clock, LongTimer } from '../../lib/timers';
 import type { OwnerMessage } from '../legacy/session-ports';
-import type { SessionRecord, Store, Unsubscribe } from '../store/store';
+import type { Broker, Claims, Members, SessionRecord, SessionRecords, Slots, Unsubscribe } from '../store/store';
 import { controlChannel, encodeControl, parseControl } from './control';
 import { pickReplica } from './rendezvous';
 import { reconcileSlots } from './slot-reconciler';
 
-/** What the fleet asks of this replica's sessions (LegacySessions implements it). */
+/** What the fleet asks of this replica's sessions (`SessionFleet`, ../legacy/session-fleet.ts, implements it). */
 export interface FleetSessions {
   readonly ownedIds: string[];
   selfFenced: boolean;
@@ -25,7 +25,8 @@ export interface FleetSessions {
 }
 
 export interface FleetOptions {
-  store: Store;
+  /** Control channel, membership, run-once claims, the records it claims, the slots it reconciles. */
+  store: Broker & Members & Claims & SessionRecords & Slots;
   replicaId: string;
   cfg: FleetConfig;
   sessions: FleetSessions;

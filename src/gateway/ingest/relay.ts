@@ -1,7 +1,8 @@
 import type { LegacyConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
 import type { MediaRelay } from '../legacy/session-ports';
-import type { LegacyMedia, SessionSpec } from '../legacy/translate';
+import type { LegacyMedia } from '../legacy/responses';
+import type { SessionSpec } from '../legacy/spec';
 import { LEGACY_ERRORS } from '../legacy/errors';
 import { legacyError, legacyValidationError } from '../legacy/validate';
 import { checkSource } from './checks';

@@ -4,12 +4,12 @@
  */
 import type { Brand } from '../../brand';
 import { ServiceError } from '../../lib/errors';
-import type { SessionRecord, Store } from '../store/store';
+import type { SessionRecord, SessionRecords } from '../store/store';
 import type { FailedAuthLimiter } from './auth-failures';
 import type { UpstreamCatalog } from './catalog';
 import type { SocketAuth } from './results-socket';
-import { LEGACY_CLOSES } from './translate';
-import type { LegacyClose } from './translate';
+import { LEGACY_CLOSES } from './closes';
+import type { LegacyClose } from './closes';
 import { LEGACY_ERRORS } from './errors';
 
 /** A stream id: what the upstream hands out (word characters and dashes), at most 128 of them. */
@@ -29,7 +29,7 @@ export function streamAccess(record: SessionRecord | null | undefined, accountId
 }
 
 /** Reads the record and applies `streamAccess`; a malformed id never reaches the store. */
-export async function readStreamAccess(store: Store, streamId: string, accountId: string): Promise<StreamAccess> {
+export async function readStreamAccess(store: Pick<SessionRecords, 'getSession'>, streamId: string, accountId: string): Promise<StreamAccess> {
   return streamAccess(isStreamId(streamId) ? await store.getSession(streamId) : null, accountId);
 }
 
@@ -45,7 +45,7 @@ export function accessClose(refusal: 'stream_not_found' | 'forbidden'): LegacyCl
 
 export interface SocketAuthorizerDeps {
   brand: Brand;
-  store: Store;
+  store: Pick<SessionRecords, 'getSession'>;
   catalog: UpstreamCatalog;
   authLimiter?: FailedAuthLimiter;
   /** Sunset policy of sockets: a close (1013) during a brownout or after the sunset, else undefined. */
@@ -53,23 +53,25 @@ export interface SocketAuthorizerDeps {
 }
 
 /**
- * The results socket's first-message check: the key (as the HTTP routes check it), then
- * `streamAccess`, then the sunset policy. A refused key closes 1008 and counts against the peer's
- * failed-auth budget; an upstream outage throws (the socket closes 1011).
+ * The results socket's first-message check: the key (as the HTTP routes check it, budget and its
+ * waiver for recently accepted keys included), then `streamAccess`, then the sunset policy. A
+ * refused key closes 1008 and counts against the client address's failed-auth budget; an upstream
+ * outage throws (the socket closes 1011).
  */
 export function socketAuthorizer(deps: SocketAuthorizerDeps) {
   const { brand, store, catalog, authLimiter } = deps;
   return async (apiKey: string, streamId: string, ip: string): Promise<SocketAuth> => {
-    if ((authLimiter?.blockedForMs(ip) ?? 0) > 0) return { ok: false, ...LEGACY_CLOSES.authRateLimited };
-    const refused = (): SocketAuth => (authLimiter?.fail(ip), { ok: false, ...LEGACY_CLOSES.authFailed });
+    if ((authLimiter?.blockedForMs(ip, apiKey) ?? 0) > 0) return { ok: false, ...LEGACY_CLOSES.authRateLimited };
+    const refused = (refusedKey?: string): SocketAuth => (authLimiter?.fail(ip, refusedKey), { ok: false, ...LEGACY_CLOSES.authFailed });
     if (!apiKey.startsWith(brand.keyPrefix)) return refused();
     let accountId: string;
     try {
       accountId = await catalog.accountOf(apiKey);
     } catch (err) {
-      if (err instanceof ServiceError && err.status === 401) return refused();
+      if (err instanceof ServiceError && err.status === 401) return refused(apiKey);
       throw err;
     }
+    authLimiter?.accept(apiKey);
     const access = await readStreamAccess(store, streamId, accountId);
     if (!access.ok) return { ok: false, ...accessClose(access.refusal) };
     const refusal = deps.admitSocket?.(access.record);

@@ -1,105 +1,118 @@
 /**
  * Cheap refusals for bad keys, so unknown keys cannot each cost an upstream call and one client
  * cannot probe keys at will: a negative cache of refused keys (by hash, bounded, short TTL) and a
- * per-IP budget of failed authentications (HTTP and results socket). Both forget on their own.
+ * per-client-address budget of failed authentications (HTTP and results socket), which never
+ * refuses a key verified recently (a positive cache of accepted key hashes). All forget on their
+ * own; none holds a raw key.
  */
+import { LRUCache } from 'lru-cache';
 import { ServiceError } from '../../lib/errors';
+import { keyHash } from '../../lib/keys';
 
-/** A Map with a size bound (oldest entries dropped first) whose entries expire. */
-class ExpiringMap<V> {
-  private readonly entries = new Map<string, { value: V; untilMs: number }>();
-
-  constructor(
-    private readonly maxSize: number,
-    private readonly now: () => number,
-  ) {}
-
-  get(key: string): V | undefined {
-    const e = this.entries.get(key);
-    if (!e) return undefined;
-    if (e.untilMs <= this.now()) {
-      this.entries.delete(key);
-      return undefined;
-    }
-    return e.value;
-  }
-
-  set(key: string, value: V, ttlMs: number): void {
-    this.entries.delete(key);
-    this.entries.set(key, { value, untilMs: this.now() + ttlMs });
-    while (this.entries.size > this.maxSize) this.entries.delete(this.entries.keys().next().value!);
-  }
-
-  delete(key: string): void {
-    this.entries.delete(key);
-  }
-
-  get size(): number {
-    return this.entries.size;
-  }
+/**
+ * A bounded cache (least recently used dropped first) whose entries expire `ttlMs` after they were
+ * set. No timers: expiry is checked on read, against `now` when one is injected (tests; shifted by
+ * 1 ms because lru-cache takes an entry set at time 0 for one without a TTL).
+ */
+function expiring<V extends object | true>(max: number, ttlMs: number, now?: () => number): LRUCache<string, V> {
+  return new LRUCache<string, V>({ max, ttl: ttlMs, ttlResolution: 0, ...(now ? { perf: { now: () => now() + 1 } } : {}) });
 }
 
-/** Key hashes the upstream refused (401/403), remembered for `ttlMs`. */
+/** Key hashes the upstream refused (401/403), remembered for `ttlMs` (0: not at all). */
 export class NegativeKeyCache {
-  private readonly refused: ExpiringMap<true>;
+  private readonly refused: LRUCache<string, true> | undefined;
 
-  constructor(
-    private readonly ttlMs: number,
-    maxSize: number,
-    now: () => number = Date.now,
-  ) {
-    this.refused = new ExpiringMap(maxSize, now);
+  constructor(ttlMs: number, maxSize: number, now?: () => number) {
+    this.refused = ttlMs > 0 ? expiring(maxSize, ttlMs, now) : undefined;
   }
 
   has(keyHash: string): boolean {
-    return this.ttlMs > 0 && this.refused.get(keyHash) === true;
+    return this.refused?.get(keyHash) === true;
   }
 
   add(keyHash: string): void {
-    if (this.ttlMs > 0) this.refused.set(keyHash, true, this.ttlMs);
+    this.refused?.set(keyHash, true);
   }
 
   get size(): number {
-    return this.refused.size;
+    return this.refused?.size ?? 0;
   }
 }
 
 const WINDOW_MS = 60_000;
-/** Client IPs tracked at once; past it the oldest are forgotten (a flood of IPs cannot grow memory). */
+/** Client addresses tracked at once; past it the least recent are forgotten (a flood of addresses cannot grow memory). */
 const MAX_IPS = 50_000;
+/** Accepted key hashes remembered, and for how long after their latest acceptance. */
+const ACCEPTED_KEYS = 10_000;
+const ACCEPTED_TTL_MS = 5 * 60_000;
+
+export interface FailedAuthLimiterOptions {
+  /** Failed authentications one client address may have per minute; 0: no limit. */
+  perMinute: number;
+  now?: () => number;
+  /** An address just used up its budget (once per window): the gateway logs it. */
+  onOverBudget?(ip: string): void;
+}
 
 /**
- * Failed authentications per client IP in a fixed one-minute window. Over the budget, requests
- * from that IP are refused before any key check until the window ends.
+ * Failed authentications per client address (`server.trustProxy` decides what that is) in a fixed
+ * one-minute window. Over the budget, requests from that address are refused before any key check
+ * until the window ends, except those whose key was accepted in the last 5 minutes: the budget
+ * stops probing for keys, and must not lock out a customer who shares the address (a balancer's,
+ * a NAT's) with the prober. It only waives the refusal: the key is still checked as always, and a
+ * key refused again (revoked) loses the waiver.
  */
 export class FailedAuthLimiter {
-  private readonly windows: ExpiringMap<{ count: number; startMs: number }>;
+  private readonly perMinute: number;
+  private readonly now: () => number;
+  private readonly windows: LRUCache<string, { count: number; startMs: number }>;
+  private readonly accepted: LRUCache<string, true>;
 
-  constructor(
-    private readonly perMinute: number,
-    private readonly now: () => number = Date.now,
-  ) {
-    this.windows = new ExpiringMap(MAX_IPS, now);
+  constructor(private readonly opts: FailedAuthLimiterOptions) {
+    this.perMinute = opts.perMinute;
+    this.now = opts.now ?? Date.now;
+    this.windows = expiring(MAX_IPS, WINDOW_MS, opts.now);
+    this.accepted = expiring(ACCEPTED_KEYS, ACCEPTED_TTL_MS, opts.now);
   }
 
-  /** Ms until `ip` may try again; 0 when it may now. */
-  blockedForMs(ip: string): number {
+  /** Ms until `ip` may try `apiKey` (or no key); 0 when it may now: within budget, or the key was accepted recently. */
+  blockedForMs(ip: string, apiKey?: string): number {
     if (this.perMinute <= 0) return 0;
-    const w = this.windows.get(ip);
+    const w = this.window(ip);
     if (!w || w.count < this.perMinute) return 0;
+    if (apiKey !== undefined && this.accepted.has(keyHash(apiKey))) return 0;
     return Math.max(1, w.startMs + WINDOW_MS - this.now());
   }
 
-  fail(ip: string): void {
+  /** `apiKey` was verified (the upstream knows it): the budget lets it through for the next 5 minutes. */
+  accept(apiKey: string): void {
+    if (this.perMinute > 0) this.accepted.set(keyHash(apiKey), true);
+  }
+
+  /** A failed authentication from `ip`; `apiKey`, when the upstream refused it, loses its waiver. */
+  fail(ip: string, apiKey?: string): void {
     if (this.perMinute <= 0) return;
-    const w = this.windows.get(ip);
+    if (apiKey !== undefined) this.accepted.delete(keyHash(apiKey));
+    const w = this.window(ip);
     if (w) w.count++;
-    else this.windows.set(ip, { count: 1, startMs: this.now() }, WINDOW_MS);
+    else this.windows.set(ip, { count: 1, startMs: this.now() });
+    if ((w?.count ?? 1) === this.perMinute) this.opts.onOverBudget?.(ip);
+  }
+
+  /** The address's window while it lasts (the cache keeps an entry up to its last millisecond). */
+  private window(ip: string): { count: number; startMs: number } | undefined {
+    const w = this.windows.get(ip);
+    return w && w.startMs + WINDOW_MS > this.now() ? w : undefined;
+  }
+
+  /** Key hashes remembered as accepted (tests). */
+  get acceptedCount(): number {
+    return this.accepted.size;
   }
 
   /**
    * The HTTP refusal: 503 with `retry-after`, not 429 (legacy clients read 429 as their 5-stream
-   * limit) and not 401 (fatal, and the key may be fine: the budget is per IP).
+   * limit) and not 401 (fatal, and the key may be fine: the budget is per client address).
    */
   refusal(blockedMs: number): ServiceError {
     return new ServiceError(503, 'auth_rate_limited', 'Too many failed authentications from this address; retry later', {

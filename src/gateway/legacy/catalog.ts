@@ -2,6 +2,8 @@ import type { UpstreamClient, ModelList, ModelPricing } from '../../upstream/cli
 import { ServiceError } from '../../lib/errors';
 import { keyHash } from '../../lib/keys';
 import type { Logger } from '../../lib/logger';
+import { realClock } from '../../lib/timers';
+import type { Clock } from '../../lib/timers';
 import { NegativeKeyCache } from './auth-failures';
 import { UPSTREAM_CONTEXTS, toLegacyError } from './upstream-errors';
 import { LEGACY_ERRORS } from './errors';
@@ -19,6 +21,7 @@ export class UpstreamCatalog {
   private readonly outcomes = new Map<string, boolean[]>();
 
   private readonly refusedKeys: NegativeKeyCache;
+  private readonly clock: Pick<Clock, 'now'>;
 
   constructor(
     private readonly upstream: UpstreamClient,
@@ -28,8 +31,11 @@ export class UpstreamCatalog {
       negativeKeyCacheMs?: number;
       negativeKeyCacheSize?: number;
       logger?: Logger;
+      /** Time of the cache entries (default the real clock). */
+      clock?: Pick<Clock, 'now'>;
     },
   ) {
+    this.clock = opts.clock ?? realClock;
     this.refusedKeys = new NegativeKeyCache(opts.negativeKeyCacheMs ?? 0, opts.negativeKeyCacheSize ?? 10_000);
   }
 
@@ -41,13 +47,13 @@ export class UpstreamCatalog {
   }
 
   private async rawModelList(): Promise<ModelList> {
-    const now = Date.now();
+    const now = this.clock.now();
     if (this.models && now - this.models.atMs < this.opts.modelsCacheMs) return this.models.list;
     // One upstream call however many requests arrive at once.
     this.modelsInFlight ??= this.upstream
       .listModels()
       .then((list) => {
-        this.models = { list, atMs: Date.now() };
+        this.models = { list, atMs: this.clock.now() };
         return list;
       })
       .finally(() => {
@@ -109,10 +115,10 @@ export class UpstreamCatalog {
     const h = keyHash(apiKey);
     if (this.refusedKeys.has(h)) throw unauthorized();
     const hit = this.accounts.get(h);
-    if (hit && Date.now() - hit.atMs < this.opts.accountCacheMs) return hit.accountId;
+    if (hit && this.clock.now() - hit.atMs < this.opts.accountCacheMs) return hit.accountId;
     try {
       const b = await this.upstream.balance(apiKey, ids);
-      this.accounts.set(h, { accountId: b.user_id, atMs: Date.now() });
+      this.accounts.set(h, { accountId: b.user_id, atMs: this.clock.now() });
       return b.user_id;
     } catch (err) {
       const mapped = toLegacyError(err, UPSTREAM_CONTEXTS.authenticate, this.opts.logger);

@@ -1,41 +1,44 @@
 /**
  * The per-tick inference of a legacy stream: one chat completion about the current window (with
  * fallbacks, inside a cadence-tied budget), published as one legacy result. Upstream answers that
- * end the stream (402, a gone stream) are handed back through `TickOutcomes`.
+ * end the stream (402, a gone stream) go to the end path, the commit's answer to the record upkeep.
  */
 import { costMicrocents } from '../../lib/wire';
-import { realClock } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';
 import type { ChatCompletionResponse } from '../../upstream/client';
-import type { TickCommit } from '../store/store';
 import { DEFAULT_TIMEOUTS, UpstreamError, cacheInfo, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import { schemaMismatch } from './output-schema';
 import { resultId } from './ownership';
+import { ResultWindowRecorder } from './result-window';
 import { resultEnvelope, resultsChannel } from './results-socket';
 import { SOLO_REPLICA } from './session-ports';
-import type { LiveSession, SessionDeps } from './session-ports';
+import type { RecordSync } from './record-sync';
+import type { SessionEnd } from './session-end';
+import type { LiveSession, SessionContext } from './session-ports';
 import type { TickInfo } from './ticker';
-import { buildCompletionRequest, toLegacyResult } from './translate';
+import { buildCompletionRequest } from './upstream-request';
+import { toLegacyResult } from './responses';
 import { legacyResultError } from './upstream-errors';
 
-/** What a tick's failure may do to its stream (implemented by the lifecycle). */
-export interface TickOutcomes {
-  /** No credits left: end with `insufficient_credits`. */
-  outOfCredits(session: LiveSession): void;
-  /** The upstream stream is gone: end with the reason the upstream gives. */
-  upstreamLost(session: LiveSession, err: unknown): void;
-  /** The store's answer to the tick's commit (a new prompt revision, fenced, ended, lost record). */
-  committed(session: LiveSession, tick: number, commit: TickCommit): void;
+/** What a tick's outcome may lead to: the end path (402, a gone upstream stream) and the record upkeep (the commit's answer). */
+export interface TickParts {
+  end: Pick<SessionEnd, 'end' | 'reasons' | 'onUpstreamLoss'>;
+  sync: Pick<RecordSync, 'onCommit'>;
 }
 
 export class TickInference {
-  private readonly clock: Clock;
+  /** Each committed result's window on the stream clock, for reinfer. */
+  private readonly windows: ResultWindowRecorder;
 
   constructor(
-    private readonly deps: SessionDeps,
-    private readonly outcomes: TickOutcomes,
+    private readonly deps: SessionContext,
+    private readonly parts: TickParts,
   ) {
-    this.clock = deps.clock ?? realClock;
+    this.windows = new ResultWindowRecorder(deps);
+  }
+
+  private get clock(): Clock {
+    return this.deps.clock;
   }
 
   /**
@@ -44,55 +47,58 @@ export class TickInference {
    */
   async run(session: LiveSession, tick: TickInfo): Promise<void> {
     const { upstream, brand, catalog, observer, store, fleet } = this.deps;
+    const { record, runtime } = session;
     observer?.tickLateness?.(tick.latenessMs);
-    const prompt = session.prompt;
-    const body = buildCompletionRequest(session.spec, session.streamId, brand, { threadId: session.threadId, prompt });
+    const prompt = record.prompt;
+    const body = buildCompletionRequest(record.spec, record.streamId, brand, { threadId: runtime.threadId, prompt });
     const started = this.clock.now();
     let response: ChatCompletionResponse | undefined;
-    let model = session.spec.model;
+    let model = record.spec.model;
     let error: string | null = null;
     const budget = this.tickBudget(session);
+    let sentAtMs: number | undefined;
     try {
       const r = await upstream.chatCompletion(session.apiKey, body, {
         signal: budget.signal,
         timeouts: { headersMs: budget.attemptMs, bodyMs: budget.attemptMs },
-        ...session.ids,
-        fallbackModels: session.fallbackModels,
+        ...record.ids,
+        fallbackModels: record.fallbackModels,
         isModelReady: (id) => catalog.isReady(id),
+        onAttempt: () => (sentAtMs = this.clock.now()),
       });
       response = r.response;
       model = r.model;
       // A fallback answer means the requested model failed: the saturation view must see that.
-      if (r.fallbackUsed) catalog.recordOutcome(session.spec.model, false);
+      if (r.fallbackUsed) catalog.recordOutcome(record.spec.model, false);
       catalog.recordOutcome(model, true);
     } catch (err) {
-      if (session.ending) return;
+      if (runtime.ending) return;
       if (err instanceof UpstreamError) observer?.upstreamError?.(err.status);
       if (isUpstreamCode(err, 'frame_not_yet_produced')) return; // nothing to look at yet: skip quietly
-      if (isUpstreamStatus(err, 402)) return this.outcomes.outOfCredits(session);
-      if (isUpstreamStatus(err, 404) && isUpstreamCode(err, 'stream_not_found')) return this.outcomes.upstreamLost(session, err);
+      if (isUpstreamStatus(err, 402)) return void this.parts.end.end(record.streamId, this.parts.end.reasons.insufficientCredits);
+      if (isUpstreamStatus(err, 404) && isUpstreamCode(err, 'stream_not_found')) return void this.parts.end.onUpstreamLoss(session, err);
       const modelsFault = err instanceof UpstreamError && err.code !== 'upstream_circuit_open' && (err.status === 503 || err.kind !== 'http');
       if (modelsFault) catalog.recordOutcome(model, false);
       if (err instanceof UpstreamError && err.kind !== 'http') {
-        this.deps.logger.warn({ streamId: session.streamId, code: err.code, kind: err.kind, err: err.message }, 'inference failed upstream');
+        this.deps.logger.warn({ streamId: record.streamId, code: err.code, kind: err.kind, err: err.message }, 'inference failed upstream');
       }
       error = legacyResultError(err);
     } finally {
       budget.done();
     }
-    if (session.ending) return;
+    if (runtime.ending) return;
     // performance.now(): the gateway's own overhead per result is sub-millisecond.
     const answeredAt = performance.now();
     const inferenceMs = this.clock.now() - started;
-    if (response && session.validate) {
+    if (response && runtime.validate) {
       const text = response.choices?.[0]?.message?.content;
-      error = schemaMismatch(session.validate, text);
+      error = schemaMismatch(runtime.validate, text);
     }
     const cost = response?.usage ? await this.costOf(model, response) : 0;
     const result = toLegacyResult({
-      id: resultId(session.streamId, tick.n),
-      streamId: session.streamId,
-      spec: session.spec,
+      id: resultId(record.streamId, tick.n),
+      streamId: record.streamId,
+      spec: record.spec,
       prompt,
       completion: error ? null : response,
       error,
@@ -100,19 +106,20 @@ export class TickInference {
       inferenceLatencyMs: inferenceMs,
       totalLatencyMs: this.clock.now() - tick.dueAtMs,
     });
-    if (session.ending) return;
-    const commit = await store.commitTick(session.streamId, {
+    if (runtime.ending) return;
+    const commit = await store.commitTick(record.streamId, {
       owner: fleet?.replicaId ?? SOLO_REPLICA,
-      epoch: session.epoch,
+      epoch: record.epoch,
       tick: tick.n,
       costMicrocents: cost,
-      channel: resultsChannel(session.streamId),
+      channel: resultsChannel(record.streamId),
       message: resultEnvelope(JSON.stringify(result)),
     });
-    this.outcomes.committed(session, tick.n, commit);
+    this.parts.sync.onCommit(session, tick.n, commit);
     if (!commit.ok) return;
+    if (sentAtMs !== undefined) void this.windows.record(session, result.id, sentAtMs);
     observer?.inference?.({
-      keyHash: session.keyHash,
+      keyHash: record.keyHash,
       model,
       ok: result.ok,
       tokens: response?.usage?.completion_tokens ?? 0,
@@ -134,15 +141,15 @@ export class TickInference {
    * fallbacks) `tickDeadlineIntervals` intervals (at least 2 s); past it the tick publishes an
    * `upstream_timeout` error result instead of leaving the client with nothing.
    */
-  private tickBudget(session: LiveSession): { signal: AbortSignal; attemptMs: number; done(): void } {
+  private tickBudget({ record, runtime }: LiveSession): { signal: AbortSignal; attemptMs: number; done(): void } {
     const f = this.deps.cfg.upstreamFailures;
-    const interval = session.spec.intervalMs;
+    const interval = record.spec.intervalMs;
     const attemptMs = Math.min(Math.max(1000, interval * f.attemptTimeoutIntervals), DEFAULT_TIMEOUTS.headersMs);
     const deadline = new AbortController();
     const timer = this.clock.setTimeout(
       () => deadline.abort(new UpstreamError({ kind: 'timeout', status: 504, message: 'tick deadline passed' })),
       Math.max(2000, interval * f.tickDeadlineIntervals),
     );
-    return { signal: AbortSignal.any([session.abort.signal, deadline.signal]), attemptMs, done: () => this.clock.clearTimeout(timer) };
+    return { signal: AbortSignal.any([runtime.abort.signal, deadline.signal]), attemptMs, done: () => this.clock.clearTimeout(timer) };
   }
 }

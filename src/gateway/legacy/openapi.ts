@@ -56,6 +56,15 @@ export function legacyResponseSchemas(brand: Brand) {
       }),
     ),
     StatusOk: z.strictObject({ status: z.literal('ok') }),
+    /** `GET /v0.2/healthz` (text/plain), as `/healthz`. */
+    HealthOk: z.literal('ok'),
+    ReinferResponse: z.strictObject({
+      id: z.string(),
+      model: z.string(),
+      content: z.string(),
+      finish_reason: nullableString,
+      usage: z.strictObject({ prompt_tokens: z.number(), completion_tokens: z.number(), total_tokens: z.number() }).nullable(),
+    }),
     /** Every /v0.2 error: `{error, message, request_id, details}` (docs/errors.md). */
     LegacyError: z.strictObject({ error: z.string(), message: z.string(), request_id: nullableString, details: z.unknown() }),
   };
@@ -106,6 +115,7 @@ export function legacyOpenApi(brand: Brand, deprecation: Pick<DeprecationConfig,
     CreateStreamRequest: jsonSchema(createRequestSchema(brand), 'input'),
     PromptPatch: jsonSchema(createLegacySchemas(brand).promptPatch, 'input'),
     FeedbackRequest: jsonSchema(createLegacySchemas(brand).feedback, 'input'),
+    ReinferRequest: jsonSchema(createLegacySchemas(brand).reinfer, 'input'),
   };
   for (const [name, schema] of Object.entries(responses)) schemas[name] = jsonSchema(schema, 'output');
 
@@ -126,6 +136,28 @@ export function legacyOpenApi(brand: Brand, deprecation: Pick<DeprecationConfig,
         post: op('Create a stream', {
           requestBody: body('CreateStreamRequest'),
           responses: { '201': json('CreateStreamResponse', 'Stream created'), ...errors(400, 401, 402, 410, 422, 429, 502, 503, 504) },
+        }),
+      },
+      '/v0.2/healthz': {
+        get: op('Health check (as /healthz)', {
+          security: [],
+          responses: { '200': { description: 'The gateway answers', content: { 'text/plain': { schema: ref('HealthOk') } } } },
+        }),
+      },
+      '/v0.2/chat/completions/clip': {
+        post: op('Re-run inference on the frames behind a delivered result, with a new prompt (reinfer)', {
+          description:
+            'One chat completion with the caller\'s key on the frames of the result `result_id` (its clip or frame, on the stream clock). ' +
+            'Only the stream\'s account finds the result: anyone else gets 404 `result_not_found`, as for an unknown id. A result whose frames are gone ' +
+            'gets 410: `clip_dropped` (its stream ended) or `clip_evicted` (its frames aged out of the frame buffer). /v1beta: a chat completion on ' +
+            '`svc://streams/{id}?start_timestamp_ms=…&end_timestamp_ms=…` (docs/migration.md).',
+          requestBody: body('ReinferRequest'),
+          responses: {
+            '200': json('ReinferResponse', 'The completion'),
+            ...errors(400, 401, 402, 422, 502, 503, 504),
+            '404': json('LegacyError', 'No result with this id for this account (`result_not_found`)'),
+            '410': json('LegacyError', 'The result\'s frames are gone: `clip_dropped` (stream ended) or `clip_evicted` (evicted)'),
+          },
         }),
       },
       '/v0.2/models': {

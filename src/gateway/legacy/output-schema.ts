@@ -10,11 +10,15 @@ import { legacyError } from './validate';
  * Compiles a legacy output schema through the shared validator service (caps, re2js patterns,
  * content-hash cache), or throws the 422 a client must see for an unusable one.
  */
-export function compileOutputSchema(validators: JsonSchemaValidators, schema: Record<string, unknown>): ValidateFunction {
+export function compileOutputSchema(
+  validators: JsonSchemaValidators,
+  schema: Record<string, unknown>,
+  loc: readonly string[] = ['body', 'inference', 'output_schema_json'],
+): ValidateFunction {
   const r = validators.compile(schema);
   if (r.ok) return r.validate;
-  throw legacyError(422, 'validation_error', `output_schema_json is not a usable JSON Schema: ${r.error}`, [
-    { loc: ['body', 'inference', 'output_schema_json'], msg: r.error, type: 'value_error' },
+  throw legacyError(422, 'validation_error', `${loc[loc.length - 1]} is not a usable JSON Schema: ${r.error}`, [
+    { loc: [...loc], msg: r.error, type: 'value_error' },
   ]);
 }
 

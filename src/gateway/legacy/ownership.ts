@@ -1,10 +1,14 @@
 /**
- * Ownership of a legacy stream in a fleet (docs/scaling.md): the record a stream's owner writes,
- * the result id that makes a duplicate tick detectable, and where a new owner resumes the grid.
+ * Ownership of a legacy stream in a fleet (docs/scaling.md): the live session built from a record
+ * (create and adoption), the record a stream's owner writes, the result id that makes a duplicate
+ * tick detectable, and where a new owner resumes the grid.
  */
 import { createHash } from 'node:crypto';
+import type { ValidateFunction } from 'ajv';
+import { newTraceId } from '../../upstream/trace';
 import type { SessionRecord } from '../store/store';
-import type { LiveSession } from './session-ports';
+import type { LegacyRecord, LiveSession } from './session-ports';
+import { legacyThreadId } from './upstream-request';
 
 /** UUID-shaped id of tick `tick` of a stream: the same on every replica, so a duplicate shows. */
 export function resultId(streamId: string, tick: number): string {
@@ -13,32 +17,39 @@ export function resultId(streamId: string, tick: number): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
-/** The store record of a live session, as its owner knows it (create, and re-registering a lost record). */
-export function recordOf(s: LiveSession, owner: string, now: number): SessionRecord {
+/**
+ * The one typed view of a stored record: the legacy adapter is the only writer of session records,
+ * so their `spec` is the `SessionSpec` it wrote.
+ */
+export function legacyRecord(rec: SessionRecord): LegacyRecord {
+  return rec as LegacyRecord;
+}
+
+/**
+ * The live session of a record, for a create and an adoption alike: a copy of the record (the store
+ * keeps its own), the trace of the create (a new one for a record that has none), a fresh abort.
+ */
+export function liveSession(rec: LegacyRecord, apiKey: string, runtime: { validate?: ValidateFunction; publishToken: string }): LiveSession {
   return {
-    streamId: s.streamId,
-    keyHash: s.keyHash,
-    slotId: s.slotId,
-    accountId: s.accountId,
+    record: { ...rec, fallbackModels: [...rec.fallbackModels], ids: rec.ids.traceId ? { ...rec.ids } : { traceId: newTraceId() } },
+    apiKey,
+    runtime: { threadId: legacyThreadId(rec.streamId), validate: runtime.validate, abort: new AbortController(), publishToken: runtime.publishToken, ending: false },
+  };
+}
+
+/** The store record of a live session, as its owner knows it (create, and re-registering a lost record). */
+export function recordOf(s: LiveSession, owner: string, now: number): LegacyRecord {
+  return {
+    ...s.record,
     state: 'active',
     endReason: null,
-    createdAtMs: s.createdAtMs,
     endedAtMs: null,
-    leaseExpiresAtMs: s.leaseExpiresAtMs,
-    prompt: s.prompt,
     promptUpdatedAtMs: now,
-    spec: s.spec,
     owner,
-    epoch: s.epoch,
-    lastTick: s.lastTick,
-    gridStartMs: s.gridStartMs,
     costMicrocents: 0,
     lastKeepaliveAtMs: now,
-    promptRev: s.promptRev,
-    pinned: s.pinned,
-    sealedKey: s.sealedKey,
-    fallbackModels: [...s.fallbackModels],
-    ids: { ...s.ids },
+    fallbackModels: [...s.record.fallbackModels],
+    ids: { ...s.record.ids },
   };
 }
 

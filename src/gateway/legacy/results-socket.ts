@@ -3,10 +3,11 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import type WebSocket from 'ws';
 import type { LegacyConfig } from '../../config';
+import type { ClientAddress } from '../../lib/client-address';
 import type { Logger } from '../../lib/logger';
 import type { SessionRecord, Store } from '../store/store';
-import { LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from './translate';
-import type { LegacyClose } from './translate';
+import { LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from './closes';
+import type { LegacyClose } from './closes';
 
 /** Channel of a stream's results; messages are `r<result json>` or `e<end reason>`. */
 export const resultsChannel = (streamId: string): string => `results:${streamId}`;
@@ -15,7 +16,7 @@ export const endEnvelope = (reason: string): string => `e${reason}`;
 
 /**
  * A refusal closes 1008 (fatal in legacy clients) unless it gives `code`: 1013 "try again later"
- * for a refusal that is not about the key (per-IP limit). An authorize that throws (upstream
+ * for a refusal that is not about the key (the client address is over its failed-auth budget). An authorize that throws (upstream
  * outage) closes 1011, which clients retry.
  */
 export type SocketAuth =
@@ -33,8 +34,10 @@ export interface ResultsSocketOptions {
   cfg: LegacyConfig;
   logger: Logger;
   store: Store;
-  /** Checks the first message's key against the stream (valid key, same account); `ip` is the peer's. */
+  /** Checks the first message's key against the stream (valid key, same account); `ip` is the client's (`clientAddress`). */
   authorize(apiKey: string, streamId: string, ip: string): Promise<SocketAuth>;
+  /** The upgrade request's client address (`server.trustProxy`); default: the socket's peer. */
+  clientAddress?: ClientAddress;
   /** Extra headers on the 101 response (deprecation headers). */
   upgradeHeaders?: () => string[];
   hooks?: ResultsSocketHooks;
@@ -47,8 +50,8 @@ const close = (ws: WebSocket, c: LegacyClose) => ws.close(c.code, c.reason);
 
 /**
  * `WS /v0.2/ws/streams/{id}`: authenticate with the first message, then push every later result of
- * the stream. Close 1008 on failed auth (1011 when it could not be checked, 1013 over the per-IP
- * failed-auth budget); 1001 with the end reason when the stream ends (at once for
+ * the stream. Close 1008 on failed auth (1011 when it could not be checked, 1013 when the client
+ * address is over its failed-auth budget); 1001 with the end reason when the stream ends (at once for
  * a tombstone). Slow consumers are shed, never allowed to hold memory or block other sockets.
  */
 export class ResultsSockets {
@@ -78,7 +81,7 @@ export class ResultsSockets {
       socket.end('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
       return true;
     }
-    const ip = req.socket.remoteAddress ?? 'unknown';
+    const ip = this.opts.clientAddress?.(req) ?? req.socket.remoteAddress ?? 'unknown';
     this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, streamId, ip));
     return true;
   }

@@ -4,40 +4,49 @@ import type { Request, Response, Router } from 'express';
 import type { Brand } from '../../brand';
 import type { LegacyConfig } from '../../config';
 import { ServiceError } from '../../lib/errors';
+import type { ClientAddress } from '../../lib/client-address';
 import { keyHash } from '../../lib/keys';
+import { realClock } from '../../lib/timers';
+import type { Clock } from '../../lib/timers';
+import type { Logger } from '../../lib/logger';
+import type { UpstreamClient } from '../../upstream/client';
 import { newTraceId, traceIdOf } from '../../upstream/trace';
-import type { Store } from '../store/store';
-import { bearerKey } from '../http';
+import type { Feedback, SessionRecords } from '../store/store';
+import type { ResultWindows } from '../store/result-windows';
+import { bearerKey } from '../../lib/bearer';
 import { isStreamId } from './access';
 import type { FailedAuthLimiter } from './auth-failures';
 import { LEGACY_ERRORS } from './errors';
 import type { UpstreamCatalog } from './catalog';
+import { reinferHandler } from './reinfer';
 import { createLegacySchemas } from './schema';
 import type { LegacySessions } from './sessions';
-import type { SessionSpec } from './translate';
-import {
-  legacyStreamState,
-  normalizeCreate,
-  toLegacyCreateResponse,
-  toLegacyFeedback,
-  toLegacyKeepalive,
-  toLegacyModels,
-  toLegacyPromptResponse,
-} from './translate';
+import { legacyStreamState, toLegacyCreateResponse, toLegacyFeedback, toLegacyKeepalive, toLegacyModels, toLegacyPromptResponse } from './responses';
+import { normalizeCreate } from './spec';
 import { legacyError, legacyValidationError, parseLegacy } from './validate';
 
 export interface LegacyRouteDeps {
   cfg: LegacyConfig;
   brand: Brand;
-  store: Store;
+  store: Feedback & ResultWindows & Pick<SessionRecords, 'getSession'>;
   sessions: LegacySessions;
   catalog: UpstreamCatalog;
-  /** Per-IP budget of failed authentications (absent: unlimited). */
+  /** Per-client-address budget of failed authentications (absent: unlimited). */
   authLimiter?: FailedAuthLimiter;
+  /** The request's client address (`server.trustProxy`), what the budget counts by. */
+  clientAddress: ClientAddress;
   /** Counts one legacy request by endpoint (deprecation telemetry), e.g. `POST /v0.2/streams/:id/keepalive`. */
   onRequest?(keyHash: string | undefined, endpoint: string, accountId?: string, userAgent?: string): void;
   /** Sunset policy of creates: throws the legacy-shaped refusal during a brownout or after the sunset. */
   admitCreate?(keyHash: string): void;
+  /**
+   * Time the keepalive's `state` compares the upstream's last frame with (default the real clock:
+   * the upstream's timestamps are on real time).
+   */
+  clock?: Pick<Clock, 'now'>;
+  /** The upstream reinfer calls with the caller's key (absent: no reinfer route). */
+  upstream?: UpstreamClient;
+  logger?: Logger;
 }
 
 interface Caller {
@@ -73,31 +82,34 @@ function pageError(param: string, msg: string) {
 /** The `/v0.2` interface, served on /v1beta through LegacySessions. */
 export function legacyRouter(deps: LegacyRouteDeps): Router {
   const { brand, sessions, catalog, store, cfg } = deps;
+  const clock = deps.clock ?? realClock;
   const schemas = createLegacySchemas(brand);
   const r = express.Router();
 
   /**
    * 401 unless the bearer key is well-formed and the upstream knows it; each 401 counts against
-   * the client IP's failed-auth budget, and an IP over it gets 503 + retry-after before any check.
+   * the client address's failed-auth budget, and an address over it gets 503 + retry-after before
+   * any check, unless its key was accepted recently.
    */
   async function caller(req: Request, res: Response): Promise<Caller> {
-    const ip = req.ip ?? req.socket.remoteAddress ?? 'unknown';
-    const blockedMs = deps.authLimiter?.blockedForMs(ip) ?? 0;
+    const ip = deps.clientAddress(req);
+    const apiKey = bearerKey(req);
+    const blockedMs = deps.authLimiter?.blockedForMs(ip, apiKey) ?? 0;
     if (blockedMs > 0) throw deps.authLimiter!.refusal(blockedMs);
-    const refuse = (message: string) => {
-      deps.authLimiter?.fail(ip);
+    const refuse = (message: string, refusedKey?: string) => {
+      deps.authLimiter?.fail(ip, refusedKey);
       return LEGACY_ERRORS.unauthorized(message);
     };
-    const apiKey = bearerKey(req);
     if (!apiKey) throw refuse('Missing API key: send Authorization: Bearer <api_key>');
     if (!apiKey.startsWith(brand.keyPrefix)) throw refuse('Invalid API key');
     let accountId: string;
     try {
       accountId = await catalog.accountOf(apiKey, upstreamIds(req, res));
     } catch (err) {
-      if (err instanceof ServiceError && err.status === 401) throw refuse(err.message);
+      if (err instanceof ServiceError && err.status === 401) throw refuse(err.message, apiKey);
       throw err;
     }
+    deps.authLimiter?.accept(apiKey);
     const who = { apiKey, accountId };
     deps.onRequest?.(keyHash(apiKey), endpointOf(req), who.accountId, req.get('user-agent'));
     return who;
@@ -173,7 +185,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
           creditsRemainingCents: ka.creditsRemainingCents,
           costCents: ka.costCents,
           secondsCharged: ka.secondsCharged,
-          state: legacyStreamState({ last_frame_at_ms: ka.lastFrameAtMs }, Date.now()),
+          state: legacyStreamState({ last_frame_at_ms: ka.lastFrameAtMs }, clock.now()),
           roomToken: ka.roomToken,
         },
         brand,
@@ -204,7 +216,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
         id: rec.streamId,
         streamId: rec.streamId,
         prompt: rec.prompt,
-        spec: rec.spec as SessionSpec,
+        spec: rec.spec,
         createdAtMs: rec.createdAtMs,
         updatedAtMs: rec.promptUpdatedAtMs,
       }),
@@ -229,6 +241,11 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     }
     res.json({ status: 'ok' });
   });
+
+  if (deps.upstream) {
+    const reinfer = { brand, store, upstream: deps.upstream, catalog, schemas, validators: sessions.schemas, logger: deps.logger };
+    r.post('/chat/completions/clip', reinferHandler(reinfer, caller, upstreamIds));
+  }
 
   r.use((req) => {
     throw legacyError(404, 'not_found', `No route for ${req.method} /v0.2${req.path}`);

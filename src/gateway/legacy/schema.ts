@@ -40,6 +40,10 @@ export const LEGACY_LIMITS = {
   maxRequestIdChars: 256,
   maxCategoryChars: 64,
   maxFeedbackChars: 4096,
+  /** Reinfer: a result id is a UUID; the output cap of one re-run and its sampling temperature. */
+  maxResultIdChars: 128,
+  maxReinferTokens: 8192,
+  maxTemperature: 2,
 } as const;
 
 export type LegacyMode = 'clip' | 'frame';
@@ -85,6 +89,16 @@ export type LegacyCreateRequest = LegacyCreateCommon &
 
 export interface LegacyPromptPatch {
   prompt: string;
+}
+
+/** `POST /v0.2/chat/completions/clip` (reinfer): a delivered result re-run with a new prompt. */
+export interface LegacyReinferBody {
+  result_id: string;
+  prompt: string;
+  model: string;
+  temperature: number | null;
+  max_tokens: number | null;
+  output_schema: Record<string, unknown> | null;
 }
 
 export interface LegacyFeedbackBody {
@@ -291,7 +305,25 @@ export function createLegacySchemas(brand: Brand) {
     feedback: z.string().max(LEGACY_LIMITS.maxFeedbackChars),
   });
 
-  return { createStream, promptPatch, feedback, source, inference };
+  const reinfer: z.ZodType<LegacyReinferBody, unknown> = z
+    .strictObject({
+      result_id: bounded(LEGACY_LIMITS.maxResultIdChars),
+      prompt,
+      model: bounded(LEGACY_LIMITS.maxModelChars),
+      temperature: z.number().min(0).max(LEGACY_LIMITS.maxTemperature).nullish(),
+      max_tokens: int().positive().max(LEGACY_LIMITS.maxReinferTokens).nullish(),
+      output_schema: outputSchema.nullish(),
+    })
+    .transform((b) => ({
+      result_id: b.result_id,
+      prompt: b.prompt,
+      model: b.model,
+      temperature: b.temperature ?? null,
+      max_tokens: b.max_tokens ?? null,
+      output_schema: b.output_schema ?? null,
+    }));
+
+  return { createStream, promptPatch, feedback, reinfer, source, inference };
 }
 
 export type LegacySchemas = ReturnType<typeof createLegacySchemas>;

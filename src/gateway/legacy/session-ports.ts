@@ -10,10 +10,12 @@ import type { Sealer } from '../../lib/seal';
 import type { Clock, LongTimer, TimerHandle } from '../../lib/timers';
 import type { UpstreamClient } from '../../upstream/client';
 import type { StoreHealth } from '../store/outage';
-import type { Store } from '../store/store';
+import type { Broker, SessionRecord, SessionRecords, Slots } from '../store/store';
+import type { ResultWindows } from '../store/result-windows';
 import type { UpstreamCatalog } from './catalog';
 import type { Ticker } from './ticker';
-import type { LegacyMedia, SessionSpec } from './translate';
+import type { LegacyMedia } from './responses';
+import type { SessionSpec } from './spec';
 
 /** What the gateway observes of legacy sessions (metrics, deprecation telemetry). All optional. */
 export interface LegacyObserver {
@@ -89,7 +91,8 @@ export interface SessionDeps {
   cfg: LegacyConfig;
   brand: Brand;
   logger: Logger;
-  store: Store;
+  /** Slots, session records, and the results channel (an end is published there). */
+  store: Slots & SessionRecords & Broker & ResultWindows;
   upstream: UpstreamClient;
   catalog: UpstreamCatalog;
   media?: MediaRelay;
@@ -102,42 +105,39 @@ export interface SessionDeps {
   fleet?: FleetLink;
 }
 
-/** A running legacy stream in this process: its timers, scheduler and the key it acts with. */
+/** A session record as the legacy adapter writes it: its `spec` is a `SessionSpec`. */
+export type LegacyRecord = SessionRecord<SessionSpec>;
+
+/** The deps as every part of sessions sees them: the clock resolved (the real one unless injected). */
+export type SessionContext = SessionDeps & { clock: Clock };
+
+/**
+ * A running legacy stream in this process (./ownership.ts `liveSession` builds one, for create and
+ * adoption alike): the record as this owner knows it, the client's key, and the in-process rest.
+ */
 export interface LiveSession {
-  streamId: string;
+  /**
+   * This owner's copy of the record (the store's is the truth): what it acts and re-registers with.
+   * It moves `epoch`, `prompt`/`promptRev`, `leaseExpiresAtMs`, `gridStartMs` and `lastTick`.
+   */
+  readonly record: LegacyRecord;
   /** The client's key, held in memory only: the scheduler calls the upstream on its behalf. */
-  apiKey: string;
-  keyHash: string;
-  slotId: string;
-  accountId: string;
-  spec: SessionSpec;
-  prompt: string;
-  threadId: string;
-  /** Request id and trace id of every upstream call made for this stream (the create request's). */
-  ids: { requestId?: string; traceId: string };
-  /** Fallback models for this stream's completions (configured, else the upstream's list; less its own model). */
-  fallbackModels: readonly string[];
-  validate?: ValidateFunction;
+  readonly apiKey: string;
+  readonly runtime: SessionRuntime;
+}
+
+/** What lives only in this process: timers, scheduler, compiled schema, the latest publish token. */
+export interface SessionRuntime {
+  readonly threadId: string;
+  readonly validate?: ValidateFunction;
   ticker?: Ticker;
   leaseTimer?: LongTimer;
   upstreamKeepalive?: LongTimer;
   firstFramePoll?: TimerHandle;
-  abort: AbortController;
+  readonly abort: AbortController;
   publishToken: string;
+  /** Set once the stream stops here (ended, fenced, handed over): its timers act no more. */
   ending: boolean;
-  // ── Ownership (the record holds the truth; these are what this owner acts and re-registers with). ──
-  /** Epoch this replica owns the stream at: every tick commit is fenced by it. */
-  epoch: number;
-  /** The record's prompt revision this scheduler last read. */
-  promptRev: number;
-  createdAtMs: number;
-  leaseExpiresAtMs: number;
-  /** When tick 0 was due (null until ticking starts). */
-  gridStartMs: number | null;
-  /** Highest tick number this owner committed (-1: none). */
-  lastTick: number;
-  pinned: boolean;
-  sealedKey: string;
 }
 
 export interface CreateInput {

@@ -29,6 +29,7 @@ export const UPSTREAM_CONTEXTS = {
   balance: { what: 'read the balance', clientKey: true },
   keepalive: { what: 'renew the stream', clientKey: true },
   models: { what: 'list the models', clientKey: false },
+  reinfer: { what: 're-run the result', clientKey: true },
 } as const satisfies Record<string, UpstreamCallContext>;
 
 /** Legacy status and code for one upstream failure (before message and headers). */

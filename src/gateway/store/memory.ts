@@ -1,4 +1,6 @@
 import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
+import { parseResultWindow } from './result-windows';
+import type { ResultWindow } from './result-windows';
 import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
 /**
@@ -50,10 +52,6 @@ export class MemoryStore implements Store {
     if (!held?.delete(slotId)) return false;
     if (held.size === 0) this.slots.delete(keyHash);
     return true;
-  }
-
-  async slotsInUse(keyHash: string): Promise<number> {
-    return this.slots.get(keyHash)?.size ?? 0;
   }
 
   async putSession(rec: SessionRecord): Promise<void> {
@@ -211,18 +209,6 @@ export class MemoryStore implements Store {
     return h;
   }
 
-  async hincr(key: string, field: string, by = 1): Promise<void> {
-    this.hupdate({ key, incr: { [field]: by } });
-  }
-
-  async hsetMin(key: string, field: string, value: number): Promise<void> {
-    this.hupdate({ key, min: { [field]: value } });
-  }
-
-  async hsetMax(key: string, field: string, value: number): Promise<void> {
-    this.hupdate({ key, max: { [field]: value } });
-  }
-
   async hbatch(updates: readonly HashUpdate[]): Promise<void> {
     for (const u of updates) this.hupdate(u);
   }
@@ -257,6 +243,35 @@ export class MemoryStore implements Store {
     return [...this.hashes.keys()].filter((k) => k.startsWith(prefix));
   }
 
+  // ── Result windows (reinfer). Entries go in time order with one configured TTL, so a sweep from
+  // the oldest stops at the first live one; `get` checks expiry itself.
+  private readonly windows = new Map<string, { text: string; expiresAtMs: number }>();
+  private nextWindowSweepMs = 0;
+
+  async putResultWindow(resultId: string, window: ResultWindow, ttlMs: number): Promise<void> {
+    const now = this.clock.now();
+    if (now >= this.nextWindowSweepMs) {
+      this.nextWindowSweepMs = now + 1000;
+      for (const [id, w] of this.windows) {
+        if (w.expiresAtMs > now) break;
+        this.windows.delete(id);
+      }
+    }
+    this.windows.delete(resultId);
+    // Stored as text, as in Redis: a caller never holds the store's own object.
+    this.windows.set(resultId, { text: JSON.stringify(window), expiresAtMs: now + ttlMs });
+  }
+
+  async getResultWindow(resultId: string): Promise<ResultWindow | undefined> {
+    const w = this.windows.get(resultId);
+    if (!w) return undefined;
+    if (w.expiresAtMs <= this.clock.now()) {
+      this.windows.delete(resultId);
+      return undefined;
+    }
+    return parseResultWindow(w.text);
+  }
+
   async ready(): Promise<boolean> {
     return true;
   }
@@ -265,5 +280,6 @@ export class MemoryStore implements Store {
     for (const t of this.expiries.values()) t.clear();
     this.expiries.clear();
     this.channels.clear();
+    this.windows.clear();
   }
 }

@@ -15,6 +15,7 @@
  *                                    owner is the truth, sessionsOf filters by it).
  *   P replicas                 ZSET  replica id, score its last heartbeat (Redis TIME, ms).
  *   P once:{key}               STRING claimOnce marker (SET NX PX).
+ *   P rw:{resultId}            STRING a result's window (ResultWindow JSON) for reinfer, PX = its TTL.
  *   P fb:{acct}                ZSET  feedback seq (member = score), the account's entries oldest first.
  *   P fbe:{acct}               HASH  seq → FeedbackRecord JSON.
  *   P fbn:{acct}               HASH  streamId → entries of that stream (the per-stream cap).
@@ -26,12 +27,13 @@
  *                                    Cluster published from the node of session:{<last ':' segment>}.
  * Times compared inside scripts are Redis's (`TIME`), so clock skew between replicas does not matter.
  */
-import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../lib/logger';
-import { parseClusterUrl } from './redis-url';
+import { parseClusterUrl } from '../../lib/redis-url';
+import { parseResultWindow } from './result-windows';
+import type { ResultWindow } from './result-windows';
 import { StoreUnavailableError } from './store';
 import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
 
@@ -164,14 +166,6 @@ local at = now + tonumber(ARGV[2])
 redis.call('ZADD', KEYS[1], at, ARGV[1])
 return at`;
 
-/** KEYS[1] hash; ARGV field, value, 'min'|'max'. */
-const SET_EXTREME = `local cur = redis.call('HGET', KEYS[1], ARGV[1])
-local v = tonumber(ARGV[2])
-if cur == false or (ARGV[3] == 'min' and v < tonumber(cur)) or (ARGV[3] == 'max' and v > tonumber(cur)) then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-end
-return 0`;
-
 /** One server or a Cluster (`redis+cluster://`): the same commands, routed by key on a Cluster. */
 type Conn = Redis | Cluster;
 /**
@@ -203,42 +197,38 @@ return 0`;
 /** Fields per HBATCH call: Lua's unpack() has a stack limit (~8000 values). */
 const HBATCH_FIELDS = 1_000;
 
-/** A Lua script called by its SHA1 (one round trip), loaded again after a Redis restart (NOSCRIPT). */
-class Script {
-  private readonly sha: string;
-  constructor(private readonly lua: string) {
-    this.sha = createHash('sha1').update(lua).digest('hex');
-  }
-  async run(redis: Conn, keys: string[], args: (string | number)[]): Promise<unknown> {
-    try {
-      return await redis.evalsha(this.sha, keys.length, ...keys, ...args);
-    } catch (err) {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return redis.eval(this.lua, keys.length, ...keys, ...args);
-    }
-  }
-}
-
+/**
+ * The Lua scripts, each defined on both connections as an ioredis command (`defineCommand`: called
+ * by SHA1, loaded again after a Redis restart), with its number of keys.
+ */
 const SCRIPTS = {
-  acquire: new Script(ACQUIRE),
-  release: new Script(RELEASE),
-  bind: new Script(BIND),
-  holders: new Script(HOLDERS),
-  end: new Script(END),
-  renew: new Script(RENEW),
-  setPrompt: new Script(SET_PROMPT),
-  claim: new Script(CLAIM),
-  commitTick: new Script(COMMIT_TICK),
-  publishFrom: new Script(PUBLISH_FROM),
-  heartbeat: new Script(HEARTBEAT),
-  members: new Script(MEMBERS),
-  update: new Script(UPDATE),
-  addFeedback: new Script(ADD_FEEDBACK),
-  feedbackPage: new Script(FEEDBACK_PAGE),
-  schedulePrune: new Script(SCHEDULE_PRUNE),
-  setExtreme: new Script(SET_EXTREME),
-  hbatch: new Script(HBATCH),
-};
+  acquireLua: [ACQUIRE, 2],
+  releaseLua: [RELEASE, 2],
+  bindLua: [BIND, 2],
+  holdersLua: [HOLDERS, 2],
+  endLua: [END, 1],
+  renewLua: [RENEW, 1],
+  setPromptLua: [SET_PROMPT, 1],
+  claimLua: [CLAIM, 1],
+  commitTickLua: [COMMIT_TICK, 1],
+  publishFromLua: [PUBLISH_FROM, 1],
+  heartbeatLua: [HEARTBEAT, 1],
+  membersLua: [MEMBERS, 1],
+  updateLua: [UPDATE, 1],
+  addFeedbackLua: [ADD_FEEDBACK, 5],
+  feedbackPageLua: [FEEDBACK_PAGE, 4],
+  schedulePruneLua: [SCHEDULE_PRUNE, 1],
+  hbatchLua: [HBATCH, 1],
+} as const satisfies Record<string, readonly [string, number]>;
+
+type ScriptName = keyof typeof SCRIPTS;
+/** A connection with the scripts defined on it. */
+type ScriptConn = Conn & Record<ScriptName, (...keysThenArgs: (string | number)[]) => Promise<unknown>>;
+
+function defineScripts(conn: Conn): ScriptConn {
+  for (const [name, [lua, numberOfKeys]] of Object.entries(SCRIPTS)) conn.defineCommand(name, { lua, numberOfKeys });
+  return conn as ScriptConn;
+}
 
 export interface RedisStoreOptions {
   /** Key and channel prefix (tests use one per store so stores on one server do not meet). */
@@ -283,7 +273,7 @@ export class RedisStore implements Store {
   private lastReply = '';
 
   private constructor(
-    private readonly redis: Conn,
+    private readonly redis: ScriptConn,
     private readonly sub: Conn,
     prefix: string,
     private readonly log?: Logger,
@@ -313,12 +303,12 @@ export class RedisStore implements Store {
       // that was already dead and would hold the process that long after close().
       disconnectTimeout: 200,
     };
-    const redis = open(url, common);
+    const redis = defineScripts(open(url, common));
     // The subscriber fails fast too: a results socket is refused (1011) rather than left waiting.
     const sub = open(url, common);
     // One line per state change, not one per retry: an outage must not flood the log.
     let lastError = '';
-    for (const [name, conn] of [['command', redis], ['subscriber', sub]] as const) {
+    for (const [name, conn] of [['command', redis as Conn], ['subscriber', sub]] as const) {
       let down = false;
       conn.on('error', (err: Error) => {
         lastError = err.message;
@@ -398,18 +388,18 @@ export class RedisStore implements Store {
   }
 
   async acquireSlot(keyHash: string, slotId: string, limit: number, replica?: string): Promise<boolean> {
-    return this.guard('acquireSlot', async () => (await SCRIPTS.acquire.run(this.redis, this.slotKeysOf(keyHash), [limit, slotId, replica ?? ''])) === 1);
+    return this.guard('acquireSlot', async () => (await this.redis.acquireLua(...this.slotKeysOf(keyHash), limit, slotId, replica ?? '')) === 1);
   }
 
   async bindSlot(keyHash: string, slotId: string, streamId: string): Promise<void> {
     return this.guard('bindSlot', async () => {
-      await SCRIPTS.bind.run(this.redis, this.slotKeysOf(keyHash), [slotId, streamId]);
+      await this.redis.bindLua(...this.slotKeysOf(keyHash), slotId, streamId);
     });
   }
 
   async slotHolders(keyHash: string): Promise<SlotHolder[]> {
     return this.guard('slotHolders', async () => {
-      const [zset, info] = (await SCRIPTS.holders.run(this.redis, this.slotKeysOf(keyHash), [])) as [string[], string[]];
+      const [zset, info] = (await this.redis.holdersLua(...this.slotKeysOf(keyHash))) as [string[], string[]];
       const fields = new Map<string, string>();
       for (let i = 0; i < info.length; i += 2) fields.set(info[i], info[i + 1]);
       const out: SlotHolder[] = [];
@@ -431,11 +421,7 @@ export class RedisStore implements Store {
   }
 
   async releaseSlot(keyHash: string, slotId: string): Promise<boolean> {
-    return this.guard('releaseSlot', async () => (await SCRIPTS.release.run(this.redis, this.slotKeysOf(keyHash), [slotId])) === 1);
-  }
-
-  async slotsInUse(keyHash: string): Promise<number> {
-    return this.guard('slotsInUse', async () => this.redis.zcard(this.slotsKey(keyHash)));
+    return this.guard('releaseSlot', async () => (await this.redis.releaseLua(...this.slotKeysOf(keyHash), slotId)) === 1);
   }
 
   async putSession(rec: SessionRecord): Promise<void> {
@@ -458,7 +444,7 @@ export class RedisStore implements Store {
       const fields = encode(patch);
       if (!fields.length) return this.getSession(streamId);
       if (patch.owner) await this.indexOwner(streamId, patch.owner);
-      const flat = (await SCRIPTS.update.run(this.redis, [this.sessionKey(streamId)], fields)) as string[] | null;
+      const flat = (await this.redis.updateLua(this.sessionKey(streamId), ...fields)) as string[] | null;
       return flat ? decode(flat) : undefined;
     });
   }
@@ -470,7 +456,7 @@ export class RedisStore implements Store {
       if (acct === null) return;
       // The feedback drop is scheduled first and the record expires at that same instant (Redis's
       // clock), so once the record is gone its feedback is due too.
-      const at = (await SCRIPTS.schedulePrune.run(this.redis, [this.feedbackKeys(JSON.parse(acct) as string).keys[3]], [streamId, afterMs])) as number;
+      const at = (await this.redis.schedulePruneLua(this.feedbackKeys(JSON.parse(acct) as string).keys[3], streamId, afterMs)) as number;
       await this.redis.pexpireat(key, at);
     });
   }
@@ -478,7 +464,7 @@ export class RedisStore implements Store {
   async addFeedback(rec: FeedbackRecord, limits: FeedbackLimits): Promise<FeedbackAdd> {
     return this.guard('addFeedback', async () => {
       const { keys, fbs } = this.feedbackKeys(rec.accountId);
-      return (await SCRIPTS.addFeedback.run(this.redis, keys, [fbs, rec.stream_id, limits.perStream, limits.perAccount, JSON.stringify(rec)])) as FeedbackAdd;
+      return (await this.redis.addFeedbackLua(...keys, fbs, rec.stream_id, limits.perStream, limits.perAccount, JSON.stringify(rec))) as FeedbackAdd;
     });
   }
 
@@ -486,7 +472,7 @@ export class RedisStore implements Store {
     return this.guard('feedbackOf', async () => {
       const { keys, fbs } = this.feedbackKeys(accountId);
       const after = Number(page.after ?? 0) || 0;
-      const [next, ...items] = (await SCRIPTS.feedbackPage.run(this.redis, keys.slice(0, 4), [fbs, after, page.limit])) as string[];
+      const [next, ...items] = (await this.redis.feedbackPageLua(...keys.slice(0, 4), fbs, after, page.limit)) as string[];
       return { items: items.map((j) => JSON.parse(j) as FeedbackRecord), next: next || null };
     });
   }
@@ -516,7 +502,7 @@ export class RedisStore implements Store {
   async endSession(streamId: string, reason: string, endedAtMs: number): Promise<SessionRecord | undefined> {
     return this.guard('endSession', async () => {
       const ended = encode({ state: 'ended', endReason: reason, endedAtMs, owner: null, sealedKey: '' });
-      const flat = (await SCRIPTS.end.run(this.redis, [this.sessionKey(streamId)], ended)) as string[] | null;
+      const flat = (await this.redis.endLua(this.sessionKey(streamId), ...ended)) as string[] | null;
       if (!flat) return undefined;
       const before = decode(flat);
       await this.unindexOwner(streamId, before.owner);
@@ -526,7 +512,7 @@ export class RedisStore implements Store {
 
   async renewLease(streamId: string, leaseExpiresAtMs: number, nowMs: number): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined> {
     return this.guard('renewLease', async () => {
-      const reply = (await SCRIPTS.renew.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs)])) as [string, string, string[]] | null;
+      const reply = (await this.redis.renewLua(this.sessionKey(streamId), JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs))) as [string, string, string[]] | null;
       if (!reply) return undefined;
       return { costMicrocents: JSON.parse(reply[0]) as number, sinceMs: JSON.parse(reply[1]) as number, record: decode(reply[2]) };
     });
@@ -534,7 +520,7 @@ export class RedisStore implements Store {
 
   async setPrompt(streamId: string, prompt: string, atMs: number): Promise<SessionRecord | undefined> {
     return this.guard('setPrompt', async () => {
-      const flat = (await SCRIPTS.setPrompt.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(prompt), JSON.stringify(atMs)])) as string[] | null;
+      const flat = (await this.redis.setPromptLua(this.sessionKey(streamId), JSON.stringify(prompt), JSON.stringify(atMs))) as string[] | null;
       return flat ? decode(flat) : undefined;
     });
   }
@@ -542,7 +528,7 @@ export class RedisStore implements Store {
   async claimSession(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<SessionRecord | undefined> {
     return this.guard('claimSession', async () => {
       await this.indexOwner(streamId, owner);
-      const flat = (await SCRIPTS.claim.run(this.redis, [this.sessionKey(streamId)], [JSON.stringify(expect.owner), expect.epoch, JSON.stringify(owner)])) as string[] | null;
+      const flat = (await this.redis.claimLua(this.sessionKey(streamId), JSON.stringify(expect.owner), expect.epoch, JSON.stringify(owner))) as string[] | null;
       if (!flat) return undefined;
       if (expect.owner !== owner) await this.unindexOwner(streamId, expect.owner);
       return decode(flat);
@@ -553,7 +539,7 @@ export class RedisStore implements Store {
   async commitTick(streamId: string, c: { owner: string; epoch: number; tick: number; costMicrocents: number; channel: string; message: string }): Promise<TickCommit> {
     return this.guard('commitTick', async () => {
       const args = [JSON.stringify(c.owner), c.epoch, c.tick, c.costMicrocents, this.channelName(c.channel), c.message];
-      const [ok, value] = (await SCRIPTS.commitTick.run(this.redis, [this.sessionKey(streamId)], args)) as [number, string];
+      const [ok, value] = (await this.redis.commitTickLua(this.sessionKey(streamId), ...args)) as [number, string];
       return ok === 1 ? { ok: true, promptRev: JSON.parse(value) as number } : { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
     });
   }
@@ -581,12 +567,12 @@ export class RedisStore implements Store {
   }
 
   async heartbeat(replica: string): Promise<number> {
-    return this.guard('heartbeat', async () => (await SCRIPTS.heartbeat.run(this.redis, [this.replicasKey()], [replica])) as number);
+    return this.guard('heartbeat', async () => (await this.redis.heartbeatLua(this.replicasKey(), replica)) as number);
   }
 
   async membership(deadAfterMs: number): Promise<Membership> {
     return this.guard('membership', async () => {
-      const [nowMs, flat] = (await SCRIPTS.members.run(this.redis, [this.replicasKey()], [])) as [number, string[]];
+      const [nowMs, flat] = (await this.redis.membersLua(this.replicasKey())) as [number, string[]];
       const alive: string[] = [];
       const dead: string[] = [];
       for (let i = 0; i < flat.length; i += 2) (nowMs - Number(flat[i + 1]) > deadAfterMs ? dead : alive).push(flat[i]);
@@ -619,7 +605,7 @@ export class RedisStore implements Store {
     return this.guard('publish', async () => {
       if (this.redis instanceof Cluster) {
         const route = this.sessionKey(channel.slice(channel.lastIndexOf(':') + 1));
-        await SCRIPTS.publishFrom.run(this.redis, [route], [this.channelName(channel), message]);
+        await this.redis.publishFromLua(route, this.channelName(channel), message);
       } else await this.redis.publish(this.channelName(channel), message);
     });
   }
@@ -659,25 +645,6 @@ export class RedisStore implements Store {
     return `${this.p}h:${key}`;
   }
 
-  async hincr(key: string, field: string, by = 1): Promise<void> {
-    return this.guard('hincr', async () => {
-      if (Number.isInteger(by)) await this.redis.hincrby(this.hashKey(key), field, by);
-      else await this.redis.hincrbyfloat(this.hashKey(key), field, by);
-    });
-  }
-
-  async hsetMin(key: string, field: string, value: number): Promise<void> {
-    return this.guard('hsetMin', async () => {
-      await SCRIPTS.setExtreme.run(this.redis, [this.hashKey(key)], [field, value, 'min']);
-    });
-  }
-
-  async hsetMax(key: string, field: string, value: number): Promise<void> {
-    return this.guard('hsetMax', async () => {
-      await SCRIPTS.setExtreme.run(this.redis, [this.hashKey(key)], [field, value, 'max']);
-    });
-  }
-
   /** One HBATCH script per hash (chunked past HBATCH_FIELDS), sent together by auto-pipelining. */
   async hbatch(updates: readonly HashUpdate[]): Promise<void> {
     return this.guard('hbatch', () => this.hbatchCalls(updates));
@@ -692,7 +659,7 @@ export class RedisStore implements Store {
         ...Object.entries(u.max ?? {}).flatMap(([f, v]) => ['>', f, v]),
       ];
       for (let i = 0; i < args.length; i += 3 * HBATCH_FIELDS) {
-        calls.push(SCRIPTS.hbatch.run(this.redis, [this.hashKey(u.key)], args.slice(i, i + 3 * HBATCH_FIELDS)));
+        calls.push(this.redis.hbatchLua(this.hashKey(u.key), ...args.slice(i, i + 3 * HBATCH_FIELDS)));
       }
     }
     await Promise.all(calls);
@@ -731,6 +698,16 @@ export class RedisStore implements Store {
       } while (cursor !== '0');
     }
     return [...found];
+  }
+
+  async putResultWindow(resultId: string, window: ResultWindow, ttlMs: number): Promise<void> {
+    return this.guard('putResultWindow', async () => {
+      await this.redis.set(`${this.p}rw:{${resultId}}`, JSON.stringify(window), 'PX', Math.max(1, Math.round(ttlMs)));
+    });
+  }
+
+  async getResultWindow(resultId: string): Promise<ResultWindow | undefined> {
+    return this.guard('getResultWindow', async () => parseResultWindow(await this.redis.get(`${this.p}rw:{${resultId}}`)));
   }
 
   async ready(): Promise<boolean> {

@@ -1,9 +1,11 @@
 /**
- * All cross-request state of the gateway goes through this interface, so a Redis implementation
- * lets several replicas share it (a keepalive or WebSocket may land on any replica). Methods are
- * async even in memory so callers are already written for a networked store.
+ * All cross-request state of the gateway goes through these roles (slots, session records,
+ * membership, claims, feedback, pub/sub, counters, result windows), so a Redis implementation lets several
+ * replicas share it (a keepalive or WebSocket may land on any replica). Methods are async even in
+ * memory so callers are already written for a networked store.
  */
 import { ServiceError } from '../../lib/errors';
+import type { ResultWindows } from './result-windows';
 
 /**
  * A store call failed (Redis unreachable, a command timed out, Redis refused the write): the caller
@@ -29,8 +31,11 @@ export interface StoreObserver {
   call(op: string, seconds: number, failed: boolean): void;
 }
 
-/** What the store keeps of a legacy session (serialisable; the live scheduler stays in its process). */
-export interface SessionRecord {
+/**
+ * What the store keeps of a legacy session (serialisable; the live scheduler stays in its process).
+ * `Spec` is the session's configuration as its writer typed it (the store keeps it as JSON).
+ */
+export interface SessionRecord<Spec = unknown> {
   streamId: string;
   /** sha256 prefix of the owning API key (slots and telemetry are per key). */
   keyHash: string;
@@ -47,7 +52,7 @@ export interface SessionRecord {
   prompt: string;
   promptUpdatedAtMs: number;
   /** The normalized legacy configuration (SessionSpec), stored as JSON. */
-  spec: unknown;
+  spec: Spec;
 
   // ── Fleet fields: what any replica needs to act for the session, and to fence its owner. ──
   /** Replica (GATEWAY_ID) whose timer ticks this session; null once ended. */
@@ -152,7 +157,8 @@ export interface HashUpdate {
   max?: Readonly<Record<string, number>>;
 }
 
-export interface Store {
+/** Concurrency slots per key, exact across replicas (creates, ends, the slot reconciler). */
+export interface Slots {
   /**
    * Takes one of `limit` concurrency slots of a key, atomically. False when full. `replica` records
    * who holds it until `bindSlot` names its stream (the reconciler frees a dead replica's).
@@ -166,16 +172,16 @@ export interface Store {
   slotKeys(): Promise<string[]>;
   /** Releases a stream's slot; true only the first time (so it is released exactly once). */
   releaseSlot(keyHash: string, streamId: string): Promise<boolean>;
-  slotsInUse(keyHash: string): Promise<number>;
+}
 
+/** Session records, and the fleet operations any replica may run on any session (ownership, fencing). */
+export interface SessionRecords {
   putSession(rec: SessionRecord): Promise<void>;
   getSession(streamId: string): Promise<SessionRecord | undefined>;
   /** Updates a session with `patch` if it exists; returns the new record. */
   updateSession(streamId: string, patch: Partial<SessionRecord>): Promise<SessionRecord | undefined>;
   /** Removes the record, and the stream's feedback with it, after `afterMs` (tombstone window). */
   expireSession(streamId: string, afterMs: number): Promise<void>;
-
-  // ── Fleet: ownership, fencing and the operations any replica may run on any session. ──
   /**
    * Ends an active session exactly once across the fleet: state ended, the reason, `endedAtMs`,
    * owner null, sealedKey ''. Returns the record as it was before (the one caller that ended it
@@ -203,37 +209,55 @@ export interface Store {
   commitTick(streamId: string, c: { owner: string; epoch: number; tick: number; costMicrocents: number; channel: string; message: string }): Promise<TickCommit>;
   /** Active stream ids owned by `replica` (an index kept by put, claim and end). */
   sessionsOf(replica: string): Promise<string[]>;
+}
 
+/** Which replicas are alive, on the store's clock. */
+export interface Members {
   /** Records that `replica` is alive, on the store's clock; returns that time (ms). */
   heartbeat(replica: string): Promise<number>;
   /** Replicas that ever heartbeat and were not forgotten, split by `deadAfterMs` of silence. */
   membership(deadAfterMs: number): Promise<Membership>;
   /** Drops a replica from the membership (it drained, or its sessions were all taken over). */
   forgetReplica(replica: string): Promise<void>;
-  /** True for exactly one caller per `key` within `ttlMs` (fleet-wide run-once: roll-up, reconciler). */
-  claimOnce(key: string, ttlMs: number): Promise<boolean>;
+}
 
+/** Fleet-wide run-once. */
+export interface Claims {
+  /** True for exactly one caller per `key` within `ttlMs` (roll-up, reconciler). */
+  claimOnce(key: string, ttlMs: number): Promise<boolean>;
+}
+
+/** Legacy feedback, capped per stream and per account. */
+export interface Feedback {
   /** Adds a feedback entry unless a cap is reached (checked and added atomically). */
   addFeedback(rec: FeedbackRecord, limits: FeedbackLimits): Promise<FeedbackAdd>;
   /** An account's feedback, oldest first, `limit` entries after the cursor `after`. */
   feedbackOf(accountId: string, page: { limit: number; after?: string | null }): Promise<FeedbackPage>;
+}
 
-  /** Result fan-out: every subscriber of a channel gets every later message, in publish order. */
+/** Pub/sub: result fan-out to the results sockets, and the fleet's control channel. */
+export interface Broker {
+  /** Every subscriber of a channel gets every later message, in publish order. */
   publish(channel: string, message: string): Promise<void>;
   /** Resolves once subscribed: every message published after that reaches `onMessage`. */
   subscribe(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe>;
+}
 
-  /** Telemetry counters: `hash` fields incremented by `by`; `setMax`/`setMin` for first/last seen. */
-  hincr(key: string, field: string, by?: number): Promise<void>;
-  hsetMin(key: string, field: string, value: number): Promise<void>;
-  hsetMax(key: string, field: string, value: number): Promise<void>;
+/** Telemetry counters (the deprecation usage report): hashes of numbers. */
+export interface Counters {
   /** Buffered telemetry in one call (Redis: one round trip, one script per hash, so one hash tag each). */
   hbatch(updates: readonly HashUpdate[]): Promise<void>;
   hgetall(key: string): Promise<Record<string, number>>;
   /** Removes `fields` of a hash (bounded per-key series drop their old fields). */
   hdel(key: string, fields: readonly string[]): Promise<void>;
   keys(prefix: string): Promise<string[]>;
+}
 
+/**
+ * The whole store, as app.ts builds and closes it: every role, plus readiness. Each consumer takes
+ * only the roles it uses (sessions, fleet, sockets, routes, telemetry).
+ */
+export interface Store extends Slots, SessionRecords, Members, Claims, Feedback, Broker, Counters, ResultWindows {
   ready(): Promise<boolean>;
   close(): Promise<void>;
 }

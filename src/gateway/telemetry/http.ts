@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import pino from 'pino';
 import { pinoHttp } from 'pino-http';
+import type { ClientAddress } from '../../lib/client-address';
 import type { Logger } from '../../lib/logger';
 import type { PassthroughEvent } from '../passthrough';
 import type { HistogramChild } from './bucket-histogram';
@@ -26,6 +27,8 @@ const ROUTES: [RegExp, string][] = [
   [/^\/v0\.2\/streams\/[^/]+\/config\/prompt$/, '/v0.2/streams/:id/config/prompt'],
   [/^\/v0\.2\/streams\/[^/]+\/feedback$/, '/v0.2/streams/:id/feedback'],
   [/^\/v0\.2\/models$/, '/v0.2/models'],
+  [/^\/v0\.2\/chat\/completions\/clip$/, '/v0.2/chat/completions/clip'],
+  [/^\/v0\.2\/healthz$/, '/v0.2/healthz'],
   [/^\/v0\.2(\/.*)?$/, '/v0.2/*'],
   [/^\/(healthz|readyz|metrics|admin\/deprecation|docs\/migration)$/, ''],
 ];
@@ -163,10 +166,11 @@ const messageOf = (method: string | undefined, url: string, finished: boolean, s
 
 /**
  * One access-log line per request (pino-http) carrying the request id; `req.log` is a child logger
- * with the same `reqId`. Only method, URL (query values redacted) and status are logged: never
- * headers, so never keys.
+ * with the same `reqId`. Only method, URL (query values redacted), the client address
+ * (`remoteAddress`: the client behind trusted proxies, `server.trustProxy`) and status are logged:
+ * never headers, so never keys.
  */
-export function accessLog(logger: Logger, enabled: boolean): EdgeStep {
+export function accessLog(logger: Logger, enabled: boolean, clientAddress: ClientAddress): EdgeStep {
   const mw = pinoHttp({
     logger,
     genReqId: (_req: IncomingMessage, res: ServerResponse) => String(res.getHeader('x-request-id') ?? ''),
@@ -177,7 +181,7 @@ export function accessLog(logger: Logger, enabled: boolean): EdgeStep {
       messageOf(req.method, redactQuery(req.url ?? '/'), res.writableFinished, res.statusCode, ms),
     customErrorMessage: (req: IncomingMessage, res: ServerResponse) => `${req.method} ${redactQuery(req.url ?? '/')} ${res.statusCode}`,
     serializers: {
-      req: (req: { method?: string; url?: string; remoteAddress?: string }) => ({ method: req.method, url: redactQuery(req.url ?? '/'), remoteAddress: req.remoteAddress }),
+      req: (req: { method?: string; url?: string; raw: IncomingMessage }) => ({ method: req.method, url: redactQuery(req.url ?? '/'), remoteAddress: clientAddress(req.raw) }),
       res: (res: { statusCode?: number }) => ({ statusCode: res.statusCode }),
     },
   });
@@ -240,14 +244,13 @@ export function jsonInner(s: string): string {
  * cost more than proxying a small request; no redaction path can occur on these fields (method,
  * redacted URL, status, address).
  */
-function accessLine(level: number, bindings: string, e: PassthroughEvent, method: string, url: string, finished: boolean, ms: number): string {
+function accessLine(level: number, bindings: string, e: PassthroughEvent, method: string, url: string, remote: string, finished: boolean, ms: number): string {
   const status = e.res.statusCode;
-  const remote = e.req.socket.remoteAddress;
   const m = jsonInner(method);
   const u = jsonInner(url);
   return (
     `{"level":${level},"time":${Date.now()}${bindings},"reqId":"${jsonInner(e.requestId)}",` +
-    `"req":{"method":"${m}","url":"${u}"${remote === undefined ? '' : `,"remoteAddress":"${jsonInner(remote)}"`}},` +
+    `"req":{"method":"${m}","url":"${u}","remoteAddress":"${jsonInner(remote)}"},` +
     // messageOf over the escaped parts is escaped too (its other parts are numbers and a word).
     `"res":{"statusCode":${status}},"responseTime":${ms},"msg":"${messageOf(m, u, finished, status, ms)}"}\n`
   );
@@ -261,7 +264,7 @@ function accessLine(level: number, bindings: string, e: PassthroughEvent, method
  */
 export function passthroughTelemetry(
   logger: Logger,
-  opts: { log: boolean; metrics: GatewayMetrics; httpMetrics: boolean },
+  opts: { log: boolean; metrics: GatewayMetrics; httpMetrics: boolean; clientAddress: ClientAddress },
 ): PassthroughTelemetry {
   const dest = (logger as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym]!;
   const batch = batchedWrites(dest);
@@ -296,7 +299,7 @@ export function passthroughTelemetry(
 
     const level = LEVEL_VALUES[levelOf(res.statusCode)];
     if (!opts.log || level < logger.levelVal) return;
-    batch.write(accessLine(level, bindings, e, method, url, finished, Math.round(e.durationMs)));
+    batch.write(accessLine(level, bindings, e, method, url, opts.clientAddress(req), finished, Math.round(e.durationMs)));
   };
   return { settled, flush: batch.flush };
 }

@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { StoreCallSink } from '../store/measured';
 import { BucketHistogram } from './bucket-histogram';
+import { MIGRATION_STATUSES } from './migration';
 
 /** Seconds buckets for request-scale latencies (1 ms … 30 s). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -18,6 +19,20 @@ export interface MetricsSources {
   deprecatedKeys?(): Promise<number>;
   /** Last upstream probe: 1 answered, 0 failed; undefined before the first one. */
   upstreamUp?(): number | undefined;
+  /** API keys per migration status, fleet-wide (the report's `totals.by_status`); read at most once per MIGRATION_REFRESH_MS. */
+  migrationStatuses?(): Promise<Record<string, number>>;
+  /** The announced sunset of /v0.2 (`deprecation.sunset`), ms since the epoch. */
+  sunsetMs?: number;
+}
+
+/** The migration gauge reads every key's record from the store: at most this often, whatever the scrape rate. */
+const MIGRATION_REFRESH_MS = 60_000;
+/** What a draining replica still holds (docs/operations.md, Shutdown). */
+export interface DrainState {
+  draining: boolean;
+  sockets: number;
+  relays: number;
+  secondsLeft: number;
 }
 
 /**
@@ -53,8 +68,11 @@ export class GatewayMetrics {
   readonly fleetFencedTicks: Counter<'reason'>;
   readonly storeCommands: Histogram<'op'>;
   readonly storeErrors: Counter<'op'>;
+  readonly drainActive: Gauge;
+  readonly drainHeld: Gauge<'kind'>;
+  readonly drainSecondsLeft: Gauge;
   /** Label children of the store metrics per op: a store call costs no label lookup. */
-  private readonly storeChildren = new Map<string, { time: { observe(v: number): void }; errors: { inc(): void } }>();
+  private readonly storeChildren = new Map<string, { time: { observe(v: number): void }; errors: { inc(value?: number): void } }>();
   /** Counts the hot paths keep outside prom-client, added in before the counters are read. */
   private readonly pendingCounts: (() => void)[] = [];
 
@@ -249,6 +267,7 @@ export class GatewayMetrics {
     // Known label values start at 0, so rate() and alerts see the series before the first event.
     for (const how of ['failover', 'handover']) this.fleetAdoptions.inc({ how }, 0);
     for (const reason of ['fenced', 'duplicate', 'ended', 'missing']) this.fleetFencedTicks.inc({ reason }, 0);
+    for (const reason of ['brownout', 'sunset']) for (const kind of ['create', 'socket']) this.legacyRefusals.inc({ reason, kind }, 0);
     if (sources.upstreamUp) {
       const up = sources.upstreamUp;
       new Gauge({
@@ -273,17 +292,76 @@ export class GatewayMetrics {
         },
       });
     }
+    this.drainActive = new Gauge({
+      name: 'gateway_drain_active',
+      help: 'Whether this replica is draining after SIGTERM (1) or not (0)',
+      registers,
+    });
+    this.drainHeld = new Gauge({
+      name: 'gateway_drain_held_connections',
+      help: 'Connections a draining replica still holds, by kind (socket: results sockets, relay: media relays); 0 when not draining',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.drainSecondsLeft = new Gauge({
+      name: 'gateway_drain_seconds_left',
+      help: 'Seconds left to the drain deadline (server.drainTimeoutMs); 0 when not draining',
+      registers,
+    });
+    this.drainState({ draining: false, sockets: 0, relays: 0, secondsLeft: 0 });
+    if (sources.sunsetMs !== undefined) {
+      new Gauge({
+        name: 'gateway_deprecation_sunset_timestamp_seconds',
+        help: 'The announced sunset of /v0.2 (deprecation.sunset), seconds since the epoch',
+        registers,
+      }).set(sources.sunsetMs / 1000);
+    }
+    if (sources.migrationStatuses) {
+      const read = sources.migrationStatuses;
+      let last = Object.fromEntries(MIGRATION_STATUSES.map((s) => [s, 0])) as Record<string, number>;
+      let readAt = -Infinity;
+      let reading: Promise<void> | undefined;
+      // One store read per MIGRATION_REFRESH_MS shared by concurrent scrapes; a failed read keeps the last figures.
+      const refresh = () =>
+        (reading ??= read()
+          .then((counts) => void (last = { ...last, ...counts }), () => undefined)
+          .finally(() => {
+            readAt = Date.now();
+            reading = undefined;
+          }));
+      new Gauge({
+        name: 'gateway_migration_keys',
+        help: 'API keys that used /v0.2, by migration status (fleet-wide, from the store; refreshed at most once a minute)',
+        labelNames: ['status'],
+        registers,
+        async collect() {
+          if (Date.now() - readAt >= MIGRATION_REFRESH_MS) await refresh();
+          for (const [status, n] of Object.entries(last)) this.set({ status }, n);
+        },
+      });
+    }
   }
 
   /** Store calls by operation, fed by the measured store (src/gateway/store/measured.ts). */
   readonly store: StoreCallSink = {
     call: (op, seconds, failed) => {
       let c = this.storeChildren.get(op);
-      if (!c) this.storeChildren.set(op, (c = { time: this.storeCommands.labels(op), errors: this.storeErrors.labels(op) }));
+      if (!c) {
+        this.storeChildren.set(op, (c = { time: this.storeCommands.labels(op), errors: this.storeErrors.labels(op) }));
+        c.errors.inc(0); // the series exists from the op's first call: rate() and alerts see 0, not nothing
+      }
       c.time.observe(seconds);
       if (failed) c.errors.inc();
     },
   };
+
+  /** What a draining replica still holds; the drain calls it as that changes (not draining: all 0). */
+  drainState(s: DrainState): void {
+    this.drainActive.set(s.draining ? 1 : 0);
+    this.drainHeld.set({ kind: 'socket' }, s.draining ? s.sockets : 0);
+    this.drainHeld.set({ kind: 'relay' }, s.draining ? s.relays : 0);
+    this.drainSecondsLeft.set(s.draining ? Math.max(0, s.secondsLeft) : 0);
+  }
 
   contentType(): string {
     return this.registry.contentType;

@@ -1,7 +1,7 @@
 import { schedule } from 'node-cron';
 import type { ScheduledTask } from 'node-cron';
 import type { Logger } from '../../lib/logger';
-import type { Store } from '../store/store';
+import type { Claims } from '../store/store';
 import type { DayUsage, DeprecationReport, DeprecationUsage } from './usage';
 import { utcDay } from './usage';
 
@@ -24,7 +24,7 @@ export interface RollupSummary {
 export interface RollupOptions {
   usage: DeprecationUsage;
   /** Where the fleet claims each day's run (every replica's cron fires; one summarises). */
-  store: Pick<Store, 'claimOnce'>;
+  store: Claims;
   logger: Logger;
   deprecation: DeprecationReport['deprecation'];
   cron: string;

@@ -20,7 +20,7 @@
  */
 import type { Logger } from '../../lib/logger';
 import type { RefusalReason } from '../legacy/sunset';
-import type { Store } from '../store/store';
+import type { Counters } from '../store/store';
 import { CounterBuffer } from './counter-buffer';
 import { HISTORY_DAYS, MAX_FAMILIES_PER_KEY, MIGRATION_STATUSES, migrationStatus } from './migration';
 import type { MigrationStatus } from './migration';
@@ -155,7 +155,7 @@ export class DeprecationUsage {
    *   what a crash loses at most, and what bounds the store commands per stream-second.
    */
   constructor(
-    private readonly store: Store,
+    private readonly store: Counters,
     private readonly logger: Logger,
     private readonly now: () => number = Date.now,
     private readonly flushMs = FLUSH_MS,
@@ -308,13 +308,25 @@ export class DeprecationUsage {
     return (await this.store.keys(KEY)).length;
   }
 
+  /** Keys per migration status, as the report's `totals.by_status` counts them, from two hashes per key (not the whole report). */
+  async statusCounts(): Promise<Record<MigrationStatus, number>> {
+    const keyHashes = (await this.store.keys(KEY)).map((k) => k.slice(KEY.length));
+    const now = this.now();
+    const statuses = await Promise.all(
+      keyHashes.map(async (h) => {
+        const [legacy, pt] = await Promise.all([this.store.hgetall(KEY + h), this.store.hgetall(PT + h)]);
+        return migrationStatus(legacy.last_seen_ms, pt.last_seen_ms, now);
+      }),
+    );
+    return countByStatus(statuses);
+  }
+
   /** The fleet's report from the shared counters; this replica's buffered ones are written first, so it is never behind itself. */
   async report(deprecation: DeprecationReport['deprecation'], opts: ReportOptions = {}): Promise<DeprecationReport> {
     await this.flush();
     const keyHashes = (await this.store.keys(KEY)).map((k) => k.slice(KEY.length));
     const all = await Promise.all(keyHashes.map((h) => this.keyUsage(h)));
-    const byStatus = Object.fromEntries(MIGRATION_STATUSES.map((s) => [s, 0])) as Record<MigrationStatus, number>;
-    for (const k of all) byStatus[k.migration.status]++;
+    const byStatus = countByStatus(all.map((k) => k.migration.status));
     const keys = opts.status ? all.filter((k) => opts.status!.includes(k.migration.status)) : all;
     sortKeys(keys, opts.sort ?? 'last_seen', opts.order);
     const dayKeys = (await this.store.keys(DAY)).sort().reverse().slice(0, opts.days ?? 31);
@@ -450,4 +462,10 @@ function sortKeys(keys: KeyUsage[], sort: ReportSort, order: 'asc' | 'desc' | un
   // Recency and volume read best biggest first; status and hash in their natural order.
   const sign = (order ?? (sort === 'last_seen' || sort === 'requests' ? 'desc' : 'asc')) === 'desc' ? -1 : 1;
   keys.sort((a, b) => sign * cmp[sort](a, b) || a.key_hash.localeCompare(b.key_hash));
+}
+
+function countByStatus(statuses: readonly MigrationStatus[]): Record<MigrationStatus, number> {
+  const counts = Object.fromEntries(MIGRATION_STATUSES.map((s) => [s, 0])) as Record<MigrationStatus, number>;
+  for (const s of statuses) counts[s]++;
+  return counts;
 }

@@ -29,6 +29,7 @@ import { logLines } from '../../helpers/log-lines';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
 import { sleep } from '../../helpers/time';
+import { slotsInUse } from '../../../src/bench/store-ops';
 
 const SECRET = 'fleet-test-secret-0123456789abcdef';
 const INTERVAL_MS = 1000;
@@ -217,7 +218,7 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
     await until(() => a.gw.gateway.sessions.activeCount === 0);
     expect(deletes.get(id)).toBe(1);
     expect(f.ended).toEqual(['B:client_requested']);
-    expect(await f.store.slotsInUse(keyHash(KEY))).toBe(0);
+    expect(await slotsInUse(f.store, keyHash(KEY))).toBe(0);
     expect((await call(emulator.url, 'GET', `/v1beta/streams/${id}`)).body).toMatchObject({ state: 'ended' });
     // Again, on either replica: already ended (204), nothing deleted twice.
     expect((await call(a.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(204);
@@ -328,7 +329,7 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
     await driveUntil(f, () => sock.messages.length >= n + 2);
     expect(f.fenced).toContain('A:missing');
     expect(await f.store.getSession(id)).toMatchObject({ state: 'active', owner: 'A', epoch: 2 });
-    expect(await f.store.slotsInUse(keyHash(KEY))).toBe(1);
+    expect(await slotsInUse(f.store, keyHash(KEY))).toBe(1);
   });
 });
 
@@ -388,7 +389,7 @@ async function drainHandsOver(f: Fleet): Promise<void> {
     expect(Math.max(...gaps)).toBeLessThanOrEqual(1);
   }
   expect((await f.store.membership(3000)).alive.sort()).toEqual(['B', 'C']);
-  expect(await f.store.slotsInUse(keyHash(KEY))).toBe(2);
+  expect(await slotsInUse(f.store, keyHash(KEY))).toBe(2);
   expect(a.gw.gateway.sessions.undeletedUpstreamStreams).toEqual([]);
 }
 
@@ -446,12 +447,12 @@ describe('failover and drain', () => {
       expect(rec.epoch).toBe(2);
     }
     expect(socks[0]!.messages.at(-1)).toMatchObject({ prompt: 'After the crash' });
-    expect(await f.store.slotsInUse(keyHash(KEY))).toBe(3);
+    expect(await slotsInUse(f.store, keyHash(KEY))).toBe(3);
     // A owns nothing any more: forgotten by the membership.
     await drive(f, 20);
     expect((await f.store.membership(3000)).dead).not.toContain('A');
     for (const id of ids) expect((await call(c.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
-    expect(await f.store.slotsInUse(keyHash(KEY))).toBe(0);
+    expect(await slotsInUse(f.store, keyHash(KEY))).toBe(0);
     for (const id of ids) expect(deletes.get(id)).toBe(1);
   });
 
@@ -524,11 +525,11 @@ describe('failover and drain', () => {
     down.add('A');
     await driveUntil(f, () => b.gw.gateway.sessions.activeCount === 1);
     // A paused its ticks (self-fenced) before B took over: nothing from A after the fence.
-    expect(a.gw.gateway.sessions.selfFenced).toBe(true);
+    expect(a.gw.gateway.sessions.fleet.selfFenced).toBe(true);
     down.delete('A');
     const n = sock.messages.length;
     await driveUntil(f, () => sock.messages.length >= n + 3 && a.gw.gateway.sessions.activeCount === 0);
-    expect(a.gw.gateway.sessions.selfFenced).toBe(false);
+    expect(a.gw.gateway.sessions.fleet.selfFenced).toBe(false);
     const ticks = tickNumbers(sock, id);
     expect(new Set(ticks).size).toBe(ticks.length);
     expect([...ticks].sort((x, y) => x - y)).toEqual(ticks);
@@ -541,12 +542,12 @@ describe('failover and drain', () => {
     // A create in flight on a replica that then vanished: acquired, never bound.
     expect(await f.store.acquireSlot(kh, 'orphan', 5, 'vanished')).toBe(true);
     const acquiredAt = f.clock.now();
-    for (let i = 0; i < 600 && (await f.store.slotsInUse(kh)) > 0; i++) {
+    for (let i = 0; i < 600 && (await slotsInUse(f.store, kh)) > 0; i++) {
       f.clock.advance(100);
       await settle();
     }
     const freedAfter = f.clock.now() - acquiredAt;
-    expect(await f.store.slotsInUse(kh)).toBe(0);
+    expect(await slotsInUse(f.store, kh)).toBe(0);
     // Not before the 30 s grace of a create in flight; within one reconcile period (10 s) after it.
     expect(freedAfter).toBeGreaterThan(30_000);
     expect(freedAfter).toBeLessThanOrEqual(40_000 + 100);
@@ -561,6 +562,6 @@ describe('failover and drain', () => {
     await a.gw.close(2000);
     expect(await sock.closed).toEqual({ code: 1001, reason: 'server_shutdown' });
     expect(f.ended).toEqual(['A:server_shutdown']);
-    expect(await f.store.slotsInUse(keyHash(KEY))).toBe(0);
+    expect(await slotsInUse(f.store, keyHash(KEY))).toBe(0);
   });
 });

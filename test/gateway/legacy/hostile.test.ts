@@ -7,6 +7,7 @@ import type { Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
+import { slotsInUse } from '../../../src/bench/store-ops';
 
 const legacyShape = { error: expect.any(String), message: expect.any(String), request_id: expect.any(String) };
 
@@ -27,7 +28,7 @@ describe('hostile tenant on /v0.2', () => {
       error: 'validation_error',
       details: [{ loc: ['body', 'processing', 'delay_seconds'], type: 'less_than_equal', msg: 'Input should be less than or equal to 3600' }],
     });
-    expect(await s.gateway.gateway.store.slotsInUse(keyHash(KEY))).toBe(0);
+    expect(await slotsInUse(s.gateway.gateway.store, keyHash(KEY))).toBe(0);
   });
 
   test('strings over their caps are 422 string_too_long (prompt, model, request id)', async () => {
@@ -68,7 +69,7 @@ describe('hostile tenant on /v0.2', () => {
     const bad = await http(s.url, 'POST', '/v0.2/streams', { body: clipBody({}, { output_schema_json: invalid }) });
     expect(bad.status).toBe(422);
     expect(bad.body).toMatchObject({ ...legacyShape, error: 'validation_error' });
-    expect(await s.gateway.gateway.store.slotsInUse(keyHash(KEY))).toBe(0);
+    expect(await slotsInUse(s.gateway.gateway.store, keyHash(KEY))).toBe(0);
 
     // Same content twice: one compile (cached by content hash).
     const schema = () => ({ type: 'object', properties: { answer: { type: 'string', pattern: '^(x+x+)+y$' } } });

@@ -5,6 +5,7 @@
 import { clipBody, frameBody, http, KEY, KEY_B, KEY_BROKE, KEY_REVOKED, openResults, sleep, startStack, tail } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
+import { slotsInUse } from '../../../src/bench/store-ops';
 
 const RESULT_KEYS = [
   'error',
@@ -264,7 +265,7 @@ describe('legacy stream endings', () => {
     expect(await sock.closed).toEqual({ code: 1001, reason: 'lease_expired' });
     expect((await http(s.emulator.url, 'GET', `/v1beta/streams/${id}`)).body).toMatchObject({ state: 'ended' });
     expect((await http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`)).status).toBe(404);
-    expect(await s.gateway.gateway.store.slotsInUse(keyHash(KEY))).toBe(0);
+    expect(await slotsInUse(s.gateway.gateway.store, keyHash(KEY))).toBe(0);
   });
 
   test('402 mid-stream ends the stream with insufficient_credits', async () => {

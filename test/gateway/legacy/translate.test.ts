@@ -2,29 +2,10 @@ import { brandOf } from '../../../src/brand';
 import { ServiceError, type ValidationDetail } from '../../../src/lib/errors';
 import { createLegacySchemas } from '../../../src/gateway/legacy/schema';
 import { legacyErrorRequestId, parseLegacy } from '../../../src/gateway/legacy/validate';
-import {
-  buildCompletionRequest,
-  checkTokenRate,
-  defaultMaxOutputTokens,
-  legacyEndReasons,
-  legacyStreamState,
-  microcentsToCents,
-  normalizeCreate,
-  targetFpsFromLegacyPair,
-  toLegacyCreateResponse,
-  toLegacyFeedback,
-  toLegacyKeepalive,
-  toLegacyModels,
-  toLegacyPromptResponse,
-  toLegacyResult,
-  transportLostReason,
-  LEGACY_CLOSES,
-  endClose,
-  legacyRoomToken,
-  legacyThreadId,
-  tryLaterClose,
-  type SessionSpec,
-} from '../../../src/gateway/legacy/translate';
+import { buildCompletionRequest, buildReinferRequest, legacyThreadId, windowReference } from '../../../src/gateway/legacy/upstream-request';
+import { checkTokenRate, defaultMaxOutputTokens, normalizeCreate, targetFpsFromLegacyPair, type SessionSpec } from '../../../src/gateway/legacy/spec';
+import { legacyEndReasons, transportLostReason, LEGACY_CLOSES, endClose, tryLaterClose } from '../../../src/gateway/legacy/closes';
+import { legacyStreamState, microcentsToCents, toLegacyCreateResponse, toLegacyFeedback, toLegacyKeepalive, toLegacyModels, toLegacyPromptResponse, toLegacyResult, toLegacyReinfer, legacyRoomToken } from '../../../src/gateway/legacy/responses';
 
 const svc = brandOf({ brand: 'svc', roomVendor: 'room' });
 const acme = brandOf({ brand: 'acme', roomVendor: 'lk' });
@@ -272,6 +253,53 @@ describe('buildCompletionRequest', () => {
     const req = buildCompletionRequest(frameSpec, STREAM, acme, { threadId: 't', prompt: 'p' });
     const part = req.messages[0].content[1];
     expect(part).toEqual({ type: 'image_url', image_url: { url: `acme://streams/${STREAM}?frame_index=-1` } });
+  });
+});
+
+describe('reinfer: a result window → completion, completion → legacy body', () => {
+  it('a clip is a segment between stream-clock anchors at its fps; a frame the last frame at or before its time', () => {
+    expect(windowReference({ mode: 'clip', startMs: 1499.6, endMs: 2500.4, maxFps: 2 }, STREAM, svc)).toBe(
+      `svc://streams/${STREAM}?start_timestamp_ms=1500&end_timestamp_ms=2500&max_fps=2`,
+    );
+    expect(windowReference({ mode: 'frame', startMs: 900, endMs: 900, maxFps: 0 }, STREAM, acme)).toBe(
+      `acme://streams/${STREAM}?timestamp_ms=900&direction=backward&tolerance_ms=901`,
+    );
+    // Never a negative anchor, never an end before the start.
+    expect(windowReference({ mode: 'clip', startMs: -300, endMs: -5, maxFps: 0.5 }, STREAM, svc)).toBe(
+      `svc://streams/${STREAM}?start_timestamp_ms=0&end_timestamp_ms=0&max_fps=0.5`,
+    );
+  });
+
+  it('the request: the new prompt on the window, the caller\'s schema, cap and temperature', () => {
+    const req = buildReinferRequest({ mode: 'frame', startMs: 10, endMs: 10, maxFps: 0 }, STREAM, svc, {
+      prompt: 'again',
+      model: 'acme/vision-1',
+      maxTokens: 99,
+      temperature: 0.3,
+      outputSchema: { type: 'object' },
+    });
+    expect(req).toEqual({
+      model: 'acme/vision-1',
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'again' }, { type: 'image_url', image_url: { url: `svc://streams/${STREAM}?timestamp_ms=10&direction=backward&tolerance_ms=11` } }] }],
+      max_completion_tokens: 99,
+      temperature: 0.3,
+      response_format: { type: 'json_schema', json_schema: { name: 'output', schema: { type: 'object' } } },
+      stream: false,
+    });
+    const plain = buildReinferRequest({ mode: 'clip', startMs: 0, endMs: 500, maxFps: 6 }, STREAM, svc, { prompt: 'p', model: 'm', maxTokens: 5, temperature: null, outputSchema: null });
+    expect(Object.keys(plain).sort()).toEqual(['max_completion_tokens', 'messages', 'model', 'stream']);
+  });
+
+  it('the response: {id, model, content, finish_reason, usage}, defensive about the upstream', () => {
+    const completion = { model: 'acme/vision-1', choices: [{ message: { content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } };
+    expect(toLegacyReinfer({ id: 'n1', completion, modelName: 'x' })).toEqual({
+      id: 'n1',
+      model: 'acme/vision-1',
+      content: 'hi',
+      finish_reason: 'stop',
+      usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
+    });
+    expect(toLegacyReinfer({ id: 'n2', completion: { choices: null }, modelName: 'x' })).toEqual({ id: 'n2', model: 'x', content: '', finish_reason: null, usage: null });
   });
 });
 

@@ -172,7 +172,7 @@ describe('outage and bad keys at authentication (issue 8 item 7)', () => {
     expect(paths().filter((p) => p === '/billing/accounts/me/balance')).toHaveLength(1);
   });
 
-  it('limits failed authentications per IP: then HTTP 503 with retry-after and socket 1013, even for a good key', async () => {
+  it('limits failed authentications per IP: then HTTP 503 with retry-after and socket 1013, even for a good key not verified yet', async () => {
     await start({ upstreamFailures: { authFailuresPerMinute: 3, negativeKeyCacheMs: 0 } });
     await store.putSession(record('s1'));
     routes.balance = { status: 401, body: { detail: 'Invalid API key' } };

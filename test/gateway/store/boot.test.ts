@@ -82,6 +82,8 @@ describe('the real process', () => {
     try {
       const boot = await deadline(p.line('gateway listening'), 20_000, `boot (stderr: ${p.stderr()})`);
       expect(boot).toMatchObject({ store: 'redis', gatewayId: 'replica-a' });
+      // A fleet sits behind a balancer: unset, the setting that tells clients apart is named.
+      expect(p.lines.filter((l) => l.level === 40 && String(l.msg).startsWith('server.trustProxy (TRUST_PROXY) is unset in a fleet'))).toHaveLength(1);
       const created = await http(String(boot.url), 'POST', '/v0.2/streams', { key: KEY, body: frameBody({ interval_seconds: 5 }) });
       expect(created.status).toBe(201);
       const id = (created.body as { stream_id: string }).stream_id;

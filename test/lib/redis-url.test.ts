@@ -1,6 +1,6 @@
 /** REDIS_URL forms: one server (redis://, rediss://) or a Cluster's seed nodes (redis+cluster://). */
-import { loadConfig } from '../../../src/config';
-import { isRedisUrl, parseClusterUrl } from '../../../src/gateway/store/redis-url';
+import { loadConfig } from '../../src/config';
+import { isRedisUrl, parseClusterUrl } from '../../src/lib/redis-url';
 
 test('redis+cluster:// names seed nodes, credentials and TLS', () => {
   expect(parseClusterUrl('redis+cluster://10.0.0.1:7000,10.0.0.2:7001')).toEqual({

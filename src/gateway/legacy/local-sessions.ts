@@ -1,0 +1,133 @@
+/**
+ * The one owner of this process's session state: the streams it schedules (live), the creates
+ * writing their record right now, and the upstream streams it created or adopted and has not seen
+ * deleted (owned: `closeAll` deletes what is left). Everything else asks it; nothing else holds
+ * these maps. It never touches the store: what it stops here, it stops here only.
+ */
+import type { Logger } from '../../lib/logger';
+import type { Clock } from '../../lib/timers';
+import type { LegacyObserver, LiveSession, MediaRelay } from './session-ports';
+
+export interface LocalSessionsDeps {
+  clock: Pick<Clock, 'clearTimeout'>;
+  logger: Logger;
+  media?: Pick<MediaRelay, 'stop'>;
+  observer?: Pick<LegacyObserver, 'ownedSessions'>;
+}
+
+export class LocalSessions {
+  private readonly live = new Map<string, LiveSession>();
+  private readonly creating = new Set<string>();
+  /** Upstream stream id → the key that may delete it. */
+  private readonly owned = new Map<string, string>();
+  private closed = false;
+  /** Ticking paused on every stream here (a replica whose heartbeat fails fences itself). */
+  selfFenced = false;
+
+  constructor(private readonly deps: LocalSessionsDeps) {}
+
+  /** Streams scheduled here. */
+  get size(): number {
+    return this.live.size;
+  }
+
+  get(streamId: string): LiveSession | undefined {
+    return this.live.get(streamId);
+  }
+
+  /** Ids of the streams scheduled here. */
+  ids(): string[] {
+    return [...this.live.keys()];
+  }
+
+  /** The streams scheduled here, as of now (a copy: stopping one while walking it is safe). */
+  sessions(): LiveSession[] {
+    return [...this.live.values()];
+  }
+
+  /** Schedules `session` here; its upstream stream is owned (deleted at `closeAll` unless deleted before). */
+  add(session: LiveSession): void {
+    this.live.set(session.record.streamId, session);
+    this.owned.set(session.record.streamId, session.apiKey);
+    this.deps.observer?.ownedSessions?.(this.live.size);
+  }
+
+  /**
+   * Stops a stream's scheduler, timers and media here; its upstream stream stays owned (the caller
+   * deletes it, or it was not ours to delete: `remove`). Once: a fenced commit, an `ended` message
+   * and the reconcile may all ask.
+   */
+  async stop(session: LiveSession): Promise<void> {
+    const { runtime } = session;
+    const id = session.record.streamId;
+    runtime.ending = true;
+    if (this.live.get(id) !== session) return;
+    this.live.delete(id);
+    this.deps.observer?.ownedSessions?.(this.live.size);
+    runtime.ticker?.stop();
+    runtime.leaseTimer?.clear();
+    runtime.upstreamKeepalive?.clear();
+    this.deps.clock.clearTimeout(runtime.firstFramePoll);
+    runtime.abort.abort();
+    try {
+      await this.deps.media?.stop(id);
+    } catch (err) {
+      this.deps.logger.warn({ err, streamId: id }, 'media relay did not stop cleanly');
+    }
+  }
+
+  /** The stream leaves this replica entirely: stopped here (if it runs) and no longer owned. */
+  async remove(streamId: string): Promise<void> {
+    const session = this.live.get(streamId);
+    if (session) await this.stop(session);
+    this.owned.delete(streamId);
+  }
+
+  // ── Creates in flight: their record is being written (the owned-streams reconcile leaves them be). ──
+
+  beginCreate(streamId: string): void {
+    this.creating.add(streamId);
+  }
+
+  endCreate(streamId: string): void {
+    this.creating.delete(streamId);
+  }
+
+  isCreating(streamId: string): boolean {
+    return this.creating.has(streamId);
+  }
+
+  // ── Upstream streams this process may delete. ──
+
+  own(streamId: string, apiKey: string): void {
+    this.owned.set(streamId, apiKey);
+  }
+
+  forget(streamId: string): void {
+    this.owned.delete(streamId);
+  }
+
+  forgetAll(): void {
+    this.owned.clear();
+  }
+
+  /** Owned upstream streams (id, key), as of now. */
+  ownedStreams(): [string, string][] {
+    return [...this.owned];
+  }
+
+  /** The client's key of a stream, if this process holds it (scheduled or owned). */
+  keyOf(streamId: string): string | undefined {
+    return this.live.get(streamId)?.apiKey ?? this.owned.get(streamId);
+  }
+
+  // ── Closing: no more creates or adoptions here (shutdown, drain, crash). ──
+
+  get closing(): boolean {
+    return this.closed;
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+}

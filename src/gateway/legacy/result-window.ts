@@ -1,0 +1,103 @@
+/**
+ * Where on the stream clock the frames behind each delivered result lie, recorded for reinfer
+ * (`POST /v0.2/chat/completions/clip`, ./reinfer.ts).
+ *
+ * A tick asks relative to the live edge (`start_offset_ms=-clip`, `frame_index=-1`) and the
+ * completion does not say which frames it used, so the window is estimated: the upstream resolves
+ * those anchors when the (last) attempt reaches it, which is when this process sent it, give or
+ * take a loopback-to-datacenter hop. One stream read gives the upstream's `stream_time_ms` S; paired
+ * with this process's clock at the middle of that read's round trip, L (off by at most half the
+ * round trip), the stream clock at local time t is S + (t − L): the stream clock runs with wall
+ * time, and only differences of this process's own clock enter, so no clock of another machine
+ * (upstream or replica) has to agree with this one. The pair is kept per live session in memory,
+ * never in the record: a replica that adopts the stream reads its own. A pair read over a slow
+ * round trip is replaced by a better one later (at most every `REANCHOR_MS`).
+ *
+ * The window is written after the result's commit, one store call per result, and never holds a
+ * tick up: a failure is logged and the result stays un-re-runnable (reinfer answers 404).
+ */
+import type { Clock } from '../../lib/timers';
+import type { ResultWindow } from '../store/result-windows';
+import type { LegacyRecord, LiveSession, SessionContext } from './session-ports';
+
+/** A round trip under this gives an anchor good to well under one frame: kept for the session. */
+const GOOD_RTT_MS = 20;
+/** How often a session with a poorer anchor tries for a better one. */
+const REANCHOR_MS = 10_000;
+
+/** The upstream's stream clock `streamMs` as it was at this process's time `localMs`. */
+interface Anchor {
+  streamMs: number;
+  localMs: number;
+  rttMs: number;
+}
+
+interface AnchorState {
+  best?: Anchor;
+  pending?: Promise<Anchor | undefined>;
+  triedAtMs: number;
+}
+
+export class ResultWindowRecorder {
+  private readonly anchors = new WeakMap<LiveSession, AnchorState>();
+  constructor(private readonly deps: Pick<SessionContext, 'store' | 'upstream' | 'cfg' | 'logger' | 'clock'>) {}
+
+  private get clock(): Clock {
+    return this.deps.clock;
+  }
+
+  /**
+   * Records the window of result `resultId` of `session`, whose completion was sent at `sentAtMs`
+   * (this process's clock). Never throws.
+   */
+  async record(session: LiveSession, resultId: string, sentAtMs: number): Promise<void> {
+    try {
+      const anchor = await this.anchorOf(session);
+      if (!anchor || session.runtime.ending) return;
+      const window = windowAt(session.record, anchor.streamMs + (sentAtMs - anchor.localMs));
+      await this.deps.store.putResultWindow(resultId, window, this.deps.cfg.resultWindowSeconds * 1000);
+    } catch (err) {
+      if (session.runtime.ending) return;
+      this.deps.logger.warn({ streamId: session.record.streamId, err: err instanceof Error ? err.message : String(err) }, 'result window not recorded');
+    }
+  }
+
+  /** The session's anchor; the first one is awaited, later better ones are read in the background. */
+  private async anchorOf(session: LiveSession): Promise<Anchor | undefined> {
+    let state = this.anchors.get(session);
+    if (!state) this.anchors.set(session, (state = { triedAtMs: 0 }));
+    const now = this.clock.now();
+    const stale = !state.best || (state.best.rttMs > GOOD_RTT_MS && now - state.triedAtMs >= REANCHOR_MS);
+    if (stale && !state.pending) {
+      state.triedAtMs = now;
+      const s = state;
+      s.pending = this.readAnchor(session)
+        .then((a) => {
+          if (a && (!s.best || a.rttMs <= s.best.rttMs)) s.best = a;
+          return s.best;
+        })
+        .finally(() => (s.pending = undefined));
+    }
+    return state.best ?? state.pending;
+  }
+
+  private async readAnchor(session: LiveSession): Promise<Anchor | undefined> {
+    const sentAt = this.clock.now();
+    const { record, runtime } = session;
+    const s = await this.deps.upstream.getStream(session.apiKey, record.streamId, { signal: runtime.abort.signal, ...record.ids });
+    const answeredAt = this.clock.now();
+    // Before the first frame the clock stands at 0, and an ended stream's is frozen: no anchor.
+    if (s.state !== 'active' || s.first_frame_at_ms === null || typeof s.stream_time_ms !== 'number') return undefined;
+    return { streamMs: s.stream_time_ms, localMs: (sentAt + answeredAt) / 2, rttMs: answeredAt - sentAt };
+  }
+}
+
+/** The window of a tick whose anchors the upstream resolved at stream time `endMs`. */
+export function windowAt(record: Pick<LegacyRecord, 'streamId' | 'accountId' | 'spec'>, endMs: number): ResultWindow {
+  const end = Math.max(0, Math.round(endMs));
+  const { spec } = record;
+  const base = { streamId: record.streamId, accountId: record.accountId };
+  return spec.mode === 'clip'
+    ? { ...base, mode: 'clip', startMs: Math.max(0, end - spec.clip.clipLengthMs), endMs: end, maxFps: spec.clip.targetFps }
+    : { ...base, mode: 'frame', startMs: end, endMs: end, maxFps: 0 };
+}
