@@ -216,7 +216,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     logger,
     timeoutMs: cfg.requestTimeoutMs,
     onSettled(e) {
-      proxied.settled(e);
+      proxied(e);
       migration(e);
     },
   });
@@ -267,8 +267,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   app.use(detailErrorHandler(logger));
 
   /**
-   * The passthrough skips Express (its per-request setup costs as much as the proxying): request
-   * id, access line and metrics are the passthrough's own (`onSettled`).
+   * Proxied requests skip Express: request id, access line and metrics are the passthrough's own
+   * (`onSettled`).
    */
   const handler: http.RequestListener = (req, res) => {
     if (!passthrough.proxy(req, res)) void app(req, res);
@@ -332,7 +332,6 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
         await rollup.run(utcDay(opts.now?.() ?? Date.now()), { partial: true });
         await upstream.close();
         passthrough.close();
-        proxied.flush();
         if (!opts.store) await store.close();
       })();
       return closed;
