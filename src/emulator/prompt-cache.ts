@@ -4,6 +4,7 @@
  * leading run of units it shares with the previous request of the same key.
  */
 import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 
 export type PromptUnit = { kind: 'text'; role: string; text: string } | { kind: 'frame'; streamId: string; index: number; tokensPerFrame: number };
 
@@ -14,10 +15,12 @@ export function unitKey(u: PromptUnit): string {
 }
 
 export class PromptCache {
-  /** Insertion-ordered: the first entry is the least recently used. */
-  private readonly entries = new Map<string, string[]>();
+  /** The keys used last; past `maxEntries` the least recently used is forgotten. */
+  private readonly entries: LRUCache<string, string[]>;
 
-  constructor(private readonly maxEntries = 10_000) {}
+  constructor(maxEntries = 10_000) {
+    this.entries = new LRUCache({ max: maxEntries });
+  }
 
   static key(accountId: string, threadId: string, model: string): string {
     return JSON.stringify([accountId, threadId, model]);
@@ -33,11 +36,6 @@ export class PromptCache {
   }
 
   remember(key: string, units: string[]): void {
-    this.entries.delete(key);
     this.entries.set(key, units);
-    if (this.entries.size > this.maxEntries) {
-      const oldest = this.entries.keys().next().value;
-      if (oldest !== undefined) this.entries.delete(oldest);
-    }
   }
 }

@@ -13,7 +13,7 @@ import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
 import { adminRouter } from './admin';
 import { Fleet } from './fleet/fleet';
-import { cors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
+import { browserCors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { IngestRelay } from './ingest';
 import { socketAuthorizer } from './legacy/access';
 import { FailedAuthLimiter } from './legacy/auth-failures';
@@ -225,7 +225,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     logger,
     timeoutMs: cfg.requestTimeoutMs,
     onSettled(e) {
-      proxied.settled(e);
+      proxied(e);
       migration(e);
     },
   });
@@ -247,9 +247,9 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   app.use(requestId, logRequest, countRequest);
   app.use(foldSlashes);
   app.use('/v0.2', announceDeprecation(headers));
-  const browserCors = cors(cfg.cors);
-  app.use('/v0.2', browserCors);
-  app.use('/healthz', browserCors);
+  const corsStep = browserCors(cfg.cors);
+  app.use('/v0.2', corsStep);
+  app.use('/healthz', corsStep);
   mountHealth(app, { store, upstreamHealth, leaving: () => draining || unready });
   const metricsApp = mountMetrics(app, cfg.telemetry, metrics, logger);
   if (cfg.admin.token) app.use('/admin', adminRouter({ token: cfg.admin.token, usage, deprecation }));
@@ -278,8 +278,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   app.use(detailErrorHandler(logger));
 
   /**
-   * The passthrough skips Express (its per-request setup costs as much as the proxying): request
-   * id, access line and metrics are the passthrough's own (`onSettled`).
+   * Proxied requests skip Express: request id, access line and metrics are the passthrough's own
+   * (`onSettled`).
    */
   const handler: http.RequestListener = (req, res) => {
     // Draining: every connection closes after its response, so the client's next call goes elsewhere.
@@ -355,7 +355,6 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
         await rollup.run(utcDay((opts.clock ?? realClock).now()), { partial: true });
         await upstream.close();
         passthrough.close();
-        proxied.flush();
         if (!opts.store) await store.close();
       })();
       return closed;

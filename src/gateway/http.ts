@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import cors from 'cors';
 import type { NextFunction, Request, Response } from 'express';
 import type { CorsConfig } from '../config';
 import { errorHandler } from '../lib/error-handler';
@@ -43,30 +44,24 @@ export function requestId(req: Request, res: Response, next: NextFunction): void
  * CORS for browser SDKs, mounted only where browsers call (/v0.2, /healthz). An allowed origin gets
  * `*` (any origin, no credentials) or its own value echoed; credentials only when configured, and
  * never for the opaque `null` origin (sandboxed frames, file: pages). Preflights are answered here.
+ * Every response varies by `Origin`, refused ones included (a cache must not hand one origin's
+ * answer to another).
  */
-export function cors(cfg: CorsConfig) {
+export function browserCors(cfg: CorsConfig) {
   const any = cfg.origins.includes('*');
   const listed = new Set(cfg.origins);
+  const allowed = (origin: string | undefined): origin is string =>
+    origin !== undefined && (any || listed.has(origin)) && !(cfg.credentials && origin === 'null');
+  const handle = cors({
+    origin: (origin, answer) => answer(null, allowed(origin) && (any && !cfg.credentials ? '*' : origin)),
+    credentials: cfg.credentials,
+    methods: ['GET', 'POST', 'PATCH', 'DELETE', 'OPTIONS'],
+    exposedHeaders: ['x-request-id', 'deprecation', 'sunset', 'link', 'retry-after', 'x-next-cursor'],
+    maxAge: 600,
+  });
   return (req: Request, res: Response, next: NextFunction): void => {
-    const origin = req.headers.origin;
-    res.append('vary', 'Origin');
-    const allowed = origin !== undefined && (any || listed.has(origin)) && !(cfg.credentials && origin === 'null');
-    if (!allowed) return next();
-    if (cfg.credentials) {
-      res.setHeader('access-control-allow-origin', origin);
-      res.setHeader('access-control-allow-credentials', 'true');
-    } else {
-      res.setHeader('access-control-allow-origin', any ? '*' : origin);
-    }
-    res.setHeader('access-control-expose-headers', 'x-request-id, deprecation, sunset, link, retry-after, x-next-cursor');
-    if (req.method !== 'OPTIONS') return next();
-    res.setHeader('access-control-allow-methods', 'GET, POST, PATCH, DELETE, OPTIONS');
-    res.setHeader(
-      'access-control-allow-headers',
-      (req.headers['access-control-request-headers'] as string | undefined) ?? 'authorization, content-type',
-    );
-    res.setHeader('access-control-max-age', '600');
-    res.status(204).end();
+    res.vary('Origin');
+    handle(req, res, next);
   };
 }
 

@@ -15,11 +15,8 @@
  * - unreachable → 502, silent for `timeoutMs` → 504, both with a `{detail}` body; never a hang;
  * - no buffering: each upstream chunk is written to the client as it comes (SSE).
  *
- * Cost per request is the point, as every call of every migrated customer comes through here
- * (figures: docs/decisions/): one record per request (`Flight`, which is also the settled event),
- * one close listener on the client response, headers filtered while copied from `rawHeaders`, and
- * no timer per request: one sweep per gateway finds upstreams silent past the timeout
- * (`SilenceWatch`; a per-request socket timeout would re-arm the socket's timer twice a request).
+ * A request is one record (`Flight`, also the settled event) with one close listener on the client
+ * response; upstream silence is found by one sweep per gateway (`SilenceWatch`).
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -65,7 +62,7 @@ export interface PassthroughOptions {
 export interface Passthrough {
   /** Proxies /v1beta and /billing requests; calls `next()` for every other path. */
   handle(req: IncomingMessage, res: ServerResponse, next: () => void): void;
-  /** Proxies /v1beta and /billing requests and answers true; false for every other path (no `next` closure per request). */
+  /** Proxies /v1beta and /billing requests and answers true; false for every other path. */
   proxy(req: IncomingMessage, res: ServerResponse): boolean;
   /** Proxied requests whose client response has not closed yet. */
   readonly inFlight: number;
@@ -129,8 +126,8 @@ class Flight implements PassthroughEvent {
 
 /**
  * Every chunk written as it comes (no buffering: SSE), paused while the other side drains, ended
- * with the source. Lighter than `pipe()`: two listeners, no error or unpipe wiring (the close
- * handlers above deal with failures). Each chunk counts as upstream activity for `f`.
+ * with the source; failures are the close handlers' (above). Each chunk counts as upstream
+ * activity for `f`.
  */
 function pump(f: Flight, from: Readable, to: Writable): void {
   const resume = () => from.resume();
@@ -147,8 +144,8 @@ function pump(f: Flight, from: Readable, to: Writable): void {
 /**
  * The upstream silence timeout for every request in flight, from one timer: every `timeoutMs / 4`
  * (at most 1 s) it destroys the upstream requests with no bytes either way for `timeoutMs`, so a
- * silent upstream is cut between `timeoutMs` and `timeoutMs` + one period. A request costs a Set
- * insert and delete; the timer is unref'd and runs only while requests are in flight.
+ * silent upstream is cut between `timeoutMs` and `timeoutMs` + one period. The timer is unref'd;
+ * it stops at the first sweep that finds nothing in flight.
  */
 class SilenceWatch {
   private readonly flights = new Set<Flight>();
@@ -164,7 +161,6 @@ class SilenceWatch {
 
   add(f: Flight): void {
     this.flights.add(f);
-    // Started once and kept while busy: stopping it on every idle moment would re-arm per request.
     this.timer ??= setInterval(() => this.sweep(), this.periodMs).unref();
   }
 
@@ -366,7 +362,7 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     f.upstream = up;
     up.on('response', (upRes: IncomingMessage) => respond(f, upRes));
     up.on('error', (err: NodeJS.ErrnoException) => failed(f, err));
-    // Silence before headers, between body chunks either way: the watch's sweep, not a timer per request.
+    // Silence before headers, between body chunks either way: the watch's sweep.
     watch?.add(f);
     if (!body) up.end();
     else pump(f, req, up);

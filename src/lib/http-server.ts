@@ -31,9 +31,7 @@ export function createHttpServer(listener: http.RequestListener, t: ServerTimeou
     connectionsCheckingInterval: Math.max(50, Math.min(30_000, Math.floor(t.headersTimeoutMs / 4))),
   });
   server.timeout = t.idleTimeoutMs;
-  // The connection's latest response, kept on the socket: no WeakMap and no close listener per
-  // request (the passthrough's per-request cost matters: every migrated call pays it).
-  // One 'request' listener (two would make every emit copy the listener array).
+  // The connection's latest response is kept on the socket, for the idle-timeout guard below.
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     (req.socket as Tracked)[LATEST] = res;
     listener(req, res);

@@ -21,6 +21,7 @@ import addFormats from 'ajv-formats';
 import { RE2JS } from 're2js';
 import { isRecord } from './is-record';
 import type { Logger } from './logger';
+import { LRUCache } from 'lru-cache';
 
 export interface SchemaLimits {
   /** Serialized JSON size of the schema. */
@@ -95,12 +96,11 @@ const LOG_DETAIL_CHARS = 300;
 
 export class JsonSchemaValidators {
   private readonly instances = new Map<string, AjvInstance>();
-  private readonly compiled = new Map<string, CompiledSchema>();
-  private readonly maxEntries: number;
+  private readonly compiled: LRUCache<string, CompiledSchema>;
   private readonly limits: SchemaLimits;
 
   constructor(private readonly opts: JsonSchemaOptions = {}) {
-    this.maxEntries = opts.maxEntries ?? 64;
+    this.compiled = new LRUCache({ max: opts.maxEntries ?? 64 });
     this.limits = opts.limits ?? DEFAULT_SCHEMA_LIMITS;
   }
 
@@ -116,14 +116,9 @@ export class JsonSchemaValidators {
     if (over) return { ok: false, error: `the schema is too complex: ${over}` };
     const key = createHash('sha256').update(JSON.stringify(schema)).digest('base64url');
     const hit = this.compiled.get(key);
-    if (hit) {
-      this.compiled.delete(key); // refresh its LRU position
-      this.compiled.set(key, hit);
-      return hit;
-    }
+    if (hit) return hit;
     const result = this.compileFresh(schema);
     this.compiled.set(key, result);
-    if (this.compiled.size > this.maxEntries) this.compiled.delete(this.compiled.keys().next().value!);
     return result;
   }
 

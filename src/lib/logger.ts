@@ -24,14 +24,42 @@ export const REDACT_PATHS = [
   '*.publish.token',
 ];
 
-export function createLogger(level: string, name = 'gateway', destination?: pino.DestinationStream): Logger {
+/** The time on every log line, the gateway's and the emulator's: ISO 8601 in UTC (`"time":"2026-11-25T06:29:30.048Z"`). */
+export const LOG_TIME = pino.stdTimeFunctions.isoTime;
+
+/** Log output is written in chunks of at least this many bytes, and at least this often. */
+const LOG_CHUNK_BYTES = 4096;
+const LOG_FLUSH_MS = 100;
+
+let stdout: pino.DestinationStream | undefined;
+
+/**
+ * The process's standard output as a log destination, one per process: lines are gathered into
+ * chunks of LOG_CHUNK_BYTES (one write each), written at least every LOG_FLUSH_MS, and what is
+ * left is written synchronously when the process exits.
+ */
+export function stdoutDestination(): pino.DestinationStream {
+  if (stdout) return stdout;
+  const dest = pino.destination({ dest: 1, sync: true, minLength: LOG_CHUNK_BYTES, periodicFlush: LOG_FLUSH_MS });
+  process.once('exit', () => {
+    try {
+      dest.flushSync();
+    } catch {
+      // Standard output already closed: nothing can be written any more.
+    }
+  });
+  return (stdout = dest);
+}
+
+/** A logger writing to `destination`, by default the process's buffered standard output. */
+export function createLogger(level: string, name = 'gateway', destination: pino.DestinationStream = stdoutDestination()): Logger {
   return pino(
     {
       name,
       level,
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       base: { service: name },
-      timestamp: pino.stdTimeFunctions.isoTime,
+      timestamp: LOG_TIME,
     },
     destination,
   );

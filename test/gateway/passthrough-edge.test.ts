@@ -13,7 +13,7 @@ import type { RawUpstream } from './doubles';
 interface Line {
   msg?: string;
   level?: number;
-  time?: number;
+  time?: string;
   reqId?: string;
   url?: string;
   req?: { method: string; url: string };
@@ -121,7 +121,7 @@ describe('passthrough edge', () => {
     await lineWhere((l) => l.reqId === 'upstream-7' && !!l.req, 'access line with the upstream id');
   });
 
-  test('the passthrough access line: one JSON line of fixed fields in pino\'s shape, every string escaped', async () => {
+  test('the passthrough access line: one JSON line of fixed fields, every string escaped', async () => {
     const r = await rawRequest(gw.url, { method: 'DELETE', path: '/v1beta/odd-id?key=v"1' });
     expect(r.headers['x-request-id']).toBe(ODD_ID);
     const raw = await deadline(
@@ -139,7 +139,7 @@ describe('passthrough edge', () => {
     expect(Object.keys(line)).toEqual(['level', 'time', 'service', 'name', 'reqId', 'req', 'res', 'responseTime', 'msg']);
     expect(line).toEqual({
       level: 30,
-      time: expect.any(Number),
+      time: expect.stringMatching(/^\d{4}-\d\d-\d\dT[\d:.]+Z$/),
       service: 'gateway',
       name: 'gateway',
       reqId: r.headers['x-request-id'],
@@ -148,11 +148,10 @@ describe('passthrough edge', () => {
       responseTime: expect.any(Number),
       msg: `DELETE /v1beta/odd-id?key=[redacted] 200 ${String(line.responseTime)}ms`,
     });
-    // Epoch milliseconds, as pino's epochTime writes them.
-    expect(Math.abs((line.time as number) - Date.now())).toBeLessThan(3_600_000);
+    expect(Math.abs(Date.parse(line.time as string) - Date.now())).toBeLessThan(3_600_000);
   });
 
-  test('request counts kept outside prom-client are exact at every scrape: added once, never twice', async () => {
+  test('request counts are exact at every scrape: added once, never twice', async () => {
     const scrape = async () => {
       const text = (await rawRequest(gw.url, { path: '/metrics' })).body;
       const count = (re: RegExp) => Number(re.exec(text)?.[1] ?? 0);
@@ -190,7 +189,6 @@ describe('passthrough edge', () => {
     const access = await lineWhere((l) => l.reqId === ok.headers['x-request-id'] && !!l.req, 'passthrough access line');
     expect(access.req!.url).toBe('/v1beta/models?token=[redacted]&limit=[redacted]&[redacted]');
     expect(access.msg).toBe('GET /v1beta/models?token=[redacted]&limit=[redacted]&[redacted] 200 ' + String((access as { responseTime?: number }).responseTime) + 'ms');
-    expect(access.time).toEqual(expect.any(Number));
 
     const reset = await rawRequest(gw.url, { path: `/v1beta/reset?api_key=${secret}` });
     expect(reset.status).toBe(502);

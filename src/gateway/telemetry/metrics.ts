@@ -1,6 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { StoreCallSink } from '../store/measured';
-import { BucketHistogram } from './bucket-histogram';
 import { MIGRATION_STATUSES } from './migration';
 
 /** Seconds buckets for request-scale latencies (1 ms … 30 s). */
@@ -43,10 +42,9 @@ export class GatewayMetrics {
   readonly registry = new Registry();
 
   readonly httpRequests: Counter<'method' | 'route' | 'status'>;
-  /** Observed on every HTTP request, proxied ones included: the hot-path histogram, not prom-client's. */
-  readonly httpDuration: BucketHistogram<'method' | 'route'>;
+  readonly httpDuration: Histogram<'method' | 'route'>;
   readonly passthroughRequests: Counter<'prefix' | 'outcome'>;
-  readonly passthroughUpstreamHeaders: BucketHistogram<'prefix'>;
+  readonly passthroughUpstreamHeaders: Histogram<'prefix'>;
   readonly legacyRequests: Counter<'endpoint'>;
   readonly streamsCreated: Counter<'source' | 'mode'>;
   readonly streamsEnded: Counter<'reason'>;
@@ -71,29 +69,12 @@ export class GatewayMetrics {
   readonly drainActive: Gauge;
   readonly drainHeld: Gauge<'kind'>;
   readonly drainSecondsLeft: Gauge;
-  /** Label children of the store metrics per op: a store call costs no label lookup. */
+  /** The store metrics' label children per op (an op's error count starts at 0 on its first call). */
   private readonly storeChildren = new Map<string, { time: { observe(v: number): void }; errors: { inc(value?: number): void } }>();
-  /** Counts the hot paths keep outside prom-client, added in before the counters are read. */
-  private readonly pendingCounts: (() => void)[] = [];
-
-  /**
-   * Registers `add`, which adds counts kept outside prom-client to `httpRequests` /
-   * `passthroughRequests`: run whenever either is read (a scrape, `get()`), so reads stay exact
-   * while a request costs a number increment instead of a label hash.
-   */
-  onCollect(add: () => void): void {
-    this.pendingCounts.push(add);
-  }
-
-  private addPendingCounts(): void {
-    for (const add of this.pendingCounts) add();
-  }
-
   constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
-    // Event-loop delay sampled every 100 ms, not prom-client's 10: its timer woke the process 100
-    // times a second, a standing CPU cost that showed in the passthrough's fixed-rate figures;
-    // a stall longer than 100 ms is still always seen.
+    // Event-loop delay sampled every 100 ms (prom-client's default, 10 ms, wakes an idle process
+    // 100 times a second); a stall longer than 100 ms is still always seen.
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
 
     this.httpRequests = new Counter({
@@ -101,29 +82,27 @@ export class GatewayMetrics {
       help: 'HTTP requests by method, route template and status (499: the client went away first)',
       labelNames: ['method', 'route', 'status'],
       registers,
-      collect: () => this.addPendingCounts(),
     });
-    this.httpDuration = new BucketHistogram(
-      'gateway_http_request_duration_seconds',
-      'Time from request to the end of the response, by route template',
-      ['method', 'route'],
-      LATENCY_BUCKETS,
-      this.registry,
-    );
+    this.httpDuration = new Histogram({
+      name: 'gateway_http_request_duration_seconds',
+      help: 'Time from request to the end of the response, by route template',
+      labelNames: ['method', 'route'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
     this.passthroughRequests = new Counter({
       name: 'gateway_passthrough_requests_total',
       help: '/v1beta and /billing requests passed through, by outcome (ok, client_abort, upstream_unreachable, upstream_timeout, upstream_reset, bad_path)',
       labelNames: ['prefix', 'outcome'],
       registers,
-      collect: () => this.addPendingCounts(),
     });
-    this.passthroughUpstreamHeaders = new BucketHistogram(
-      'gateway_passthrough_upstream_headers_seconds',
-      'Time until the upstream answered with headers (time to first byte seen by the gateway)',
-      ['prefix'],
-      LATENCY_BUCKETS,
-      this.registry,
-    );
+    this.passthroughUpstreamHeaders = new Histogram({
+      name: 'gateway_passthrough_upstream_headers_seconds',
+      help: 'Time until the upstream answered with headers (time to first byte seen by the gateway)',
+      labelNames: ['prefix'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
     this.legacyRequests = new Counter({
       name: 'gateway_legacy_requests_total',
       help: 'Authenticated /v0.2 requests and results-socket connections, by endpoint (deprecated usage)',

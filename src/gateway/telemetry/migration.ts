@@ -8,6 +8,7 @@
  *   migrating    legacy calls in the last ACTIVE_DAYS days and passthrough calls in the last HISTORY_DAYS
  *   legacy-only  legacy calls in the last ACTIVE_DAYS days and no passthrough call in the last HISTORY_DAYS
  */
+import { LRUCache } from 'lru-cache';
 
 export const MIGRATION_STATUSES = ['legacy-only', 'migrating', 'migrated', 'inactive'] as const;
 export type MigrationStatus = (typeof MIGRATION_STATUSES)[number];
@@ -30,8 +31,7 @@ export function migrationStatus(lastLegacyMs: number | undefined, lastPassthroug
 export const MAX_FAMILIES_PER_KEY = 8;
 
 /** The same few User-Agents arrive on every passthrough call: each is parsed once. */
-const FAMILY_MEMO = 512;
-const families = new Map<string, string>();
+const families = new LRUCache<string, string>({ max: 512 });
 
 const PRODUCT = /^([A-Za-z][\w.-]{0,39})\/v?(\d{1,4})(?:\.(\d{1,4}))?/;
 
@@ -45,8 +45,6 @@ export function clientFamily(userAgent: string | undefined): string {
   let family = families.get(userAgent);
   if (family === undefined) {
     family = parseFamily(userAgent);
-    // Bounded: a client rotating User-Agents empties the memo, it never grows past FAMILY_MEMO.
-    if (families.size >= FAMILY_MEMO) families.clear();
     families.set(userAgent, family);
   }
   return family;

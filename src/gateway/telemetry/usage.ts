@@ -26,6 +26,7 @@ import type { Counters } from '../store/store';
 import { CounterBuffer } from './counter-buffer';
 import { HISTORY_DAYS, MAX_FAMILIES_PER_KEY, MIGRATION_STATUSES, migrationStatus } from './migration';
 import type { MigrationStatus } from './migration';
+import { LRUCache } from 'lru-cache';
 
 const KEY = 'depr:key:';
 const ACCT = 'depr:acct:';
@@ -41,7 +42,7 @@ const PENDING_HASHES = 1_000;
 const RETAINED_HASHES = 20_000;
 
 /** Per key, this process's last written day (old day fields are pruned when it changes) and families. */
-type KeyMemo = Map<string, { day: string; families: Set<string> }>;
+type KeyMemo = LRUCache<string, { day: string; families: Set<string> }>;
 
 /** A key's passthrough calls since the last flush. */
 interface PendingPassthrough {
@@ -139,8 +140,8 @@ export const utcDay = (ms: number): string => new Date(ms).toISOString().slice(0
 
 export class DeprecationUsage {
   private readonly pending = new Set<Promise<void>>();
-  private readonly seen: KeyMemo = new Map();
-  private readonly seenPassthrough: KeyMemo = new Map();
+  private readonly seen: KeyMemo = new LRUCache({ max: MEMO_KEYS });
+  private readonly seenPassthrough: KeyMemo = new LRUCache({ max: MEMO_KEYS });
   /** Counter writes since the last flush: events (ticks, requests, passthrough calls) cost a Map update. */
   private readonly buffer = new CounterBuffer();
   private readonly ptPending = new Map<string, PendingPassthrough>();
@@ -417,7 +418,6 @@ export class DeprecationUsage {
   private memo(map: KeyMemo, keyHash: string): { day: string; families: Set<string> } {
     let m = map.get(keyHash);
     if (!m) {
-      if (map.size >= MEMO_KEYS) map.delete(map.keys().next().value as string);
       map.set(keyHash, (m = { day: '', families: new Set() }));
     }
     return m;
