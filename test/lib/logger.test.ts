@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { build } from 'esbuild';
-import { runNode } from '../../src/bench/node-process';
+import { runNode } from '../helpers/node-process';
 import { deadline } from '../helpers/time';
 import { ROOT } from '../helpers/main-bundle';
 
