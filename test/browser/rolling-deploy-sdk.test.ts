@@ -33,7 +33,7 @@ const INTERVAL_S = 0.5;
 const GAP_BOUND_MS = Math.max(2 * INTERVAL_S * 1000, 2000);
 
 const fleet = useFleet({
-  env: { BRAND, LEGACY_LEASE_TTL_SECONDS: '6' },
+  env: { BRAND, LEGACY_LEASE_TTL_SECONDS: '10' },
   emulatorEnv: { BRAND },
   publisher: false,
 });
@@ -71,7 +71,10 @@ const sdkLog: string[] = [];
 async function sdkResults(page: Page, n: number, what = ''): Promise<Results> {
   for (;;) {
     const { results, errors } = await page.evaluate(() => ({ results: window.sdkTest.results, errors: window.sdkTest.errors }));
-    if (errors.length) throw new Error(`${what}: the SDK reported ${errors.join('; ')} (SDK log: ${sdkLog.join(' | ')})`);
+    if (errors.length) {
+      const ended = fleet().replicas.flatMap((r) => r.lines.filter((l) => l.msg === 'legacy stream ended').map((l) => `${r.id}: ${String(l.reason)}`));
+      throw new Error(`${what}: the SDK reported ${errors.join('; ')} (SDK log: ${sdkLog.join(' | ')}; streams ended: ${ended.join(', ') || 'none logged'})`);
+    }
     if (results.length >= n) return results;
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -113,7 +116,7 @@ test('the browser SDK streams through a rolling deploy of three replicas: no err
       await deadline(sdkResults(page, (await sdkResults(page, 0, what)).length + 3, what), 30_000, `SDK results ${what}`);
     }
 
-    // A keepalive is due every 3 s (lease 6 s): at least one went through the deploy.
+    // A keepalive is due every 5 s (lease 10 s): at least one went through the deploy.
     const before = (await fleet().upstreamStreams()).find((u) => u.id === id);
     const results = await deadline(sdkResults(page, (await sdkResults(page, 0)).length + 4), 30_000, 'SDK results after the deploy');
     const after = (await fleet().upstreamStreams()).find((u) => u.id === id);
@@ -142,7 +145,7 @@ test('the browser SDK streams through a rolling deploy of three replicas: no err
       expect(exit.atMs).toBeGreaterThanOrEqual(stoppedAt);
     }
     // 0.1.x never DELETEs: the stream ends when the gateway notices the camera is gone, or at the
-    // lease (6 s here, close to the relay's 5 s silence limit: either may come first).
+    // lease (10 s here; the relay's 5 s silence limit usually comes first).
     await deadline(until(async () => (await fleet().session(id))?.state === 'ended'), 60_000, 'the stream ends after the SDK stopped');
     expect(['webrtc_disconnected', 'lease_expired']).toContain((await fleet().session(id))?.endReason);
     await deadline(until(async () => (await slotsOfKey(fleet(), KEY)) === 0), 30_000, 'the slot is released');
