@@ -19,7 +19,7 @@ import { socketAuthorizer } from './legacy/access';
 import { FailedAuthLimiter } from './legacy/auth-failures';
 import { UpstreamCatalog } from './legacy/catalog';
 import { ResultsSockets } from './legacy/results-socket';
-import { LEGACY_CLOSES } from './legacy/closes';
+import { LEGACY_CLOSES, legacyEndReasons } from './legacy/closes';
 import { legacyRouter } from './legacy/routes';
 import { LegacySessions } from './legacy/sessions';
 import { fanOut } from './legacy/session-ports';
@@ -168,6 +168,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     onChange: (up) => (up ? logger.info('upstream probe: reachable') : logger.warn('upstream probe: unreachable (readiness unaffected)')),
   });
   const metrics = new GatewayMetrics({
+    endReasons: Object.values(legacyEndReasons(brand)),
     upstreamUp: () => (upstreamHealth.up === undefined ? undefined : Number(upstreamHealth.up)),
     activeStreams: () => parts.sessions?.activeCount ?? 0,
     socketConnections: () => parts.sockets?.connections ?? 0,

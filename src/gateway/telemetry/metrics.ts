@@ -10,6 +10,8 @@ const SMALL_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 const STORE_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 
 export interface MetricsSources {
+  /** Every end reason a legacy stream can have: each series starts at 0, so rates and panels see it before the first end. */
+  endReasons?: readonly string[];
   /** Live legacy sessions in this process. */
   activeStreams(): number;
   /** Open results sockets in this process. */
@@ -129,6 +131,7 @@ export class GatewayMetrics {
       labelNames: ['reason'],
       registers,
     });
+    for (const reason of sources.endReasons ?? []) this.streamsEnded.inc({ reason }, 0);
     this.deprecatedFields = new Counter({
       name: 'gateway_legacy_deprecated_fields_total',
       help: 'Legacy streams created with a deprecated request field (webrtc, sampling_ratio, fps)',

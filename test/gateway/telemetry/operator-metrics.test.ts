@@ -101,6 +101,12 @@ test('refusals by brownout and after the sunset read 0 before the first one', as
   for (const reason of ['brownout', 'sunset']) for (const kind of ['create', 'socket']) expect(sample(text, `gateway_legacy_refusals_total{reason="${reason}",kind="${kind}"}`)).toBe(0);
 });
 
+test('stream ends read 0 for every end reason before the first end', async () => {
+  const reasons = ['client_requested', 'lease_expired', 'upstream_ended'];
+  const text = await new GatewayMetrics({ ...base, endReasons: reasons }, { defaultMetrics: false }).text();
+  for (const reason of reasons) expect(sample(text, `gateway_legacy_streams_ended_total{reason="${reason}"}`)).toBe(0);
+});
+
 test("a store operation's error counter reads 0 from its first call, before any failure", async () => {
   const metrics = new GatewayMetrics(base, { defaultMetrics: false });
   metrics.store.call('commitTick', 0.0002, false);
