@@ -331,6 +331,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     },
     async drainConnections() {
       unready = true;
+      sessions.stopCreating();
       holding = (await fleet?.beginDrain()) ?? false;
       return holding;
     },

@@ -105,6 +105,13 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
   const hurry = new AbortController();
   const hurried = new Promise<void>((resolve) => hurry.signal.addEventListener('abort', () => resolve(), { once: true }));
 
+  /** Load balancers notice /readyz 503 only at their next probe: keep serving until they have (or a second signal). */
+  const serveUnready = async (delayMs: number, log: Logger): Promise<void> => {
+    if (delayMs <= 0) return;
+    log.info({ delayMs }, `not ready: serving ${delayMs} ms more before draining`);
+    await Promise.race([delay(delayMs), hurried]);
+  };
+
   /**
    * The connection drain: returns once nothing is held, at the deadline, or when hurried, with the
    * words the close logs for each stream still here (undefined: nothing was held).
@@ -113,11 +120,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     const log = logger.child({ component: 'drain' });
     const deadline = Date.now() + drainMs;
     gateway.markUnready();
-    const delayMs = Math.min(cfg.shutdownDelayMs, drainMs / 2);
-    if (delayMs > 0) {
-      log.info({ delayMs }, `not ready: serving ${delayMs} ms more before draining`);
-      await Promise.race([delay(delayMs), hurried]);
-    }
+    await serveUnready(Math.min(cfg.shutdownDelayMs, drainMs / 2), log);
     if (!(await gateway.drainConnections())) return void log.info('no other replica alive to take the streams: ending them as at any shutdown');
     let nextLogAt = 0;
     for (;;) {
@@ -157,12 +160,9 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     const started = Date.now();
     const deadline = started + graceMs;
     const log = logger.child({ component: 'shutdown' });
-    // Load balancers notice /readyz 503 only at their next probe: keep serving until they have.
-    const delayMs = afterDrain ? 0 : Math.min(cfg.shutdownDelayMs, graceMs / 2);
-    if (delayMs > 0) {
+    if (!afterDrain) {
       gateway.markUnready();
-      log.info({ delayMs }, `not ready: serving ${delayMs} ms more before draining`);
-      await delay(delayMs);
+      await serveUnready(Math.min(cfg.shutdownDelayMs, graceMs / 2), log);
     }
     // Leave a slice of the grace period for the final close after waiting on requests in flight.
     const waitUntil = deadline - Math.min(1000, (deadline - Date.now()) / 4);

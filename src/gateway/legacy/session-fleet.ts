@@ -134,13 +134,12 @@ export class SessionFleet {
   /**
    * Hands every stream here to `targetOf(streamId)` (claim under this replica's epoch, then `adopt`
    * on the target's control channel), after stopping its ticks here. A pinned stream (its relay lives
-   * here) and one without a target end as at any shutdown, or, with `keepPinned` (a connection
-   * drain: no new creates here, adoptions still taken), stay and run here. Returns how many moved.
+   * here) and one without a target end as at any shutdown (no creates or adoptions here after), or,
+   * with `keepPinned` (a connection drain), stay and run here. Returns how many moved.
    */
   async handOver(targetOf: (streamId: string) => string | undefined, opts: HandOverOptions = {}): Promise<number> {
     const { local, end, replicaId } = this.parts;
-    if (opts.keepPinned) local.drain();
-    else local.close();
+    if (!opts.keepPinned) local.close();
     const { store, logger } = this.deps;
     let moved = 0;
     await Promise.all(

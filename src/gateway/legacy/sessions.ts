@@ -70,6 +70,11 @@ export class LegacySessions {
     return this.local.size;
   }
 
+  /** A connection drain: no new streams here (503 `shutting_down`); the ones here go on or move. */
+  stopCreating(): void {
+    this.local.drain();
+  }
+
   /** The upstream's model ids (the default fallback list), upstream failures mapped. */
   private async modelIds(): Promise<string[]> {
     try {

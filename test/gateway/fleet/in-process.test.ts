@@ -594,6 +594,13 @@ describe('failover and drain', () => {
     await until(() => a.gw.gateway.held().sockets === 0);
   });
 
+  test('a draining replica that holds no stream refuses creates too (503), and creates go on elsewhere', async () => {
+    const [a, b] = f.replicas as [Replica, Replica, Replica];
+    expect(await a.gw.gateway.drainConnections()).toBe(true);
+    expect((await call(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 1 }) })).status).toBe(503);
+    await create(b);
+  });
+
   test('the last replica standing ends its streams as a single replica does (server_shutdown)', async () => {
     const [a, b, c] = f.replicas as [Replica, Replica, Replica];
     await b.gw.close(2000);
