@@ -133,7 +133,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     clock: opts.clock,
   });
   // The one client address of a request (`server.trustProxy`, compiled once): the failed-auth
-  // budget, access lines and Express's `req.ip` all agree on it.
+  // budget and access lines use it, and Express is told the same trust so `req.ip` would agree.
   const trust = compileTrust(cfg.server.trustProxy ?? false);
   const clientAddress = clientAddresses(trust);
   const authLimiter = new FailedAuthLimiter({
@@ -269,7 +269,6 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       onRequest: requestTelemetry(metrics, usage),
       admitCreate: admission.admitCreate,
       upstream,
-      logger,
     }),
     legacyErrorHandler(logger),
   );

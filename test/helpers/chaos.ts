@@ -13,7 +13,7 @@ import WebSocket from 'ws';
 import { loadConfig } from '../../src/config';
 import type { FleetConfig } from '../../src/config';
 import { keyHash } from '../../src/lib/keys';
-import { prng } from '../../src/lib/prng';
+import { prng } from './prng';
 import { createStream, startFleet } from './fleet';
 import type { Fleet, Replica } from './fleet';
 import { quantile } from './util';

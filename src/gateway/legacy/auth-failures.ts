@@ -7,7 +7,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import { ServiceError } from '../../lib/errors';
-import { keyHash } from '../../lib/keys';
+import { memoKeyHash } from '../../lib/keys';
 import { realClock } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';
 
@@ -83,19 +83,19 @@ export class FailedAuthLimiter {
     if (this.perMinute <= 0) return 0;
     const w = this.window(ip);
     if (!w || w.count < this.perMinute) return 0;
-    if (apiKey !== undefined && this.accepted.has(keyHash(apiKey))) return 0;
+    if (apiKey !== undefined && this.accepted.has(memoKeyHash(apiKey))) return 0;
     return Math.max(1, w.startMs + WINDOW_MS - this.clock.now());
   }
 
   /** `apiKey` was verified (the upstream knows it): the budget lets it through for the next 5 minutes. */
   accept(apiKey: string): void {
-    if (this.perMinute > 0) this.accepted.set(keyHash(apiKey), true);
+    if (this.perMinute > 0) this.accepted.set(memoKeyHash(apiKey), true);
   }
 
   /** A failed authentication from `ip`; `apiKey`, when the upstream refused it, loses its waiver. */
   fail(ip: string, apiKey?: string): void {
     if (this.perMinute <= 0) return;
-    if (apiKey !== undefined) this.accepted.delete(keyHash(apiKey));
+    if (apiKey !== undefined) this.accepted.delete(memoKeyHash(apiKey));
     const w = this.window(ip);
     if (w) w.count++;
     else this.windows.set(ip, { count: 1, startMs: this.clock.now() });

@@ -8,7 +8,10 @@ import type { Transport } from './spec';
 /** End reason of every stream a shutting-down gateway ends (and of the sockets it closes). */
 export const SERVER_SHUTDOWN = 'server_shutdown';
 
-/** End reason of a stream its client deleted (the legacy DELETE, and nothing else). */
+/**
+ * End reason of a stream its client deleted (the legacy DELETE), or never had (a create whose media
+ * could not start: no socket exists yet). Sockets close on it after `legacy.stopGraceMs`.
+ */
 export const CLIENT_REQUESTED = 'client_requested';
 
 /** Close reasons of legacy WebSocket 1001 closes (the stream's end reason). */

@@ -13,7 +13,6 @@ import type { Request, Response } from 'express';
 import type { Brand } from '../../brand';
 import { ServiceError } from '../../lib/errors';
 import type { JsonSchemaValidators } from '../../lib/json-schema';
-import type { Logger } from '../../lib/logger';
 import type { Stream } from '../../lib/wire';
 import type { UpstreamClient } from '../../upstream/client';
 import { isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
@@ -23,10 +22,11 @@ import type { UpstreamCatalog } from './catalog';
 import { LEGACY_ERRORS } from './errors';
 import { compileOutputSchema } from './output-schema';
 import type { LegacySchemas } from './schema';
-import type { SessionSpec } from './spec';
+import { legacyRecord } from './ownership';
 import { buildReinferRequest } from './upstream-request';
 import { toLegacyReinfer } from './responses';
-import { UPSTREAM_CONTEXTS, toLegacyError } from './upstream-errors';
+import { UPSTREAM_CONTEXTS } from './upstream-errors';
+import type { UpstreamCallContext } from './upstream-errors';
 import { parseLegacy } from './validate';
 
 export interface ReinferDeps {
@@ -37,7 +37,8 @@ export interface ReinferDeps {
   schemas: Pick<LegacySchemas, 'reinfer'>;
   /** Compiles the caller's output schema (the sessions' shared, content-cached validators). */
   validators: JsonSchemaValidators;
-  logger?: Logger;
+  /** Upstream failures → legacy errors, counted as every legacy path counts them (`LegacySessions.mapUpstreamError`). */
+  mapUpstreamError(err: unknown, ctx: UpstreamCallContext): Error;
 }
 
 /** The authenticated caller, as the legacy router establishes it (and counts the request). */
@@ -55,7 +56,6 @@ export function reinferHandler(deps: ReinferDeps, caller: ReinferCaller, idsOf: 
     if (!window || window.accountId !== who.accountId) throw LEGACY_ERRORS.resultNotFound();
     // The record outlives the stream by the tombstone; past it the stream is long gone too.
     const rec = await store.getSession(window.streamId);
-    if (rec && rec.accountId !== who.accountId) throw LEGACY_ERRORS.resultNotFound();
     if (!rec || rec.state === 'ended') throw LEGACY_ERRORS.clipDropped(rec?.endReason ?? null);
     await catalog.requireReadyModel(body.model).catch((err: unknown) => {
       throw err instanceof ServiceError && err.status === 422 ? LEGACY_ERRORS.unknownModel(body.model, ['body', 'model']) : err;
@@ -64,11 +64,11 @@ export function reinferHandler(deps: ReinferDeps, caller: ReinferCaller, idsOf: 
 
     const ids = idsOf(req, res);
     const stream = await upstream.getStream(who.apiKey, window.streamId, ids).catch((err: unknown) => {
-      throw reinferError(err, deps.logger);
+      throw reinferError(err, deps);
     });
     framesStillThere(stream, window);
 
-    const spec = rec.spec as SessionSpec;
+    const { spec } = legacyRecord(rec);
     const request = buildReinferRequest(window, window.streamId, brand, {
       prompt: body.prompt,
       model: body.model,
@@ -77,7 +77,7 @@ export function reinferHandler(deps: ReinferDeps, caller: ReinferCaller, idsOf: 
       outputSchema: body.output_schema,
     });
     const r = await upstream.chatCompletion(who.apiKey, request, ids).catch((err: unknown) => {
-      throw reinferError(err, deps.logger);
+      throw reinferError(err, deps);
     });
     res.json(toLegacyReinfer({ id: randomUUID(), completion: r.response, modelName: r.model }));
   };
@@ -99,8 +99,8 @@ function framesStillThere(s: Stream, w: ResultWindow): void {
 }
 
 /** An upstream failure of reinfer: frames gone → 410; anything else as every legacy path maps it. */
-function reinferError(err: unknown, log: Logger | undefined): Error {
+function reinferError(err: unknown, deps: Pick<ReinferDeps, 'mapUpstreamError'>): Error {
   if (isUpstreamStatus(err, 404) && isUpstreamCode(err, 'stream_not_found')) return LEGACY_ERRORS.clipDropped(null);
   if (isUpstreamCode(err, 'frame_evicted')) return LEGACY_ERRORS.clipEvicted();
-  return toLegacyError(err, UPSTREAM_CONTEXTS.reinfer, log);
+  return deps.mapUpstreamError(err, UPSTREAM_CONTEXTS.reinfer);
 }

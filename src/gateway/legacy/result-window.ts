@@ -11,7 +11,8 @@
  * time, and only differences of this process's own clock enter, so no clock of another machine
  * (upstream or replica) has to agree with this one. The pair is kept per live session in memory,
  * never in the record: a replica that adopts the stream reads its own. A pair read over a slow
- * round trip is replaced by a better one later (at most every `REANCHOR_MS`).
+ * round trip is replaced by a better one later (at most every `REANCHOR_MS`, `REANCHOR_TRIES` times:
+ * a link that is never faster is not read again and again).
  *
  * The window is written after the result's commit, one store call per result, and never holds a
  * tick up: a failure is logged and the result stays un-re-runnable (reinfer answers 404).
@@ -24,6 +25,8 @@ import type { LegacyRecord, LiveSession, SessionContext } from './session-ports'
 const GOOD_RTT_MS = 20;
 /** How often a session with a poorer anchor tries for a better one. */
 const REANCHOR_MS = 10_000;
+/** Reads of the anchor per session at most (the first included). */
+const REANCHOR_TRIES = 4;
 
 /** The upstream's stream clock `streamMs` as it was at this process's time `localMs`. */
 interface Anchor {
@@ -36,6 +39,7 @@ interface AnchorState {
   best?: Anchor;
   pending?: Promise<Anchor | undefined>;
   triedAtMs: number;
+  tries: number;
 }
 
 export class ResultWindowRecorder {
@@ -65,11 +69,12 @@ export class ResultWindowRecorder {
   /** The session's anchor; the first one is awaited, later better ones are read in the background. */
   private async anchorOf(session: LiveSession): Promise<Anchor | undefined> {
     let state = this.anchors.get(session);
-    if (!state) this.anchors.set(session, (state = { triedAtMs: 0 }));
+    if (!state) this.anchors.set(session, (state = { triedAtMs: 0, tries: 0 }));
     const now = this.clock.now();
-    const stale = !state.best || (state.best.rttMs > GOOD_RTT_MS && now - state.triedAtMs >= REANCHOR_MS);
+    const stale = !state.best || (state.best.rttMs > GOOD_RTT_MS && now - state.triedAtMs >= REANCHOR_MS && state.tries < REANCHOR_TRIES);
     if (stale && !state.pending) {
       state.triedAtMs = now;
+      state.tries++;
       const s = state;
       s.pending = this.readAnchor(session)
         .then((a) => {
@@ -93,7 +98,7 @@ export class ResultWindowRecorder {
 }
 
 /** The window of a tick whose anchors the upstream resolved at stream time `endMs`. */
-export function windowAt(record: Pick<LegacyRecord, 'streamId' | 'accountId' | 'spec'>, endMs: number): ResultWindow {
+function windowAt(record: Pick<LegacyRecord, 'streamId' | 'accountId' | 'spec'>, endMs: number): ResultWindow {
   const end = Math.max(0, Math.round(endMs));
   const { spec } = record;
   const base = { streamId: record.streamId, accountId: record.accountId };

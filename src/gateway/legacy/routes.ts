@@ -8,7 +8,6 @@ import type { ClientAddress } from '../../lib/client-address';
 import { keyHash } from '../../lib/keys';
 import { realClock } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';
-import type { Logger } from '../../lib/logger';
 import type { UpstreamClient } from '../../upstream/client';
 import { newTraceId, traceIdOf } from '../../upstream/trace';
 import type { Feedback, SessionRecords } from '../store/store';
@@ -44,9 +43,8 @@ export interface LegacyRouteDeps {
    * the upstream's timestamps are on real time).
    */
   clock?: Pick<Clock, 'now'>;
-  /** The upstream reinfer calls with the caller's key (absent: no reinfer route). */
-  upstream?: UpstreamClient;
-  logger?: Logger;
+  /** The upstream reinfer calls with the caller's key. */
+  upstream: UpstreamClient;
 }
 
 interface Caller {
@@ -242,10 +240,9 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     res.json({ status: 'ok' });
   });
 
-  if (deps.upstream) {
-    const reinfer = { brand, store, upstream: deps.upstream, catalog, schemas, validators: sessions.schemas, logger: deps.logger };
-    r.post('/chat/completions/clip', reinferHandler(reinfer, caller, upstreamIds));
-  }
+  const mapUpstreamError = sessions.mapUpstreamError.bind(sessions);
+  const reinfer = { brand, store, upstream: deps.upstream, catalog, schemas, validators: sessions.schemas, mapUpstreamError };
+  r.post('/chat/completions/clip', reinferHandler(reinfer, caller, upstreamIds));
 
   r.use((req) => {
     throw legacyError(404, 'not_found', `No route for ${req.method} /v0.2${req.path}`);

@@ -109,7 +109,7 @@ export class SessionEnd {
     const id = session.record.streamId;
     if (isUpstreamStatus(err, 402)) return void this.end(id, this.reasons.insufficientCredits);
     if (isUpstreamStatus(err, 404) || isUpstreamCode(err, 'stream_not_found')) {
-      const reason = await this.upstreamEndReason(session);
+      const reason = await this.upstreamEndReason(session.apiKey, id);
       return void this.end(id, reason, { deleteUpstream: false });
     }
     this.deps.logger.warn({ err, streamId: id }, 'upstream keepalive failed');
@@ -120,9 +120,9 @@ export class SessionEnd {
    * or cannot be read (`upstream_ended`). Never `client_requested`: the client's DELETE ends the
    * record before the upstream stream, so a stream this gateway deleted on request never gets here.
    */
-  private async upstreamEndReason(session: LiveSession): Promise<string> {
+  async upstreamEndReason(apiKey: string, streamId: string): Promise<string> {
     try {
-      const s = await this.deps.upstream.getStream(session.apiKey, session.record.streamId);
+      const s = await this.deps.upstream.getStream(apiKey, streamId);
       return s.end_reason === 'expired' ? this.reasons.leaseExpired : this.reasons.upstreamEnded;
     } catch {
       return this.reasons.upstreamEnded;

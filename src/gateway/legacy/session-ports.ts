@@ -70,10 +70,6 @@ export interface MediaRelay {
   readonly activeCount?: number;
 }
 
-/**
- * What a replica tells a session's owner (docs/scaling.md "Control channel"): `ended` (stop the
- * local scheduler, someone else ended it), `prompt` (re-read it), `adopt` (a drain handed it over).
- */
 /** How a drain hands streams over (`SessionFleet.handOver`). */
 export interface HandOverOptions {
   /** Pinned streams (and any without a target) stay and run here: a connection drain. */
@@ -82,6 +78,10 @@ export interface HandOverOptions {
   why?: string;
 }
 
+/**
+ * What a replica tells a session's owner (docs/scaling.md "Control channel"): `ended` (stop the
+ * local scheduler, someone else ended it), `prompt` (re-read it), `adopt` (a drain handed it over).
+ */
 export type OwnerMessage = { op: 'ended'; streamId: string; reason: string } | { op: 'prompt' | 'adopt'; streamId: string };
 
 /** This replica's place in a fleet sharing one store (src/gateway/fleet). */
@@ -101,7 +101,7 @@ export interface SessionDeps {
   cfg: LegacyConfig;
   brand: Brand;
   logger: Logger;
-  /** Slots, session records, and the results channel (an end is published there). */
+  /** Slots, session records, the results channel (an end is published there), result windows (reinfer). */
   store: Slots & SessionRecords & Broker & ResultWindows;
   upstream: UpstreamClient;
   catalog: UpstreamCatalog;

@@ -239,7 +239,7 @@ export class LegacySessions {
       upstreamStream = await upstream.getStream(apiKey, streamId, ids);
     } catch (err) {
       if (isUpstreamStatus(err, 404)) {
-        await this.end(streamId, this.reasons.upstreamEnded, { apiKey });
+        await this.end(streamId, await this.ender.upstreamEndReason(apiKey, streamId), { apiKey });
         throw LEGACY_ERRORS.streamEndedUpstream(streamId);
       }
       throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.keepalive);

@@ -579,6 +579,10 @@ export class RedisStore implements Store {
     return this.guard('heartbeat', async () => (await this.redis.heartbeatLua(this.replicasKey(), replica)) as number);
   }
 
+  private resultWindowKey(resultId: string): string {
+    return `${this.p}rw:{${resultId}}`;
+  }
+
   private drainingKey(): string {
     return `${this.p}draining`;
   }
@@ -723,12 +727,12 @@ export class RedisStore implements Store {
 
   async putResultWindow(resultId: string, window: ResultWindow, ttlMs: number): Promise<void> {
     return this.guard('putResultWindow', async () => {
-      await this.redis.set(`${this.p}rw:{${resultId}}`, JSON.stringify(window), 'PX', Math.max(1, Math.round(ttlMs)));
+      await this.redis.set(this.resultWindowKey(resultId), JSON.stringify(window), 'PX', Math.max(1, Math.round(ttlMs)));
     });
   }
 
   async getResultWindow(resultId: string): Promise<ResultWindow | undefined> {
-    return this.guard('getResultWindow', async () => parseResultWindow(await this.redis.get(`${this.p}rw:{${resultId}}`)));
+    return this.guard('getResultWindow', async () => parseResultWindow(await this.redis.get(this.resultWindowKey(resultId))));
   }
 
   async ready(): Promise<boolean> {

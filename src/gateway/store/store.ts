@@ -110,13 +110,13 @@ export interface SlotHolder {
   acquiredAtMs: number;
 }
 
-/** Replicas by heartbeat age on the store's clock. */
 /** The owner and epoch a replica acts under: the store refuses a fenced write when the record names others. */
 export interface OwnerFence {
   owner: string;
   epoch: number;
 }
 
+/** Replicas by heartbeat age on the store's clock. */
 export interface Membership {
   alive: string[];
   dead: string[];

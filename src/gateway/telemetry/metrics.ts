@@ -68,9 +68,9 @@ export class GatewayMetrics {
   readonly fleetFencedTicks: Counter<'reason'>;
   readonly storeCommands: Histogram<'op'>;
   readonly storeErrors: Counter<'op'>;
-  readonly drainActive: Gauge;
-  readonly drainHeld: Gauge<'kind'>;
-  readonly drainSecondsLeft: Gauge;
+  private readonly drainActive: Gauge;
+  private readonly drainHeld: Gauge<'kind'>;
+  private readonly drainSecondsLeft: Gauge;
   /** The store metrics' label children per op (an op's error count starts at 0 on its first call). */
   private readonly storeChildren = new Map<string, { time: { observe(v: number): void }; errors: { inc(value?: number): void } }>();
   constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {

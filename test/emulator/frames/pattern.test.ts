@@ -1,6 +1,6 @@
 import sharp from 'sharp';
 import { ServiceError } from '../../../src/lib/errors';
-import { prng } from '../../../src/lib/prng';
+import { prng } from '../../helpers/prng';
 import { i420ToRgb } from '../../../src/emulator/frames/codec';
 import {
   PATTERN_INDEX_MODULUS,

@@ -5,7 +5,7 @@
  * never crash the gateway, and /healthz keeps answering meanwhile. Seeded: a failure reproduces.
  */
 import WebSocket from 'ws';
-import { prng } from '../../../src/lib/prng';
+import { prng } from '../../helpers/prng';
 import { KEY, KEY_B, frameBody, http, startStack } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
 
