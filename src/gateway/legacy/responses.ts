@@ -13,6 +13,18 @@ export interface CompletionLike {
   choices?: Array<{ message?: { content?: unknown } | null; finish_reason?: unknown } | null> | null;
 }
 
+/** The first choice's text, finish reason and the model that answered, each only when well-typed. */
+function answerOf(completion: CompletionLike | null | undefined) {
+  const choice = completion?.choices?.[0] ?? null;
+  const content = choice?.message?.content;
+  return {
+    choice,
+    content: typeof content === 'string' ? content : undefined,
+    finishReason: typeof choice?.finish_reason === 'string' ? choice.finish_reason : null,
+    model: typeof completion?.model === 'string' ? completion.model : undefined,
+  };
+}
+
 export interface LegacyResultMessage {
   id: string;
   stream_id: string;
@@ -50,25 +62,23 @@ export interface LegacyResultInput {
  * null) so clients typing it as a string still parse the message, and `finish_reason` is null.
  */
 export function toLegacyResult(input: LegacyResultInput): LegacyResultMessage {
-  const choice = input.completion?.choices?.[0] ?? null;
-  const content = choice?.message?.content;
-  const answeredModel = typeof input.completion?.model === 'string' ? input.completion.model : undefined;
+  const answer = answerOf(input.completion);
   let error = input.error ?? null;
-  if (error === null && !choice) error = input.completion ? 'upstream returned no choices' : 'no completion';
+  if (error === null && !answer.choice) error = input.completion ? 'upstream returned no choices' : 'no completion';
   const ok = error === null;
   return {
     id: input.id,
     stream_id: input.streamId,
     mode: input.spec.mode,
     model_backend: input.spec.backend,
-    model_name: answeredModel ?? input.modelName ?? input.spec.model,
+    model_name: answer.model ?? input.modelName ?? input.spec.model,
     prompt: input.prompt,
-    result: ok && typeof content === 'string' ? content : '',
+    result: ok ? (answer.content ?? '') : '',
     inference_latency_ms: Math.max(0, Math.round(input.inferenceLatencyMs)),
     total_latency_ms: Math.max(0, Math.round(input.totalLatencyMs)),
     ok,
     error,
-    finish_reason: ok && typeof choice?.finish_reason === 'string' ? choice.finish_reason : null,
+    finish_reason: ok ? answer.finishReason : null,
   };
 }
 
@@ -271,15 +281,14 @@ export interface LegacyReinferResponse {
 }
 
 export function toLegacyReinfer(input: { id: string; completion: CompletionLike & { usage?: unknown }; modelName: string }): LegacyReinferResponse {
-  const choice = input.completion.choices?.[0] ?? null;
-  const content = choice?.message?.content;
+  const answer = answerOf(input.completion);
   const u = input.completion.usage as Record<string, unknown> | null | undefined;
   const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
   return {
     id: input.id,
-    model: typeof input.completion.model === 'string' ? input.completion.model : input.modelName,
-    content: typeof content === 'string' ? content : '',
-    finish_reason: typeof choice?.finish_reason === 'string' ? choice.finish_reason : null,
+    model: answer.model ?? input.modelName,
+    content: answer.content ?? '',
+    finish_reason: answer.finishReason,
     usage:
       u && typeof u === 'object'
         ? { prompt_tokens: count(u.prompt_tokens), completion_tokens: count(u.completion_tokens), total_tokens: count(u.total_tokens) }
