@@ -1,4 +1,7 @@
-import type { UpstreamClient, ModelList, ModelPricing } from '../../upstream/client';
+import type { Brand } from '../../brand';
+import { costMicrocents } from '../../lib/wire';
+import { cacheInfo } from '../../upstream/client';
+import type { ChatCompletionResponse, UpstreamClient, ModelList, ModelPricing } from '../../upstream/client';
 import { ServiceError } from '../../lib/errors';
 import { keyHash } from '../../lib/keys';
 import type { Logger } from '../../lib/logger';
@@ -101,6 +104,13 @@ export class UpstreamCatalog {
       this.prices.set(model, p);
     }
     return p;
+  }
+
+  /** What a completion cost on the model's price (cached input tokens at their own rate); 0 when unpriced. */
+  async completionCost(model: string, response: ChatCompletionResponse, brand: Brand): Promise<number> {
+    const price = response.usage ? await this.pricing(model) : undefined;
+    if (!price || !response.usage) return 0;
+    return costMicrocents(price, response.usage, cacheInfo(response, brand)?.cached_input_tokens ?? 0);
   }
 
   /**

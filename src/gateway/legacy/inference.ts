@@ -3,10 +3,9 @@
  * fallbacks, inside a cadence-tied budget), published as one legacy result. Upstream answers that
  * end the stream (402, a gone stream) go to the end path, the commit's answer to the record upkeep.
  */
-import { costMicrocents } from '../../lib/wire';
 import type { Clock } from '../../lib/timers';
 import type { ChatCompletionResponse } from '../../upstream/client';
-import { DEFAULT_TIMEOUTS, UpstreamError, cacheInfo, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
+import { DEFAULT_TIMEOUTS, UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import { schemaMismatch } from './output-schema';
 import { resultId } from './ownership';
 import { ResultWindowRecorder } from './result-window';
@@ -94,7 +93,7 @@ export class TickInference {
       const text = response.choices?.[0]?.message?.content;
       error = schemaMismatch(runtime.validate, text);
     }
-    const cost = response?.usage ? await this.costOf(model, response) : 0;
+    const cost = response ? await this.deps.catalog.completionCost(model, response, this.deps.brand) : 0;
     const result = toLegacyResult({
       id: resultId(record.streamId, tick.n),
       streamId: record.streamId,
@@ -129,11 +128,6 @@ export class TickInference {
     });
   }
 
-  private async costOf(model: string, response: ChatCompletionResponse): Promise<number> {
-    const price = await this.deps.catalog.pricing(model);
-    if (!price || !response.usage) return 0;
-    return costMicrocents(price, response.usage, cacheInfo(response, this.deps.brand)?.cached_input_tokens ?? 0);
-  }
 
   /**
    * Time a tick may spend on the upstream, tied to the stream's cadence: each completion attempt

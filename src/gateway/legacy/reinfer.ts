@@ -17,6 +17,7 @@ import type { Stream } from '../../lib/wire';
 import type { UpstreamClient } from '../../upstream/client';
 import { isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import type { ResultWindow, ResultWindows } from '../store/result-windows';
+import { StoreUnavailableError } from '../store/store';
 import type { SessionRecords } from '../store/store';
 import type { UpstreamCatalog } from './catalog';
 import { LEGACY_ERRORS } from './errors';
@@ -31,7 +32,7 @@ import { parseLegacy } from './validate';
 
 export interface ReinferDeps {
   brand: Brand;
-  store: ResultWindows & Pick<SessionRecords, 'getSession'>;
+  store: ResultWindows & Pick<SessionRecords, 'getSession' | 'addCost'>;
   upstream: UpstreamClient;
   catalog: UpstreamCatalog;
   schemas: Pick<LegacySchemas, 'reinfer'>;
@@ -79,6 +80,10 @@ export function reinferHandler(deps: ReinferDeps, caller: ReinferCaller, idsOf: 
     const r = await upstream.chatCompletion(who.apiKey, request, ids).catch((err: unknown) => {
       throw reinferError(err, deps);
     });
+    // The stream's next keepalive reports this cost with its ticks'. The answer is paid for upstream
+    // already: a store outage (logged by the store) must not make the client pay for it twice.
+    const cost = await catalog.completionCost(r.model, r.response, brand);
+    if (cost > 0) await store.addCost(window.streamId, cost).catch(unlessStoreDown);
     res.json(toLegacyReinfer({ id: randomUUID(), completion: r.response, modelName: r.model }));
   };
 }
@@ -96,6 +101,11 @@ function framesStillThere(s: Stream, w: ResultWindow): void {
   const oldestMs = s.first_available_frame_at_ms - s.first_frame_at_ms;
   const frameMs = s.recent_fps > 0 ? 1000 / s.recent_fps : 0;
   if (oldestMs > (w.mode === 'clip' ? w.startMs : w.endMs) + frameMs) throw LEGACY_ERRORS.clipEvicted();
+}
+
+function unlessStoreDown(err: unknown): false {
+  if (err instanceof StoreUnavailableError) return false;
+  throw err;
 }
 
 /** An upstream failure of reinfer: frames gone → 410; anything else as every legacy path maps it. */

@@ -27,7 +27,7 @@ import { legacyError, legacyValidationError, parseLegacy } from './validate';
 export interface LegacyRouteDeps {
   cfg: LegacyConfig;
   brand: Brand;
-  store: Feedback & ResultWindows & Pick<SessionRecords, 'getSession'>;
+  store: Feedback & ResultWindows & Pick<SessionRecords, 'getSession' | 'addCost'>;
   sessions: LegacySessions;
   catalog: UpstreamCatalog;
   /** Per-client-address budget of failed authentications (absent: unlimited). */

@@ -104,6 +104,12 @@ export class MemoryStore implements Store {
     return { ...out, record: { ...s } };
   }
 
+  async addCost(streamId: string, costMicrocents: number): Promise<boolean> {
+    const s = this.active(streamId);
+    if (s) s.costMicrocents += costMicrocents;
+    return s !== undefined;
+  }
+
   async setPrompt(streamId: string, prompt: string, atMs: number): Promise<SessionRecord | undefined> {
     const s = this.active(streamId);
     if (!s) return undefined;

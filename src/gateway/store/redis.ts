@@ -90,6 +90,18 @@ local rev = tonumber(redis.call('HGET', KEYS[1], 'promptRev') or '0') + 1
 redis.call('HSET', KEYS[1], 'prompt', ARGV[1], 'promptUpdatedAtMs', ARGV[2], 'promptRev', tostring(rev))
 return redis.call('HGETALL', KEYS[1])`;
 
+/** A cost as the record's JSON field: integers without an exponent, fractions exactly (%.17g). */
+const COST_FIELD = `local function costField(cost)
+  if cost == math.floor(cost) and math.abs(cost) < 2^53 then return string.format('%.0f', cost) end
+  return string.format('%.17g', cost)
+end`;
+
+/** ARGV cost. Adds it to the cost since the previous keepalive; 1, or nil unless active. */
+const ADD_COST = `${ACTIVE}
+${COST_FIELD}
+redis.call('HSET', KEYS[1], 'costMicrocents', costField(tonumber(redis.call('HGET', KEYS[1], 'costMicrocents') or '0') + tonumber(ARGV[1])))
+return 1`;
+
 /** ARGV expected owner (JSON), expected epoch, new owner (JSON). The record after, or nil: compare-and-set. */
 const CLAIM = `${ACTIVE}
 local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
@@ -103,15 +115,13 @@ return redis.call('HGETALL', KEYS[1])`;
  * the publish in one script, so a result is published at most once per (stream, tick) and never by
  * a fenced owner. {1, promptRev} or {0, reason}.
  */
-const COMMIT_TICK = `local v = redis.call('HMGET', KEYS[1], 'state', 'owner', 'epoch', 'lastTick', 'promptRev', 'costMicrocents')
+const COMMIT_TICK = `${COST_FIELD}
+local v = redis.call('HMGET', KEYS[1], 'state', 'owner', 'epoch', 'lastTick', 'promptRev', 'costMicrocents')
 if not v[1] then return {0, 'missing'} end
 if v[1] ~= '"active"' then return {0, 'ended'} end
 if v[2] ~= ARGV[1] or tonumber(v[3] or '0') ~= tonumber(ARGV[2]) then return {0, 'fenced'} end
 if tonumber(ARGV[3]) <= tonumber(v[4] or '-1') then return {0, 'duplicate'} end
-local cost = tonumber(v[6] or '0') + tonumber(ARGV[4])
-local fmt = '%.17g'
-if cost == math.floor(cost) and math.abs(cost) < 2^53 then fmt = '%.0f' end
-redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', string.format(fmt, cost))
+redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', costField(tonumber(v[6] or '0') + tonumber(ARGV[4])))
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 return {1, v[5] or '0'}`;
 
@@ -217,6 +227,7 @@ const SCRIPTS = {
   endLua: [END, 1],
   renewLua: [RENEW, 1],
   setPromptLua: [SET_PROMPT, 1],
+  addCostLua: [ADD_COST, 1],
   claimLua: [CLAIM, 1],
   commitTickLua: [COMMIT_TICK, 1],
   publishFromLua: [PUBLISH_FROM, 1],
@@ -532,6 +543,10 @@ export class RedisStore implements Store {
       const flat = (await this.redis.setPromptLua(this.sessionKey(streamId), JSON.stringify(prompt), JSON.stringify(atMs))) as string[] | null;
       return flat ? decode(flat) : undefined;
     });
+  }
+
+  async addCost(streamId: string, costMicrocents: number): Promise<boolean> {
+    return this.guard('addCost', async () => (await this.redis.addCostLua(this.sessionKey(streamId), costMicrocents)) === 1);
   }
 
   async claimSession(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<SessionRecord | undefined> {

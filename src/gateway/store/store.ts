@@ -203,6 +203,11 @@ export interface SessionRecords {
    * the previous keepalive's time and the new record; undefined unless active.
    */
   renewLease(streamId: string, leaseExpiresAtMs: number, nowMs: number): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined>;
+  /**
+   * Adds a cost the stream incurred outside its ticks (a reinfer of one of its results) to the cost
+   * the next keepalive reports. False unless active.
+   */
+  addCost(streamId: string, costMicrocents: number): Promise<boolean>;
   /** Prompt change on an active session: sets the prompt and bumps `promptRev`. The new record, else undefined. */
   setPrompt(streamId: string, prompt: string, atMs: number): Promise<SessionRecord | undefined>;
   /**

@@ -125,18 +125,22 @@ describe('reinfer on one gateway', () => {
     expect((await http(s.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
   }, 60_000);
 
-  test('it costs what a completion costs: the balance drops by its usage at the model\'s prices', async () => {
+  test("it costs what a completion costs: the balance drops by its usage at the model's prices, and the stream's next keepalive reports it", async () => {
     // One result, then a minute without ticks: only the reinfer is billed in between.
     const id = await createStream(s.url, frameBody({ interval_seconds: 60 }));
     const [r] = await resultsOf(s.url, id, 1);
     const balance = async () => ((await http(s.url, 'GET', '/billing/accounts/me/balance')).body as { balance_microcents: number }).balance_microcents;
+    const keepaliveCost = async () => ((await http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`)).body as { cost_cents: number }).cost_cents;
     const price = (await http(s.url, 'GET', '/billing/pricing/local/analyzer', { key: null })).body as ModelPricing;
+    expect(await keepaliveCost()).toBeGreaterThan(0); // the first tick's
     const before = await balance();
     const res = await reinfer(s.url, { result_id: r!.id, prompt: 'How much?', model: 'local/analyzer' });
     expect(res.status).toBe(200);
     const usage = (res.body as { usage: TokenUsage }).usage;
     expect(costMicrocents(price, usage)).toBeGreaterThan(0);
     expect(before - (await balance())).toBe(costMicrocents(price, usage));
+    expect(await keepaliveCost()).toBeCloseTo(costMicrocents(price, usage) / 1_000_000, 9);
+    expect(await keepaliveCost()).toBe(0);
     expect((await http(s.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
   }, 60_000);
 

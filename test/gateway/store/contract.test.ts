@@ -367,6 +367,23 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await other.renewLease('absent', 200_000, 100_000)).toBeUndefined();
     });
 
+    test('addCost adds to the cost the next keepalive reports, next to the ticks’ cost, on any connection; not once ended', async () => {
+      const [, other] = await replicas(2);
+      await store.putSession(owned('c-1', 'gw-a', { lastKeepaliveAtMs: 1_000 }));
+      await store.commitTick('c-1', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 300, channel: 'results:c-1', message: 'r' });
+      expect(await other.addCost('c-1', 1_250)).toBe(true);
+      expect(await store.addCost('c-1', 0.5)).toBe(true);
+      expect(await store.commitTick('c-1', { owner: 'gw-a', epoch: 1, tick: 1, costMicrocents: 200, channel: 'results:c-1', message: 'r' })).toMatchObject({ ok: true });
+      expect(await store.renewLease('c-1', 90_000, 30_000)).toMatchObject({ costMicrocents: 1_750.5 });
+      expect(await other.addCost('c-1', 40)).toBe(true);
+      expect(await other.renewLease('c-1', 120_000, 60_000)).toMatchObject({ costMicrocents: 40 });
+      await store.endSession('c-1', 'client_requested', 1);
+      expect(await other.addCost('c-1', 40)).toBe(false);
+      expect(await store.addCost('absent', 40)).toBe(false);
+      expect(await store.getSession('c-1')).toMatchObject({ state: 'ended' });
+      expect(await store.getSession('absent')).toBeUndefined();
+    });
+
     test('setPrompt bumps promptRev, and the next commitTick answers it', async () => {
       const [, other] = await replicas(2);
       await store.putSession(owned('p-1', 'gw-a'));
