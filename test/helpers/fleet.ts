@@ -15,6 +15,7 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import WebSocket from 'ws';
 import { mergeDeep } from '../../src/config';
+import { resultId } from '../../src/gateway/legacy/ownership';
 import { runNode } from './node-process';
 import type { NodeProcess } from './node-process';
 import { startRedis } from './redis';
@@ -404,18 +405,40 @@ export function longestGap(received: readonly Received[], fromMs: number): numbe
 }
 
 /**
- * Tick numbers missing between the first and last result received, with the tick of each result
- * taken as floor((arrival − gridStartMs) / interval): a result arrives after its tick was due and
- * before the next one (inference is far shorter than the interval in these runs).
+ * The tick each result id names (-1: none of the first `maxTick`): a result's id is
+ * `resultId(streamId, tick)`, so this is exact however late a loaded machine delivered it.
  */
-export function missedTicks(received: readonly Received[], gridStartMs: number, intervalMs: number): number[] {
-  const ticks = new Set(received.map((r) => Math.floor((r.atMs - gridStartMs) / intervalMs)));
+export function tickNumbers(ids: readonly string[], streamId: string, maxTick = 100_000): number[] {
+  const wanted = new Set(ids);
+  const tickOf = new Map<string, number>();
+  for (let n = 0; n <= maxTick && tickOf.size < wanted.size; n++) {
+    const id = resultId(streamId, n);
+    if (wanted.has(id)) tickOf.set(id, n);
+  }
+  return ids.map((id) => tickOf.get(id) ?? -1);
+}
+
+/** Ticks missing between the first and last result received (each result's tick from its id, not from when it arrived). */
+export function missedTicks(received: readonly Received[], streamId: string): number[] {
+  const ticks = new Set(tickNumbers(received.map((r) => r.id), streamId).filter((n) => n >= 0));
   if (ticks.size === 0) return [];
   const lo = Math.min(...ticks);
   const hi = Math.max(...ticks);
   const missing: number[] = [];
   for (let n = lo; n <= hi; n++) if (!ticks.has(n)) missing.push(n);
   return missing;
+}
+
+/**
+ * The longest stretch of the stream's own schedule without a result, in ticks (1: none missed):
+ * the gap a client sees, without the delivery delays a loaded machine adds to arrival times.
+ */
+export function longestTickGap(ids: readonly string[], streamId: string): number {
+  const ticks = [...new Set(tickNumbers(ids, streamId))].sort((a, b) => a - b);
+  if (ticks[0] === -1) throw new Error(`a result id of ${streamId} names no tick`);
+  let gap = 0;
+  for (let i = 1; i < ticks.length; i++) gap = Math.max(gap, ticks[i]! - ticks[i - 1]!);
+  return gap;
 }
 
 /** POST /v0.2/streams on `baseUrl`; the stream id, or the answer when it is not 201. */

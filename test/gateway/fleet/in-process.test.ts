@@ -14,7 +14,6 @@ import { loadConfig, mergeDeep } from '../../../src/config';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
-import { resultId } from '../../../src/gateway/legacy/ownership';
 import type { MediaRelay } from '../../../src/gateway/legacy/session-ports';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
@@ -23,6 +22,7 @@ import { RedisStore } from '../../../src/gateway/store/redis';
 import type { Store } from '../../../src/gateway/store/store';
 import { keyHash } from '../../../src/lib/keys';
 import { createLogger } from '../../../src/lib/logger';
+import { tickNumbers as ticksOfIds } from '../../helpers/fleet';
 import { FakeClock, callsInFlight, driveUntil as driveClock, quiesce, settle } from '../../helpers/fake-clock';
 import { KEY, KEY_B, frameBody, http as call, openResults } from '../../helpers/stack';
 import type { ResultSocket } from '../../helpers/stack';
@@ -185,10 +185,7 @@ async function create(r: Replica, key = KEY, prompt = 'Describe the frame'): Pro
 }
 
 /** Tick numbers of the results a socket got (the result id is derived from stream id + tick). */
-function tickNumbers(sock: ResultSocket, streamId: string): number[] {
-  const byId = new Map(Array.from({ length: 2000 }, (_, n) => [resultId(streamId, n), n]));
-  return sock.messages.map((m) => byId.get(m.id as string) ?? -1);
-}
+const tickNumbers = (sock: ResultSocket, streamId: string) => ticksOfIds(sock.messages.map((m) => String(m.id)), streamId);
 
 describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', (kind) => {
   let f: Fleet;
