@@ -34,8 +34,11 @@ const KEY = `${BRAND}-local-dev`;
 const INTERVAL_S = 0.5;
 const GAP_BOUND_MS = Math.max(2 * INTERVAL_S * 1000, 2000);
 
+// A readiness delay, as behind any balancer (production's default is 5 s): a replica holding none
+// of the SDK's connections would otherwise exit before HAProxy's next check (200 ms), and a
+// keepalive routed to it meanwhile fails, which the SDK treats as fatal.
 const fleet = useFleet({
-  env: { BRAND, LEGACY_LEASE_TTL_SECONDS: '10' },
+  env: { BRAND, LEGACY_LEASE_TTL_SECONDS: '10', SHUTDOWN_DELAY_MS: '1000' },
   emulatorEnv: { BRAND },
   publisher: false,
 });

@@ -23,7 +23,10 @@ const GAP_BOUND_MS = Math.max(2 * INTERVAL_S * 1000, 2000);
 const STREAMS = 4;
 const SOCKETS_PER_STREAM = 3;
 
-const fleet = useFleet();
+// A readiness delay, as behind any balancer (production's default is 5 s): /readyz answers 503 and
+// the replica keeps serving until HAProxy's next check (200 ms) has counted it down, so no request
+// is routed to a replica that has stopped taking them.
+const fleet = useFleet({ env: { SHUTDOWN_DELAY_MS: '1000' } });
 let lb: Balancer;
 
 beforeAll(async () => {
