@@ -29,6 +29,8 @@ const STREAM_FIELDS = [
   'ttl_seconds',
 ];
 
+const TOMBSTONE_S = 3;
+
 async function start(overrides: Record<string, unknown> = {}): Promise<RunningEmulator> {
   const cfg = loadConfig({
     env: {},
@@ -44,7 +46,9 @@ const publish = (url: string, id: string, body: Record<string, unknown> = { fps:
 describe('emulator streams', () => {
   let emu: RunningEmulator;
   beforeAll(async () => {
-    emu = await start({ leaseTtlSeconds: 2, tombstoneSeconds: 1 });
+    // A tombstone well past the reads made while it lasts (a loaded machine's pause must not end it
+    // between two of them); its end is waited for on the emulator's own timer order.
+    emu = await start({ leaseTtlSeconds: 2, tombstoneSeconds: TOMBSTONE_S });
   });
   afterAll(() => emu.close());
 
@@ -145,7 +149,8 @@ describe('emulator streams', () => {
     // The snapshot does not move.
     await sleep(200);
     expect((await http(emu.url, 'GET', `/v1beta/streams/${id}`)).body).toEqual(ended);
-    await sleep(1000);
+    // Past the tombstone: its timer (armed at the end, in this process) fires before this later one.
+    await sleep(ended.ended_at_ms + TOMBSTONE_S * 1000 + 100 - Date.now());
     expect((await http(emu.url, 'GET', `/v1beta/streams/${id}`)).status).toBe(404);
   });
 
