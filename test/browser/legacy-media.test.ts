@@ -33,7 +33,7 @@ beforeAll(async () => {
   servePage(app, '/legacy', script);
   pages = http.createServer(app);
   pageUrl = `http://127.0.0.1:${await listen(pages, 0, '127.0.0.1')}/legacy`;
-});
+}, 60_000);
 
 afterAll(async () => {
   await browser?.close();
@@ -85,7 +85,7 @@ test('native: livekit-client publishes the camera into the room from the create 
   } finally {
     await page.close();
   }
-});
+}, 90_000);
 
 test('webrtc (source): the page offers, the gateway answers and relays at the clip rate; closing the page ends the stream', async () => {
   const page = await openPage();
@@ -134,7 +134,7 @@ test('webrtc (source): the page offers, the gateway answers and relays at the cl
   } finally {
     if (!closed) await page.close();
   }
-});
+}, 90_000);
 
 test('webrtc (deprecated top-level offer, frame mode): results arrive; closing the peer connection ends the stream', async () => {
   const page = await openPage();
@@ -166,7 +166,7 @@ test('webrtc (deprecated top-level offer, frame mode): results arrive; closing t
   } finally {
     await page.close();
   }
-});
+}, 90_000);
 
 test('webrtc: an offer whose video is H264 only, or garbage, is refused with 422 before any stream is left behind', async () => {
   const page = await openPage();
@@ -191,4 +191,4 @@ test('webrtc: an offer whose video is H264 only, or garbage, is refused with 422
   } finally {
     await page.close();
   }
-});
+}, 90_000);

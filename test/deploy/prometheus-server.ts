@@ -46,7 +46,6 @@ export interface PrometheusServer {
 
 export async function startPrometheus(opts: { job: string; targets: string[]; ruleFiles: string[] }): Promise<PrometheusServer> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-prometheus-'));
-  const port = await freePort();
   const configFile = path.join(dir, 'prometheus.yml');
   fs.writeFileSync(
     configFile,
@@ -56,34 +55,44 @@ export async function startPrometheus(opts: { job: string; targets: string[]; ru
       scrape_configs: [{ job_name: opts.job, static_configs: [{ targets: opts.targets }] }],
     }),
   );
-  const child = spawn('prometheus', [`--config.file=${configFile}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  live.add(child);
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => (live.delete(child), resolve())));
-  const spawnError = new Promise<Error>((resolve) => child.once('error', resolve));
+  let child: ChildProcess | undefined;
+  let exited = Promise.resolve();
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
     fs.rmSync(dir, { recursive: true, force: true });
   };
 
-  const url = `http://127.0.0.1:${port}`;
-  const api = async <T>(p: string): Promise<{ status: string; data: T; error?: string }> => (await fetch(`${url}${p}`)).json() as Promise<{ status: string; data: T; error?: string }>;
-  try {
-    for (const until = Date.now() + 30_000; ; await new Promise((r) => setTimeout(r, 100))) {
-      const failed = await Promise.race([spawnError, new Promise<undefined>((r) => setTimeout(r, 0))]);
-      if (failed) throw new Error(`prometheus could not start (${failed.message}): install Debian's prometheus package (.ci/run does)`);
-      if (child.exitCode !== null) throw new Error(`prometheus exited (${child.exitCode}): ${stderr}`);
-      if (await fetch(`${url}/-/ready`).then((r) => r.ok, () => false)) break;
-      if (Date.now() > until) throw new Error(`prometheus not ready after 30 s: ${stderr}`);
+  let url = '';
+  // A port probed free may be taken before Prometheus binds it (it then exits): another one, a few times.
+  for (let attempt = 0; ; attempt++) {
+    url = `http://127.0.0.1:${await freePort()}`;
+    const c = spawn('prometheus', [`--config.file=${configFile}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, `--web.listen-address=${url.slice('http://'.length)}`, '--log.level=warn'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    child = c;
+    live.add(c);
+    let stderr = '';
+    c.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+    exited = new Promise<void>((resolve) => c.once('exit', () => (live.delete(c), resolve())));
+    const spawnError = new Promise<Error>((resolve) => c.once('error', resolve));
+    try {
+      for (const until = Date.now() + 30_000; ; await new Promise((r) => setTimeout(r, 100))) {
+        const failed = await Promise.race([spawnError, new Promise<undefined>((r) => setTimeout(r, 0))]);
+        if (failed) throw new Error(`prometheus could not start (${failed.message}): install Debian's prometheus package (.ci/run does)`);
+        if (c.exitCode !== null) throw Object.assign(new Error(`prometheus exited (${c.exitCode}): ${stderr}`), { portTaken: /address already in use/i.test(stderr) });
+        if (await fetch(`${url}/-/ready`).then((r) => r.ok, () => false)) break;
+        if (Date.now() > until) throw new Error(`prometheus not ready after 30 s: ${stderr}`);
+      }
+      break;
+    } catch (err) {
+      if ((err as { portTaken?: boolean }).portTaken && attempt < 2) continue;
+      await stop();
+      throw err;
     }
-  } catch (err) {
-    await stop();
-    throw err;
   }
+
+  const api = async <T>(p: string): Promise<{ status: string; data: T; error?: string }> => (await fetch(`${url}${p}`)).json() as Promise<{ status: string; data: T; error?: string }>;
   return {
     url,
     async query(expr) {

@@ -7,6 +7,7 @@ import { createLogger } from '../../src/lib/logger';
 import { startEmulator } from '../../src/emulator/server';
 import type { RunningEmulator } from '../../src/emulator/server';
 import { http, KEY, KEY_B, KEY_BROKE, KEY_REVOKED, sleep } from '../helpers/stack';
+import { deadline, until } from '../helpers/time';
 
 const STREAM_FIELDS = [
   'audio',
@@ -28,6 +29,8 @@ const STREAM_FIELDS = [
   'ttl_seconds',
 ];
 
+const TOMBSTONE_S = 3;
+
 async function start(overrides: Record<string, unknown> = {}): Promise<RunningEmulator> {
   const cfg = loadConfig({
     env: {},
@@ -43,7 +46,9 @@ const publish = (url: string, id: string, body: Record<string, unknown> = { fps:
 describe('emulator streams', () => {
   let emu: RunningEmulator;
   beforeAll(async () => {
-    emu = await start({ leaseTtlSeconds: 2, tombstoneSeconds: 1 });
+    // A tombstone well past the reads made while it lasts (a loaded machine's pause must not end it
+    // between two of them); its end is waited for on the emulator's own timer order.
+    emu = await start({ leaseTtlSeconds: 2, tombstoneSeconds: TOMBSTONE_S });
   });
   afterAll(() => emu.close());
 
@@ -80,8 +85,13 @@ describe('emulator streams', () => {
   test('rules 2, 3, 6: frames give the three axes; stream time grows from the first frame; indices are lifetime indices', async () => {
     const { id } = await create(emu.url);
     expect((await publish(emu.url, id)).status).toBe(201);
-    await sleep(800);
-    const s = (await http(emu.url, 'GET', `/v1beta/streams/${id}`)).body as Record<string, any>;
+    // Kept alive while waiting (the lease is 2 s here): a loaded machine is slow, not wrong.
+    const read = async () => {
+      await http(emu.url, 'POST', `/v1beta/streams/${id}/keepalive`);
+      return (await http(emu.url, 'GET', `/v1beta/streams/${id}`)).body as Record<string, any>;
+    };
+    let s: Record<string, any> = {};
+    await deadline(until(async () => ((s = await read()).last_frame_index ?? -1) >= 4, 50), 10_000, 'five frames');
     expect(s.first_frame_at_ms).toBeGreaterThanOrEqual(s.created_at_ms);
     expect(s.last_frame_at_ms).toBeGreaterThanOrEqual(s.first_frame_at_ms);
     expect(s.first_available_frame_index).toBe(0);
@@ -90,7 +100,8 @@ describe('emulator streams', () => {
     expect(s.recent_fps).toBeGreaterThan(0);
     expect(s.stream_time_ms).toBeGreaterThanOrEqual(s.last_frame_at_ms - s.first_frame_at_ms);
     await sleep(200);
-    const later = (await http(emu.url, 'GET', `/v1beta/streams/${id}`)).body as Record<string, any>;
+    const later = await read();
+    expect(later.state).toBe('active');
     expect(later.stream_time_ms).toBeGreaterThan(s.stream_time_ms);
     await http(emu.url, 'DELETE', `/v1beta/streams/${id}`);
   });
@@ -138,7 +149,8 @@ describe('emulator streams', () => {
     // The snapshot does not move.
     await sleep(200);
     expect((await http(emu.url, 'GET', `/v1beta/streams/${id}`)).body).toEqual(ended);
-    await sleep(1000);
+    // Past the tombstone: its timer (armed at the end, in this process) fires before this later one.
+    await sleep(ended.ended_at_ms + TOMBSTONE_S * 1000 + 100 - Date.now());
     expect((await http(emu.url, 'GET', `/v1beta/streams/${id}`)).status).toBe(404);
   });
 

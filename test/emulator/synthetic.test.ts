@@ -5,6 +5,7 @@ import { i420ToRgb } from '../../src/emulator/frames/codec';
 import { decodePattern } from '../../src/emulator/frames/pattern';
 import type { RawFrame } from '../../src/emulator/frames/types';
 import { SyntheticPublisher } from '../../src/emulator/synthetic';
+import { waitUntil } from '../helpers/util';
 
 const timeouts = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
 
@@ -123,7 +124,8 @@ describe('SyntheticPublisher', () => {
       onError: (err) => errors.push(err),
     });
     pub.start();
-    await sleep(150);
+    // Two frames at least (every other sink call throws): waited for, not assumed of 150 ms.
+    await waitUntil(() => pub.errors > 0 && pub.framesSent > 0, 10_000);
     pub.stop();
     expect(pub.errors).toBeGreaterThan(0);
     expect(pub.framesSent).toBeGreaterThan(0);

@@ -76,11 +76,49 @@ export class FakeClock implements Clock {
 export const settle = () => new Promise<void>((r) => setImmediate(r));
 
 /**
- * Moves `clock` on `stepMs` at a time, letting real I/O (sockets, an upstream's answers) run between
- * steps, until `done` holds; throws after `maxSteps` instead of hanging.
+ * Counts the calls of `target`'s methods (an upstream client's) whose promises have not settled yet,
+ * by wrapping its prototype's methods on the instance. A test moving fake time waits until none is
+ * running before the next step (`driveUntil`'s `idle`): a real answer takes no fake time, however
+ * slow a loaded machine makes it; otherwise fake time races ahead of it and fires tick deadlines,
+ * skips ticks and lapses leases that a correct gateway would never reach.
  */
-export async function driveUntil(clock: FakeClock, done: () => boolean, { stepMs = 50, maxSteps = 800 } = {}): Promise<void> {
+export function callsInFlight(target: object): () => number {
+  let running = 0;
+  for (let proto = Object.getPrototypeOf(target) as object | null; proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto) as object | null) {
+    for (const name of Object.getOwnPropertyNames(proto)) {
+      const method = Object.getOwnPropertyDescriptor(proto, name)?.value as unknown;
+      if (name === 'constructor' || typeof method !== 'function' || Object.prototype.hasOwnProperty.call(target, name)) continue;
+      Object.defineProperty(target, name, {
+        configurable: true,
+        writable: true,
+        value(this: unknown, ...args: unknown[]) {
+          const out = (method as (...a: unknown[]) => unknown).apply(this, args);
+          if (out instanceof Promise) {
+            running++;
+            const done = () => void running--;
+            out.then(done, done);
+          }
+          return out;
+        },
+      });
+    }
+  }
+  return () => running;
+}
+
+/** Waits in real time (no fake time passes) until `idle` holds, at most `boundMs` (then the step goes ahead). */
+export async function quiesce(idle: () => boolean, boundMs = 10_000): Promise<void> {
+  for (const until = Date.now() + boundMs; !idle() && Date.now() < until; ) await sleep(2);
+}
+
+/**
+ * Moves `clock` on `stepMs` at a time, letting real I/O (sockets, an upstream's answers) run between
+ * steps, until `done` holds; throws after `maxSteps` instead of hanging. `idle`: before each step,
+ * wait until it holds (no upstream call running, `callsInFlight`).
+ */
+export async function driveUntil(clock: FakeClock, done: () => boolean, { stepMs = 50, maxSteps = 800, idle }: { stepMs?: number; maxSteps?: number; idle?: () => boolean } = {}): Promise<void> {
   for (let i = 0; i < maxSteps && !done(); i++) {
+    if (idle) await quiesce(idle);
     clock.advance(stepMs);
     for (let j = 0; j < 10 && !done(); j++) await settle();
     if (!done()) await sleep(4);

@@ -5,7 +5,10 @@
  * Each replica can be signalled (SIGKILL, SIGSTOP, SIGCONT, SIGTERM, SIGINT) and restarted on its port;
  * Redis can be paused (SIGSTOP) and restarted with or without its data (`redisArgs` adds e.g. AOF);
  * the emulator takes extra config (`emulatorConfig`: more accounts). `stop()` ends everything,
- * and node-process.ts / redis.ts SIGKILL whatever is left when this process exits.
+ * and node-process.ts / redis.ts SIGKILL whatever is left when this process exits. Processes bind
+ * port 0 and name the port they got in their "listening" log line (a port probed free and bound
+ * later by another process can be taken in between); a replica restarts on the port it had. At a
+ * log level that does not print that line (a bench's `warn`), replicas get a probed free port.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -15,6 +18,7 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import WebSocket from 'ws';
 import { mergeDeep } from '../../src/config';
+import { resultId } from '../../src/gateway/legacy/ownership';
 import { runNode } from './node-process';
 import type { NodeProcess } from './node-process';
 import { startRedis } from './redis';
@@ -140,6 +144,26 @@ function cpuSecondsOf(pid: number | undefined): number {
   }
 }
 
+/** The port a process bound, from its first log line starting with `prefix` (which carries `port`). */
+async function listeningPort(proc: NodeProcess, prefix: string, what: string, timeoutMs = 30_000): Promise<number> {
+  const line = proc.line(prefix);
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const port = await Promise.race([
+      line.then((l) => Number(l.port)),
+      proc.exited.then((e) => Promise.reject(new Error(`${what} exited (${e.code ?? e.signal}) before it listened: ${proc.stderr().slice(-2000)}`))),
+      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} not listening after ${timeoutMs} ms: ${proc.stderr().slice(-2000)}`)), timeoutMs))),
+    ]);
+    if (!Number.isInteger(port) || port <= 0) throw new Error(`${what} logged no port in its "${prefix}" line`);
+    return port;
+  } catch (err) {
+    proc.child.kill('SIGKILL');
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Waits until `url` answers 2xx, or fails with the process's stderr when it exits first. */
 async function healthy(url: string, proc: NodeProcess, what: string, timeoutMs = 30_000): Promise<void> {
   let exited: { code: number | null; signal: string | null } | undefined;
@@ -178,7 +202,6 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
   try {
     if (opts.store !== 'memory') redis = await startRedis(['--maxmemory-policy', 'noeviction', ...(opts.redisArgs ?? [])]);
     const pub = opts.publisher === false ? undefined : (opts.publisher ?? DEFAULT_PUBLISHER);
-    const emuPort = await freePort();
     const defaults = JSON.parse(fs.readFileSync(DEFAULTS_FILE, 'utf8')) as Record<string, unknown>;
     const layered = (name: string, over: Record<string, unknown> | undefined) => {
       const file = path.join(dir, name);
@@ -187,7 +210,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     };
     const emulator = runNode(opts.main, ['emulator', '--config', layered('emulator.json', opts.emulatorConfig)], {
       ...BASE_ENV(),
-      EMULATOR_PORT: String(emuPort),
+      EMULATOR_PORT: '0',
       EMULATOR_HOST: '127.0.0.1',
       EMULATOR_CONTROL_API: 'true',
       EMULATOR_AUTO_PUBLISH: String(pub !== undefined),
@@ -196,17 +219,22 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
         EMULATOR_AUTO_PUBLISH_WIDTH: String(pub.width),
         EMULATOR_AUTO_PUBLISH_HEIGHT: String(pub.height),
       }),
-      LOG_LEVEL: 'warn',
+      // Info: its "emulator listening" line names the port (it logs little else at this level).
+      LOG_LEVEL: 'info',
       ...opts.emulatorEnv,
     }, { keepLines: false, keepText: false });
     started.push(emulator);
-    const emulatorUrl = `http://127.0.0.1:${emuPort}`;
+    const emulatorUrl = `http://127.0.0.1:${await listeningPort(emulator, 'emulator listening', 'emulator')}`;
     await healthy(`${emulatorUrl}/healthz`, emulator, 'emulator');
 
     const configFile = layered('replica.json', opts.config);
-    for (const id of opts.ids ?? ['A', 'B', 'C']) replicas.push(await startReplica(id, await freePort()));
+    const logLevel = opts.logLevel ?? 'info';
+    const announcesPort = ['info', 'debug', 'trace'].includes(logLevel);
+    const replicaPort = async () => (announcesPort ? undefined : await freePort());
+    for (const id of opts.ids ?? ['A', 'B', 'C']) replicas.push(await startReplica(id, await replicaPort()));
 
-    async function startReplica(id: string, port: number): Promise<Replica> {
+    /** `port` undefined: port 0, and the one the process got from then on (restarts keep it). */
+    async function startReplica(id: string, port: number | undefined): Promise<Replica> {
       const lines: Record<string, unknown>[] = [];
       const launch = async () => {
         const proc = runNode(
@@ -217,9 +245,9 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
             ...(redis ? { REDIS_URL: redis.url, GATEWAY_SECRET: FLEET_SECRET } : {}),
             GATEWAY_ID: id,
             UPSTREAM_URL: emulatorUrl,
-            PORT: String(port),
+            PORT: String(port ?? 0),
             HOST: '127.0.0.1',
-            LOG_LEVEL: opts.logLevel ?? 'info',
+            LOG_LEVEL: logLevel,
             ...opts.env,
           },
           // One list across restarts, beside the current process's own.
@@ -233,14 +261,17 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
             },
           },
         );
+        port ??= await listeningPort(proc, 'gateway listening', `replica ${id}`);
         await healthy(`http://127.0.0.1:${port}/healthz`, proc, `replica ${id}`);
         return proc;
       };
+      const proc = await launch();
+      const bound = port!;
       const r: Replica = {
         id,
-        port,
-        url: `http://127.0.0.1:${port}`,
-        proc: await launch(),
+        port: bound,
+        url: `http://127.0.0.1:${bound}`,
+        proc,
         lines,
         line: (prefix) => r.proc.line(prefix),
         kill: (signal) => void r.proc.child.kill(signal),
@@ -278,7 +309,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
       },
       async addReplica(id) {
         if (replicas.some((x) => x.id === id)) throw new Error(`replica ${id} exists already`);
-        const r = await startReplica(id, await freePort());
+        const r = await startReplica(id, await replicaPort());
         replicas.push(r);
         return r;
       },
@@ -404,18 +435,40 @@ export function longestGap(received: readonly Received[], fromMs: number): numbe
 }
 
 /**
- * Tick numbers missing between the first and last result received, with the tick of each result
- * taken as floor((arrival − gridStartMs) / interval): a result arrives after its tick was due and
- * before the next one (inference is far shorter than the interval in these runs).
+ * The tick each result id names (-1: none of the first `maxTick`): a result's id is
+ * `resultId(streamId, tick)`, so this is exact however late a loaded machine delivered it.
  */
-export function missedTicks(received: readonly Received[], gridStartMs: number, intervalMs: number): number[] {
-  const ticks = new Set(received.map((r) => Math.floor((r.atMs - gridStartMs) / intervalMs)));
+export function tickNumbers(ids: readonly string[], streamId: string, maxTick = 100_000): number[] {
+  const wanted = new Set(ids);
+  const tickOf = new Map<string, number>();
+  for (let n = 0; n <= maxTick && tickOf.size < wanted.size; n++) {
+    const id = resultId(streamId, n);
+    if (wanted.has(id)) tickOf.set(id, n);
+  }
+  return ids.map((id) => tickOf.get(id) ?? -1);
+}
+
+/** Ticks missing between the first and last result received (each result's tick from its id, not from when it arrived). */
+export function missedTicks(received: readonly Received[], streamId: string): number[] {
+  const ticks = new Set(tickNumbers(received.map((r) => r.id), streamId).filter((n) => n >= 0));
   if (ticks.size === 0) return [];
   const lo = Math.min(...ticks);
   const hi = Math.max(...ticks);
   const missing: number[] = [];
   for (let n = lo; n <= hi; n++) if (!ticks.has(n)) missing.push(n);
   return missing;
+}
+
+/**
+ * The longest stretch of the stream's own schedule without a result, in ticks (1: none missed):
+ * the gap a client sees, without the delivery delays a loaded machine adds to arrival times.
+ */
+export function longestTickGap(ids: readonly string[], streamId: string): number {
+  const ticks = [...new Set(tickNumbers(ids, streamId))].sort((a, b) => a - b);
+  if (ticks[0] === -1) throw new Error(`a result id of ${streamId} names no tick`);
+  let gap = 0;
+  for (let i = 1; i < ticks.length; i++) gap = Math.max(gap, ticks[i]! - ticks[i - 1]!);
+  return gap;
 }
 
 /** POST /v0.2/streams on `baseUrl`; the stream id, or the answer when it is not 201. */

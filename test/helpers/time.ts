@@ -1,4 +1,7 @@
-/** Real-time waits for tests: the one `sleep`, and a bound that turns a hang into a failure. */
+/**
+ * Real-time waits for tests: the one `sleep`, a poll that waits for an event (`until`), and a bound
+ * that turns a hang into a failure (`deadline`).
+ */
 
 /** Resolves after `ms`; the timer never holds the process. Never assert on how long it took. */
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
@@ -12,4 +15,9 @@ export function deadline<T>(p: Promise<T>, ms: number, what: string): Promise<T>
       t = setTimeout(() => reject(new Error(`${what}: still pending after ${ms} ms`)), ms);
     }),
   ]);
+}
+
+/** Polls `check` every `everyMs` until it holds (waiting for an event, not a time); bound it with `deadline`. */
+export async function until(check: () => boolean | Promise<boolean>, everyMs = 100): Promise<void> {
+  while (!(await check())) await sleep(everyMs);
 }

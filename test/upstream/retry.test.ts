@@ -166,7 +166,8 @@ describe('Retrier.run', () => {
     ).rejects.toMatchObject({ name: 'AbortError' });
     clearTimeout(timer);
     expect(attempts).toBe(1);
-    expect(performance.now() - started).toBeLessThan(1000);
+    // Cut by the abort, far before the 10 s wait would end (a generous margin for a loaded machine).
+    expect(performance.now() - started).toBeLessThan(5000);
   });
 
   it('does not start when already aborted', async () => {

@@ -160,16 +160,24 @@ describe('analyze: prose and tails', () => {
 
   it('decodes a 10-frame 320x240 window quickly, and reuses cached stats', async () => {
     const frames = await patternFrames(window(0, 10, 100), 320, 240);
-    const cache = new WeakMap<Buffer, FrameStats | null>();
+    /** Counts the frames decoded (each decode stores its stats once). */
+    class CountingCache extends WeakMap<Buffer, FrameStats | null> {
+      stored = 0;
+      override set(key: Buffer, value: FrameStats | null): this {
+        this.stored++;
+        return super.set(key, value);
+      }
+    }
+    const cache = new CountingCache();
     const t0 = performance.now();
     const first = await analyze({ prompt: 'x', contexts: [video(frames)], variant: 'mini' }, { cache });
     const cold = performance.now() - t0;
-    const t1 = performance.now();
+    expect(cache.stored).toBe(10);
     const second = await analyze({ prompt: 'x', contexts: [video(frames)], variant: 'mini' }, { cache });
-    const warm = performance.now() - t1;
     expect(second.text).toBe(first.text);
     expect(cache.has(frames[0]!.jpeg)).toBe(true);
-    expect(warm).toBeLessThan(cold);
+    // Reused, not decoded again (counted, not timed: a loaded machine's pause can make any run slower).
+    expect(cache.stored).toBe(10);
     expect(cold).toBeLessThan(1000); // a few ms on a normal machine; generous for loaded CI
   });
 });

@@ -12,6 +12,7 @@ import type { RawFrame } from '../../../src/emulator/frames/types';
 import { mintPublishToken, mintSubscribeToken } from '../../../src/emulator/room';
 import { TEST_KEYS, signRoomJwt, sleep, startRoomHarness } from './harness';
 import type { RoomHarness } from './harness';
+import { deadline, until } from '../../helpers/time';
 
 let h: RoomHarness;
 
@@ -141,9 +142,10 @@ test('publishes I420 frames that arrive decoded with their pattern, size changes
     expect(h.server.stats('stream-pub')!.framesIn).toBe(sink.count);
     console.log(`rtc-node 320x240@10: first frame ${firstFrameMs} ms after connect start, ${fps} fps received; sizes ${JSON.stringify([...sink.sizes])}`);
 
-    // The publisher leaving ends nothing else: the room stays, frames just stop.
+    // The publisher leaving ends nothing else: the room stays, frames just stop (once the room has
+    // seen it leave; frames already on their way may land before).
     await pub.close();
-    await sleep(300);
+    await deadline(until(() => h.server.stats('stream-pub')?.publishers === 0, 20), 10_000, 'the room saw the publisher leave');
     const after = sink.count;
     await sleep(500);
     expect(sink.count).toBe(after);
@@ -151,7 +153,7 @@ test('publishes I420 frames that arrive decoded with their pattern, size changes
   } finally {
     await pub.close().catch(() => undefined);
   }
-});
+}, 90_000);
 
 test('a 1280x720 simulcast publication arrives at full size from the start (top layer accepted)', async () => {
   const sink = h.openRoom('stream-720');
@@ -171,7 +173,7 @@ test('a 1280x720 simulcast publication arrives at full size from the start (top 
   } finally {
     await pub.close().catch(() => undefined);
   }
-});
+}, 90_000);
 
 test('subscribers receive the published video: joined before, after, on request, and across publishers', async () => {
   const sink = h.openRoom('stream-sub');
@@ -227,7 +229,7 @@ test('subscribers receive the published video: joined before, after, on request,
   } finally {
     await Promise.all([pub, next, early, late, manual].map((c) => c.close().catch(() => undefined)));
   }
-});
+}, 90_000);
 
 test('a token that may publish and subscribe publishes over /rtc (two peer connections)', async () => {
   const sink = h.openRoom('stream-both');
@@ -243,7 +245,7 @@ test('a token that may publish and subscribe publishes over /rtc (two peer conne
   } finally {
     await pub.close().catch(() => undefined);
   }
-});
+}, 90_000);
 
 test('refuses bad, expired and wrong-grant tokens and unknown rooms', async () => {
   h.openRoom('stream-auth');
@@ -260,4 +262,4 @@ test('refuses bad, expired and wrong-grant tokens and unknown rooms', async () =
     await room.disconnect().catch(() => undefined);
   }
   expect(h.server.stats('stream-auth')).toBeUndefined();
-});
+}, 90_000);

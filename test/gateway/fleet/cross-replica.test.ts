@@ -9,7 +9,9 @@ import { recordResults } from '../../helpers/fleet';
 import type { Replica, ResultsRecorder } from '../../helpers/fleet';
 import { KEY, KEY_B, deadline, frameBody, http, ownerOf, reinfer, slotsOfKey, tail, until, useFleet } from './fleet-test';
 
-const fleet = useFleet();
+// A 4 fps publisher: one frame is 250 ms, so a reinfer's "within one frame" of its result holds
+// however late a loaded machine lets the upstream resolve a tick's window after it was sent.
+const fleet = useFleet({ publisher: { fps: 4, width: 160, height: 120 } });
 
 test('create on A; sockets on A, B, C; keepalive on B then C; prompt on C; DELETE on B closes all', async () => {
   const [a, b, c] = ['A', 'B', 'C'].map((r) => fleet().replica(r)) as [Replica, Replica, Replica];

@@ -8,9 +8,10 @@ import type { Fleet, FleetOptions, ResultsRecorder } from '../../helpers/fleet';
 import { keyHash } from '../../../src/lib/keys';
 import { useMainBundle } from '../../helpers/main-bundle';
 import { KEY, sleep } from '../../helpers/stack';
+import { until } from '../../helpers/time';
 
 export { KEY, KEY_B, http, frameBody, reinfer, tail } from '../../helpers/stack';
-export { deadline } from '../../helpers/time';
+export { deadline, until } from '../../helpers/time';
 export { sleep };
 
 /** A fleet for the enclosing describe block (or file): started before its tests, stopped after. */
@@ -36,11 +37,6 @@ export async function ownerOf(fleet: Fleet, streamId: string): Promise<string> {
 /** Slots held by the test key across the fleet (the key's slot set in Redis). */
 export async function slotsOfKey(fleet: Fleet, key = KEY): Promise<number> {
   return Number(await fleet.redisCall('ZCARD', `lg:slots:{${keyHash(key)}}`));
-}
-
-/** Polls `check` until it answers true (every 100 ms); bound it with `deadline`. */
-export async function until(check: () => Promise<boolean> | boolean): Promise<void> {
-  while (!(await check())) await sleep(100);
 }
 
 /**

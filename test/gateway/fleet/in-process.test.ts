@@ -2,9 +2,10 @@
  * A fleet in one process: two or three real gateways (loopback, port 0) sharing ONE MemoryStore
  * (the cross-replica and fencing groups also on a real redis-server, one connection per replica)
  * and one FakeClock, in front of one real emulator. The fleet's loops (heartbeat, sweep, failover,
- * reconcile), leases and ticks run on the fake clock; outcomes are read from events (results on
- * sockets, closes, store state), never from elapsed time. Upstream deletes are counted by a plain
- * forwarding server in front of the emulator.
+ * reconcile), leases and ticks run on the fake clock, which moves only while no upstream call is
+ * running (an answer takes no fake time, however slow a loaded machine makes it); outcomes are read
+ * from events (results on sockets, closes, store state), never from elapsed time. Upstream deletes
+ * are counted by a plain forwarding server in front of the emulator.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,7 +14,6 @@ import { loadConfig, mergeDeep } from '../../../src/config';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
-import { resultId } from '../../../src/gateway/legacy/ownership';
 import type { MediaRelay } from '../../../src/gateway/legacy/session-ports';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
@@ -22,13 +22,14 @@ import { RedisStore } from '../../../src/gateway/store/redis';
 import type { Store } from '../../../src/gateway/store/store';
 import { keyHash } from '../../../src/lib/keys';
 import { createLogger } from '../../../src/lib/logger';
-import { FakeClock, settle } from '../../helpers/fake-clock';
+import { tickNumbers as ticksOfIds } from '../../helpers/fleet';
+import { FakeClock, callsInFlight, driveUntil as driveClock, quiesce, settle } from '../../helpers/fake-clock';
 import { KEY, KEY_B, frameBody, http as call, openResults } from '../../helpers/stack';
 import type { ResultSocket } from '../../helpers/stack';
 import { logLines } from '../../helpers/log-lines';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
-import { sleep } from '../../helpers/time';
+import { deadline, sleep, until as poll } from '../../helpers/time';
 import { slotsInUse } from '../../helpers/store-ops';
 
 const SECRET = 'fleet-test-secret-0123456789abcdef';
@@ -90,6 +91,8 @@ interface Fleet {
   ended: string[];
   fenced: string[];
   adopted: string[];
+  /** No replica has an upstream call running. */
+  idle(): boolean;
   close(): Promise<void>;
 }
 
@@ -116,6 +119,7 @@ async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOpt
   const fenced: string[] = [];
   const adopted: string[] = [];
   const replicas: Replica[] = [];
+  const running: (() => number)[] = [];
   for (const id of ids) {
     const cfg: Config = loadConfig({
       env: {},
@@ -136,6 +140,7 @@ async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOpt
         sessionAdopted: (streamId, how) => void adopted.push(`${id}:${how}:${streamId}`),
       },
     });
+    running.push(callsInFlight(gw.gateway.upstream));
     replicas.push({ id, gw, url: gw.url });
   }
   return {
@@ -145,6 +150,7 @@ async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOpt
     ended,
     fenced,
     adopted,
+    idle: () => running.every((n) => n() === 0),
     async close() {
       for (const r of replicas) await r.gw.close(2000);
       await memory?.close();
@@ -154,32 +160,23 @@ async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOpt
 }
 
 /**
- * Moves fake time in small steps, letting real I/O (emulator answers, sockets) run in between,
- * until `done` holds. Fails instead of hanging.
+ * Moves fake time in 50 ms steps, each once no upstream call is running, letting real I/O (emulator
+ * answers, sockets) run in between, until `done` holds. Fails instead of hanging.
  */
-async function driveUntil(f: Fleet, done: () => boolean, maxSteps = 800, stepMs = 50): Promise<void> {
-  for (let i = 0; i < maxSteps && !done(); i++) {
-    f.clock.advance(stepMs);
-    for (let j = 0; j < 10 && !done(); j++) await settle();
-    if (!done()) await sleep(4);
-  }
-  expect(done()).toBe(true);
-}
+const driveUntil = (f: Fleet, done: () => boolean) => driveClock(f.clock, done, { idle: f.idle });
 
-/** Moves fake time `steps` × 50 ms with real I/O in between (to show that nothing more happens). */
+/** Moves fake time `steps` × 50 ms as `driveUntil` does (to show that nothing more happens). */
 async function drive(f: Fleet, steps: number): Promise<void> {
   for (let i = 0; i < steps; i++) {
+    await quiesce(f.idle);
     f.clock.advance(50);
     await settle();
     await sleep(4);
   }
 }
 
-/** Waits in real time (no fake time passes) until `done` holds. */
-async function until(done: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 400 && !(await done()); i++) await sleep(5);
-  expect(await done()).toBe(true);
-}
+/** Waits in real time (no fake time passes) until `done` holds; the bound turns a hang into a failure. */
+const until = (done: () => boolean | Promise<boolean>) => deadline(poll(done, 5), 10_000, 'the awaited state');
 
 async function create(r: Replica, key = KEY, prompt = 'Describe the frame'): Promise<string> {
   const res = await call(r.url, 'POST', '/v0.2/streams', { key, body: frameBody({ interval_seconds: INTERVAL_MS / 1000 }, { prompt }) });
@@ -188,10 +185,7 @@ async function create(r: Replica, key = KEY, prompt = 'Describe the frame'): Pro
 }
 
 /** Tick numbers of the results a socket got (the result id is derived from stream id + tick). */
-function tickNumbers(sock: ResultSocket, streamId: string): number[] {
-  const byId = new Map(Array.from({ length: 2000 }, (_, n) => [resultId(streamId, n), n]));
-  return sock.messages.map((m) => byId.get(m.id as string) ?? -1);
-}
+const tickNumbers = (sock: ResultSocket, streamId: string) => ticksOfIds(sock.messages.map((m) => String(m.id)), streamId);
 
 describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', (kind) => {
   let f: Fleet;

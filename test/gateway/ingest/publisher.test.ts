@@ -12,6 +12,7 @@ import { mintPublishToken, mintSubscribeToken } from '../../../src/emulator/room
 import { createLogger } from '../../../src/lib/logger';
 import { UpstreamPublisher } from '../../../src/gateway/ingest/publisher';
 import { TEST_KEYS, sleep, startRoomHarness } from '../../emulator/room/harness';
+import { deadline, until } from '../../helpers/time';
 import type { RoomHarness } from '../../emulator/room/harness';
 
 let h: RoomHarness;
@@ -80,10 +81,12 @@ test('publishes at the first frame; after the room drops it, reconnects with the
     await publisher.close();
   }
   expect(publisher.connected).toBe(false);
+  // Once the room has seen it leave, no frame of it arrives (frames already on their way may land before).
+  await deadline(until(() => h.server.stats('relay-up')?.publishers === 0, 20), 10_000, 'the room saw the publisher leave');
   const after = sink.count;
   await sleep(300);
   expect(sink.count).toBe(after);
-});
+}, 90_000);
 
 test('a room that refuses the token fails connect(), and close() is clean', async () => {
   h.openRoom('relay-refused');
@@ -97,4 +100,4 @@ test('a room that refuses the token fails connect(), and close() is clean', asyn
   expect(publisher.connected).toBe(false);
   await publisher.close();
   expect(publisher.reconnects).toBe(0);
-});
+}, 90_000);

@@ -2,7 +2,8 @@
  * The legacy /v0.2 interface end to end on real sockets: gateway + emulator, results naming the
  * right frames (the analyzer decodes the synthetic publisher's index pattern).
  */
-import { clipBody, frameBody, http, KEY, KEY_B, KEY_BROKE, KEY_REVOKED, openResults, sleep, startStack, tail } from '../../helpers/stack';
+import { clipBody, frameBody, http, KEY, KEY_B, KEY_BROKE, KEY_REVOKED, openResults, startStack, tail, useStack } from '../../helpers/stack';
+import { deadline, until } from '../../helpers/time';
 import type { Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
 import { slotsInUse } from '../../helpers/store-ops';
@@ -117,9 +118,11 @@ describe('legacy streams on the emulator', () => {
     const b = await openResults(s.url, id);
     await a.waitFor(3);
     await b.waitFor(3);
-    await sleep(100);
     const ids = (m: Record<string, unknown>[]) => m.map((r) => r.id);
-    const common = ids(b.messages).filter((x) => ids(a.messages).includes(x));
+    const commonIds = () => ids(b.messages).filter((x) => ids(a.messages).includes(x));
+    // Both sockets get each later result; which one hears of it first is a race: wait, do not sleep.
+    await deadline(until(() => commonIds().length >= 2, 10), 10_000, 'results on both sockets');
+    const common = commonIds();
     expect(common.length).toBeGreaterThanOrEqual(2);
     expect(ids(a.messages).filter((x) => common.includes(x))).toEqual(common);
     await http(s.url, 'DELETE', `/v0.2/streams/${id}`);
@@ -268,20 +271,6 @@ describe('legacy stream endings', () => {
     expect(await slotsInUse(s.gateway.gateway.store, keyHash(KEY))).toBe(0);
   });
 
-  test('402 mid-stream ends the stream with insufficient_credits', async () => {
-    const id = ((await http(s.url, 'POST', '/v0.2/streams', { key: KEY_B, body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string }).stream_id;
-    const keepalive = setInterval(() => void http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`, { key: KEY_B }), 300);
-    try {
-      const sock = await openResults(s.url, id, KEY_B);
-      await sock.waitFor(1);
-      await http(s.emulator.url, 'POST', '/_emulator/balance', { body: { api_key: KEY_B, balance_microcents: 0 } });
-      expect(await sock.closed).toEqual({ code: 1001, reason: 'insufficient_credits' });
-    } finally {
-      clearInterval(keepalive);
-      await http(s.emulator.url, 'POST', '/_emulator/balance', { body: { api_key: KEY_B, balance_microcents: 1_000_000_000 } });
-    }
-  });
-
   test('the upstream stream expiring ends the legacy stream', async () => {
     const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) })).body as { stream_id: string }).stream_id;
     const keepalive = setInterval(() => void http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`), 300);
@@ -291,6 +280,25 @@ describe('legacy stream endings', () => {
       expect(await sock.closed).toEqual({ code: 1001, reason: 'lease_expired' });
     } finally {
       clearInterval(keepalive);
+    }
+  });
+});
+
+describe('a legacy stream whose account runs dry', () => {
+  // The default lease: a 1 s one would race the client's keepalives on a loaded machine, and end
+  // the stream as lease_expired before the 402 could.
+  const stack = useStack();
+
+  test('402 mid-stream ends the stream with insufficient_credits', async () => {
+    const s = stack();
+    const id = ((await http(s.url, 'POST', '/v0.2/streams', { key: KEY_B, body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string }).stream_id;
+    try {
+      const sock = await openResults(s.url, id, KEY_B);
+      await sock.waitFor(1);
+      await http(s.emulator.url, 'POST', '/_emulator/balance', { body: { api_key: KEY_B, balance_microcents: 0 } });
+      expect(await sock.closed).toEqual({ code: 1001, reason: 'insufficient_credits' });
+    } finally {
+      await http(s.emulator.url, 'POST', '/_emulator/balance', { body: { api_key: KEY_B, balance_microcents: 1_000_000_000 } });
     }
   });
 });

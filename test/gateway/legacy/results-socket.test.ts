@@ -2,7 +2,7 @@
  * The results socket on its own: auth timeout, heartbeat, shedding a slow consumer without
  * blocking the others, and ordering — on a real HTTP server with the memory store.
  */
-import { sleep } from '../../helpers/time';
+import { deadline, sleep, until } from '../../helpers/time';
 import http from 'node:http';
 import WebSocket from 'ws';
 import { loadConfig } from '../../../src/config';
@@ -11,6 +11,7 @@ import { createLogger } from '../../../src/lib/logger';
 import { endEnvelope, resultEnvelope, resultsChannel, ResultsSockets } from '../../../src/gateway/legacy/results-socket';
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { sessionRecord } from '../../helpers/stack';
+import { waitUntil } from '../../helpers/util';
 
 const record = (streamId: string) => sessionRecord(streamId);
 
@@ -20,10 +21,14 @@ describe('ResultsSockets', () => {
   let store: MemoryStore;
   let sockets: ResultsSockets;
   let shed = 0;
+  /** Streams of the sockets that authenticated and subscribed, in order (the server's onOpen). */
+  const opened: string[] = [];
   const closedStreams: string[] = [];
 
   beforeAll(async () => {
-    const cfg = loadConfig({ env: {}, overrides: { legacy: { wsAuthTimeoutMs: 300, wsHeartbeatMs: 200, wsMaxBufferedBytes: 64 * 1024 } } });
+    // Short enough for quick tests, long enough that a loaded machine's pause (timers run before
+    // the socket data that was already waiting) neither times out an auth nor kills a live socket.
+    const cfg = loadConfig({ env: {}, overrides: { legacy: { wsAuthTimeoutMs: 1000, wsHeartbeatMs: 1000, wsMaxBufferedBytes: 64 * 1024 } } });
     store = new MemoryStore();
     await store.putSession(record('s1'));
     await store.putSession(record('hb'));
@@ -35,7 +40,7 @@ describe('ResultsSockets', () => {
         const rec = await store.getSession(streamId);
         return key === 'good' && rec ? { ok: true, record: rec } : { ok: false, reason: 'authentication failed' };
       },
-      hooks: { onShed: () => shed++, onClose: (id) => closedStreams.push(id) },
+      hooks: { onOpen: (id) => opened.push(id), onShed: () => shed++, onClose: (id) => closedStreams.push(id) },
     });
     server = http.createServer((_req, res) => res.end());
     server.on('upgrade', (req, socket, head) => {
@@ -56,10 +61,12 @@ describe('ResultsSockets', () => {
       ws.once('error', reject);
     });
   const closed = (ws: WebSocket) => new Promise<[number, string]>((r) => ws.once('close', (c, b) => r([c, b.toString()])));
-  const authed = async () => {
-    const ws = await open();
+  /** A socket whose key the server accepted and whose stream it subscribed (not a guess of how long that takes). */
+  const authed = async (path?: string) => {
+    const ws = await open(path);
+    const before = opened.length;
     ws.send(JSON.stringify({ api_key: 'good' }));
-    await sleep(50);
+    await deadline(until(() => opened.length > before, 5), 10_000, 'socket authenticated');
     return ws;
   };
 
@@ -81,9 +88,8 @@ describe('ResultsSockets', () => {
   });
 
   test('double slashes in the path are accepted; other paths are not taken', async () => {
-    const ws = await open('//v0.2//ws/streams/s1');
-    ws.send(JSON.stringify({ api_key: 'good' }));
-    await sleep(50);
+    const ws = await authed('//v0.2//ws/streams/s1');
+    expect(opened.at(-1)).toBe('s1');
     expect(ws.readyState).toBe(WebSocket.OPEN);
     ws.close();
     await expect(open('/v0.2/other')).rejects.toThrow();
@@ -96,7 +102,7 @@ describe('ResultsSockets', () => {
     a.on('message', (d) => got[0].push(d.toString()));
     b.on('message', (d) => got[1].push(d.toString()));
     for (let i = 0; i < 50; i++) await store.publish(resultsChannel('s1'), resultEnvelope(JSON.stringify({ i })));
-    await sleep(100);
+    await deadline(until(() => got[0].length >= 50 && got[1].length >= 50, 5), 10_000, 'every result on both sockets');
     const expected = Array.from({ length: 50 }, (_, i) => JSON.stringify({ i }));
     expect(got).toEqual([expected, expected]);
     const ends = [closed(a), closed(b)];
@@ -108,15 +114,11 @@ describe('ResultsSockets', () => {
   });
 
   test('a socket that answers no pings is terminated by the heartbeat', async () => {
-    const ws = await open('/v0.2/ws/streams/hb');
-    ws.send(JSON.stringify({ api_key: 'good' }));
-    await sleep(50);
+    const ws = await authed('/v0.2/ws/streams/hb');
     // Stop the client from answering pings: pause its TCP socket (nothing read, nothing answered).
     (ws as unknown as { _socket: { pause(): void } })._socket.pause();
-    const t0 = Date.now();
-    while (!closedStreams.includes('hb') && Date.now() - t0 < 3000) await sleep(50);
-    // Gone server-side (after two or three heartbeat periods of 200 ms; the loop gives up at 3 s).
-    expect(closedStreams).toContain('hb');
+    // Gone server-side (after two or three heartbeat periods; the bound only turns a hang into a failure).
+    await deadline(until(() => closedStreams.includes('hb'), 50), 10_000, 'the heartbeat terminated the socket');
     ws.terminate();
   });
 
@@ -133,8 +135,8 @@ describe('ResultsSockets', () => {
       await store.publish(resultsChannel('s1'), msg);
       if (i % 8 === 0) await sleep(0);
     }
-    const t0 = Date.now();
-    while (fastCount < 4000 && Date.now() - t0 < 3000) await sleep(20);
+    // Until the fast reader has it all, or (some were shed) a bound: a loaded machine reads late, not less.
+    await waitUntil(() => fastCount >= 4000, 10_000);
     expect(shed).toBeGreaterThan(0);
     // The reader keeps up (client and server share this process, so allow for a busy machine).
     expect(fastCount).toBeGreaterThanOrEqual(3600);

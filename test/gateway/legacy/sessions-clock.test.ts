@@ -1,9 +1,10 @@
 /**
  * LegacySessions on fake time: the real emulator and upstream client answer, but every lease,
  * keepalive, first-frame poll, tick and tick deadline of the sessions runs on a FakeClock the test
- * moves. Outcomes are read from events (results published, streams ended), never from elapsed time.
+ * moves, and only while no upstream call is running (an answer takes no fake time, however slow).
+ * Outcomes are read from events (results published, streams ended), never from elapsed time.
  */
-import { sleep } from '../../helpers/time';
+import { deadline, until } from '../../helpers/time';
 import { brandOf } from '../../../src/brand';
 import { loadConfig } from '../../../src/config';
 import type { Config } from '../../../src/config';
@@ -19,7 +20,7 @@ import { parseLegacy } from '../../../src/gateway/legacy/validate';
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { createLogger } from '../../../src/lib/logger';
 import { UpstreamClient } from '../../../src/upstream/client';
-import { FakeClock, settle } from '../../helpers/fake-clock';
+import { FakeClock, callsInFlight, driveUntil, quiesce, settle } from '../../helpers/fake-clock';
 import { KEY, frameBody, http } from '../../helpers/stack';
 
 const POLL_MS = 50;
@@ -33,6 +34,8 @@ interface Rig {
   upstream: UpstreamClient;
   ended: string[];
   upstreamErrors: number[];
+  /** No upstream call is running. */
+  idle(): boolean;
   close(): Promise<void>;
 }
 
@@ -63,6 +66,7 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
   const clock = new FakeClock(Date.now());
   const store = new MemoryStore();
   const upstream = new UpstreamClient({ baseUrl: emulator.url, brand, logger, retry: { scale: 0.01 } });
+  const running = callsInFlight(upstream);
   const catalog = new UpstreamCatalog(upstream, { modelsCacheMs: 60_000, accountCacheMs: 60_000, logger });
   const ended: string[] = [];
   const upstreamErrors: number[] = [];
@@ -84,6 +88,7 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
     upstream,
     ended,
     upstreamErrors,
+    idle: () => running() === 0,
     async close() {
       await sessions.closeAll();
       await upstream.close();
@@ -109,26 +114,20 @@ function results(r: Rig, streamId: string): LegacyResultMessage[] {
 }
 
 /**
- * Moves fake time one step at a time, letting real I/O (the emulator's answers) run in between,
- * until `done` holds. Fails instead of hanging.
+ * Moves fake time a first-frame poll at a time, each step once no upstream call is running, until
+ * `done` holds. Fails instead of hanging.
  */
-async function driveUntil(clock: FakeClock, stepMs: number, done: () => boolean, maxSteps = 400): Promise<void> {
-  for (let i = 0; i < maxSteps && !done(); i++) {
-    clock.advance(stepMs);
-    for (let j = 0; j < 20 && !done(); j++) await settle();
-    if (!done()) await sleep(2);
-  }
-  expect(done()).toBe(true);
-}
+const drive = (r: Rig, done: () => boolean) => driveUntil(r.clock, done, { stepMs: POLL_MS, maxSteps: 400, idle: r.idle });
 
 /** Waits (real time, for the emulator's answers) until `done` holds; fails instead of hanging. */
-async function waitFor(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !done(); i++) await sleep(5);
-  expect(done()).toBe(true);
-}
+const waitFor = (done: () => boolean) => deadline(until(done, 5), 10_000, 'the upstream answered');
 
-/** Lets requests in flight finish (no fake time passes). */
-const quiet = () => sleep(100);
+/** Lets upstream calls in flight finish, and what they set off (no fake time passes). */
+async function quiet(r: Rig): Promise<void> {
+  await quiesce(r.idle);
+  for (let i = 0; i < 10; i++) await settle();
+  await quiesce(r.idle);
+}
 
 const fault = (body: Record<string, unknown>) => http(emulator.url, 'POST', '/_emulator/faults', { body });
 
@@ -137,15 +136,15 @@ describe('LegacySessions on fake time', () => {
     const r = rig();
     const id = await create(r);
     const seen = results(r, id);
-    await driveUntil(r.clock, POLL_MS, () => seen.length >= 1);
-    await quiet();
+    await drive(r, () => seen.length >= 1);
+    await quiet(r);
     const n = seen.length;
     for (let i = 1; i <= 4; i++) {
       r.clock.advance(INTERVAL_MS);
       await waitFor(() => seen.length === n + i);
     }
     // Without time passing, no tick runs.
-    await quiet();
+    await quiet(r);
     expect(seen).toHaveLength(n + 4);
     expect(seen.every((m) => m.ok && m.stream_id === id)).toBe(true);
     expect(r.ended).toEqual([]);
@@ -156,7 +155,7 @@ describe('LegacySessions on fake time', () => {
     const r = rig();
     const id = await create(r);
     await fault({ model: '*', count: 5, status: 402, code: 'insufficient_credits' });
-    await driveUntil(r.clock, POLL_MS, () => r.ended.length > 0);
+    await drive(r, () => r.ended.length > 0);
     expect(r.ended).toEqual(['insufficient_credits']);
     expect(await r.store.getSession(id)).toMatchObject({ state: 'ended', endReason: 'insufficient_credits' });
     await r.close();
@@ -166,9 +165,9 @@ describe('LegacySessions on fake time', () => {
     const r = rig();
     const id = await create(r);
     const seen = results(r, id);
-    await driveUntil(r.clock, POLL_MS, () => seen.length >= 1);
+    await drive(r, () => seen.length >= 1);
     await http(emulator.url, 'POST', `/_emulator/streams/${id}/expire`);
-    await driveUntil(r.clock, POLL_MS, () => r.ended.length > 0);
+    await drive(r, () => r.ended.length > 0);
     expect(r.ended).toEqual(['lease_expired']);
     // The upstream stream is already gone: nothing is left to delete at shutdown.
     expect(r.sessions.undeletedUpstreamStreams).toEqual([]);
@@ -180,7 +179,7 @@ describe('LegacySessions on fake time', () => {
     const id = await create(r);
     const seen = results(r, id);
     await fault({ model: '*', count: 1, status: 422, code: 'frame_not_yet_produced' });
-    await driveUntil(r.clock, POLL_MS, () => seen.length >= 1);
+    await drive(r, () => seen.length >= 1);
     // The 422 was seen (and counted), yet left no result: the first one published is ok.
     expect(r.upstreamErrors).toEqual([422]);
     expect(seen[0]).toMatchObject({ ok: true, error: null });
@@ -193,7 +192,7 @@ describe('LegacySessions on fake time', () => {
     const id = await create(r);
     const seen = results(r, id);
     await fault({ model: 'local/analyzer', count: 3, status: 503 });
-    await driveUntil(r.clock, POLL_MS, () => seen.length >= 1);
+    await drive(r, () => seen.length >= 1);
     expect(seen[0]).toMatchObject({ ok: true, model_name: 'local/analyzer-mini' });
     await r.close();
   });
@@ -202,7 +201,7 @@ describe('LegacySessions on fake time', () => {
     const r = rig();
     const id = await create(r);
     const seen = results(r, id);
-    await driveUntil(r.clock, POLL_MS, () => seen.length >= 2);
+    await drive(r, () => seen.length >= 2);
     r.clock.advance(7_000);
     const rec = (await r.store.getSession(id))!;
     const ka = await r.sessions.keepalive(id, KEY, rec.accountId);
