@@ -297,6 +297,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   let closed: Promise<void> | undefined;
   /** The drain handed this replica's streams to others: its sockets close so that clients reconnect. */
   let handedOver = false;
+  /** Streams this replica ended on its way out (`server_shutdown`): their sockets say so, not 1012. */
+  const endedAtShutdown = new Set<string>();
   const media = opts.media ?? ingest;
 
   return {
@@ -339,16 +341,16 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       draining = true;
       // Handed-over streams leave this replica; what is left (webrtc, or no other replica) ends.
       handedOver = (await fleet?.drain(why)) ?? false;
-      await sessions.closeAll();
+      for (const id of await sessions.closeAll()) endedAtShutdown.add(id);
     },
     close() {
       closed ??= (async () => {
         draining = true;
         upstreamHealth.stop();
         await fleet?.stop();
-        await sessions.closeAll();
+        for (const id of await sessions.closeAll()) endedAtShutdown.add(id);
         await ingest?.close();
-        await sockets.close(handedOver ? LEGACY_CLOSES.replicaLeaving : undefined);
+        await sockets.close(handedOver ? LEGACY_CLOSES.replicaLeaving : undefined, endedAtShutdown);
         await rollup.stop();
         await sunset.close();
         await usage.close();

@@ -57,6 +57,7 @@ const close = (ws: WebSocket, c: LegacyClose) => ws.close(c.code, c.reason);
 export class ResultsSockets {
   private readonly wss: WebSocketServer;
   private readonly alive = new WeakMap<WebSocket, boolean>();
+  private readonly streamOf = new WeakMap<WebSocket, string>();
   private readonly heartbeat: NodeJS.Timeout;
 
   constructor(private readonly opts: ResultsSocketOptions) {
@@ -89,6 +90,7 @@ export class ResultsSockets {
   private accept(ws: WebSocket, streamId: string, ip: string): void {
     const { cfg, logger } = this.opts;
     this.alive.set(ws, true);
+    this.streamOf.set(ws, streamId);
     ws.on('pong', () => this.alive.set(ws, true));
     ws.on('error', (err) => logger.debug({ err, streamId }, 'results socket error'));
     const authTimer = setTimeout(() => close(ws, LEGACY_CLOSES.authTimeout), cfg.wsAuthTimeoutMs);
@@ -162,11 +164,15 @@ export class ResultsSockets {
     return this.wss.clients.size;
   }
 
-  /** Closes every socket (shutdown): 1001 with an end reason, or the close given (a handover's 1012). */
-  async close(how: string | LegacyClose = SERVER_SHUTDOWN): Promise<void> {
+  /**
+   * Closes every socket (shutdown): 1001 with an end reason, or the close given (a handover's 1012).
+   * Sockets of the `ended` streams close 1001 `server_shutdown` whatever the rest get: their end,
+   * published just before, may still be on its way from the store.
+   */
+  async close(how: string | LegacyClose = SERVER_SHUTDOWN, ended: ReadonlySet<string> = new Set()): Promise<void> {
     clearInterval(this.heartbeat);
     const c = typeof how === 'string' ? endClose(how) : how;
-    for (const ws of this.wss.clients) close(ws, c);
+    for (const ws of this.wss.clients) close(ws, ended.has(this.streamOf.get(ws) ?? '') ? endClose(SERVER_SHUTDOWN) : c);
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
   }
 }

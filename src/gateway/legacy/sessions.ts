@@ -291,12 +291,14 @@ export class LegacySessions {
   /**
    * Ends every live session, then deletes the upstream streams this process still owns (a failed
    * delete, an abandoned create) whose record is ended or gone: an active stream is its owner's,
-   * never deleted from here, whatever this process remembers (shutdown).
+   * never deleted from here, whatever this process remembers (shutdown). Returns the ids it ended.
    */
-  async closeAll(reason: string = this.reasons.serverShutdown): Promise<void> {
+  async closeAll(reason: string = this.reasons.serverShutdown): Promise<string[]> {
     this.local.close();
-    await Promise.all(this.local.ids().map((id) => this.end(id, reason)));
+    const ids = this.local.ids();
+    const ended = await Promise.all(ids.map((id) => this.end(id, reason)));
     await Promise.all(this.local.ownedStreams().map(([id, key]) => this.deleteLeftover(id, key)));
+    return ids.filter((_, i) => ended[i]);
   }
 
   private async deleteLeftover(streamId: string, apiKey: string): Promise<void> {

@@ -6,9 +6,9 @@
  * webrtc relay keeps them until the drain deadline (`DRAIN_TIMEOUT_MS`, short here); at the
  * deadline what it still holds is handed over or ended as at any shutdown, one log line per stream:
  * its sockets of streams that live on close 1012 `service_restart` (clients reconnect elsewhere),
- * the webrtc stream whose relay it holds ends `server_shutdown` everywhere, and it exits 0 leaving
- * nothing behind (slots, upstream streams, relays). A second signal means "now": the same steps at
- * once, long before the deadline.
+ * the webrtc stream whose relay it holds ends `server_shutdown` everywhere (its sockets on A too),
+ * and it exits 0 leaving nothing behind (slots, upstream streams, relays). A second signal means
+ * "now": the same steps at once, long before the deadline.
  */
 import { createStream, recordResults } from '../../helpers/fleet';
 import { startWebrtcSender } from '../../helpers/wrtc-sender';
@@ -41,13 +41,15 @@ describe('drain deadline', () => {
     await sender.answer((w.body as { webrtc: { sdp: string } }).webrtc.sdp);
     const wId = w.id!;
 
-    // On A: a socket of a stream A schedules, one of a stream B schedules. On B: the webrtc
-    // stream's socket (its relay is on A) and a second socket of n1.
+    // On A: a socket of a stream A schedules, one of a stream B schedules, one of the webrtc stream
+    // (ended by A itself at the deadline). On B: the webrtc stream's socket (its relay is on A) and a
+    // second socket of n1.
     const s1 = await recordResults(a.url, n1, KEY);
     const s2 = await recordResults(a.url, n2, KEY);
+    const swa = await recordResults(a.url, wId, KEY);
     const sw = await recordResults(b.url, wId, KEY);
     const s1b = await recordResults(b.url, n1, KEY);
-    await deadline(Promise.all([s1, s2, sw, s1b].map((s) => s.waitFor(2))), 30_000, 'first results');
+    await deadline(Promise.all([s1, s2, swa, sw, s1b].map((s) => s.waitFor(2))), 30_000, 'first results');
 
     const termAt = Date.now();
     a.kill('SIGTERM');
@@ -55,7 +57,7 @@ describe('drain deadline', () => {
     // it holds however late a loaded machine looks (the deadline may have passed by then): results
     // on A's sockets after the SIGTERM came before their close, and the upstream stream keeps the
     // time of the last frame the relay sent it, ended or not.
-    await deadline(Promise.all([s1, s2, sw, s1b].map((s) => resultsAfter(s, termAt, 2))), 30_000, 'results during the drain');
+    await deadline(Promise.all([s1, s2, swa, sw, s1b].map((s) => resultsAfter(s, termAt, 2))), 30_000, 'results during the drain');
     const lastFrameAt = async () => ((await http(fleet().emulatorUrl, 'GET', `/v1beta/streams/${wId}`)).body as { last_frame_at_ms: number | null }).last_frame_at_ms ?? 0;
     await deadline(until(async () => (await lastFrameAt()) > termAt), 30_000, 'a frame relayed during the drain');
 
@@ -65,6 +67,8 @@ describe('drain deadline', () => {
     expect(Date.now() - termAt).toBeGreaterThanOrEqual(DRAIN_MS);
     expect(await deadline(s1.closed, 10_000, 's1 closed')).toEqual({ code: 1012, reason: 'service_restart' });
     expect(await deadline(s2.closed, 10_000, 's2 closed')).toEqual({ code: 1012, reason: 'service_restart' });
+    // A's own socket of the stream A ended says it ended (not 1012: a reconnect would find it gone).
+    expect(await deadline(swa.closed, 10_000, 'swa closed')).toEqual({ code: 1001, reason: 'server_shutdown' });
     expect(await deadline(sw.closed, 10_000, 'sw closed')).toEqual({ code: 1001, reason: 'server_shutdown' });
     expect(await fleet().session(wId)).toMatchObject({ state: 'ended', endReason: 'server_shutdown' });
     // One line per stream A still held at the deadline.

@@ -1,6 +1,7 @@
 /**
  * The results socket on its own: auth timeout, heartbeat, shedding a slow consumer without
- * blocking the others, and ordering — on a real HTTP server with the memory store.
+ * blocking the others, ordering, and the closes at shutdown — on a real HTTP server with the
+ * memory store.
  */
 import { deadline, sleep, until } from '../../helpers/time';
 import http from 'node:http';
@@ -8,6 +9,7 @@ import WebSocket from 'ws';
 import { loadConfig } from '../../../src/config';
 import { closeServer, listen } from '../../../src/lib/listen';
 import { createLogger } from '../../../src/lib/logger';
+import { LEGACY_CLOSES } from '../../../src/gateway/legacy/closes';
 import { endEnvelope, resultEnvelope, resultsChannel, ResultsSockets } from '../../../src/gateway/legacy/results-socket';
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { sessionRecord } from '../../helpers/stack';
@@ -142,5 +144,16 @@ describe('ResultsSockets', () => {
     expect(fastCount).toBeGreaterThanOrEqual(3600);
     slow.terminate();
     fast.close();
+  });
+
+  // Last: it closes the server's sockets for good.
+  test('shutdown: sockets of the streams it ended close 1001 server_shutdown, the others get the close given (1012)', async () => {
+    const [ended, handed] = [await authed('/v0.2/ws/streams/s1'), await authed('/v0.2/ws/streams/hb')];
+    const closes = [closed(ended), closed(handed)];
+    await sockets.close(LEGACY_CLOSES.replicaLeaving, new Set(['s1']));
+    expect(await deadline(Promise.all(closes), 10_000, 'both closed')).toEqual([
+      [1001, 'server_shutdown'],
+      [1012, 'service_restart'],
+    ]);
   });
 });
