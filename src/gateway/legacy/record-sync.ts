@@ -44,7 +44,11 @@ export class RecordSync {
     }
   }
 
-  /** Writes a lost record back from memory under a new epoch and takes its slot again (the store restarted empty). */
+  /**
+   * Writes a lost record back from memory under a new epoch and takes its slot again (the store
+   * restarted empty). Only if it is still absent: when two replicas held the stream (a stale copy
+   * and its owner), the first to write it back keeps it and the other leaves, so no tick runs twice.
+   */
   async reRegister(session: LiveSession): Promise<void> {
     const { record } = session;
     if (this.reRegistering.has(record.streamId) || session.runtime.ending) return;
@@ -52,7 +56,17 @@ export class RecordSync {
     const { store, logger, cfg, clock } = this.deps;
     try {
       record.epoch += 1;
-      await store.putSession(recordOf(session, this.replicaId, clock.now()));
+      if (!(await store.restoreSession(recordOf(session, this.replicaId, clock.now())))) {
+        // Written back already: by this replica (a caller that read the store before it did), or by another.
+        const rec = await store.getSession(record.streamId);
+        if (rec?.state === 'active' && rec.owner === this.replicaId) {
+          record.epoch = rec.epoch;
+          return;
+        }
+        logger.info({ streamId: record.streamId, owner: rec?.owner ?? null }, 'another replica wrote the lost stream back first: leaving it');
+        await this.local.remove(record.streamId);
+        return;
+      }
       if (!(await store.acquireSlot(record.keyHash, record.slotId, cfg.maxStreamsPerKey, this.replicaId))) {
         logger.warn({ streamId: record.streamId, key: record.keyHash }, 're-registered stream found its key at the stream limit');
       }

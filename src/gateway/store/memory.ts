@@ -59,6 +59,12 @@ export class MemoryStore implements Store {
     this.sessions.set(rec.streamId, { ...rec });
   }
 
+  async restoreSession(rec: SessionRecord): Promise<boolean> {
+    if (this.sessions.has(rec.streamId)) return false;
+    await this.putSession(rec);
+    return true;
+  }
+
   async getSession(streamId: string): Promise<SessionRecord | undefined> {
     const s = this.sessions.get(streamId);
     return s && { ...s };

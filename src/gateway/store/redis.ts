@@ -138,6 +138,11 @@ return now`;
 const MEMBERS = `${NOW_MS}
 return {now, redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')}`;
 
+/** KEYS[1] session hash; ARGV field, value pairs. 1 when written, 0 when the hash exists. */
+const RESTORE = `if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1`;
+
 /** KEYS[1] session hash; ARGV field, value pairs. The record after the patch, or nil when absent. */
 const UPDATE = `if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 redis.call('HSET', KEYS[1], unpack(ARGV))
@@ -234,6 +239,7 @@ const SCRIPTS = {
   heartbeatLua: [HEARTBEAT, 1],
   membersLua: [MEMBERS, 1],
   updateLua: [UPDATE, 1],
+  restoreLua: [RESTORE, 1],
   addFeedbackLua: [ADD_FEEDBACK, 5],
   feedbackPageLua: [FEEDBACK_PAGE, 4],
   schedulePruneLua: [SCHEDULE_PRUNE, 1],
@@ -448,6 +454,14 @@ export class RedisStore implements Store {
       const key = this.sessionKey(rec.streamId);
       if (rec.state === 'active') await this.indexOwner(rec.streamId, rec.owner);
       await this.redis.multi().del(key).hset(key, ...encode(rec)).exec();
+    });
+  }
+
+  async restoreSession(rec: SessionRecord): Promise<boolean> {
+    return this.guard('restoreSession', async () => {
+      // Indexed first: an index entry without its record is filtered by sessionsOf.
+      if (rec.state === 'active') await this.indexOwner(rec.streamId, rec.owner);
+      return (await this.redis.restoreLua(this.sessionKey(rec.streamId), ...encode(rec))) === 1;
     });
   }
 

@@ -185,6 +185,11 @@ export interface Slots {
 /** Session records, and the fleet operations any replica may run on any session (ownership, fencing). */
 export interface SessionRecords {
   putSession(rec: SessionRecord): Promise<void>;
+  /**
+   * Writes `rec` only if the stream has no record (one the store lost, written back from a replica's
+   * memory): false when a record is there (another replica that also held the stream wrote it first).
+   */
+  restoreSession(rec: SessionRecord): Promise<boolean>;
   getSession(streamId: string): Promise<SessionRecord | undefined>;
   /** Updates a session with `patch` if it exists; returns the new record. */
   updateSession(streamId: string, patch: Partial<SessionRecord>): Promise<SessionRecord | undefined>;

@@ -19,7 +19,7 @@ import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { RedisStore } from '../../../src/gateway/store/redis';
-import type { Store } from '../../../src/gateway/store/store';
+import type { SessionRecord, Store } from '../../../src/gateway/store/store';
 import { keyHash } from '../../../src/lib/keys';
 import { createLogger } from '../../../src/lib/logger';
 import { tickNumbers as ticksOfIds } from '../../helpers/fleet';
@@ -108,12 +108,17 @@ interface FleetOptions {
   wrap?: (replicaId: string, store: Store) => Store;
 }
 
+let fleets = 0;
+
 async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOptions = {}): Promise<Fleet> {
   const clock = new FakeClock(Date.now());
   const memory = kind === 'memory' ? new MemoryStore({ clock }) : undefined;
   const connections: RedisStore[] = [];
-  // Redis: a connection per replica, as separate processes would have (its clock is Redis TIME).
-  const connect = async (): Promise<Store> => memory ?? connections[connections.push(await RedisStore.connect(redis.url, { commandTimeoutMs: o.commandTimeoutMs })) - 1]!;
+  // Redis: a connection per replica, as separate processes would have (its clock is Redis TIME); a
+  // keyspace per fleet, so no test sees another's streams or slots.
+  const prefix = `fleet-${++fleets}:`;
+  const connect = async (): Promise<Store> =>
+    memory ?? connections[connections.push(await RedisStore.connect(redis.url, { prefix, commandTimeoutMs: o.commandTimeoutMs })) - 1]!;
   const store = await connect();
   const ended: string[] = [];
   const fenced: string[] = [];
@@ -316,19 +321,72 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
     expect(f.ended).toEqual([]);
   });
 
-  test('a record the store lost is re-registered by its owner under a new epoch; ticking goes on', async () => {
-    const [a] = f.replicas as [Replica];
+  /** A stream of `a` with a result, then its record and slot gone (as in a store restarted empty). */
+  async function lostRecord(a: Replica): Promise<{ id: string; sock: ResultSocket }> {
     const id = await create(a);
     const sock = await openResults(a.url, id);
     await driveUntil(f, () => sock.messages.length >= 1);
     await f.store.expireSession(id, 0);
     await until(async () => (await f.store.getSession(id)) === undefined);
-    await f.store.releaseSlot(keyHash(KEY), (await f.store.slotHolders(keyHash(KEY)))[0]!.slotId);
+    await f.store.releaseSlot(keyHash(KEY), (await slotsOf(id))[0]!.slotId);
+    return { id, sock };
+  }
+  /** The key's slots bound to stream `id` (on Redis, earlier tests' streams hold the key's other slots). */
+  const slotsOf = async (id: string) => (await f.store.slotHolders(keyHash(KEY))).filter((h) => h.streamId === id);
+
+  test('a record the store lost is re-registered by its owner under a new epoch; ticking goes on', async () => {
+    const { id, sock } = await lostRecord(f.replicas[0]!);
     const n = sock.messages.length;
     await driveUntil(f, () => sock.messages.length >= n + 2);
     expect(f.fenced).toContain('A:missing');
     expect(await f.store.getSession(id)).toMatchObject({ state: 'active', owner: 'A', epoch: 2 });
-    expect(await slotsInUse(f.store, keyHash(KEY))).toBe(1);
+    expect(await slotsOf(id)).toHaveLength(1);
+  });
+
+  /** A fleet of A whose write-back of a lost record finds `first` written just before (the race of two holders). */
+  async function lostRecordRace(first: (rec: SessionRecord) => SessionRecord): Promise<{ a: Replica; id: string; sock: ResultSocket }> {
+    await f.close();
+    const racing = (_replica: string, store: Store): Store =>
+      new Proxy(store, {
+        get(target, prop, receiver) {
+          if (prop === 'restoreSession') {
+            return async (rec: SessionRecord) => {
+              await target.restoreSession(first(rec));
+              return target.restoreSession(rec);
+            };
+          }
+          const v = Reflect.get(target, prop, receiver) as unknown;
+          return typeof v === 'function' ? (v as (...args: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+    f = await startFleet(['A'], kind, { wrap: racing });
+    const a = f.replicas[0]!;
+    return { a, ...(await lostRecord(a)) };
+  }
+
+  test('a lost record another holder wrote back first is left to it: no overwrite, no tick, slot or end from A', async () => {
+    // Another replica that also held the stream (a stale copy, or its owner) wrote it back first.
+    const { a, id, sock } = await lostRecordRace((rec) => ({ ...rec, owner: 'ghost', epoch: 7 }));
+    await driveUntil(f, () => a.gw.gateway.sessions.activeCount === 0);
+    const n = sock.messages.length;
+    await drive(f, 40);
+    expect(sock.messages.length).toBe(n);
+    expect(await f.store.getSession(id)).toMatchObject({ state: 'active', owner: 'ghost', epoch: 7 });
+    expect(await slotsOf(id)).toHaveLength(0);
+    expect(f.ended).toEqual([]);
+    expect(deletes.get(id) ?? 0).toBe(0);
+  });
+
+  test('a lost record A itself wrote back already (a caller that read the store before) stays A’s: ticking goes on at its epoch, no leave-and-adopt', async () => {
+    const { a, id, sock } = await lostRecordRace((rec) => ({ ...rec, epoch: rec.epoch + 5 }));
+    const n = sock.messages.length;
+    await driveUntil(f, () => sock.messages.length >= n + 2);
+    expect(a.gw.gateway.sessions.activeCount).toBe(1);
+    // Its ticks commit at the stored epoch (a fenced one would have stopped it).
+    expect(await f.store.getSession(id)).toMatchObject({ state: 'active', owner: 'A', epoch: 7 });
+    expect(f.fenced.filter((r) => r !== 'A:missing')).toEqual([]);
+    // Kept, not left and adopted back by the owned-streams reconcile (a missed tick on the way).
+    expect(f.adopted).toEqual([]);
   });
 });
 

@@ -367,6 +367,19 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await other.renewLease('absent', 200_000, 100_000)).toBeUndefined();
     });
 
+    test('restoreSession writes a record only where there is none, on any connection', async () => {
+      const [, other] = await replicas(2);
+      expect(await store.restoreSession(owned('r-1', 'gw-a', { epoch: 2 }))).toBe(true);
+      expect(await other.restoreSession(owned('r-1', 'gw-b', { epoch: 3 }))).toBe(false);
+      expect(await other.getSession('r-1')).toMatchObject({ state: 'active', owner: 'gw-a', epoch: 2 });
+      expect(await store.sessionsOf('gw-a')).toContain('r-1');
+      expect(await store.sessionsOf('gw-b')).not.toContain('r-1');
+      // An ended record (a tombstone) is a record too: a stale copy does not bring the stream back.
+      await store.endSession('r-1', 'client_requested', 1);
+      expect(await other.restoreSession(owned('r-1', 'gw-b', { epoch: 4 }))).toBe(false);
+      expect(await store.getSession('r-1')).toMatchObject({ state: 'ended' });
+    });
+
     test('addCost adds to the cost the next keepalive reports, next to the ticks’ cost, on any connection; not once ended', async () => {
       const [, other] = await replicas(2);
       await store.putSession(owned('c-1', 'gw-a', { lastKeepaliveAtMs: 1_000 }));
