@@ -203,15 +203,22 @@ describe('passthrough against scripted upstreams', () => {
    * below is the client, never the timeout, whatever a loaded machine does to the timing.
    */
   let patient: RunningGateway;
+  /**
+   * A 2.5 s silence limit, for traffic that lasts longer than it with gaps far shorter (400–450 ms):
+   * a loaded machine's pause of a second or two still leaves every gap under the limit.
+   */
+  let roomy: RunningGateway;
   let handler: http.RequestListener = () => undefined;
   beforeAll(async () => {
     up = await startRawUpstream((req, res) => handler(req, res));
     gw = await gatewayOn(up.url, { requestTimeoutMs: 1000 });
     patient = await gatewayOn(up.url, { requestTimeoutMs: 120_000 });
+    roomy = await gatewayOn(up.url, { requestTimeoutMs: 2500 });
   });
   afterAll(async () => {
     await gw.close();
     await patient.close();
+    await roomy.close();
     await up.close();
   });
 
@@ -394,17 +401,17 @@ describe('passthrough against scripted upstreams', () => {
       let n = 0;
       const beat = setInterval(() => {
         res.write(`data: ${n}\n\n`);
-        if (++n === 6) {
+        if (++n === 10) {
           clearInterval(beat);
           res.end();
         }
-      }, 400); // 6 × 400 ms = 2.4 s in all against a 1 s silence limit
+      }, 400); // 10 × 400 ms = 4 s in all against a 2.5 s silence limit
       res.on('close', () => clearInterval(beat));
     };
-    const res = await fetch(`${gw.url}/v1beta/chat/completions`, { method: 'POST', body: '{}' });
+    const res = await fetch(`${roomy.url}/v1beta/chat/completions`, { method: 'POST', body: '{}' });
     expect(res.status).toBe(200);
-    const text = await deadline(res.text(), 8000, 'steady stream');
-    expect(text.match(/^data: \d+$/gm)).toEqual(['data: 0', 'data: 1', 'data: 2', 'data: 3', 'data: 4', 'data: 5']);
+    const text = await deadline(res.text(), 15_000, 'steady stream');
+    expect(text.match(/^data: \d+$/gm)).toEqual(Array.from({ length: 10 }, (_, i) => `data: ${i}`));
   });
 
   test('a slow upload is activity too: a body sent in pieces over longer than the timeout arrives whole', async () => {
@@ -413,10 +420,10 @@ describe('passthrough against scripted upstreams', () => {
       req.on('data', (c: Buffer) => (body += c.toString()));
       req.on('end', () => res.writeHead(200, { 'content-type': 'text/plain' }).end(body));
     };
-    const pieces = ['{"a":', '1,', '"b":', '2}'];
+    const pieces = ['{"a":', '1,', '"b":', '2,', '"c":', '3,', '"d":', '4}'];
     const r = await deadline(
       new Promise<{ status: number; body: string }>((resolve, reject) => {
-        const u = new URL(`${gw.url}/v1beta/chat/completions`);
+        const u = new URL(`${roomy.url}/v1beta/chat/completions`);
         const req = http.request({ hostname: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'transfer-encoding': 'chunked' } }, (res) => {
           let body = '';
           res.on('data', (c: Buffer) => (body += c.toString()));
@@ -427,14 +434,14 @@ describe('passthrough against scripted upstreams', () => {
         const next = () => {
           if (i === pieces.length) return void req.end();
           req.write(pieces[i++]);
-          setTimeout(next, 450); // 4 pieces, 1.8 s in all against a 1 s silence limit
+          setTimeout(next, 450); // 8 pieces, 3.6 s in all against a 2.5 s silence limit
         };
         next();
       }),
-      8000,
+      15_000,
       'slow upload',
     );
-    expect(r).toEqual({ status: 200, body: '{"a":1,"b":2}' });
+    expect(r).toEqual({ status: 200, body: '{"a":1,"b":2,"c":3,"d":4}' });
   });
 
   test('an upstream that goes silent mid-stream is cut after the timeout', async () => {
