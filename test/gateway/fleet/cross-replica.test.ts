@@ -13,12 +13,18 @@ import { KEY, KEY_B, deadline, frameBody, http, ownerOf, reinfer, slotsOfKey, ta
 // however late a loaded machine lets the upstream resolve a tick's window after it was sent.
 const fleet = useFleet({ publisher: { fps: 4, width: 160, height: 120 } });
 
-test('create on A; sockets on A, B, C; keepalive on B then C; prompt on C; DELETE on B closes all', async () => {
+/** Replicas A, B, C and a stream created on A (its owner). */
+async function streamOnA(): Promise<{ a: Replica; b: Replica; c: Replica; id: string }> {
   const [a, b, c] = ['A', 'B', 'C'].map((r) => fleet().replica(r)) as [Replica, Replica, Replica];
   const created = await http(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) });
   expect(created.status).toBe(201);
   const id = (created.body as { stream_id: string }).stream_id;
   expect(await ownerOf(fleet(), id)).toBe('A');
+  return { a, b, c, id };
+}
+
+test('create on A; sockets on A, B, C; keepalive on B then C; prompt on C; DELETE on B closes all', async () => {
+  const { a, b, c, id } = await streamOnA();
 
   const sockets: ResultsRecorder[] = await Promise.all([a, b, c].map((r) => recordResults(r.url, id, KEY)));
   await deadline(Promise.all(sockets.map((s) => s.waitFor(2))), 20_000, 'first results on every replica');
@@ -79,11 +85,7 @@ test('60 concurrent creates for one key over three replicas: exactly 5, round af
 }, 180_000);
 
 test("reinfer on B and C of a result A delivered: the same frame; another account's key 404 there too", async () => {
-  const [a, b, c] = ['A', 'B', 'C'].map((r) => fleet().replica(r)) as [Replica, Replica, Replica];
-  const created = await http(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) });
-  expect(created.status).toBe(201);
-  const id = (created.body as { stream_id: string }).stream_id;
-  expect(await ownerOf(fleet(), id)).toBe('A');
+  const { a, b, c, id } = await streamOnA();
   const sock = await recordResults(a.url, id, KEY);
   await deadline(sock.waitFor(1), 20_000, 'a result on A');
   sock.close();
