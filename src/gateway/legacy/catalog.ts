@@ -82,12 +82,11 @@ export class UpstreamCatalog {
   /**
    * 422 for an unknown model, 503 for a known one that is not ready, and 503 for one this gateway
    * sees `saturated` (what /v0.2/models shows): the contract's "at capacity, rejects new streams".
+   * `loc` places the 422 in the request (default: a create's `inference.model`).
    */
-  async requireReadyModel(id: string): Promise<void> {
+  async requireReadyModel(id: string, loc?: readonly string[]): Promise<void> {
     const status = await this.modelStatus(id);
-    if (status === undefined) {
-      throw LEGACY_ERRORS.unknownModel(id);
-    }
+    if (status === undefined) throw LEGACY_ERRORS.unknownModel(id, loc);
     if (status !== 'ready') throw LEGACY_ERRORS.modelUnavailable(id, status);
     if (this.observed().get(id) === 'saturated') {
       throw LEGACY_ERRORS.modelSaturated(id);

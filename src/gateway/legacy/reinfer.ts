@@ -11,7 +11,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Request, Response } from 'express';
 import type { Brand } from '../../brand';
-import { ServiceError } from '../../lib/errors';
 import type { JsonSchemaValidators } from '../../lib/json-schema';
 import type { Stream } from '../../lib/wire';
 import type { UpstreamClient } from '../../upstream/client';
@@ -58,9 +57,7 @@ export function reinferHandler(deps: ReinferDeps, caller: ReinferCaller, idsOf: 
     // The record outlives the stream by the tombstone; past it the stream is long gone too.
     const rec = await store.getSession(window.streamId);
     if (!rec || rec.state === 'ended') throw LEGACY_ERRORS.clipDropped(rec?.endReason ?? null);
-    await catalog.requireReadyModel(body.model).catch((err: unknown) => {
-      throw err instanceof ServiceError && err.status === 422 ? LEGACY_ERRORS.unknownModel(body.model, ['body', 'model']) : err;
-    });
+    await catalog.requireReadyModel(body.model, ['body', 'model']);
     if (body.output_schema) compileOutputSchema(deps.validators, body.output_schema, ['body', 'output_schema']);
 
     const ids = idsOf(req, res);
@@ -70,7 +67,7 @@ export function reinferHandler(deps: ReinferDeps, caller: ReinferCaller, idsOf: 
     framesStillThere(stream, window);
 
     const { spec } = legacyRecord(rec);
-    const request = buildReinferRequest(window, window.streamId, brand, {
+    const request = buildReinferRequest(window, brand, {
       prompt: body.prompt,
       model: body.model,
       maxTokens: body.max_tokens ?? spec.maxOutputTokens,

@@ -5,6 +5,7 @@
  */
 import type { Brand } from '../../brand';
 import type { ChatCompletionRequest, ContentPart } from '../../upstream/types';
+import type { ResultWindow } from '../store/result-windows';
 import type { LegacyMode } from './schema';
 import type { SessionSpec } from './spec';
 import { formatNumber } from './spec';
@@ -53,22 +54,16 @@ function outputFormat(schema: Record<string, unknown> | null): Pick<ChatCompleti
 
 // ── Reinfer: a delivered result's window → one /v1beta chat completion ──
 
-/** The frames behind a delivered result on the stream clock (ms since its first frame). */
-export interface StreamWindow {
-  /** `clip`: the segment [startMs, endMs] sampled at `maxFps`; `frame`: the frame on screen at `endMs`. */
-  mode: LegacyMode;
-  startMs: number;
-  endMs: number;
-  maxFps: number;
-}
+/** The frames behind a delivered result on its stream's clock (what the store keeps for reinfer). */
+export type StreamWindow = Pick<ResultWindow, 'streamId' | 'mode' | 'startMs' | 'endMs' | 'maxFps'>;
 
 /**
  * The reference of a result's frames on the stream clock: a clip as a segment between two
  * `*_timestamp_ms` anchors at its `max_fps`; a frame as the last frame at or before its time
  * (`direction=backward`, what `frame_index=-1` took then), however old.
  */
-export function windowReference(w: StreamWindow, streamId: string, brand: Brand): string {
-  const base = `${brand.scheme}://streams/${encodeURIComponent(streamId)}`;
+export function windowReference(w: StreamWindow, brand: Brand): string {
+  const base = `${brand.scheme}://streams/${encodeURIComponent(w.streamId)}`;
   const end = Math.max(0, Math.round(w.endMs));
   if (w.mode === 'frame') return `${base}?timestamp_ms=${end}&direction=backward&tolerance_ms=${end + 1}`;
   const start = Math.min(end, Math.max(0, Math.round(w.startMs)));
@@ -82,13 +77,12 @@ export function windowReference(w: StreamWindow, streamId: string, brand: Brand)
  */
 export function buildReinferRequest(
   w: StreamWindow,
-  streamId: string,
   brand: Brand,
   opts: { prompt: string; model: string; maxTokens: number; temperature: number | null; outputSchema: Record<string, unknown> | null },
 ): ChatCompletionRequest {
   return {
     model: opts.model,
-    messages: promptAbout(opts.prompt, w.mode, windowReference(w, streamId, brand)),
+    messages: promptAbout(opts.prompt, w.mode, windowReference(w, brand)),
     max_completion_tokens: opts.maxTokens,
     ...(opts.temperature === null ? {} : { temperature: opts.temperature }),
     ...outputFormat(opts.outputSchema),

@@ -258,20 +258,20 @@ describe('buildCompletionRequest', () => {
 
 describe('reinfer: a result window → completion, completion → legacy body', () => {
   it('a clip is a segment between stream-clock anchors at its fps; a frame the last frame at or before its time', () => {
-    expect(windowReference({ mode: 'clip', startMs: 1499.6, endMs: 2500.4, maxFps: 2 }, STREAM, svc)).toBe(
+    expect(windowReference({ streamId: STREAM, mode: 'clip', startMs: 1499.6, endMs: 2500.4, maxFps: 2 }, svc)).toBe(
       `svc://streams/${STREAM}?start_timestamp_ms=1500&end_timestamp_ms=2500&max_fps=2`,
     );
-    expect(windowReference({ mode: 'frame', startMs: 900, endMs: 900, maxFps: 0 }, STREAM, acme)).toBe(
+    expect(windowReference({ streamId: STREAM, mode: 'frame', startMs: 900, endMs: 900, maxFps: 0 }, acme)).toBe(
       `acme://streams/${STREAM}?timestamp_ms=900&direction=backward&tolerance_ms=901`,
     );
     // Never a negative anchor, never an end before the start.
-    expect(windowReference({ mode: 'clip', startMs: -300, endMs: -5, maxFps: 0.5 }, STREAM, svc)).toBe(
+    expect(windowReference({ streamId: STREAM, mode: 'clip', startMs: -300, endMs: -5, maxFps: 0.5 }, svc)).toBe(
       `svc://streams/${STREAM}?start_timestamp_ms=0&end_timestamp_ms=0&max_fps=0.5`,
     );
   });
 
   it('the request: the new prompt on the window, the caller\'s schema, cap and temperature', () => {
-    const req = buildReinferRequest({ mode: 'frame', startMs: 10, endMs: 10, maxFps: 0 }, STREAM, svc, {
+    const req = buildReinferRequest({ streamId: STREAM, mode: 'frame', startMs: 10, endMs: 10, maxFps: 0 }, svc, {
       prompt: 'again',
       model: 'acme/vision-1',
       maxTokens: 99,
@@ -286,7 +286,7 @@ describe('reinfer: a result window → completion, completion → legacy body', 
       response_format: { type: 'json_schema', json_schema: { name: 'output', schema: { type: 'object' } } },
       stream: false,
     });
-    const plain = buildReinferRequest({ mode: 'clip', startMs: 0, endMs: 500, maxFps: 6 }, STREAM, svc, { prompt: 'p', model: 'm', maxTokens: 5, temperature: null, outputSchema: null });
+    const plain = buildReinferRequest({ streamId: STREAM, mode: 'clip', startMs: 0, endMs: 500, maxFps: 6 }, svc, { prompt: 'p', model: 'm', maxTokens: 5, temperature: null, outputSchema: null });
     expect(Object.keys(plain).sort()).toEqual(['max_completion_tokens', 'messages', 'model', 'stream']);
   });
 
