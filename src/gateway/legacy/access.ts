@@ -1,6 +1,7 @@
 /**
- * The two rules every /v0.2 path that names a stream shares, HTTP routes and the results socket
- * alike: what a stream id looks like, and whether a key (its account) may touch a stream.
+ * The rules every /v0.2 caller shares, HTTP routes and the results socket alike: the key check
+ * (with its failed-auth budget), what a stream id looks like, and whether a key (its account) may
+ * touch a stream.
  */
 import type { Brand } from '../../brand';
 import { ServiceError } from '../../lib/errors';
@@ -43,36 +44,57 @@ export function accessClose(refusal: 'stream_not_found' | 'forbidden'): LegacyCl
   return refusal === 'stream_not_found' ? LEGACY_CLOSES.streamNotFound : LEGACY_CLOSES.forbidden;
 }
 
-export interface SocketAuthorizerDeps {
+export interface KeyCheckDeps {
   brand: Brand;
-  store: Pick<SessionRecords, 'getSession'>;
   catalog: UpstreamCatalog;
   authLimiter?: FailedAuthLimiter;
+}
+
+/** A key check's outcome: the key and its account; or the client address is over its budget; or refused (counted). */
+export type KeyCheck = { ok: true; apiKey: string; accountId: string } | { ok: false; blockedMs: number } | { ok: false; refused: string };
+
+/**
+ * The one key check of HTTP routes and results sockets: an address over its failed-auth budget is
+ * refused before any check unless its key was accepted recently; a key that is missing, malformed
+ * or refused upstream counts against the budget; an accepted key is remembered (the waiver). An
+ * upstream that cannot tell throws.
+ */
+export async function checkKey(deps: KeyCheckDeps, ip: string, apiKey: string | undefined, ids?: () => { requestId?: string; traceId?: string }): Promise<KeyCheck> {
+  const { brand, catalog, authLimiter } = deps;
+  const blockedMs = authLimiter?.blockedForMs(ip, apiKey) ?? 0;
+  if (blockedMs > 0) return { ok: false, blockedMs };
+  const refuse = (refused: string, refusedKey?: string): KeyCheck => {
+    authLimiter?.fail(ip, refusedKey);
+    return { ok: false, refused };
+  };
+  if (!apiKey) return refuse('Missing API key: send Authorization: Bearer <api_key>');
+  if (!apiKey.startsWith(brand.keyPrefix)) return refuse('Invalid API key');
+  let accountId: string;
+  try {
+    accountId = await catalog.accountOf(apiKey, ids?.());
+  } catch (err) {
+    if (err instanceof ServiceError && err.status === 401) return refuse(err.message, apiKey);
+    throw err;
+  }
+  authLimiter?.accept(apiKey);
+  return { ok: true, apiKey, accountId };
+}
+
+export interface SocketAuthorizerDeps extends KeyCheckDeps {
+  store: Pick<SessionRecords, 'getSession'>;
   /** Sunset policy of sockets: a close (1013) during a brownout or after the sunset, else undefined. */
   admitSocket?(record: SessionRecord): LegacyClose | undefined;
 }
 
 /**
- * The results socket's first-message check: the key (as the HTTP routes check it, budget and its
- * waiver for recently accepted keys included), then `streamAccess`, then the sunset policy. A
- * refused key closes 1008 and counts against the client address's failed-auth budget; an upstream
- * outage throws (the socket closes 1011).
+ * The results socket's first-message check: `checkKey` (over the budget → 1013, refused → 1008),
+ * then `streamAccess`, then the sunset policy. An upstream outage throws (the socket closes 1011).
  */
 export function socketAuthorizer(deps: SocketAuthorizerDeps) {
-  const { brand, store, catalog, authLimiter } = deps;
   return async (apiKey: string, streamId: string, ip: string): Promise<SocketAuth> => {
-    if ((authLimiter?.blockedForMs(ip, apiKey) ?? 0) > 0) return { ok: false, ...LEGACY_CLOSES.authRateLimited };
-    const refused = (refusedKey?: string): SocketAuth => (authLimiter?.fail(ip, refusedKey), { ok: false, ...LEGACY_CLOSES.authFailed });
-    if (!apiKey.startsWith(brand.keyPrefix)) return refused();
-    let accountId: string;
-    try {
-      accountId = await catalog.accountOf(apiKey);
-    } catch (err) {
-      if (err instanceof ServiceError && err.status === 401) return refused(apiKey);
-      throw err;
-    }
-    authLimiter?.accept(apiKey);
-    const access = await readStreamAccess(store, streamId, accountId);
+    const key = await checkKey(deps, ip, apiKey);
+    if (!key.ok) return { ok: false, ...('blockedMs' in key ? LEGACY_CLOSES.authRateLimited : LEGACY_CLOSES.authFailed) };
+    const access = await readStreamAccess(deps.store, streamId, key.accountId);
     if (!access.ok) return { ok: false, ...accessClose(access.refusal) };
     const refusal = deps.admitSocket?.(access.record);
     if (refusal) return { ok: false, ...refusal };

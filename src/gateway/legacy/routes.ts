@@ -3,7 +3,6 @@ import express from 'express';
 import type { Request, Response, Router } from 'express';
 import type { Brand } from '../../brand';
 import type { LegacyConfig } from '../../config';
-import { ServiceError } from '../../lib/errors';
 import type { ClientAddress } from '../../lib/client-address';
 import { keyHash } from '../../lib/keys';
 import { realClock } from '../../lib/timers';
@@ -13,7 +12,7 @@ import { newTraceId, traceIdOf } from '../../upstream/trace';
 import type { Feedback, SessionRecords } from '../store/store';
 import type { ResultWindows } from '../store/result-windows';
 import { bearerKey } from '../../lib/bearer';
-import { isStreamId } from './access';
+import { checkKey, isStreamId } from './access';
 import type { FailedAuthLimiter } from './auth-failures';
 import { LEGACY_ERRORS } from './errors';
 import type { UpstreamCatalog } from './catalog';
@@ -84,32 +83,12 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
   const schemas = createLegacySchemas(brand);
   const r = express.Router();
 
-  /**
-   * 401 unless the bearer key is well-formed and the upstream knows it; each 401 counts against
-   * the client address's failed-auth budget, and an address over it gets 503 + retry-after before
-   * any check, unless its key was accepted recently.
-   */
+  /** The bearer key's caller (`checkKey`): 401 when refused, 503 + retry-after over the failed-auth budget; counted. */
   async function caller(req: Request, res: Response): Promise<Caller> {
-    const ip = deps.clientAddress(req);
-    const apiKey = bearerKey(req);
-    const blockedMs = deps.authLimiter?.blockedForMs(ip, apiKey) ?? 0;
-    if (blockedMs > 0) throw deps.authLimiter!.refusal(blockedMs);
-    const refuse = (message: string, refusedKey?: string) => {
-      deps.authLimiter?.fail(ip, refusedKey);
-      return LEGACY_ERRORS.unauthorized(message);
-    };
-    if (!apiKey) throw refuse('Missing API key: send Authorization: Bearer <api_key>');
-    if (!apiKey.startsWith(brand.keyPrefix)) throw refuse('Invalid API key');
-    let accountId: string;
-    try {
-      accountId = await catalog.accountOf(apiKey, upstreamIds(req, res));
-    } catch (err) {
-      if (err instanceof ServiceError && err.status === 401) throw refuse(err.message, apiKey);
-      throw err;
-    }
-    deps.authLimiter?.accept(apiKey);
-    const who = { apiKey, accountId };
-    deps.onRequest?.(keyHash(apiKey), endpointOf(req), who.accountId, req.get('user-agent'));
+    const key = await checkKey(deps, deps.clientAddress(req), bearerKey(req), () => upstreamIds(req, res));
+    if (!key.ok) throw 'blockedMs' in key ? deps.authLimiter!.refusal(key.blockedMs) : LEGACY_ERRORS.unauthorized(key.refused);
+    const who = { apiKey: key.apiKey, accountId: key.accountId };
+    deps.onRequest?.(keyHash(who.apiKey), endpointOf(req), who.accountId, req.get('user-agent'));
     return who;
   }
 
