@@ -21,7 +21,7 @@ import { legacyResultError } from './upstream-errors';
 
 /** What a tick's outcome may lead to: the end path (402, a gone upstream stream) and the record upkeep (the commit's answer). */
 export interface TickParts {
-  end: Pick<SessionEnd, 'end' | 'reasons' | 'onUpstreamLoss'>;
+  end: Pick<SessionEnd, 'onUpstreamLoss'>;
   sync: Pick<RecordSync, 'onCommit'>;
 }
 
@@ -74,8 +74,8 @@ export class TickInference {
       if (runtime.ending) return;
       if (err instanceof UpstreamError) observer?.upstreamError?.(err.status);
       if (isUpstreamCode(err, 'frame_not_yet_produced')) return; // nothing to look at yet: skip quietly
-      if (isUpstreamStatus(err, 402)) return void this.parts.end.end(record.streamId, this.parts.end.reasons.insufficientCredits);
-      if (isUpstreamStatus(err, 404) && isUpstreamCode(err, 'stream_not_found')) return void this.parts.end.onUpstreamLoss(session, err);
+      // Out of credits, or the upstream stream is gone: the stream ends for that reason.
+      if (isUpstreamStatus(err, 402) || (isUpstreamStatus(err, 404) && isUpstreamCode(err, 'stream_not_found'))) return void this.parts.end.onUpstreamLoss(session, err);
       const modelsFault = err instanceof UpstreamError && err.code !== 'upstream_circuit_open' && (err.status === 503 || err.kind !== 'http');
       if (modelsFault) catalog.recordOutcome(model, false);
       if (err instanceof UpstreamError && err.kind !== 'http') {

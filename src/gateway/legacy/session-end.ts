@@ -5,6 +5,7 @@
  */
 import { isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import type { CallOptions } from '../../upstream/client';
+import type { Stream } from '../../lib/wire';
 import type { SessionRecord } from '../store/store';
 import type { LocalSessions } from './local-sessions';
 import { recordOf } from './ownership';
@@ -122,10 +123,19 @@ export class SessionEnd {
    */
   async upstreamEndReason(apiKey: string, streamId: string): Promise<string> {
     try {
-      const s = await this.deps.upstream.getStream(apiKey, streamId);
-      return s.end_reason === 'expired' ? this.reasons.leaseExpired : this.reasons.upstreamEnded;
+      return this.endReasonOf(await this.deps.upstream.getStream(apiKey, streamId));
     } catch {
       return this.reasons.upstreamEnded;
     }
+  }
+
+  /** The end reason of an upstream stream read as ended (see `upstreamEndReason`). */
+  endReasonOf(s: Pick<Stream, 'end_reason'>): string {
+    return s.end_reason === 'expired' ? this.reasons.leaseExpired : this.reasons.upstreamEnded;
+  }
+
+  /** An upstream stream already read as ended: the session ends for its reason (nothing to delete there). */
+  endedUpstream(session: LiveSession, s: Pick<Stream, 'end_reason'>): Promise<boolean> {
+    return this.end(session.record.streamId, this.endReasonOf(s), { deleteUpstream: false });
   }
 }

@@ -6,7 +6,7 @@
  */
 import { setLongInterval, setLongTimeout } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';
-import { UpstreamError, isUpstreamStatus } from '../../upstream/client';
+import { isUpstreamStatus } from '../../upstream/client';
 import type { SessionRecord } from '../store/store';
 import type { TickInference } from './inference';
 import type { LocalSessions } from './local-sessions';
@@ -24,7 +24,7 @@ export interface TimerParts {
   /** The owner written into the records of the streams this replica schedules. */
   replicaId: string;
   /** A lapsed lease ends its stream; an upstream loss ends it with the matching reason. */
-  end: Pick<SessionEnd, 'end' | 'reasons' | 'onUpstreamLoss'>;
+  end: Pick<SessionEnd, 'end' | 'reasons' | 'onUpstreamLoss' | 'endedUpstream'>;
   /** Stops a stream here only (owned or ended elsewhere); `selfFenced` lets its ticks pass. */
   local: Pick<LocalSessions, 'remove' | 'selfFenced'>;
   /** Writes a record the store lost back from memory. */
@@ -131,7 +131,7 @@ export class SessionTimers {
         .getStream(session.apiKey, session.record.streamId, { signal: session.runtime.abort.signal, ...session.record.ids })
         .then((s) => {
           if (session.runtime.ending) return;
-          if (s.state === 'ended') return void this.parts.end.onUpstreamLoss(session, new UpstreamError({ status: 404, kind: 'http', upstreamCode: 'stream_not_found', message: 'stream ended upstream' }));
+          if (s.state === 'ended') return void this.parts.end.endedUpstream(session, s);
           if (s.last_frame_at_ms === null) return this.waitForFirstFrame(session, Math.min(delayMs * 1.5, 2000));
           const spec = session.record.spec;
           const short = spec.mode === 'clip' ? spec.clip.clipLengthMs - s.stream_time_ms : 0;
