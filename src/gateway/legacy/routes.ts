@@ -38,8 +38,8 @@ export interface LegacyRouteDeps {
   /** Sunset policy of creates: throws the legacy-shaped refusal during a brownout or after the sunset. */
   admitCreate?(keyHash: string): void;
   /**
-   * Time the keepalive's `state` compares the upstream's last frame with (default the real clock:
-   * the upstream's timestamps are on real time).
+   * Time of the routes: what the keepalive's `state` compares the upstream's last frame with, and
+   * feedback's timestamps (default the real clock: the upstream's timestamps are on real time).
    */
   clock?: Pick<Clock, 'now'>;
   /** The upstream reinfer calls with the caller's key. */
@@ -206,7 +206,7 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     const body = parseLegacy(schemas.feedback, req.body ?? {}, res.locals.requestId as string);
     const rec = await sessions.recordFor(id, who.accountId);
     if (rec.state === 'ended') throw LEGACY_ERRORS.streamEnded(id);
-    const now = new Date().toISOString();
+    const now = new Date(clock.now()).toISOString();
     const added = await store.addFeedback(
       { id: randomUUID(), stream_id: id, accountId: who.accountId, ...body, created_at: now, updated_at: now },
       cfg.feedback,
