@@ -299,6 +299,9 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   let handedOver = false;
   /** Streams this replica ended on its way out (`server_shutdown`): their sockets say so, not 1012. */
   const endedAtShutdown = new Set<string>();
+  const endAll = async () => {
+    for (const id of await sessions.closeAll()) endedAtShutdown.add(id);
+  };
   const media = opts.media ?? ingest;
 
   return {
@@ -341,14 +344,14 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       draining = true;
       // Handed-over streams leave this replica; what is left (webrtc, or no other replica) ends.
       handedOver = (await fleet?.drain(why)) ?? false;
-      for (const id of await sessions.closeAll()) endedAtShutdown.add(id);
+      await endAll();
     },
     close() {
       closed ??= (async () => {
         draining = true;
         upstreamHealth.stop();
         await fleet?.stop();
-        for (const id of await sessions.closeAll()) endedAtShutdown.add(id);
+        await endAll();
         await ingest?.close();
         await sockets.close(handedOver ? LEGACY_CLOSES.replicaLeaving : undefined, endedAtShutdown);
         await rollup.stop();

@@ -72,7 +72,8 @@ export class GatewayMetrics {
   private readonly drainHeld: Gauge<'kind'>;
   private readonly drainSecondsLeft: Gauge;
   /** The store metrics' label children per op (an op's error count starts at 0 on its first call). */
-  private readonly storeChildren = new Map<string, { time: { observe(v: number): void }; errors: { inc(value?: number): void } }>();
+  /** Store operations seen (their error series start at 0). */
+  private readonly storeOps = new Set<string>();
   constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
     // Event-loop delay sampled every 100 ms (prom-client's default, 10 ms, wakes an idle process
@@ -327,17 +328,16 @@ export class GatewayMetrics {
   /** Store calls by operation, fed by the measured store (src/gateway/store/measured.ts). */
   readonly store: StoreCallSink = {
     call: (op, seconds, failed) => {
-      let c = this.storeChildren.get(op);
-      if (!c) {
-        this.storeChildren.set(op, (c = { time: this.storeCommands.labels(op), errors: this.storeErrors.labels(op) }));
-        c.errors.inc(0); // the series exists from the op's first call: rate() and alerts see 0, not nothing
+      if (!this.storeOps.has(op)) {
+        this.storeOps.add(op);
+        this.storeErrors.inc({ op }, 0); // the series exists from the op's first call: rate() and alerts see 0, not nothing
       }
-      c.time.observe(seconds);
-      if (failed) c.errors.inc();
+      this.storeCommands.observe({ op }, seconds);
+      if (failed) this.storeErrors.inc({ op });
     },
   };
 
-  /** What a draining replica still holds; the drain calls it as that changes (not draining: all 0). */
+  /** What a draining replica still holds; the drain's poll reports it (not draining: all 0). */
   drainState(s: DrainState): void {
     this.drainActive.set(s.draining ? 1 : 0);
     this.drainHeld.set({ kind: 'socket' }, s.draining ? s.sockets : 0);

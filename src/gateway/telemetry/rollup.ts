@@ -2,7 +2,8 @@ import { schedule } from 'node-cron';
 import type { ScheduledTask } from 'node-cron';
 import type { Logger } from '../../lib/logger';
 import { realClock } from '../../lib/timers';
-import type { Clock, TimerHandle } from '../../lib/timers';
+import { setLongTimeout } from '../../lib/timers';
+import type { Clock, LongTimer } from '../../lib/timers';
 import type { Claims } from '../store/store';
 import type { DayUsage, DeprecationReport, DeprecationUsage } from './usage';
 import { utcDay } from './usage';
@@ -43,7 +44,7 @@ export interface RollupOptions {
  */
 export class DeprecationRollup {
   private task: ScheduledTask | undefined;
-  private retry: TimerHandle | undefined;
+  private retry: LongTimer | undefined;
   private stopped = false;
   private readonly clock: Clock;
 
@@ -70,9 +71,8 @@ export class DeprecationRollup {
    */
   async runDaily(day = utcDay(this.clock.now() - DAY_MS), attempt = 0): Promise<void> {
     if ((await this.attempt(day, false)) !== 'unclaimed' || attempt >= RETRIES || this.stopped) return;
-    this.clock.clearTimeout(this.retry);
-    this.retry = this.clock.setTimeout(() => void this.runDaily(day, attempt + 1), RETRY_MS);
-    this.retry.unref?.();
+    this.retry?.clear();
+    this.retry = setLongTimeout(() => void this.runDaily(day, attempt + 1), RETRY_MS, { clock: this.clock });
   }
 
   /**
@@ -124,7 +124,7 @@ export class DeprecationRollup {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    this.clock.clearTimeout(this.retry);
+    this.retry?.clear();
     this.retry = undefined;
     const task = this.task;
     this.task = undefined;

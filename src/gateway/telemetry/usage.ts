@@ -20,7 +20,8 @@
  */
 import type { Logger } from '../../lib/logger';
 import { realClock } from '../../lib/timers';
-import type { Clock, TimerHandle } from '../../lib/timers';
+import { setLongTimeout } from '../../lib/timers';
+import type { Clock, LongTimer } from '../../lib/timers';
 import type { RefusalReason } from '../legacy/sunset';
 import type { Counters } from '../store/store';
 import { CounterBuffer } from './counter-buffer';
@@ -145,7 +146,7 @@ export class DeprecationUsage {
   /** Counter writes since the last flush: events (ticks, requests, passthrough calls) cost a Map update. */
   private readonly buffer = new CounterBuffer();
   private readonly ptPending = new Map<string, PendingPassthrough>();
-  private flushTimer: TimerHandle | undefined;
+  private flushTimer: LongTimer | undefined;
   /** Consecutive failed flushes: an outage is logged once when it starts and once when it ends. */
   private failedFlushes = 0;
   private closed = false;
@@ -249,7 +250,7 @@ export class DeprecationUsage {
   async close(): Promise<void> {
     this.closed = true;
     await this.flush();
-    this.clock.clearTimeout(this.flushTimer);
+    this.flushTimer?.clear();
     this.flushTimer = undefined;
   }
 
@@ -273,12 +274,11 @@ export class DeprecationUsage {
 
   private armFlushTimer(): void {
     if (this.closed || this.flushTimer) return;
-    this.flushTimer = this.clock.setTimeout(() => this.writeBuffer(), this.flushMs);
-    this.flushTimer.unref?.();
+    this.flushTimer = setLongTimeout(() => this.writeBuffer(), this.flushMs, { clock: this.clock });
   }
 
   private writeBuffer(): void {
-    this.clock.clearTimeout(this.flushTimer);
+    this.flushTimer?.clear();
     this.flushTimer = undefined;
     for (const [keyHash, p] of this.ptPending) {
       const h = this.buffer.hash(PT, keyHash);
