@@ -14,8 +14,8 @@
 import type { Config } from '../src/config';
 import { createStream, duplicateIds, missedTicks, recordResults, startFleet } from '../test/helpers/fleet';
 import type { Fleet, FleetOptions, ResultsRecorder } from '../test/helpers/fleet';
-import { quantile, waitUntil } from '../test/helpers/util';
-import { MAIN } from './util';
+import { quantile } from '../test/helpers/util';
+import { MAIN, waitUntil } from './util';
 
 const KEY = (cfg: Config) => `${cfg.brand}-local-dev`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -24,8 +24,8 @@ import { startHaproxy } from '../test/helpers/haproxy';
 import type { Balancer } from '../test/helpers/haproxy';
 import { replaceReplica } from '../test/helpers/rolling';
 import type { ReplacedReplica } from '../test/helpers/rolling';
-import { quantile, waitUntil } from '../test/helpers/util';
-import { MAIN } from './util';
+import { quantile } from '../test/helpers/util';
+import { MAIN, waitUntil } from './util';
 import { startWebrtcSender } from '../test/helpers/wrtc-sender';
 import type { WebrtcSender } from '../test/helpers/wrtc-sender';
 

@@ -58,18 +58,16 @@ export function child(script: string, args: string[], env: NodeJS.ProcessEnv = {
   };
 }
 
+/** Polls until `check` is true or `ms` passed; false on timeout (a bench reports, never hangs). */
+export async function waitUntil(check: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
+  for (const until = Date.now() + ms; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) if (await check()) return true;
+  return false;
+}
+
 /** Waits until GET url answers 2xx. */
 export async function waitHealthy(url: string, timeoutMs = 20_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (Date.now() < until) {
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch {
-      /* not up yet */
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${url} not healthy after ${timeoutMs} ms`);
+  const up = () => fetch(url).then((r) => r.ok, () => false);
+  if (!(await waitUntil(up, timeoutMs))) throw new Error(`${url} not healthy after ${timeoutMs} ms`);
 }
 
 /** CPU used by this process between two calls, as a fraction of one core. */

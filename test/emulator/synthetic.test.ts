@@ -1,11 +1,10 @@
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { deadline, sleep, until } from '../helpers/time';
 import { ServiceError } from '../../src/lib/errors';
 import { i420ToRgb } from '../../src/emulator/frames/codec';
 import { decodePattern } from '../../src/emulator/frames/pattern';
 import type { RawFrame } from '../../src/emulator/frames/types';
 import { SyntheticPublisher } from '../../src/emulator/synthetic';
-import { waitUntil } from '../helpers/util';
 
 const timeouts = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
 
@@ -125,7 +124,7 @@ describe('SyntheticPublisher', () => {
     });
     pub.start();
     // Two frames at least (every other sink call throws): waited for, not assumed of 150 ms.
-    await waitUntil(() => pub.errors > 0 && pub.framesSent > 0, 10_000);
+    await deadline(until(() => pub.errors > 0 && pub.framesSent > 0, 20), 10_000, 'a thrown and a sent frame');
     pub.stop();
     expect(pub.errors).toBeGreaterThan(0);
     expect(pub.framesSent).toBeGreaterThan(0);

@@ -16,6 +16,7 @@ import { keyHash } from '../../src/lib/keys';
 import { prng } from './prng';
 import { createStream, startFleet } from './fleet';
 import type { Fleet, Replica } from './fleet';
+import { sleep } from './time';
 import { quantile } from './util';
 
 export type FaultKind = 'kill' | 'term' | 'stop' | 'redis-restart' | 'redis-pause';
@@ -90,8 +91,6 @@ export interface ChaosReport {
   invariants: Invariant[];
   ok: boolean;
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)).unref());
 
 /** The Python SDK's results-socket reconnect waits (then it gives up); the count resets on a message. */
 const RECONNECT_DELAYS_MS = [1000, 2000, 4000, 8000, 10_000];

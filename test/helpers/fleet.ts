@@ -120,7 +120,7 @@ export interface Fleet {
 /** The synthetic publisher's default: 10 fps of small frames. */
 const DEFAULT_PUBLISHER: PublisherOptions = { fps: 10, width: 160, height: 120 };
 
-export const FLEET_SECRET = 'fleet-harness-secret-0123456789abcdef';
+const FLEET_SECRET = 'fleet-harness-secret-0123456789abcdef';
 
 const BASE_ENV = () => ({ PATH: process.env.PATH, NODE_PATH: process.env.NODE_PATH ?? path.join(ROOT, 'node_modules') });
 

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from './time';
 import { freePort } from './util';
 
 /** The response header naming the server (replica) that answered. */

@@ -20,8 +20,6 @@ export interface ReplacedReplica {
   next: Replica;
   /** When SIGTERM was sent (ms). */
   termAtMs: number;
-  /** When the balancer counted the old replica down (ms). */
-  downAtMs: number;
   /** The old process's exit, whenever it comes. */
   exit: Promise<ReplicaExit>;
   /** The exit, once it has been seen. */
@@ -39,5 +37,5 @@ export async function replaceReplica(fleet: Fleet, balancer: Balancer, oldId: st
   const termAtMs = Date.now();
   old.kill('SIGTERM');
   await balancer.waitFor(old.id, 'DOWN');
-  return { old, next, termAtMs, downAtMs: Date.now(), exit, exited: () => seen };
+  return { old, next, termAtMs, exit, exited: () => seen };
 }

@@ -28,9 +28,3 @@ export function freePort(): Promise<number> {
     });
   });
 }
-
-/** Polls until `check` is true or `ms` passed; false on timeout (a bench reports, never hangs). */
-export async function waitUntil(check: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
-  for (const until = Date.now() + ms; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) if (await check()) return true;
-  return false;
-}

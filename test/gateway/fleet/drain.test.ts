@@ -6,7 +6,7 @@
  * while it drains: rolling-deploy.test.ts, drain-serves.test.ts, drain-deadline.test.ts.)
  */
 import { duplicateIds, missedTicks, recordResults } from '../../helpers/fleet';
-import { KEY, deadline, frameBody, http, ownerOf, until, useFleet } from './fleet-test';
+import { KEY, deadline, frameBody, http, ownerOf, resultsAfter, useFleet } from './fleet-test';
 
 const fleet = useFleet();
 
@@ -25,7 +25,7 @@ test('SIGTERM hands the streams over: none ends, ≤ 1 missed tick each, zero du
   c.kill('SIGTERM');
   const exit = await deadline(c.proc.exited, 30_000, 'the drained replica exits');
   expect(exit.code).toBe(0);
-  await deadline(Promise.all(sockets.map((s) => until(() => s.received.filter((r) => r.atMs > termAt).length >= 4))), 30_000, 'results after the handover');
+  await deadline(Promise.all(sockets.map((s) => resultsAfter(s, termAt, 4))), 30_000, 'results after the handover');
 
   for (const [i, id] of ids.entries()) {
     const rec = (await fleet().session(id))!;

@@ -9,7 +9,7 @@
  */
 import { duplicateIds, recordResults } from '../../helpers/fleet';
 import type { Replica } from '../../helpers/fleet';
-import { KEY, deadline, frameBody, http, ownerOf, slotsOfKey, until, useFleet } from './fleet-test';
+import { KEY, deadline, frameBody, http, ownerOf, resultsAfter, slotsOfKey, until, useFleet } from './fleet-test';
 
 const fleet = useFleet();
 
@@ -45,7 +45,7 @@ test('a replica paused past failover, woken, then drained leaves the stream it l
   x.kill('SIGSTOP');
   try {
     await deadline(until(async () => (await ownerOf(fleet(), id)) === y.id), 30_000, 'Y claimed the stream');
-    await deadline(until(() => after(onY, stoppedAt) >= 2), 30_000, 'results from Y');
+    await deadline(resultsAfter(onY, stoppedAt, 2), 30_000, 'results from Y');
   } finally {
     x.kill('SIGCONT');
   }
@@ -59,7 +59,7 @@ test('a replica paused past failover, woken, then drained leaves the stream it l
     20_000,
     'X noticed it lost the stream',
   );
-  await deadline(until(() => after(onY, wokeAt) >= 2), 30_000, 'results on Y after X woke');
+  await deadline(resultsAfter(onY, wokeAt, 2), 30_000, 'results on Y after X woke');
 
   // X drains. The stream it lost must be left alone.
   const termAt = Date.now();

@@ -7,7 +7,7 @@
  */
 import { recordResults } from '../../helpers/fleet';
 import type { ResultsRecorder } from '../../helpers/fleet';
-import { KEY, deadline, frameBody, http, sleep, slotsOfKey, until, useFleet } from './fleet-test';
+import { KEY, deadline, frameBody, http, resultsAfter, sleep, slotsOfKey, until, useFleet } from './fleet-test';
 
 const LEASE_S = 4;
 const fleet = useFleet({ env: { LEGACY_LEASE_TTL_SECONDS: String(LEASE_S) } });
@@ -24,7 +24,7 @@ function keepAlive(): void {
   }, 1000);
 }
 
-const resultsAfter = (t: number, n: number) => Promise.all(sockets.map((s) => until(() => s.received.filter((r) => r.atMs > t).length >= n)));
+const allResultsAfter = (t: number, n: number) => Promise.all(sockets.map((s) => resultsAfter(s, t, n)));
 
 beforeAll(async () => {
   const [a, b, c] = fleet().replicas;
@@ -48,7 +48,7 @@ test('Redis restarted with its data: streams go on', async () => {
   const records = await Promise.all(ids.map((id) => fleet().session(id)));
   await fleet().redis!.restart({ keepData: true });
   const t = Date.now();
-  await deadline(resultsAfter(t, 3), 30_000, 'results after the restart');
+  await deadline(allResultsAfter(t, 3), 30_000, 'results after the restart');
   for (const [i, id] of ids.entries()) expect(await fleet().session(id)).toMatchObject({ state: 'active', owner: records[i]!.owner });
 }, 120_000);
 
@@ -63,7 +63,7 @@ test('Redis restarted empty: owners re-register their sessions, results resume',
     expect(Number(rec.epoch)).toBeGreaterThan(Number(before[i]!.epoch));
   }
   expect(await slotsOfKey(fleet())).toBe(ids.length);
-  await deadline(resultsAfter(t, 3), 30_000, 'results after the empty restart');
+  await deadline(allResultsAfter(t, 3), 30_000, 'results after the empty restart');
 }, 120_000);
 
 test('Redis paused 5 s: creates answer 503 store_unavailable; no stream ends as lease_expired', async () => {
@@ -81,7 +81,7 @@ test('Redis paused 5 s: creates answer 503 store_unavailable; no stream ends as 
     redis.resume();
   }
   const t = Date.now();
-  await deadline(resultsAfter(t, 3), 30_000, 'results after the pause').catch(async (err: Error) => {
+  await deadline(allResultsAfter(t, 3), 30_000, 'results after the pause').catch(async (err: Error) => {
     // Say how each stream ended up, not only that results stopped.
     const states = await Promise.all(ids.map(async (id, i) => ({ record: await fleet().session(id), open: sockets[i]!.isOpen(), got: sockets[i]!.received.length })));
     throw new Error(`${err.message}: ${JSON.stringify(states.map((x) => ({ open: x.open, got: x.got, state: x.record?.state, endReason: x.record?.endReason, owner: x.record?.owner })))}`);
