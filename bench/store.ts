@@ -63,7 +63,7 @@ async function benchOne(name: string, store: Store, redis?: RedisServer): Promis
     ['updateSession', (i) => store.updateSession(`st${i}`, { leaseExpiresAtMs: Date.now() + 60_000 })],
     ['addFeedback', (i) => store.addFeedback({ id: `f${i}`, stream_id: `st${i % 100}`, accountId: 'bench-acct', rating: 4, category: 'accuracy', feedback: 'ok', created_at: '', updated_at: '' }, { perStream: 1e9, perAccount: 1e9 })],
     ['feedbackOf (page of 50)', (i) => store.feedbackOf('bench-acct', { limit: 50, after: String(i) })],
-    ['hincr', (i) => hincr(store, 'bench:h', `f${i % 50}`)],
+    ['hincr (one-field hbatch)', (i) => hincr(store, 'bench:h', `f${i % 50}`)],
     // The fleet's per-tick path (one EVALSHA round trip) and its per-second/keepalive companions.
     ['commitTick', (i) => store.commitTick('bench-owned', { owner: 'bench-gw', epoch: 1, tick: ticks++, costMicrocents: i, channel: 'bench-results', message: 'r{"ok":true}' })],
     ['renewLease', (i) => store.renewLease('bench-owned', Date.now() + 60_000, i)],

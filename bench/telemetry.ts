@@ -5,9 +5,9 @@
  * request every 10 s. Time is virtual (a flush at each second's end, as the 1 s timer does), so
  * the figures are counts, not timings of this machine.
  *
- * "per event" writes each field as it happens (one hincr/hsetMin/hsetMax per field: the baseline
- * that shows what buffering saves); "buffered" is DeprecationUsage itself (one store.hbatch per
- * second). Redis commands: `total_commands_processed` (a script counts its EVALSHA and each call
+ * "per event" writes each field as it happens (one hincr/hsetMin/hsetMax per field, each a
+ * one-field store.hbatch: on Redis an EVALSHA plus the call inside it; the baseline that shows what
+ * buffering saves); "buffered" is DeprecationUsage itself (one store.hbatch per hash per second). Redis commands: `total_commands_processed` (a script counts its EVALSHA and each call
  * inside it) and the commands the client sent (one per store call per event; one EVALSHA per hash
  * buffered).
  */
