@@ -10,7 +10,6 @@ import { schemaMismatch } from './output-schema';
 import { resultId } from './ownership';
 import { ResultWindowRecorder } from './result-window';
 import { resultEnvelope, resultsChannel } from './results-socket';
-import { SOLO_REPLICA } from './session-ports';
 import type { RecordSync } from './record-sync';
 import type { SessionEnd } from './session-end';
 import type { LiveSession, SessionContext } from './session-ports';
@@ -45,7 +44,7 @@ export class TickInference {
    * the store's fenced commit (never a bare publish: a replica that lost the stream publishes nothing).
    */
   async run(session: LiveSession, tick: TickInfo): Promise<void> {
-    const { upstream, brand, catalog, observer, store, fleet } = this.deps;
+    const { upstream, brand, catalog, observer, store } = this.deps;
     const { record, runtime } = session;
     observer?.tickLateness?.(tick.latenessMs);
     const prompt = record.prompt;
@@ -107,7 +106,7 @@ export class TickInference {
     });
     if (runtime.ending) return;
     const commit = await store.commitTick(record.streamId, {
-      owner: fleet?.replicaId ?? SOLO_REPLICA,
+      owner: this.deps.replicaId,
       epoch: record.epoch,
       tick: tick.n,
       costMicrocents: cost,

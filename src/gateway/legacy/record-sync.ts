@@ -14,7 +14,6 @@ export class RecordSync {
   constructor(
     private readonly deps: SessionContext,
     private readonly local: Pick<LocalSessions, 'get' | 'remove'>,
-    private readonly replicaId: string,
   ) {}
 
   /** A tick's commit answer: a new prompt revision is read; a lost stream stops here; a lost record is re-registered. */
@@ -38,7 +37,7 @@ export class RecordSync {
     const session = this.local.get(streamId);
     if (!session) return;
     const rec = await this.deps.store.getSession(streamId);
-    if (rec?.state === 'active' && rec.owner === this.replicaId && !session.runtime.ending) {
+    if (rec?.state === 'active' && rec.owner === this.deps.replicaId && !session.runtime.ending) {
       session.record.prompt = rec.prompt;
       session.record.promptRev = rec.promptRev;
     }
@@ -56,10 +55,10 @@ export class RecordSync {
     const { store, logger, cfg, clock } = this.deps;
     try {
       record.epoch += 1;
-      if (!(await store.restoreSession(recordOf(session, this.replicaId, clock.now())))) {
+      if (!(await store.restoreSession(recordOf(session, this.deps.replicaId, clock.now())))) {
         // Written back already: by this replica (a caller that read the store before it did), or by another.
         const rec = await store.getSession(record.streamId);
-        if (rec?.state === 'active' && rec.owner === this.replicaId) {
+        if (rec?.state === 'active' && rec.owner === this.deps.replicaId) {
           record.epoch = rec.epoch;
           return;
         }
@@ -67,7 +66,7 @@ export class RecordSync {
         await this.local.remove(record.streamId);
         return;
       }
-      if (!(await store.acquireSlot(record.keyHash, record.slotId, cfg.maxStreamsPerKey, this.replicaId))) {
+      if (!(await store.acquireSlot(record.keyHash, record.slotId, cfg.maxStreamsPerKey, this.deps.replicaId))) {
         logger.warn({ streamId: record.streamId, key: record.keyHash }, 're-registered stream found its key at the stream limit');
       }
       await store.bindSlot(record.keyHash, record.slotId, record.streamId);

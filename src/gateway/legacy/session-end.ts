@@ -39,7 +39,6 @@ export class SessionEnd {
   constructor(
     private readonly deps: SessionContext,
     private readonly local: LocalSessions,
-    private readonly replicaId: string,
     readonly reasons: LegacyEndReasons,
   ) {}
 
@@ -56,11 +55,11 @@ export class SessionEnd {
     if (session) session.runtime.ending = true;
     const now = clock.now();
     let before: SessionRecord | undefined;
-    const fence = session && !opts.apiKey ? { owner: this.replicaId, epoch: session.record.epoch } : undefined;
+    const fence = session && !opts.apiKey ? { owner: this.deps.replicaId, epoch: session.record.epoch } : undefined;
     try {
       before = await store.endSession(streamId, reason, now, fence);
       // The store lost the record (restarted empty): the owner still cleans up what it holds.
-      if (!before && session && !(await store.getSession(streamId))) before = recordOf(session, this.replicaId, now);
+      if (!before && session && !(await store.getSession(streamId))) before = recordOf(session, this.deps.replicaId, now);
     } catch (err) {
       if (session) session.runtime.ending = false;
       throw err;
@@ -77,7 +76,7 @@ export class SessionEnd {
     if (!opts.answerFirst) await announce();
     this.deps.observer?.streamEnded?.(before.keyHash, reason);
     logger.info({ streamId, reason, key: before.keyHash }, 'legacy stream ended');
-    if (before.owner && before.owner !== this.replicaId) tellOwner(this.deps, before.owner, { op: 'ended', streamId, reason });
+    if (before.owner && before.owner !== this.deps.replicaId) tellOwner(this.deps, before.owner, { op: 'ended', streamId, reason });
     const key = session?.apiKey ?? opts.apiKey ?? this.openKey(before);
     const ids = session?.record.ids ?? (before.ids.traceId ? before.ids : {});
     if (opts.deleteUpstream !== false && key) await this.deleteUpstream(key, streamId, ids);

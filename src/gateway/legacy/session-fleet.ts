@@ -19,7 +19,6 @@ import { transportLostReason } from './closes';
 
 /** What the fleet side works with: this replica's registry, its end path, record upkeep and timers. */
 export interface FleetParts {
-  replicaId: string;
   local: LocalSessions;
   end: Pick<SessionEnd, 'end' | 'reasons' | 'openKey'>;
   sync: Pick<RecordSync, 'refreshPrompt' | 'reRegister'>;
@@ -57,7 +56,7 @@ export class SessionFleet {
     if (msg.op === 'prompt') return this.parts.sync.refreshPrompt(msg.streamId);
     if (msg.op === 'ended') return this.parts.local.remove(msg.streamId);
     const rec = await this.deps.store.getSession(msg.streamId);
-    if (rec?.state === 'active' && rec.owner === this.parts.replicaId) await this.adopt(rec, 'handover');
+    if (rec?.state === 'active' && rec.owner === this.deps.replicaId) await this.adopt(rec, 'handover');
   }
 
   /**
@@ -138,7 +137,8 @@ export class SessionFleet {
    * with `keepPinned` (a connection drain), stay and run here. Returns how many moved.
    */
   async handOver(targetOf: (streamId: string) => string | undefined, opts: HandOverOptions = {}): Promise<number> {
-    const { local, end, replicaId } = this.parts;
+    const { local, end } = this.parts;
+    const { replicaId } = this.deps;
     if (!opts.keepPinned) local.close();
     const { store, logger } = this.deps;
     let moved = 0;
@@ -166,7 +166,8 @@ export class SessionFleet {
    */
   async reconcileOwned(storeOwned: readonly string[]): Promise<void> {
     const { store } = this.deps;
-    const { local, replicaId } = this.parts;
+    const { local } = this.parts;
+    const { replicaId } = this.deps;
     const owned = new Set(storeOwned);
     for (const id of owned) {
       if (local.get(id) || local.isCreating(id)) continue;

@@ -118,8 +118,11 @@ export interface SessionDeps {
 /** A session record as the legacy adapter writes it: its `spec` is a `SessionSpec`. */
 export type LegacyRecord = SessionRecord<SessionSpec>;
 
-/** The deps as every part of sessions sees them: the clock resolved (the real one unless injected). */
-export type SessionContext = SessionDeps & { clock: Clock };
+/**
+ * The deps as every part of sessions sees them: the clock resolved (the real one unless injected)
+ * and this replica's id (the owner in the records it writes; `SOLO_REPLICA` outside a fleet).
+ */
+export type SessionContext = SessionDeps & { clock: Clock; replicaId: string };
 
 /**
  * A running legacy stream in this process (./ownership.ts `liveSession` builds one, for create and

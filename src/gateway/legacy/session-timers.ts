@@ -21,8 +21,6 @@ const LEASE_RETRY_MS = 1000;
 
 /** What the timers act on: the end path, the registry, the record upkeep and the tick. */
 export interface TimerParts {
-  /** The owner written into the records of the streams this replica schedules. */
-  replicaId: string;
   /** A lapsed lease ends its stream; an upstream loss ends it with the matching reason. */
   end: Pick<SessionEnd, 'end' | 'reasons' | 'onUpstreamLoss' | 'endedUpstream'>;
   /** Stops a stream here only (owned or ended elsewhere); `selfFenced` lets its ticks pass. */
@@ -80,7 +78,7 @@ export class SessionTimers {
         await this.parts.sync.reRegister(session);
         return this.armLease(session, session.record.leaseExpiresAtMs);
       }
-    } else if (rec.state !== 'active' || rec.owner !== this.parts.replicaId) {
+    } else if (rec.state !== 'active' || rec.owner !== this.deps.replicaId) {
       // Ended or owned elsewhere: it leaves this replica's bookkeeping (nothing upstream is ours to do).
       return this.parts.local.remove(session.record.streamId);
     } else if (rec.leaseExpiresAtMs > now) {

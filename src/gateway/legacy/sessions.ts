@@ -48,17 +48,17 @@ export class LegacySessions {
   private readonly timers: SessionTimers;
 
   constructor(deps: SessionDeps) {
-    const ctx: SessionContext = { ...deps, clock: deps.clock ?? realClock };
+    const ctx: SessionContext = { ...deps, clock: deps.clock ?? realClock, replicaId: deps.fleet?.replicaId ?? SOLO_REPLICA };
     this.deps = ctx;
-    this.replicaId = deps.fleet?.replicaId ?? SOLO_REPLICA;
+    this.replicaId = ctx.replicaId;
     this.reasons = legacyEndReasons(deps.brand);
     this.schemas = new JsonSchemaValidators({ maxEntries: 256, logger: deps.logger });
     const local = (this.local = new LocalSessions({ clock: ctx.clock, logger: deps.logger, media: deps.media, observer: deps.observer }));
-    const end = (this.ender = new SessionEnd(ctx, local, this.replicaId, this.reasons));
-    const sync = new RecordSync(ctx, local, this.replicaId);
+    const end = (this.ender = new SessionEnd(ctx, local, this.reasons));
+    const sync = new RecordSync(ctx, local);
     const inference = new TickInference(ctx, { end, sync });
-    const timers = (this.timers = new SessionTimers(ctx, { replicaId: this.replicaId, end, local, sync, inference }));
-    this.fleet = new SessionFleet(ctx, { replicaId: this.replicaId, local, end, sync, timers, schemas: this.schemas });
+    const timers = (this.timers = new SessionTimers(ctx, { end, local, sync, inference }));
+    this.fleet = new SessionFleet(ctx, { local, end, sync, timers, schemas: this.schemas });
   }
 
   private get leaseMs(): number {
