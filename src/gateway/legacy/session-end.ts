@@ -129,7 +129,7 @@ export class SessionEnd {
   }
 
   /** The end reason of an upstream stream read as ended (see `upstreamEndReason`). */
-  endReasonOf(s: Pick<Stream, 'end_reason'>): string {
+  private endReasonOf(s: Pick<Stream, 'end_reason'>): string {
     return s.end_reason === 'expired' ? this.reasons.leaseExpired : this.reasons.upstreamEnded;
   }
 
