@@ -344,8 +344,12 @@ export const configSchema = z.strictObject({
   /** Base URL of the /v1beta + /billing upstream. Unset → `serve` starts the embedded emulator. */
   upstreamUrl: z.string().url().optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  /** Stands for the provider's brand wherever the interface carries it (scheme, key prefix, header, field). */
+  /** The provider's brand name: the `backend` value, the completion's cache field, the region header `X-<Name>-Region`. */
   brand: brandToken.default('svc'),
+  /** The provider's abbreviation: API key prefix `<abbr>-` and reference scheme `<abbr>://` (default: the brand). */
+  brandAbbreviation: brandToken.optional(),
+  /** The other `inference.backend` value (a third-party model host), beside the brand's own. */
+  thirdPartyBackend: brandToken.default('thirdparty'),
   /** Stands for the media-room vendor (source type, response field, end reason). */
   roomVendor: brandToken.default('room'),
   requestTimeoutMs: positiveInt.default(30_000),
@@ -392,6 +396,8 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   UPSTREAM_URL: { path: ['upstreamUrl'], type: 'string' },
   LOG_LEVEL: { path: ['logLevel'], type: 'string' },
   BRAND: { path: ['brand'], type: 'string' },
+  BRAND_ABBREVIATION: { path: ['brandAbbreviation'], type: 'string' },
+  THIRDPARTY_BACKEND: { path: ['thirdPartyBackend'], type: 'string' },
   ROOM_VENDOR: { path: ['roomVendor'], type: 'string' },
   SHUTDOWN_GRACE_MS: { path: ['shutdownGraceMs'], type: 'number' },
   SHUTDOWN_DELAY_MS: { path: ['shutdownDelayMs'], type: 'number' },
@@ -512,11 +518,15 @@ function envLayer(env: NodeJS.ProcessEnv): Json {
   return out;
 }
 
-/** Expands `{brand}` in key strings so the shipped dev keys follow the configured brand. */
+/**
+ * Expands `{abbr}` (the key prefix's token: the abbreviation, else the brand) and `{brand}` in key
+ * strings so the shipped dev keys follow the configured brand (`ovs-local-dev` under the provider's profile).
+ */
 function expandBrand(cfg: Config): Config {
+  const abbreviation = cfg.brandAbbreviation ?? cfg.brand;
   const accounts = cfg.emulator.accounts.map((a) => ({
     ...a,
-    keys: a.keys.map((k) => ({ ...k, key: k.key.replaceAll('{brand}', cfg.brand) })),
+    keys: a.keys.map((k) => ({ ...k, key: k.key.replaceAll('{abbr}', abbreviation).replaceAll('{brand}', cfg.brand) })),
   }));
   return { ...cfg, emulator: { ...cfg.emulator, accounts } };
 }

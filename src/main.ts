@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { UsageError, parseCommandLine } from './cli';
+import { brandOf, brandTokens } from './brand';
 import { bootChecks } from './boot-checks';
 import { ConfigError, DEFAULT_CONFIG_FILE, configEnvNames, loadConfig } from './config';
 import type { Config } from './config';
@@ -85,6 +86,7 @@ async function runEmulator(cfg: Config, logger: Logger, configFile: string | und
       url: emu.url,
       port: emu.port,
       region: cfg.emulator.region,
+      brand: brandTokens(brandOf(cfg)),
       controlApi: cfg.emulator.controlApi,
       autoPublish: cfg.emulator.autoPublish.enabled,
       config: configSources(configFile),
@@ -145,7 +147,7 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
       upstream: upstreamUrl,
       embeddedEmulator: emulator ?? null,
       config: sources,
-      brand: cfg.brand,
+      brand: brandTokens(brandOf(cfg)),
       legacyLeaseSeconds: cfg.legacy.leaseTtlSeconds,
       deprecation: cfg.deprecation,
       metrics: cfg.telemetry.metrics ? '/metrics' : null,

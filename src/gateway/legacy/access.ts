@@ -11,7 +11,6 @@ import type { UpstreamCatalog } from './catalog';
 import type { SocketAuth } from './results-socket';
 import { LEGACY_CLOSES } from './closes';
 import type { LegacyClose } from './closes';
-import { LEGACY_ERRORS } from './errors';
 
 /** A stream id: what the upstream hands out (word characters and dashes), at most 128 of them. */
 const STREAM_ID = /^[\w-]{1,128}$/;
@@ -20,28 +19,22 @@ export function isStreamId(id: unknown): id is string {
   return typeof id === 'string' && STREAM_ID.test(id);
 }
 
-export type StreamAccess = { ok: true; record: SessionRecord } | { ok: false; refusal: 'stream_not_found' | 'forbidden' };
+export type StreamAccess = { ok: true; record: SessionRecord } | { ok: false };
 
-/** May this account touch this stream: unknown (or malformed) → not found, another account's → forbidden. */
+/**
+ * May this account touch this stream: unknown, malformed or another account's all answer "not
+ * found" in the same words (the provider's v0.2: "Stream not found or not owned by this API key"),
+ * so a key cannot tell another account's stream from none: 404 `stream_not_found` over HTTP, 1008
+ * `stream_not_found` on the results socket.
+ */
 export function streamAccess(record: SessionRecord | null | undefined, accountId: string): StreamAccess {
-  if (!record) return { ok: false, refusal: 'stream_not_found' };
-  if (record.accountId !== accountId) return { ok: false, refusal: 'forbidden' };
+  if (!record || record.accountId !== accountId) return { ok: false };
   return { ok: true, record };
 }
 
 /** Reads the record and applies `streamAccess`; a malformed id never reaches the store. */
 export async function readStreamAccess(store: Pick<SessionRecords, 'getSession'>, streamId: string, accountId: string): Promise<StreamAccess> {
   return streamAccess(isStreamId(streamId) ? await store.getSession(streamId) : null, accountId);
-}
-
-/** The HTTP face of a refusal: 404 `stream_not_found` or 403 `forbidden`. */
-export function accessError(refusal: 'stream_not_found' | 'forbidden', streamId: string): ServiceError {
-  return refusal === 'stream_not_found' ? LEGACY_ERRORS.streamNotFound(streamId) : LEGACY_ERRORS.forbidden();
-}
-
-/** The socket face of a refusal: 1008 with the legacy code as reason. */
-export function accessClose(refusal: 'stream_not_found' | 'forbidden'): LegacyClose {
-  return refusal === 'stream_not_found' ? LEGACY_CLOSES.streamNotFound : LEGACY_CLOSES.forbidden;
 }
 
 export interface KeyCheckDeps {
@@ -95,7 +88,7 @@ export function socketAuthorizer(deps: SocketAuthorizerDeps) {
     const key = await checkKey(deps, ip, apiKey);
     if (!key.ok) return { ok: false, ...('blockedMs' in key ? LEGACY_CLOSES.authRateLimited : LEGACY_CLOSES.authFailed) };
     const access = await readStreamAccess(deps.store, streamId, key.accountId);
-    if (!access.ok) return { ok: false, ...accessClose(access.refusal) };
+    if (!access.ok) return { ok: false, ...LEGACY_CLOSES.streamNotFound };
     const refusal = deps.admitSocket?.(access.record);
     if (refusal) return { ok: false, ...refusal };
     return { ok: true, record: access.record };

@@ -46,7 +46,6 @@ export const LEGACY_CLOSES = {
   badFirstMessage: { code: 1008, reason: 'first message must be {"api_key": "..."}' },
   authFailed: { code: 1008, reason: 'authentication failed' },
   streamNotFound: { code: 1008, reason: 'stream_not_found' },
-  forbidden: { code: 1008, reason: 'forbidden' },
   authRateLimited: { code: 1013, reason: 'too many failed authentications' },
   authUnavailable: { code: 1011, reason: 'authorization unavailable' },
   /**

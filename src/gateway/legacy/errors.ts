@@ -19,7 +19,6 @@ export const LEGACY_ERRORS = {
     legacyError(404, 'stream_not_found', why === undefined ? `Stream ${streamId} has ended` : `Stream ${streamId} has ended (${why})`),
   /** The upstream no longer knows the stream (its keepalive answered 404). */
   streamEndedUpstream: (streamId: string): ServiceError => legacyError(404, 'stream_not_found', `Stream ${streamId} has ended upstream`),
-  forbidden: (): ServiceError => legacyError(403, 'forbidden', 'This API key cannot access this stream'),
   unauthorized: (message = 'Invalid or revoked API key'): ServiceError => legacyError(401, 'unauthorized', message),
   /** The balance read at keepalive is zero or below. */
   insufficientCredits: (): ServiceError => legacyError(402, 'insufficient_credits', 'Insufficient credits'),

@@ -66,6 +66,9 @@ export function toLegacyResult(input: LegacyResultInput): LegacyResultMessage {
   let error = input.error ?? null;
   if (error === null && !answer.choice) error = input.completion ? 'upstream returned no choices' : 'no completion';
   const ok = error === null;
+  // The total spans the inference (it is measured from the tick's due time, the inference around
+  // the call, and a tick may start a moment before its due time or round the other way).
+  const inferenceMs = Math.max(0, Math.round(input.inferenceLatencyMs));
   return {
     id: input.id,
     stream_id: input.streamId,
@@ -74,8 +77,8 @@ export function toLegacyResult(input: LegacyResultInput): LegacyResultMessage {
     model_name: answer.model ?? input.modelName ?? input.spec.model,
     prompt: input.prompt,
     result: ok ? (answer.content ?? '') : '',
-    inference_latency_ms: Math.max(0, Math.round(input.inferenceLatencyMs)),
-    total_latency_ms: Math.max(0, Math.round(input.totalLatencyMs)),
+    inference_latency_ms: inferenceMs,
+    total_latency_ms: Math.max(inferenceMs, Math.round(input.totalLatencyMs)),
     ok,
     error,
     finish_reason: ok ? answer.finishReason : null,

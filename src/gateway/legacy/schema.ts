@@ -69,7 +69,7 @@ export interface FrameProcessing {
 export interface LegacyInference {
   prompt: string;
   model: string;
-  /** `thirdparty` or the configured brand backend. */
+  /** The configured brand backend or the third-party one (`brand.thirdPartyBackend`). */
   backend: string;
   output_schema_json: Record<string, unknown> | null;
   max_output_tokens: number | null;
@@ -197,7 +197,7 @@ export function createLegacySchemas(brand: Brand) {
 
   const offer = z.strictObject({ type: z.literal('offer'), sdp: bounded(LEGACY_LIMITS.maxSdpChars) });
 
-  const backends = [...new Set(['thirdparty', brand.backend])] as [string, ...string[]];
+  const backends = [...new Set([brand.backend, brand.thirdPartyBackend])] as [string, ...string[]];
   const inference = z
     .strictObject({
       prompt,
@@ -300,9 +300,9 @@ export function createLegacySchemas(brand: Brand) {
   const promptPatch: z.ZodType<LegacyPromptPatch, unknown> = z.strictObject({ prompt });
 
   const feedback: z.ZodType<LegacyFeedbackBody, unknown> = z.strictObject({
-    rating: int().min(1).max(5),
+    rating: int().min(0).max(10),
     category: bounded(LEGACY_LIMITS.maxCategoryChars),
-    feedback: z.string().max(LEGACY_LIMITS.maxFeedbackChars),
+    feedback: z.string().max(LEGACY_LIMITS.maxFeedbackChars).default(''),
   });
 
   const reinfer: z.ZodType<LegacyReinferBody, unknown> = z

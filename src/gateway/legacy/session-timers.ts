@@ -97,7 +97,9 @@ export class SessionTimers {
         }
       }
     }
-    await this.parts.end.end(session.record.streamId, this.parts.end.reasons.leaseExpired);
+    // A lease left unrenewed by a keepalive refused for credits ends for that reason.
+    const { reasons } = this.parts.end;
+    await this.parts.end.end(session.record.streamId, rec?.creditsRefusedAtMs != null ? reasons.insufficientCredits : reasons.leaseExpired);
   }
 
   /** Asks again soon, remembering that the store failed (a lease that lapsed meanwhile is extended). */

@@ -6,7 +6,7 @@ import type { Logger } from '../../lib/logger';
 import { realClock } from '../../lib/timers';
 import { UpstreamError, isUpstreamStatus } from '../../upstream/client';
 import { newTraceId } from '../../upstream/trace';
-import { accessError, streamAccess } from './access';
+import { streamAccess } from './access';
 import { LEGACY_ERRORS } from './errors';
 import { TickInference } from './inference';
 import { LocalSessions } from './local-sessions';
@@ -202,7 +202,7 @@ export class LegacySessions {
   /** A session record for a caller: 404 unknown, 403 another account's. */
   async recordFor(streamId: string, accountId: string): Promise<LegacyRecord> {
     const access = streamAccess(await this.deps.store.getSession(streamId), accountId);
-    if (!access.ok) throw accessError(access.refusal, streamId);
+    if (!access.ok) throw LEGACY_ERRORS.streamNotFound(streamId);
     return legacyRecord(access.record);
   }
 
@@ -219,18 +219,20 @@ export class LegacySessions {
     const balance = await upstream.balance(apiKey, ids).catch((err: unknown) => {
       throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.balance);
     });
+    const now = this.deps.clock.now();
     if (balance.balance_microcents <= 0) {
-      // No credits: the lease is not renewed and the stream ends, as the service did.
-      await this.end(streamId, this.reasons.insufficientCredits, { apiKey });
+      // No credits: the lease is not renewed and the stream runs until it lapses (then it ends
+      // insufficient_credits), so a customer who tops up and keeps alive in time keeps the stream.
+      await store.updateSession(streamId, { creditsRefusedAtMs: now });
       throw LEGACY_ERRORS.insufficientCredits();
     }
     // Renewed before the upstream calls, as the service did: a slow upstream must not lapse the lease.
-    const now = this.deps.clock.now();
     const renewed = await store.renewLease(streamId, now + this.leaseMs, now);
     if (!renewed) {
       const after = await store.getSession(streamId);
       throw LEGACY_ERRORS.streamEnded(streamId, after?.endReason ?? 'ended');
     }
+    if (rec.creditsRefusedAtMs != null) await store.updateSession(streamId, { creditsRefusedAtMs: null });
     let ka;
     let upstreamStream;
     try {

@@ -33,7 +33,7 @@ interface SessionSpecBase {
   intervalMs: number;
   prompt: string;
   model: string;
-  /** Legacy `inference.backend` (`thirdparty` or the brand backend); echoed in results only. */
+  /** Legacy `inference.backend` (the brand backend or the third-party one); echoed in results only. */
   backend: string;
   outputSchema: Record<string, unknown> | null;
   maxOutputTokens: number;

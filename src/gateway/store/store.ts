@@ -49,6 +49,12 @@ export interface SessionRecord<Spec = unknown> {
   endedAtMs: number | null;
   /** Legacy lease expiry. */
   leaseExpiresAtMs: number;
+  /**
+   * When the latest legacy keepalive was refused for credits (402: the lease is not renewed), null
+   * once one succeeds: a lease that lapses after such a refusal ends the stream `insufficient_credits`.
+   * Absent on records written before the field existed (= null).
+   */
+  creditsRefusedAtMs?: number | null;
   prompt: string;
   promptUpdatedAtMs: number;
   /** The normalized legacy configuration (SessionSpec), stored as JSON. */

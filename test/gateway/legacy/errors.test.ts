@@ -11,7 +11,6 @@ describe('LEGACY_ERRORS', () => {
     ['streamEnded', LEGACY_ERRORS.streamEnded('s1'), 404, 'stream_not_found', 'Stream s1 has ended'],
     ['streamEnded + why', LEGACY_ERRORS.streamEnded('s1', 'lease_expired'), 404, 'stream_not_found', 'Stream s1 has ended (lease_expired)'],
     ['streamEndedUpstream', LEGACY_ERRORS.streamEndedUpstream('s1'), 404, 'stream_not_found', 'Stream s1 has ended upstream'],
-    ['forbidden', LEGACY_ERRORS.forbidden(), 403, 'forbidden', 'This API key cannot access this stream'],
     ['unauthorized', LEGACY_ERRORS.unauthorized(), 401, 'unauthorized', 'Invalid or revoked API key'],
     ['unauthorized + text', LEGACY_ERRORS.unauthorized('Invalid API key'), 401, 'unauthorized', 'Invalid API key'],
     ['insufficientCredits', LEGACY_ERRORS.insufficientCredits(), 402, 'insufficient_credits', 'Insufficient credits'],
@@ -30,7 +29,7 @@ describe('LEGACY_ERRORS', () => {
     expect(err).toMatchObject({ status, code, message, shape: 'legacy' });
   });
 
-  it('every factory is in the table above', () => expect(Object.keys(LEGACY_ERRORS)).toHaveLength(17));
+  it('every factory is in the table above', () => expect(Object.keys(LEGACY_ERRORS)).toHaveLength(16));
 
   it('details: the limit, the saturated status, the model field', () => {
     expect(LEGACY_ERRORS.concurrentStreamLimit(5).options.details).toEqual({ limit: 5 });

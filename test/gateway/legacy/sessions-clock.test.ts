@@ -97,8 +97,8 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
   };
 }
 
-async function create(r: Rig): Promise<string> {
-  const parsed = parseLegacy(createLegacySchemas(brandOf(r.cfg)).createStream, frameBody({ interval_seconds: INTERVAL_MS / 1000 }), 'req');
+async function create(r: Rig, intervalMs = INTERVAL_MS): Promise<string> {
+  const parsed = parseLegacy(createLegacySchemas(brandOf(r.cfg)).createStream, frameBody({ interval_seconds: intervalMs / 1000 }), 'req');
   const spec = normalizeCreate(parsed, { maxTokensPerSecond: r.cfg.legacy.maxTokensPerSecond });
   const accountId = await new UpstreamCatalog(r.upstream, { modelsCacheMs: 0, accountCacheMs: 0 }).accountOf(KEY);
   return (await r.sessions.create({ apiKey: KEY, accountId, spec })).streamId;
@@ -229,5 +229,42 @@ describe('LegacySessions on fake time', () => {
     expect(r.ended).toEqual(['lease_expired']);
     expect(await r.store.getSession(id)).toMatchObject({ state: 'ended', endReason: 'lease_expired' });
     await r.close();
+  });
+
+  test('a keepalive refused for credits (402) leaves the stream running; a top-up renews it; else it lapses insufficient_credits', async () => {
+    // One tick a minute: after tick 0 nothing asks the upstream for a completion (or a keepalive,
+    // every 60 s) within the 45 s lease, so only the lease can end the stream.
+    const r = rig({ leaseTtlSeconds: 45 });
+    const setBalance = (balance_microcents: number) => http(emulator.url, 'POST', '/_emulator/balance', { body: { api_key: KEY, balance_microcents } });
+    try {
+      const id = await create(r, 60_000);
+      const seen = results(r, id);
+      await drive(r, () => seen.length >= 1);
+      await quiet(r);
+      const accountId = (await r.store.getSession(id))!.accountId;
+      await setBalance(0);
+      r.clock.advance(10_000);
+      const lease = (await r.store.getSession(id))!.leaseExpiresAtMs;
+      await expect(r.sessions.keepalive(id, KEY, accountId)).rejects.toMatchObject({ status: 402, code: 'insufficient_credits' });
+      // Not renewed, not ended.
+      expect(await r.store.getSession(id)).toMatchObject({ state: 'active', leaseExpiresAtMs: lease, creditsRefusedAtMs: r.clock.now() });
+      expect(r.ended).toEqual([]);
+
+      await setBalance(1_000_000_000);
+      const ka = await r.sessions.keepalive(id, KEY, accountId);
+      expect(ka.creditsRemainingCents).toBeGreaterThan(0);
+      expect(await r.store.getSession(id)).toMatchObject({ state: 'active', leaseExpiresAtMs: r.clock.now() + 45_000, creditsRefusedAtMs: null });
+
+      await setBalance(0);
+      await expect(r.sessions.keepalive(id, KEY, accountId)).rejects.toMatchObject({ status: 402 });
+      r.clock.advance(45_000);
+      for (let i = 0; i < 20 && r.ended.length === 0; i++) await settle();
+      expect(r.ended).toEqual(['insufficient_credits']);
+      expect(await r.store.getSession(id)).toMatchObject({ state: 'ended', endReason: 'insufficient_credits' });
+      expect(seen).toHaveLength(1);
+    } finally {
+      await setBalance(1_000_000_000);
+      await r.close();
+    }
   });
 });

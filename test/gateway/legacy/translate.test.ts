@@ -370,6 +370,16 @@ describe('toLegacyResult', () => {
     const msg = toLegacyResult({ id: 'r', streamId: STREAM, spec: s, prompt: 'p', completion: { choices: [] }, inferenceLatencyMs: 1, totalLatencyMs: 1 });
     expect(msg).toMatchObject({ ok: false, error: 'upstream returned no choices', model_name: 'acme/vision-1' });
   });
+
+  it.each([
+    [3.6, 3.4, 4, 4],
+    [4, 2, 4, 4],
+    [4.2, 9.7, 4, 10],
+    [-1, -2, 0, 0],
+  ])('inference %d ms, total %d ms → %d / %d: the total never below the inference', (inference, total, wantInference, wantTotal) => {
+    const msg = toLegacyResult({ id: 'r', streamId: STREAM, spec: s, prompt: 'p', completion: null, inferenceLatencyMs: inference, totalLatencyMs: total });
+    expect([msg.inference_latency_ms, msg.total_latency_ms]).toEqual([wantInference, wantTotal]);
+  });
 });
 
 describe('toLegacyCreateResponse', () => {
@@ -569,14 +579,13 @@ describe('results-socket closes', () => {
     ['badFirstMessage', 1008, 'first message must be {"api_key": "..."}'],
     ['authFailed', 1008, 'authentication failed'],
     ['streamNotFound', 1008, 'stream_not_found'],
-    ['forbidden', 1008, 'forbidden'],
     ['authRateLimited', 1013, 'too many failed authentications'],
     ['authUnavailable', 1011, 'authorization unavailable'],
     ['replicaLeaving', 1012, 'service_restart'],
   ] as const)('%s closes %i "%s"', (name, code, reason) => {
     expect(LEGACY_CLOSES[name]).toEqual({ code, reason });
   });
-  it('every close is listed above', () => expect(Object.keys(LEGACY_CLOSES)).toHaveLength(8));
+  it('every close is listed above', () => expect(Object.keys(LEGACY_CLOSES)).toHaveLength(7));
   it('a stream end is 1001 with its reason; a sunset refusal is 1013', () => {
     expect(endClose('lease_expired')).toEqual({ code: 1001, reason: 'lease_expired' });
     expect(tryLaterClose('brownout')).toEqual({ code: 1013, reason: 'brownout' });
