@@ -12,7 +12,7 @@ import type { Logger } from '../lib/logger';
 import { UpstreamError, httpError, isUpstreamCode, isUpstreamStatus } from './errors';
 import { CircuitBreaker } from './breaker';
 import type { BreakerOptions } from './breaker';
-import { Retrier, isRetryable, parseRetryAfter, sleep } from './retry';
+import { Retrier, isRetryable, retryHintMs, sleep } from './retry';
 import { childTraceparent } from './trace';
 import type { RetryInfo, RetryOverride, RetryPolicyName } from './retry';
 import type {
@@ -333,7 +333,7 @@ export class UpstreamClient {
       if (ok || opts.signal?.aborted) throw this.transportError(err, opts.signal, true);
     }
     if (!ok) {
-      const retryAfterMs = parseRetryAfter(res.headers['retry-after'], res.headers['retry-after-ms']);
+      const retryAfterMs = retryHintMs(res.headers);
       throw httpError(status, parseLenient(text), retryAfterMs);
     }
     if (text === '') return undefined;

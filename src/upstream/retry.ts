@@ -169,6 +169,20 @@ export function parseRetryAfter(
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
+/**
+ * The wait an error answer hints: `retry-after` (or `retry-after-ms`), and, when
+ * `x-ratelimit-remaining` is 0, until `x-ratelimit-reset` (epoch seconds, as the provider sends
+ * it); the later of the two. Undefined when neither says.
+ */
+export function retryHintMs(headers: Record<string, string | string[] | undefined>, now: number = Date.now()): number | undefined {
+  const after = parseRetryAfter(headers['retry-after'], headers['retry-after-ms'], now);
+  const remaining = first(headers['x-ratelimit-remaining'])?.trim();
+  const reset = first(headers['x-ratelimit-reset'])?.trim();
+  const resetMs = remaining === '0' && reset && /^\d+(\.\d+)?$/.test(reset) ? Math.max(0, Math.round(Number(reset) * 1000 - now)) : undefined;
+  if (after === undefined) return resetMs;
+  return resetMs === undefined ? after : Math.max(after, resetMs);
+}
+
 function first(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }

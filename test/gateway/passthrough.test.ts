@@ -192,6 +192,21 @@ describe('passthrough against the emulator', () => {
     expect(await balance()).toBeLessThan(before);
     await call(s.url, 'DELETE', `/v1beta/streams/${id}`, { key: KEY_B });
   });
+  test('an upstream 429 reaches the client unchanged: status, retry-after and body', async () => {
+    const id = await streamWithFrames(s);
+    const body = {
+      model: 'local/analyzer',
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `svc://streams/${id}?frame_index=-1` } }] }],
+    };
+    await call(s.emulator.url, 'POST', '/_emulator/faults', { body: { model: '*', count: 2, status: 429, code: 'rate_limited', retryAfterSeconds: 2 } });
+    const { direct, via } = await both(s, 'POST', '/v1beta/chat/completions', { body });
+    expect(direct.status).toBe(429);
+    expect(via.status).toBe(429);
+    expect(via.headers.get('retry-after')).toBe('2');
+    expect(via.headers.get('retry-after')).toBe(direct.headers.get('retry-after'));
+    expect(via.body).toEqual(direct.body);
+    await call(s.url, 'DELETE', `/v1beta/streams/${id}`);
+  });
 });
 
 describe('passthrough against scripted upstreams', () => {

@@ -1,5 +1,5 @@
 import { UpstreamError } from '../../src/upstream/errors';
-import { RETRY_POLICIES, Retrier, isRetryable, parseRetryAfter, sleep } from '../../src/upstream/retry';
+import { RETRY_POLICIES, Retrier, isRetryable, parseRetryAfter, retryHintMs, sleep } from '../../src/upstream/retry';
 import type { RetryPolicyName } from '../../src/upstream/retry';
 
 const http = (status: number, extra: Partial<ConstructorParameters<typeof UpstreamError>[0]> = {}) =>
@@ -97,6 +97,23 @@ describe('parseRetryAfter', () => {
     expect(parseRetryAfter('soon')).toBeUndefined();
     expect(parseRetryAfter('-1')).toBeUndefined();
     expect(parseRetryAfter(undefined, 'abc')).toBeUndefined();
+  });
+});
+
+describe('retryHintMs', () => {
+  const now = Date.parse('2026-01-01T00:00:00Z');
+  const reset = (s: number) => String(now / 1000 + s);
+  it('reads x-ratelimit-reset (epoch seconds) once nothing remains, and takes the later of it and retry-after', () => {
+    expect(retryHintMs({ 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': reset(2.5) }, now)).toBe(2500);
+    expect(retryHintMs({ 'retry-after': '1', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': reset(3) }, now)).toBe(3000);
+    expect(retryHintMs({ 'retry-after': '4', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': reset(3) }, now)).toBe(4000);
+    expect(retryHintMs({ 'retry-after': '1' }, now)).toBe(1000);
+  });
+  it('ignores a reset while requests remain, a reset in the past waits 0, nothing hinted is undefined', () => {
+    expect(retryHintMs({ 'x-ratelimit-remaining': '3', 'x-ratelimit-reset': reset(5) }, now)).toBeUndefined();
+    expect(retryHintMs({ 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': reset(-5) }, now)).toBe(0);
+    expect(retryHintMs({ 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': 'soon' }, now)).toBeUndefined();
+    expect(retryHintMs({}, now)).toBeUndefined();
   });
 });
 

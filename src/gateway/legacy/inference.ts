@@ -8,6 +8,7 @@ import type { ChatCompletionResponse } from '../../upstream/client';
 import { DEFAULT_TIMEOUTS, UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import { schemaMismatch } from './output-schema';
 import { resultId } from './ownership';
+import { RateLimitBackoff } from './rate-limit-backoff';
 import { ResultWindowRecorder } from './result-window';
 import { resultEnvelope, resultsChannel } from './results-socket';
 import type { RecordSync } from './record-sync';
@@ -27,6 +28,8 @@ export interface TickParts {
 export class TickInference {
   /** Each committed result's window on the stream clock, for reinfer. */
   private readonly windows: ResultWindowRecorder;
+  /** Keys held back by an upstream 429, on this replica. */
+  private readonly backoff = new RateLimitBackoff();
 
   constructor(
     private readonly deps: SessionContext,
@@ -47,6 +50,8 @@ export class TickInference {
     const { upstream, brand, catalog, observer, store } = this.deps;
     const { record, runtime } = session;
     observer?.tickLateness?.(tick.latenessMs);
+    runtime.backoffJitter ??= this.backoff.jitter();
+    if (this.backoff.holds(record.keyHash, this.clock.now(), runtime.backoffJitter)) return void observer?.rateLimited?.('tick_skipped');
     const prompt = record.prompt;
     const body = buildCompletionRequest(record.spec, record.streamId, brand, { threadId: runtime.threadId, prompt });
     const started = this.clock.now();
@@ -73,6 +78,11 @@ export class TickInference {
       if (runtime.ending) return;
       if (err instanceof UpstreamError) observer?.upstreamError?.(err.status);
       if (isUpstreamCode(err, 'frame_not_yet_produced')) return; // nothing to look at yet: skip quietly
+      // Rate limited: this tick reports it, the key's ticks pause for the hinted time; never an end.
+      if (isUpstreamStatus(err, 429)) {
+        this.backoff.limited(record.keyHash, this.clock.now(), err.retryAfterMs);
+        observer?.rateLimited?.('limited');
+      }
       // Out of credits, or the upstream stream is gone: the stream ends for that reason.
       if (isUpstreamStatus(err, 402) || (isUpstreamStatus(err, 404) && isUpstreamCode(err, 'stream_not_found'))) return void this.parts.end.onUpstreamLoss(session, err);
       const modelsFault = err instanceof UpstreamError && err.code !== 'upstream_circuit_open' && (err.status === 503 || err.kind !== 'http');

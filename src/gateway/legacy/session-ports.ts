@@ -23,6 +23,8 @@ export interface LegacyObserver {
   streamEnded?(keyHash: string, reason: string): void;
   inference?(e: { keyHash: string; model: string; ok: boolean; tokens: number; inferenceMs: number; totalMs: number; overheadMs: number }): void;
   tickSkipped?(streamId: string): void;
+  /** A tick met an upstream 429 (`event: 'limited'`), or was skipped while its key was held back. */
+  rateLimited?(event: 'limited' | 'tick_skipped'): void;
   tickLateness?(ms: number): void;
   upstreamError?(status: number): void;
   /** Fleet (Redis store): replicas alive as this replica last saw them. */
@@ -48,6 +50,7 @@ export function fanOut(observers: ReadonlyArray<LegacyObserver | undefined>): Le
     streamEnded: each('streamEnded'),
     inference: each('inference'),
     tickSkipped: each('tickSkipped'),
+    rateLimited: each('rateLimited'),
     tickLateness: each('tickLateness'),
     upstreamError: each('upstreamError'),
     fleetReplicas: each('fleetReplicas'),
@@ -149,6 +152,8 @@ export interface SessionRuntime {
   firstFramePoll?: TimerHandle;
   readonly abort: AbortController;
   publishToken: string;
+  /** Where this stream resumes in the spread after its key's rate-limit hold (0..1, drawn once). */
+  backoffJitter?: number;
   /** Set once the stream stops here (ended, fenced, handed over): its timers act no more. */
   ending: boolean;
 }

@@ -58,6 +58,7 @@ export class GatewayMetrics {
   readonly resultOverhead: Histogram;
   readonly tickLateness: Histogram;
   readonly ticksSkipped: Counter;
+  readonly rateLimited: Counter<'event'>;
   readonly socketsOpened: Counter;
   readonly socketsShed: Counter;
   readonly upstreamErrors: Counter<'source' | 'status'>;
@@ -180,6 +181,12 @@ export class GatewayMetrics {
     this.ticksSkipped = new Counter({
       name: 'gateway_legacy_ticks_skipped_total',
       help: 'Scheduler ticks skipped because the previous inference of the stream was still running',
+      registers,
+    });
+    this.rateLimited = new Counter({
+      name: 'gateway_legacy_rate_limited_total',
+      help: "Upstream 429s met by ticks (limited), and ticks skipped while their key was held back by one (tick_skipped)",
+      labelNames: ['event'],
       registers,
     });
     new Gauge({

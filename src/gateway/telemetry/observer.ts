@@ -38,6 +38,9 @@ export function telemetryObserver(metrics: GatewayMetrics, usage: DeprecationUsa
     tickSkipped() {
       metrics.ticksSkipped.inc();
     },
+    rateLimited(event) {
+      metrics.rateLimited.inc({ event });
+    },
     tickLateness(ms) {
       metrics.tickLateness.observe(Math.max(0, ms) / 1000);
     },

@@ -34,6 +34,7 @@ interface Rig {
   upstream: UpstreamClient;
   ended: string[];
   upstreamErrors: number[];
+  rateLimited: string[];
   /** No upstream call is running. */
   idle(): boolean;
   close(): Promise<void>;
@@ -70,6 +71,7 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
   const catalog = new UpstreamCatalog(upstream, { modelsCacheMs: 60_000, accountCacheMs: 60_000, logger });
   const ended: string[] = [];
   const upstreamErrors: number[] = [];
+  const rateLimited: string[] = [];
   const sessions = new LegacySessions({
     cfg: cfg.legacy,
     brand,
@@ -78,7 +80,11 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
     upstream,
     catalog,
     clock,
-    observer: { streamEnded: (_k, reason) => void ended.push(reason), upstreamError: (status) => void upstreamErrors.push(status) },
+    observer: {
+      streamEnded: (_k, reason) => void ended.push(reason),
+      upstreamError: (status) => void upstreamErrors.push(status),
+      rateLimited: (event) => void rateLimited.push(event),
+    },
   });
   return {
     cfg,
@@ -88,6 +94,7 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
     upstream,
     ended,
     upstreamErrors,
+    rateLimited,
     idle: () => running() === 0,
     async close() {
       await sessions.closeAll();
@@ -266,5 +273,37 @@ describe('LegacySessions on fake time', () => {
       await setBalance(1_000_000_000);
       await r.close();
     }
+  });
+
+  test('an upstream 429 holds the key back for its retry-after: ticks inside it are skipped, none queued, the stream goes on', async () => {
+    const r = rig();
+    const id = await create(r);
+    const seen = results(r, id);
+    await drive(r, () => seen.length >= 1);
+    await quiet(r);
+    await fault({ model: '*', count: 1, status: 429, code: 'rate_limited', retryAfterSeconds: 3 });
+    // The next tick meets the 429 and says so in its result.
+    r.clock.advance(INTERVAL_MS);
+    await waitFor(() => seen.length === 2);
+    expect(seen[1]).toMatchObject({ ok: false });
+    expect(seen[1]!.error).toMatch(/^upstream_unavailable \(503\)/);
+    expect(r.rateLimited).toEqual(['limited']);
+    // The 3 s that follow: every tick skipped, nothing asked upstream, nothing published.
+    for (let t = INTERVAL_MS; t < 3000; t += INTERVAL_MS) {
+      r.clock.advance(INTERVAL_MS);
+      await quiet(r);
+    }
+    expect(seen).toHaveLength(2);
+    expect(r.rateLimited.filter((e) => e === 'tick_skipped').length).toBeGreaterThanOrEqual(4);
+    // After the hold (and this stream's share of the spread), ticks answer again; nothing ended.
+    for (let i = 0; i < 4; i++) {
+      r.clock.advance(INTERVAL_MS);
+      await quiet(r);
+    }
+    await waitFor(() => seen.length >= 3);
+    expect(seen.slice(2).every((m) => m.ok)).toBe(true);
+    expect(r.ended).toEqual([]);
+    expect(r.upstreamErrors).toEqual([429]);
+    await r.close();
   });
 });
