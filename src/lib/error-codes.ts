@@ -29,6 +29,7 @@ export const ERROR_CODES = {
   model_not_found: '/v1beta emulator',
   model_unavailable: '/v1beta emulator; /v0.2',
   not_found: '/v1beta emulator; /v0.2',
+  not_native_stream: '/v0.2 (spectate)',
   payload_too_large: '/v1beta emulator',
   region_error: '/v1beta emulator',
   request_aborted: 'framework (emulator, gateway)',

@@ -26,6 +26,7 @@ import type {
   ModelList,
   ModelPricing,
   Stream,
+  ViewerTokenResponse,
 } from './types';
 import { isRecord } from '../lib/is-record';
 
@@ -152,6 +153,16 @@ export class UpstreamClient {
   async getStream(apiKey: string, id: string, opts: CallOptions = {}): Promise<Stream> {
     const body = await this.send('GET', `/v1beta/streams/${encodeURIComponent(id)}`, apiKey, undefined, opts);
     return expectObject<Stream>(body, 'getStream');
+  }
+
+  /** A subscribe-only token for the stream's media room (valid a few minutes); never retried. */
+  async viewerToken(apiKey: string, id: string, opts: CallOptions = {}): Promise<ViewerTokenResponse> {
+    const body = await this.send('POST', `/v1beta/streams/${encodeURIComponent(id)}/viewer-token`, apiKey, '{}', opts);
+    const out = expectObject<ViewerTokenResponse>(body, 'viewerToken');
+    if (!isRecord(out.view) || typeof out.view.url !== 'string' || typeof out.view.token !== 'string') {
+      throw invalidResponse('viewerToken', 'no view {url, token}');
+    }
+    return out;
   }
 
   /** Renews the upstream lease; retried on network errors and 503, then fatal. */

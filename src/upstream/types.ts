@@ -35,6 +35,11 @@ export interface KeepaliveResponse {
   [extra: string]: unknown;
 }
 
+/** `POST /v1beta/streams/{id}/viewer-token`: a subscribe-only room token for watching the stream. */
+export interface ViewerTokenResponse {
+  view: { url: string; token: string; expires_in_seconds: number };
+}
+
 export interface DeleteStreamResult {
   id: string;
   deleted: true;

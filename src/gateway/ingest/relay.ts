@@ -1,6 +1,6 @@
 import type { LegacyConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
-import type { MediaRelay } from '../legacy/session-ports';
+import type { MediaRelay, RelayStart } from '../legacy/session-ports';
 import type { LegacyMedia } from '../legacy/responses';
 import type { SessionSpec } from '../legacy/spec';
 import { LEGACY_ERRORS } from '../legacy/errors';
@@ -83,14 +83,14 @@ export class IngestRelay implements MediaRelay {
     checkSource(spec);
   }
 
-  start(input: { spec: SessionSpec; streamId: string; publishUrl: string; publishToken: string; onLost: () => void }): Promise<LegacyMedia> {
+  start(input: RelayStart): Promise<LegacyMedia> {
     const started = this.startRelay(input);
     this.starting.add(started);
     void started.catch(() => undefined).finally(() => this.starting.delete(started));
     return started;
   }
 
-  private async startRelay(input: { spec: SessionSpec; streamId: string; publishUrl: string; publishToken: string; onLost: () => void }): Promise<LegacyMedia> {
+  private async startRelay(input: RelayStart): Promise<LegacyMedia> {
     const { spec, streamId } = input;
     const { cfg, logger } = this.opts;
     if (this.closed) throw LEGACY_ERRORS.shuttingDown();
@@ -118,6 +118,7 @@ export class IngestRelay implements MediaRelay {
     if (previous) await release(previous); // one publisher per stream, whatever happened before
     const lost = (why: string) => this.lose(ingest, why, log);
     const relayFrame = (frame: I420Frame) => {
+      if (frame.width !== ingest.width || frame.height !== ingest.height) input.onFrameSize?.(frame.width, frame.height);
       ingest.width = frame.width;
       ingest.height = frame.height;
       ingest.publisher?.push(frame);

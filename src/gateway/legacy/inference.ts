@@ -122,6 +122,7 @@ export class TickInference {
       costMicrocents: cost,
       channel: resultsChannel(record.streamId),
       message: resultEnvelope(JSON.stringify(result)),
+      outcome: { ok: result.ok, inferenceMs },
     });
     this.parts.sync.onCommit(session, tick.n, commit);
     if (!commit.ok) return;

@@ -16,6 +16,13 @@ export class RecordSync {
     private readonly local: Pick<LocalSessions, 'get' | 'remove'>,
   ) {}
 
+  /** The relay saw a new frame size: kept in the store, where any replica's stream info reads it. */
+  frameSize(streamId: string, width: number, height: number): void {
+    this.deps.store
+      .updateSession(streamId, { frameWidth: width, frameHeight: height })
+      .catch((err: unknown) => this.deps.logger.warn({ err, streamId }, 'could not record the frame size'));
+  }
+
   /** A tick's commit answer: a new prompt revision is read; a lost stream stops here; a lost record is re-registered. */
   onCommit(session: LiveSession, tick: number, commit: TickCommit): void {
     const { record } = session;

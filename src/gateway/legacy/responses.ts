@@ -166,6 +166,73 @@ export type LegacyStreamState = 'pending' | 'active' | 'idle';
  * Legacy keepalive `state` from a /v1beta stream read: `pending` before the first frame, `idle` when
  * no frame arrived for `idleAfterMs`, else `active`.
  */
+/** `GET /v0.2/streams/{id}/info` (the provider's `StreamInfoResponse`, all 12 fields). */
+export interface LegacyStreamInfo {
+  stream_id: string;
+  source_type: string;
+  state: LegacyStreamState;
+  uptime_seconds: number;
+  fps: number;
+  frame_width: number;
+  frame_height: number;
+  effective_width: number;
+  effective_height: number;
+  inferences_completed: number;
+  inferences_failed: number;
+  last_inference_latency_seconds: number;
+}
+
+/** The provider processes frames at most 720p: the shorter side capped at 720, the aspect kept. */
+export const PROCESSING_SHORT_SIDE = 720;
+
+/** Size after the 720p cap (0 × 0 stays unknown). */
+export function effectiveSize(width: number, height: number): { width: number; height: number } {
+  const short = Math.min(width, height);
+  if (short <= PROCESSING_SHORT_SIDE) return { width, height };
+  const scale = PROCESSING_SHORT_SIDE / short;
+  return { width: Math.round(width * scale), height: Math.round(height * scale) };
+}
+
+export function toLegacyStreamInfo(
+  input: {
+    streamId: string;
+    transport: 'native' | 'webrtc' | 'room';
+    state: LegacyStreamState;
+    uptimeMs: number;
+    fps: number;
+    /** 0 when unknown (a native stream: the upstream does not tell its resolution). */
+    width: number;
+    height: number;
+    inferencesCompleted: number;
+    inferencesFailed: number;
+    lastInferenceMs: number;
+  },
+  brand: Brand,
+): LegacyStreamInfo {
+  const effective = effectiveSize(input.width, input.height);
+  return {
+    stream_id: input.streamId,
+    source_type: input.transport === 'room' ? brand.room : input.transport,
+    state: input.state,
+    uptime_seconds: Math.max(0, Math.round(input.uptimeMs) / 1000),
+    fps: Math.round(input.fps * 100) / 100,
+    frame_width: input.width,
+    frame_height: input.height,
+    effective_width: effective.width,
+    effective_height: effective.height,
+    inferences_completed: input.inferencesCompleted,
+    inferences_failed: input.inferencesFailed,
+    last_inference_latency_seconds: Math.max(0, input.lastInferenceMs) / 1000,
+  };
+}
+
+/** `POST /v0.2/streams/{id}/spectate`: `{<vendor>: {url, token}}` (the provider's `SpectateResponse`). */
+export type LegacySpectate = Record<string, { url: string; token: string }>;
+
+export function toLegacySpectate(view: { url: string; token: string }, brand: Brand): LegacySpectate {
+  return { [brand.room]: { url: view.url, token: view.token } };
+}
+
 export function legacyStreamState(
   stream: { last_frame_at_ms?: number | null },
   nowMs: number,

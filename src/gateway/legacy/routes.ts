@@ -21,6 +21,8 @@ import { createLegacySchemas } from './schema';
 import type { LegacySessions } from './sessions';
 import { legacyStreamState, toLegacyCreateResponse, toLegacyFeedback, toLegacyKeepalive, toLegacyModels, toLegacyPromptResponse } from './responses';
 import { normalizeCreate } from './spec';
+import { spectate, streamInfo } from './stream-views';
+import type { StreamViewDeps } from './stream-views';
 import { legacyError, legacyValidationError, parseLegacy } from './validate';
 
 export interface LegacyRouteDeps {
@@ -181,6 +183,22 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     // Any replica: the store picks one winner, which closes every socket and deletes upstream with this key.
     await sessions.end(id, sessions.reasons.clientRequested, { apiKey: who.apiKey, answerFirst: true });
     res.json({ status: 'ok' });
+  });
+
+  const views: StreamViewDeps = { brand, upstream: deps.upstream, clock, mapUpstreamError: (err, ctx) => sessions.mapUpstreamError(err, ctx) };
+
+  r.get('/streams/:id/info', async (req, res) => {
+    const id = streamId(req);
+    const who = await caller(req, res);
+    const rec = await sessions.recordFor(id, who.accountId);
+    res.json(await streamInfo(views, rec, who.apiKey, upstreamIds(req, res)));
+  });
+
+  r.post('/streams/:id/spectate', async (req, res) => {
+    const id = streamId(req);
+    const who = await caller(req, res);
+    const rec = await sessions.recordFor(id, who.accountId);
+    res.json(await spectate(views, rec, who.apiKey, upstreamIds(req, res)));
   });
 
   r.patch('/streams/:id/config/prompt', async (req, res) => {

@@ -21,7 +21,7 @@ import { transportLostReason } from './closes';
 export interface FleetParts {
   local: LocalSessions;
   end: Pick<SessionEnd, 'end' | 'reasons' | 'openKey'>;
-  sync: Pick<RecordSync, 'refreshPrompt' | 'reRegister'>;
+  sync: Pick<RecordSync, 'refreshPrompt' | 'reRegister' | 'frameSize'>;
   /** Lease, upstream keepalive, first-frame wait and ticker of an adopted stream. */
   timers: Pick<SessionTimers, 'arm' | 'waitForFirstFrame' | 'resumeTicking'>;
   /** Output-schema validators (an adopted stream's schema is compiled again here). */
@@ -123,6 +123,7 @@ export class SessionFleet {
         publishUrl: ka.publish.url,
         publishToken: ka.publish.token,
         onLost: () => void this.parts.end.end(record.streamId, transportLostReason('room', brand)),
+        onFrameSize: (width, height) => this.parts.sync.frameSize(record.streamId, width, height),
       });
     } catch (err) {
       logger.warn({ err, streamId: record.streamId }, 'could not re-join the room source');

@@ -60,12 +60,24 @@ export function fanOut(observers: ReadonlyArray<LegacyObserver | undefined>): Le
   };
 }
 
+export interface RelayStart {
+  spec: SessionSpec;
+  streamId: string;
+  publishUrl: string;
+  publishToken: string;
+  onLost: () => void;
+  onFrameSize?: (width: number, height: number) => void;
+}
+
 /** The media side of a stream (webrtc / customer room relays); native streams have none. */
 export interface MediaRelay {
   /** Rejects a source that cannot work (bad SDP, codec, room token) before anything is created. */
   check?(spec: SessionSpec): void;
-  /** Starts relaying; resolves with what the create response needs. `onLost` ends the stream. */
-  start(input: { spec: SessionSpec; streamId: string; publishUrl: string; publishToken: string; onLost: () => void }): Promise<LegacyMedia>;
+  /**
+   * Starts relaying; resolves with what the create response needs. `onLost` ends the stream;
+   * `onFrameSize` is told the size of the first relayed frame and of every change.
+   */
+  start(input: RelayStart): Promise<LegacyMedia>;
   /** Hands a renewed upstream publish token to a running relay. */
   renewToken?(streamId: string, token: string): void;
   stop(streamId: string): Promise<void> | void;

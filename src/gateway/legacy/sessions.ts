@@ -46,6 +46,7 @@ export class LegacySessions {
   private readonly local: LocalSessions;
   private readonly ender: SessionEnd;
   private readonly timers: SessionTimers;
+  private readonly sync: RecordSync;
 
   constructor(deps: SessionDeps) {
     const ctx: SessionContext = { ...deps, clock: deps.clock ?? realClock, replicaId: deps.fleet?.replicaId ?? SOLO_REPLICA };
@@ -55,7 +56,7 @@ export class LegacySessions {
     this.schemas = new JsonSchemaValidators({ maxEntries: 256, logger: deps.logger });
     const local = (this.local = new LocalSessions({ clock: ctx.clock, logger: deps.logger, media: deps.media, observer: deps.observer }));
     const end = (this.ender = new SessionEnd(ctx, local, this.reasons));
-    const sync = new RecordSync(ctx, local);
+    const sync = (this.sync = new RecordSync(ctx, local));
     const inference = new TickInference(ctx, { end, sync });
     const timers = (this.timers = new SessionTimers(ctx, { end, local, sync, inference }));
     this.fleet = new SessionFleet(ctx, { local, end, sync, timers, schemas: this.schemas });
@@ -182,6 +183,7 @@ export class LegacySessions {
           publishUrl: created.publish.url,
           publishToken: created.publish.token,
           onLost: () => void this.end(streamId, transportLostReason(spec.transport as 'webrtc' | 'room', this.deps.brand)),
+          onFrameSize: (width, height) => this.sync.frameSize(streamId, width, height),
         });
       } catch (err) {
         await this.end(streamId, this.reasons.clientRequested);

@@ -30,6 +30,8 @@ export const UPSTREAM_CONTEXTS = {
   keepalive: { what: 'renew the stream', clientKey: true },
   models: { what: 'list the models', clientKey: false },
   reinfer: { what: 're-run the result', clientKey: true },
+  info: { what: 'read the stream', clientKey: true },
+  spectate: { what: 'issue a viewer token', clientKey: true },
 } as const satisfies Record<string, UpstreamCallContext>;
 
 /** Legacy status and code for one upstream failure (before message and headers). */

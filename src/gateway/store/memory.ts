@@ -1,7 +1,7 @@
 import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
 import { parseResultWindow } from './result-windows';
 import type { ResultWindow } from './result-windows';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, TickCommitInput, Unsubscribe } from './store';
 
 /**
  * The embedded default store: one process, no persistence. Several gateways built on one instance
@@ -130,7 +130,7 @@ export class MemoryStore implements Store {
     return { ...s };
   }
 
-  async commitTick(streamId: string, c: { owner: string; epoch: number; tick: number; costMicrocents: number; channel: string; message: string }): Promise<TickCommit> {
+  async commitTick(streamId: string, c: TickCommitInput): Promise<TickCommit> {
     const s = this.sessions.get(streamId);
     if (!s) return { ok: false, reason: 'missing' };
     if (s.state !== 'active') return { ok: false, reason: 'ended' };
@@ -138,6 +138,11 @@ export class MemoryStore implements Store {
     if (c.tick <= s.lastTick) return { ok: false, reason: 'duplicate' };
     s.lastTick = c.tick;
     s.costMicrocents += c.costMicrocents;
+    if (c.outcome) {
+      if (c.outcome.ok) s.inferencesCompleted = (s.inferencesCompleted ?? 0) + 1;
+      else s.inferencesFailed = (s.inferencesFailed ?? 0) + 1;
+      s.lastInferenceMs = Math.max(0, Math.round(c.outcome.inferenceMs));
+    }
     await this.publish(c.channel, c.message);
     return { ok: true, promptRev: s.promptRev };
   }

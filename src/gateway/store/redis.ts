@@ -36,7 +36,7 @@ import { parseClusterUrl } from '../../lib/redis-url';
 import { parseResultWindow } from './result-windows';
 import type { ResultWindow } from './result-windows';
 import { StoreUnavailableError } from './store';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, Unsubscribe } from './store';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, TickCommitInput, Unsubscribe } from './store';
 
 const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
@@ -111,17 +111,25 @@ redis.call('HSET', KEYS[1], 'owner', ARGV[3], 'epoch', tostring(epoch + 1))
 return redis.call('HGETALL', KEYS[1])`;
 
 /**
- * ARGV owner (JSON), epoch, tick, cost, channel, message. The fenced tick: checks, lastTick, cost and
- * the publish in one script, so a result is published at most once per (stream, tick) and never by
- * a fenced owner. {1, promptRev} or {0, reason}.
+ * ARGV owner (JSON), epoch, tick, cost, channel, message, outcome ('ok', 'failed' or '' for none),
+ * inference ms. The fenced tick: checks, lastTick, cost, the outcome's counters and the publish in
+ * one script (one HMGET, one HSET, one PUBLISH), so a result is published at most once per (stream,
+ * tick) and never by a fenced owner. {1, promptRev} or {0, reason}.
  */
 const COMMIT_TICK = `${COST_FIELD}
-local v = redis.call('HMGET', KEYS[1], 'state', 'owner', 'epoch', 'lastTick', 'promptRev', 'costMicrocents')
+local v = redis.call('HMGET', KEYS[1], 'state', 'owner', 'epoch', 'lastTick', 'promptRev', 'costMicrocents', 'inferencesCompleted', 'inferencesFailed')
 if not v[1] then return {0, 'missing'} end
 if v[1] ~= '"active"' then return {0, 'ended'} end
 if v[2] ~= ARGV[1] or tonumber(v[3] or '0') ~= tonumber(ARGV[2]) then return {0, 'fenced'} end
 if tonumber(ARGV[3]) <= tonumber(v[4] or '-1') then return {0, 'duplicate'} end
-redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', costField(tonumber(v[6] or '0') + tonumber(ARGV[4])))
+local cost = costField(tonumber(v[6] or '0') + tonumber(ARGV[4]))
+if ARGV[7] == 'ok' then
+  redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', cost, 'inferencesCompleted', tostring(tonumber(v[7] or '0') + 1), 'lastInferenceMs', ARGV[8])
+elseif ARGV[7] == 'failed' then
+  redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', cost, 'inferencesFailed', tostring(tonumber(v[8] or '0') + 1), 'lastInferenceMs', ARGV[8])
+else
+  redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', cost)
+end
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 return {1, v[5] or '0'}`;
 
@@ -574,9 +582,11 @@ export class RedisStore implements Store {
   }
 
   /** One EVALSHA (one round trip): the fence, lastTick, the cost and the PUBLISH in one script. */
-  async commitTick(streamId: string, c: { owner: string; epoch: number; tick: number; costMicrocents: number; channel: string; message: string }): Promise<TickCommit> {
+  async commitTick(streamId: string, c: TickCommitInput): Promise<TickCommit> {
     return this.guard('commitTick', async () => {
-      const args = [JSON.stringify(c.owner), c.epoch, c.tick, c.costMicrocents, this.channelName(c.channel), c.message];
+      const outcome = c.outcome ? (c.outcome.ok ? 'ok' : 'failed') : '';
+      const ms = c.outcome ? String(Math.max(0, Math.round(c.outcome.inferenceMs))) : '0';
+      const args = [JSON.stringify(c.owner), c.epoch, c.tick, c.costMicrocents, this.channelName(c.channel), c.message, outcome, ms];
       const [ok, value] = (await this.redis.commitTickLua(this.sessionKey(streamId), ...args)) as [number, string];
       return ok === 1 ? { ok: true, promptRev: JSON.parse(value) as number } : { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
     });

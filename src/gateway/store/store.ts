@@ -83,6 +83,28 @@ export interface SessionRecord<Spec = unknown> {
   fallbackModels: string[];
   /** Request id and trace id of the create: every upstream call made for the stream carries them. */
   ids: { requestId?: string; traceId: string };
+
+  // ── Stream info (`GET /v0.2/streams/{id}/info` on any replica); absent on older records (= 0 / unknown). ──
+  /** Ticks committed with an ok result / with a failed one (the commit counts them). */
+  inferencesCompleted?: number;
+  inferencesFailed?: number;
+  /** Inference latency of the latest committed tick (ms). */
+  lastInferenceMs?: number;
+  /** Size of the frames the gateway relays (webrtc and room sources; the upstream does not tell it for native ones). */
+  frameWidth?: number;
+  frameHeight?: number;
+}
+
+/** What a tick commit publishes and counts: the fence, the tick, its cost, the message and its outcome. */
+export interface TickCommitInput {
+  owner: string;
+  epoch: number;
+  tick: number;
+  costMicrocents: number;
+  channel: string;
+  message: string;
+  /** The result's outcome, counted into the record's inference figures (absent: not counted). */
+  outcome?: { ok: boolean; inferenceMs: number };
 }
 
 /** The fleet fields of a record nobody owns yet (tests and tools build records from these). */
@@ -231,7 +253,7 @@ export interface SessionRecords {
    * lastTick, then in one atomic step sets lastTick, adds `costMicrocents` and publishes `message`
    * on `channel`. Otherwise writes and publishes nothing.
    */
-  commitTick(streamId: string, c: { owner: string; epoch: number; tick: number; costMicrocents: number; channel: string; message: string }): Promise<TickCommit>;
+  commitTick(streamId: string, c: TickCommitInput): Promise<TickCommit>;
   /** Active stream ids owned by `replica` (an index kept by put, claim and end). */
   sessionsOf(replica: string): Promise<string[]>;
 }

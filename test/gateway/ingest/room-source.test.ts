@@ -120,6 +120,14 @@ test('the gateway subscribes to the customer room and relays its pattern frames;
     expect(up.recent_fps).toBeGreaterThan(0.5);
     expect(up.recent_fps).toBeLessThanOrEqual(5.5);
 
+    // Stream info tells the relayed frames' size (the upstream does not); a relayed stream cannot be spectated.
+    const info = await call(stack.url, 'GET', `/v0.2/streams/${id}/info`);
+    expect(info.status).toBe(200);
+    expect(info.body).toMatchObject({ stream_id: id, source_type: 'room', state: 'active', frame_width: 320, frame_height: 240, effective_width: 320, effective_height: 240 });
+    expect((info.body as { inferences_completed: number }).inferences_completed).toBeGreaterThanOrEqual(3);
+    const watch = await call(stack.url, 'POST', `/v0.2/streams/${id}/spectate`);
+    expect(watch).toMatchObject({ status: 400, body: { error: 'not_native_stream' } });
+
     // The customer's camera is replaced by another participant's: the relay follows the new track.
     await camera.close();
     await next.start(customer.url, await mintPublishToken(roomKeys(), customer.id, 'camera-2', 60));

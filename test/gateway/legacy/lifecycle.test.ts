@@ -82,6 +82,31 @@ describe('legacy streams on the emulator', () => {
     expect(await late.closed).toEqual({ code: 1001, reason: 'client_requested' });
   });
 
+  test('stream info: the provider’s 12 fields with their types, counted across results; 404 once ended', async () => {
+    const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string }).stream_id;
+    const sock = await openResults(s.url, id);
+    await sock.waitFor(3, 15_000);
+    const r = await http(s.url, 'GET', `/v0.2/streams/${id}/info`);
+    expect(r.status).toBe(200);
+    const info = r.body as Record<string, number | string>;
+    const integers = ['frame_width', 'frame_height', 'effective_width', 'effective_height', 'inferences_completed', 'inferences_failed'];
+    const numbers = ['uptime_seconds', 'fps', 'last_inference_latency_seconds'];
+    expect(Object.keys(info).sort()).toEqual([...integers, ...numbers, 'source_type', 'state', 'stream_id'].sort());
+    for (const k of integers) expect([k, Number.isInteger(info[k])]).toEqual([k, true]);
+    for (const k of numbers) expect([k, typeof info[k]]).toEqual([k, 'number']);
+    expect(info).toMatchObject({ stream_id: id, source_type: 'native', state: 'active', inferences_failed: 0 });
+    // Counted by the commits (the socket may not have seen the latest yet), on the store's record.
+    expect(info.inferences_completed as number).toBeGreaterThanOrEqual(3);
+    expect(info.last_inference_latency_seconds as number).toBeGreaterThan(0);
+    expect(info.uptime_seconds as number).toBeGreaterThan(0);
+    expect(info.fps as number).toBeGreaterThan(0);
+    // A native stream's resolution is not told by the upstream: 0 (docs/migration.md).
+    expect([info.frame_width, info.frame_height]).toEqual([0, 0]);
+    await http(s.url, 'DELETE', `/v0.2/streams/${id}`);
+    expect(await http(s.url, 'GET', `/v0.2/streams/${id}/info`)).toMatchObject({ status: 404, body: { error: 'stream_not_found' } });
+    expect(await http(s.url, 'POST', `/v0.2/streams/${id}/spectate`)).toMatchObject({ status: 404, body: { error: 'stream_not_found' } });
+  });
+
   test('a frame stream with an output schema gets JSON results of the latest frame; prompt update takes effect', async () => {
     const schema = {
       type: 'object',
@@ -134,31 +159,54 @@ describe('legacy streams on the emulator', () => {
     const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody() })).body as { stream_id: string }).stream_id;
     expect((await (await openResults(s.url, id, 'svc-nope')).closed).code).toBe(1008);
     expect((await (await openResults(s.url, id, KEY_REVOKED)).closed).code).toBe(1008);
-    expect((await (await openResults(s.url, id, KEY_B)).closed).code).toBe(1008);
+    // Another account's stream closes exactly as a missing one.
+    expect(await (await openResults(s.url, id, KEY_B)).closed).toEqual({ code: 1008, reason: 'stream_not_found' });
+    expect(await (await openResults(s.url, '3f0c4f5e-7b1a-4c1e-9a55-0d9f2b7c1a01', KEY_B)).closed).toEqual({ code: 1008, reason: 'stream_not_found' });
     const raw = await openResults(s.url, id, null);
     raw.ws.send('not json');
     expect((await raw.closed).code).toBe(1008);
     await http(s.url, 'DELETE', `/v0.2/streams/${id}`);
   });
 
-  test('another account gets 403 on keepalive, delete, prompt and feedback; no key 401', async () => {
+  test('another account gets the 404 of a missing stream on every stream operation; no key 401', async () => {
     const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody() })).body as { stream_id: string }).stream_id;
+    const missing = '3f0c4f5e-7b1a-4c1e-9a55-0d9f2b7c1a01';
     for (const [method, path, body] of [
-      ['POST', `/v0.2/streams/${id}/keepalive`, undefined],
-      ['DELETE', `/v0.2/streams/${id}`, undefined],
-      ['PATCH', `/v0.2/streams/${id}/config/prompt`, { prompt: 'x' }],
-      ['POST', `/v0.2/streams/${id}/feedback`, { rating: 3, category: 'quality', feedback: '' }],
+      ['POST', `/v0.2/streams/{id}/keepalive`, undefined],
+      ['DELETE', `/v0.2/streams/{id}`, undefined],
+      ['PATCH', `/v0.2/streams/{id}/config/prompt`, { prompt: 'x' }],
+      ['POST', `/v0.2/streams/{id}/feedback`, { rating: 3, category: 'quality', feedback: '' }],
+      ['GET', `/v0.2/streams/{id}/info`, undefined],
+      ['POST', `/v0.2/streams/{id}/spectate`, undefined],
     ] as const) {
-      const r = await http(s.url, method, path, { key: KEY_B, body });
-      expect([method, path, r.status]).toEqual([method, path, 403]);
-      expect(r.body).toMatchObject({ error: 'forbidden' });
-      expect((await http(s.url, method, path, { key: null, body })).status).toBe(401);
+      const theirs = await http(s.url, method, path.replace('{id}', id), { key: KEY_B, body });
+      const none = await http(s.url, method, path.replace('{id}', missing), { key: KEY_B, body });
+      expect([method, path, theirs.status]).toEqual([method, path, 404]);
+      // The same answer as for a stream that does not exist, but for the id it names.
+      const { request_id: _a, ...theirsBody } = theirs.body as Record<string, unknown>;
+      const { request_id: _b, ...noneBody } = none.body as Record<string, unknown>;
+      expect(theirsBody).toEqual(JSON.parse(JSON.stringify(noneBody).replaceAll(missing, id)));
+      expect(theirsBody).toMatchObject({ error: 'stream_not_found' });
+      expect((await http(s.url, method, path.replace('{id}', id), { key: null, body })).status).toBe(401);
     }
     expect((await http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`, { key: 'svc-unknown' })).status).toBe(401);
     const fb = await http(s.url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 5, category: 'accuracy', feedback: 'great' } });
     expect(fb).toMatchObject({ status: 200, body: { status: 'ok' } });
+    // The provider's range: an integer 0..10, the text optional (default "").
+    expect((await http(s.url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 0, category: 'latency' } })).status).toBe(200);
+    expect((await http(s.url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 10, category: 'latency' } })).status).toBe(200);
+    for (const rating of [-1, 11, 2.5]) {
+      expect((await http(s.url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating, category: 'latency' } })).status).toBe(422);
+    }
     const list = await http(s.url, 'GET', '/v0.2/streams/feedback');
-    expect(list.body).toEqual([expect.objectContaining({ stream_id: id, rating: 5, category: 'accuracy', feedback: 'great' })]);
+    expect(list.body).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ stream_id: id, rating: 5, category: 'accuracy', feedback: 'great' }),
+        expect.objectContaining({ stream_id: id, rating: 0, category: 'latency', feedback: '' }),
+        expect.objectContaining({ stream_id: id, rating: 10, category: 'latency', feedback: '' }),
+      ]),
+    );
+    expect(list.body).toHaveLength(3);
     expect((await http(s.url, 'GET', '/v0.2/streams/feedback', { key: KEY_B })).body).toEqual([]);
     await http(s.url, 'DELETE', `/v0.2/streams/${id}`);
   });

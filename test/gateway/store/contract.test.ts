@@ -367,6 +367,22 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await other.renewLease('absent', 200_000, 100_000)).toBeUndefined();
     });
 
+    test('a tick commit counts its outcome (ok / failed, the latest inference time); a refused commit counts nothing', async () => {
+      const [, other] = await replicas(2);
+      await store.putSession(owned('o-1', 'gw-a'));
+      const tick = (s: Store, n: number, ok: boolean, inferenceMs: number, epoch = 1) =>
+        s.commitTick('o-1', { owner: 'gw-a', epoch, tick: n, costMicrocents: 1, channel: 'results:o-1', message: 'r', outcome: { ok, inferenceMs } });
+      await tick(store, 0, true, 120);
+      await tick(other, 1, false, 80.4);
+      await tick(store, 2, true, 95);
+      expect(await tick(other, 2, true, 1)).toEqual({ ok: false, reason: 'duplicate' });
+      expect(await tick(other, 3, true, 1, 9)).toEqual({ ok: false, reason: 'fenced' });
+      // A commit without an outcome publishes but counts nothing.
+      await store.commitTick('o-1', { owner: 'gw-a', epoch: 1, tick: 4, costMicrocents: 1, channel: 'results:o-1', message: 'r' });
+      expect(await other.getSession('o-1')).toMatchObject({ lastTick: 4, inferencesCompleted: 2, inferencesFailed: 1, lastInferenceMs: 95 });
+      await store.endSession('o-1', 'client_requested', 1);
+    });
+
     test('restoreSession writes a record only where there is none, on any connection', async () => {
       const [, other] = await replicas(2);
       expect(await store.restoreSession(owned('r-1', 'gw-a', { epoch: 2 }))).toBe(true);
