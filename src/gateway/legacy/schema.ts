@@ -197,7 +197,7 @@ export function createLegacySchemas(brand: Brand) {
 
   const offer = z.strictObject({ type: z.literal('offer'), sdp: bounded(LEGACY_LIMITS.maxSdpChars) });
 
-  const backends = [...new Set([brand.backend, brand.thirdPartyBackend])] as [string, ...string[]];
+  const backends = [...new Set([brand.thirdPartyBackend, brand.backend])] as [string, ...string[]];
   const inference = z
     .strictObject({
       prompt,

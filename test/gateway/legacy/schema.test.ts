@@ -346,20 +346,23 @@ describe('prompt patch and feedback bodies', () => {
     const details = detailsOf(withPath(base, path, value), schemas.promptPatch);
     expect(details.map((d) => [d.loc.join('.'), d.type])).toEqual([[loc, type]]);
   });
+  it('feedback: the provider range 0..10 inclusive, and the text optional (default "")', () => {
+    expect(parseLegacy(schemas.feedback, { rating: 0, category: 'c' }, 'g')).toEqual({ rating: 0, category: 'c', feedback: '' });
+    expect(parseLegacy(schemas.feedback, { rating: 10, category: 'c', feedback: 'x' }, 'g')).toEqual({ rating: 10, category: 'c', feedback: 'x' });
+  });
   it('prompt patch: no body', () => {
     expect(detailsOf(undefined, schemas.promptPatch)).toEqual([{ loc: ['body'], msg: 'Field required', type: 'missing' }]);
   });
 
   it.each<[string, unknown, string, unknown, string, string]>([
-    ['rating below 1', fb, 'rating', 0, 'body.rating', 'greater_than_equal'],
-    ['rating above 5', fb, 'rating', 6, 'body.rating', 'less_than_equal'],
+    ['rating below 0', fb, 'rating', -1, 'body.rating', 'greater_than_equal'],
+    ['rating above 10', fb, 'rating', 11, 'body.rating', 'less_than_equal'],
     ['rating fractional', fb, 'rating', 4.5, 'body.rating', 'int_type'],
     ['rating a string', fb, 'rating', '5', 'body.rating', 'int_type'],
     ['rating missing', fb, 'rating', undefined, 'body.rating', 'missing'],
     ['category empty', fb, 'category', '', 'body.category', 'string_too_short'],
     ['category missing', fb, 'category', undefined, 'body.category', 'missing'],
     ['category wrong type', fb, 'category', 1, 'body.category', 'string_type'],
-    ['feedback missing', fb, 'feedback', undefined, 'body.feedback', 'missing'],
     ['feedback wrong type', fb, 'feedback', null, 'body.feedback', 'string_type'],
     ['extra key', fb, 'stream_id', 'x', 'body.stream_id', 'extra_forbidden'],
   ])('feedback: %s', (_n, base, path, value, loc, type) => {
@@ -432,6 +435,18 @@ describe('a custom brand and vendor', () => {
     expect(svcErr.options.details).toEqual([
       { loc: ['body', 'inference', 'backend'], msg: "Input should be 'thirdparty' or 'acme'", type: 'literal_error' },
     ]);
+  });
+  it('the provider profile: backends gemini and overshoot, thirdparty refused; the default profile the other way round', () => {
+    const ovs = createLegacySchemas(brandOf({ brand: 'overshoot', brandAbbreviation: 'ovs', thirdPartyBackend: 'gemini', roomVendor: 'livekit' }));
+    const parseOvs = (body: unknown) => parseLegacy(ovs.createStream, body, 'g');
+    expect(parseOvs(withPath(clipBody, 'inference.backend', 'gemini')).inference.backend).toBe('gemini');
+    expect(parseOvs(withPath(clipBody, 'inference.backend', 'overshoot')).inference.backend).toBe('overshoot');
+    expect(parseOvs(clipBody).inference.backend).toBe('overshoot');
+    expect(failure(() => parseOvs(withPath(clipBody, 'inference.backend', 'thirdparty'))).options.details).toEqual([
+      { loc: ['body', 'inference', 'backend'], msg: "Input should be 'gemini' or 'overshoot'", type: 'literal_error' },
+    ]);
+    expect(parseCreate(withPath(clipBody, 'inference.backend', 'thirdparty')).inference.backend).toBe('thirdparty');
+    expect(() => parseCreate(withPath(clipBody, 'inference.backend', 'gemini'))).toThrow();
   });
   it('refuses a vendor token that would shadow a legacy name', () => {
     expect(() => createLegacySchemas(brandOf({ brand: 'svc', roomVendor: 'webrtc' }))).toThrow(/collides/);
