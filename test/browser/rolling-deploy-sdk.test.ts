@@ -2,7 +2,7 @@
  * @jest-environment ./test/media-environment.js
  *
  * A rolling deploy behind a real load balancer while the published browser SDK streams, on real
- * processes: three replicas (BRAND=overshoot, the SDK's default `backend`) behind HAProxy, and
+ * processes: three replicas on the provider's profile (its `overshoot` backend is the SDK's default, its keys `ovs-…`) behind HAProxy, and
  * `@overshoot/sdk` 0.1.0-alpha.2 in Chromium sending its fake camera over webrtc through the
  * balancer (create, keepalives every lease/2, results socket). The SDK ends the customer's stream
  * on any socket close or failed keepalive, so a deploy must close nothing: each old replica is
@@ -28,8 +28,9 @@ import type { Balancer } from '../helpers/haproxy';
 import { bundleScript, launchBrowser, servePage } from './helpers';
 import type { TestBrowser } from './helpers';
 
-const BRAND = 'overshoot';
-const KEY = `${BRAND}-local-dev`;
+/** The provider's profile (config/overshoot.json) as its documented environment. */
+const PROFILE = { BRAND: 'overshoot', BRAND_ABBREVIATION: 'ovs', THIRDPARTY_BACKEND: 'gemini', ROOM_VENDOR: 'livekit' };
+const KEY = 'ovs-local-dev';
 /** The SDK's `delay_seconds`: one result per interval. */
 const INTERVAL_S = 0.5;
 const GAP_BOUND_MS = Math.max(2 * INTERVAL_S * 1000, 2000);
@@ -38,8 +39,8 @@ const GAP_BOUND_MS = Math.max(2 * INTERVAL_S * 1000, 2000);
 // of the SDK's connections would otherwise exit before HAProxy's next check (200 ms), and a
 // keepalive routed to it meanwhile fails, which the SDK treats as fatal.
 const fleet = useFleet({
-  env: { BRAND, LEGACY_LEASE_TTL_SECONDS: '10', SHUTDOWN_DELAY_MS: '1000' },
-  emulatorEnv: { BRAND },
+  env: { ...PROFILE, LEGACY_LEASE_TTL_SECONDS: '10', SHUTDOWN_DELAY_MS: '1000' },
+  emulatorEnv: PROFILE,
   publisher: false,
 });
 let lb: Balancer;
