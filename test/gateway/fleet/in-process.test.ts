@@ -253,7 +253,7 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
     expect(again.body).toMatchObject({ cost_cents: 0, seconds_charged: 0 });
   });
 
-  test('prompt PATCH via B is used by the owner A from its next tick; feedback and 403 across accounts via B', async () => {
+  test('prompt PATCH via B is used by the owner A from its next tick; feedback, info, and another account’s 404 via B', async () => {
     const [a, b] = f.replicas as [Replica, Replica];
     const id = await create(a);
     const sock = await openResults(b.url, id);
@@ -270,11 +270,16 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
       ['POST', `/v0.2/streams/${id}/keepalive`, undefined],
       ['DELETE', `/v0.2/streams/${id}`, undefined],
       ['PATCH', `/v0.2/streams/${id}/config/prompt`, { prompt: 'x' }],
+      ['GET', `/v0.2/streams/${id}/info`, undefined],
     ] as const) {
-      expect((await call(b.url, method, path, { key: KEY_B, body })).status).toBe(403);
+      expect(await call(b.url, method, path, { key: KEY_B, body })).toMatchObject({ status: 404, body: { error: 'stream_not_found' } });
     }
     const foreign = await openResults(b.url, id, KEY_B);
-    expect((await foreign.closed).code).toBe(1008);
+    expect(await foreign.closed).toEqual({ code: 1008, reason: 'stream_not_found' });
+    // Info on the replica that does not own the stream: the owner's inference figures, from the store.
+    const info = await call(b.url, 'GET', `/v0.2/streams/${id}/info`);
+    expect(info).toMatchObject({ status: 200, body: { stream_id: id, source_type: 'native' } });
+    expect((info.body as { inferences_completed: number }).inferences_completed).toBeGreaterThan(0);
     expect(a.gw.gateway.sessions.activeCount).toBe(1);
   });
 
