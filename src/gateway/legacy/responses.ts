@@ -264,13 +264,16 @@ export interface LegacyKeepaliveInput {
   roomToken: string | null;
 }
 
-/** Keepalive body; the token field is named after the vendor (`room_token` by default). */
+/**
+ * Keepalive body; the token field is named after the vendor (`room_token` by default). Credits are
+ * whole cents, as the provider types them (an integer), rounded down: never more than the account has.
+ */
 export function toLegacyKeepalive(input: LegacyKeepaliveInput, brand: Brand): Record<string, unknown> {
   return {
     status: 'ok',
     stream_id: input.streamId,
     ttl_seconds: input.ttlSeconds,
-    credits_remaining_cents: input.creditsRemainingCents,
+    credits_remaining_cents: Math.floor(input.creditsRemainingCents),
     cost_cents: input.costCents,
     seconds_charged: input.secondsCharged,
     state: input.state,

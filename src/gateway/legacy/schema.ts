@@ -150,11 +150,11 @@ export const frameProcessingSchema: z.ZodType<FrameProcessing, unknown> = z.stri
 });
 
 /**
- * Size and complexity caps, checked before anything else looks at the schema; compiled later
- * (sessions.ts). A plain-object check rather than z.record, which would copy every key of a huge
- * schema before the caps could refuse it.
+ * An output schema (`output_schema_json`, reinfer's `output_schema`): size and complexity caps,
+ * checked before anything else looks at the schema; compiled later (sessions.ts). A plain-object check
+ * rather than z.record, which would copy every key of a huge schema before the caps could refuse it.
  */
-const outputSchema = z
+export const outputSchema = z
   .custom<Record<string, unknown>>(isRecord, { message: 'Input should be a valid dictionary', params: { type: 'dict_type' } })
   .superRefine((schema, ctx) => {
     const over = schemaLimitViolation(schema, DEFAULT_SCHEMA_LIMITS);
@@ -183,12 +183,11 @@ export function createLegacySchemas(brand: Brand) {
     throw new Error(`room vendor token "${brand.room}" collides with a legacy field or source type`);
   }
 
+  const webrtcSource = z.strictObject({ type: z.literal('webrtc'), sdp: bounded(LEGACY_LIMITS.maxSdpChars) });
+  const roomSource = z.strictObject({ type: z.literal(brand.room), url: bounded(LEGACY_LIMITS.maxUrlChars), token: bounded(LEGACY_LIMITS.maxTokenChars) });
+  const nativeSource = z.strictObject({ type: z.literal('native') });
   const source = z
-    .discriminatedUnion('type', [
-      z.strictObject({ type: z.literal('webrtc'), sdp: bounded(LEGACY_LIMITS.maxSdpChars) }),
-      z.strictObject({ type: z.literal(brand.room), url: bounded(LEGACY_LIMITS.maxUrlChars), token: bounded(LEGACY_LIMITS.maxTokenChars) }),
-      z.strictObject({ type: z.literal('native') }),
-    ])
+    .discriminatedUnion('type', [webrtcSource, roomSource, nativeSource])
     .transform((s): LegacySource => {
       if ('sdp' in s) return { type: 'webrtc', sdp: s.sdp };
       if ('url' in s) return { type: 'room', url: s.url, token: s.token };
@@ -197,12 +196,13 @@ export function createLegacySchemas(brand: Brand) {
 
   const offer = z.strictObject({ type: z.literal('offer'), sdp: bounded(LEGACY_LIMITS.maxSdpChars) });
 
-  const backends = [...new Set([brand.thirdPartyBackend, brand.backend])] as [string, ...string[]];
+  /** `inference.backend`: the third-party backend or the brand's own, in the provider's order. */
+  const backend = z.enum([...new Set([brand.thirdPartyBackend, brand.backend])] as [string, ...string[]]);
   const inference = z
     .strictObject({
       prompt,
       model: bounded(LEGACY_LIMITS.maxModelChars),
-      backend: z.enum(backends).optional(),
+      backend: backend.default(brand.backend),
       output_schema_json: outputSchema.nullish(),
       max_output_tokens: int().positive().nullish(),
     })
@@ -210,7 +210,7 @@ export function createLegacySchemas(brand: Brand) {
       (i): LegacyInference => ({
         prompt: i.prompt,
         model: i.model,
-        backend: i.backend ?? brand.backend,
+        backend: i.backend,
         output_schema_json: i.output_schema_json ?? null,
         max_output_tokens: i.max_output_tokens ?? null,
       }),
@@ -323,7 +323,13 @@ export function createLegacySchemas(brand: Brand) {
       output_schema: b.output_schema ?? null,
     }));
 
-  return { createStream, promptPatch, feedback, reinfer, source, inference };
+  /**
+   * The pieces of the create body, for the OpenAPI document (openapi.ts), which describes `processing`
+   * as clip or frame where the router decides it by the mode first.
+   */
+  const parts = { webrtcSource, roomSource, nativeSource, source, offer, client, inference, backend };
+
+  return { createStream, promptPatch, feedback, reinfer, source, inference, parts };
 }
 
 export type LegacySchemas = ReturnType<typeof createLegacySchemas>;

@@ -201,7 +201,7 @@ export class LegacySessions {
     return { streamId, ttlSeconds: cfg.leaseTtlSeconds, media };
   }
 
-  /** A session record for a caller: 404 unknown, 403 another account's. */
+  /** A session record for a caller: 404 when unknown or another account's (the same answer). */
   async recordFor(streamId: string, accountId: string): Promise<LegacyRecord> {
     const access = streamAccess(await this.deps.store.getSession(streamId), accountId);
     if (!access.ok) throw LEGACY_ERRORS.streamNotFound(streamId);

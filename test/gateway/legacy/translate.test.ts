@@ -476,7 +476,7 @@ describe('end reasons, keepalive, prompt and feedback responses', () => {
     expect(transportLostReason('room', acme)).toBe('lk_disconnected');
   });
 
-  it('keepalive has exactly the legacy keys; the token field follows the vendor', () => {
+  it('keepalive has exactly the legacy keys; the token field follows the vendor; credits in whole cents', () => {
     const input = {
       streamId: STREAM,
       ttlSeconds: 45,
@@ -496,6 +496,7 @@ describe('end reasons, keepalive, prompt and feedback responses', () => {
       state: 'active',
       room_token: 'fresh',
     });
+    expect(toLegacyKeepalive({ ...input, creditsRemainingCents: 1234.99 }, svc).credits_remaining_cents).toBe(1234);
     expect(Object.keys(toLegacyKeepalive({ ...input, roomToken: null }, acme)).sort()).toEqual(
       ['cost_cents', 'credits_remaining_cents', 'lk_token', 'seconds_charged', 'state', 'status', 'stream_id', 'ttl_seconds'],
     );
