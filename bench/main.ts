@@ -45,6 +45,11 @@ registerSection('passthrough', async () => (await import('./passthrough')).bench
 registerSection('telemetry', async () => (await import('./telemetry')).benchTelemetry);
 registerSection('upstream-outage', async () => (await import('./upstream-outage')).benchUpstreamOutage);
 registerSection('relay', async () => (await import('./relay')).benchRelay);
+registerSection('room-viewer', async () => {
+  // rtc-node logs at debug level unless NODE_ENV=production when it is loaded.
+  process.env.NODE_ENV = 'production';
+  return (await import('./room-viewer')).benchRoomViewer;
+});
 registerSection('sunset', async () => (await import('./sunset')).benchSunset);
 registerSection('store', async () => (await import('./store')).benchStore);
 registerSection('fleet', async () => (await import('./fleet-bench')).benchFleet);

@@ -16,15 +16,13 @@ import { build } from 'esbuild';
 import { chromium } from 'playwright-core';
 import type { Browser, Page } from 'playwright-core';
 import type { Config } from '../src/config';
-import { decodePattern } from '../src/emulator/frames/pattern';
-import type { Pixels, RawFrame } from '../src/emulator/frames/types';
 import { startEmulator } from '../src/emulator/server';
 import type { EmulatedStream } from '../src/emulator/streams';
 import { closeServer, listen } from '../src/lib/listen';
 import { createLogger } from '../src/lib/logger';
 import type { SenderOptions } from './relay-page';
 import { ROOT, freePort, quantile } from '../test/helpers/util';
-import { child, MAIN, waitHealthy } from './util';
+import { child, MAIN, patternOf, waitHealthy } from './util';
 
 const PAGE_ENTRY = path.join(ROOT, 'bench', 'relay-page.ts');
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -40,26 +38,6 @@ interface Seen {
   frames: number;
   size: string;
   appearedAt: Map<number, number>;
-}
-
-/** The pattern index of an I420 frame, read from a 160×120 grey copy of its luma (cheap). */
-function patternOf(raw: RawFrame): number | null {
-  if (raw.format !== 'i420') return null;
-  const w = 160;
-  const h = 120;
-  const data = Buffer.allocUnsafe(w * h * 3);
-  for (let y = 0; y < h; y++) {
-    const row = Math.floor((y * raw.height) / h) * raw.width;
-    for (let x = 0; x < w; x++) {
-      const v = raw.data[row + Math.floor((x * raw.width) / w)]!;
-      const o = (y * w + x) * 3;
-      data[o] = v;
-      data[o + 1] = v;
-      data[o + 2] = v;
-    }
-  }
-  const px: Pixels = { width: w, height: h, data };
-  return decodePattern(px);
 }
 
 /** Wraps a stream's buffer: counts stored frames and notes when each pattern index became readable. */

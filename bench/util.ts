@@ -1,7 +1,9 @@
-/** Bench-only helpers: a summary line, the built CLI's path, node children with line-oriented stdout, health polling, a CPU meter. */
+/** Bench-only helpers: a summary line, the built CLI's path, node children with line-oriented stdout, health polling, a CPU meter, the pattern index of an I420 frame. */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { decodePattern } from '../src/emulator/frames/pattern';
+import type { Pixels, RawFrame } from '../src/emulator/frames/types';
 import { ROOT, quantile } from '../test/helpers/util';
 
 export function summary(samples: readonly number[], digits = 2): string {
@@ -78,4 +80,24 @@ export function cpuMeter(): () => number {
     const c = process.cpuUsage(c0);
     return (c.user + c.system) / 1000 / (performance.now() - t0);
   };
+}
+
+/** The pattern index of an I420 frame, read from a 160×120 grey copy of its luma (cheap). */
+export function patternOf(raw: RawFrame): number | null {
+  if (raw.format !== 'i420') return null;
+  const w = 160;
+  const h = 120;
+  const data = Buffer.allocUnsafe(w * h * 3);
+  for (let y = 0; y < h; y++) {
+    const row = Math.floor((y * raw.height) / h) * raw.width;
+    for (let x = 0; x < w; x++) {
+      const v = raw.data[row + Math.floor((x * raw.width) / w)]!;
+      const o = (y * w + x) * 3;
+      data[o] = v;
+      data[o + 1] = v;
+      data[o + 2] = v;
+    }
+  }
+  const px: Pixels = { width: w, height: h, data };
+  return decodePattern(px);
 }

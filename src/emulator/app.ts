@@ -19,10 +19,15 @@ import { MediaRoomServer } from './room';
 import { StreamRegistry } from './streams';
 import { streamsRouter } from './streams-routes';
 
+/** The room participant the synthetic test pattern appears as (no token the emulator mints names it). */
+export const SYNTHETIC_IDENTITY = 'synthetic-pattern';
+
 export interface Emulator {
   app: Express;
   ctx: EmulatorContext;
   publishers: SyntheticPublishers;
+  /** The media room server behind `publish.url` and `view.url`. */
+  room: MediaRoomServer;
   /** Routes a WebSocket upgrade (the media room); false when the path is not the emulator's. */
   handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean;
   close(): Promise<void>;
@@ -42,8 +47,8 @@ export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => st
     roomKeys: { apiKey: cfg.emulator.room.apiKey, apiSecret: cfg.emulator.room.apiSecret },
     publishUrl,
   };
-  const publishers = new SyntheticPublishers(streams, logger, cfg.emulator.autoPublish);
-  // The media room behind `publish.url`: stock LiveKit clients publish into a stream's room.
+  // The media room behind `publish.url`: stock LiveKit clients publish into a stream's room, and
+  // viewers (`viewer-token`) watch it.
   const room = new MediaRoomServer({
     keys: ctx.roomKeys,
     logger: logger.child({ component: 'room' }),
@@ -61,6 +66,10 @@ export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => st
       };
     },
   });
+  // The test pattern is the room's video too while no client publishes there (viewers see it).
+  const publishers = new SyntheticPublishers(streams, logger, cfg.emulator.autoPublish, (stream, opts) =>
+    room.publishServerVideo(stream.id, { identity: SYNTHETIC_IDENTITY, name: 'Synthetic test pattern', width: opts.width, height: opts.height }),
+  );
   // A stream that ends takes its room down (publisher and subscribers are told to leave).
   streams.onEnd((s) => room.closeRoom(s.id));
 
@@ -89,6 +98,7 @@ export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => st
     app,
     ctx,
     publishers,
+    room,
     handleUpgrade: (req, socket, head) => room.handleUpgrade(req, socket, head),
     async close() {
       publishers.stopAll();

@@ -4,6 +4,12 @@ import { PatternRenderer } from './frames/pattern';
 import type { PatternStyle } from './frames/pattern';
 import type { RawFrame } from './frames/types';
 
+/** A second consumer of the frames, fed planar I420 only while it wants them (the room's viewers). */
+export interface LiveVideoOutlet {
+  readonly watched: boolean;
+  push(frame: { width: number; height: number; data: Uint8Array }): void;
+}
+
 export interface SyntheticPublisherOptions {
   fps: number;
   width: number;
@@ -14,6 +20,8 @@ export interface SyntheticPublisherOptions {
   /** Pixel format handed to the sink (default `rgb`; `i420` is rendered natively, no conversion). */
   format?: 'rgb' | 'i420';
   style?: PatternStyle;
+  /** Also gets each frame, as I420, while it is watched. */
+  live?: LiveVideoOutlet;
   /** Called when nextIndex, rendering or the sink throws; the publisher keeps going. */
   onError?: (err: unknown) => void;
   /** Monotonic clock in ms (default performance.now); for tests. */
@@ -117,6 +125,8 @@ export class SyntheticPublisher {
           : { width, height, format: 'rgb', data: this.renderer.renderRgb(index) };
       this.opts.sink(frame);
       this.sent++;
+      const live = this.opts.live;
+      if (live?.watched) live.push({ width, height, data: frame.format === 'i420' ? frame.data : this.renderer.renderI420(index) });
     } catch (err) {
       this.failures++;
       try {

@@ -86,6 +86,32 @@ describe('SyntheticPublisher', () => {
     expect(decodePattern({ width: 96, height: 72, data: i420ToRgb(96, 72, raw.data) })).toBe(c.frames.length - 1);
   });
 
+  it('hands the live outlet the same frame as I420, only while it is watched', () => {
+    jest.useFakeTimers();
+    try {
+      const c = collector(() => jest.now());
+      const pushed: { width: number; height: number; data: Uint8Array }[] = [];
+      const live = { watched: false, push: (frame: (typeof pushed)[number]) => void pushed.push(frame) };
+      const pub = make({ fps: 20, width: 96, height: 72, nextIndex: c.nextIndex, sink: c.sink, live, now: () => jest.now() });
+      pub.start();
+      jest.advanceTimersByTime(120);
+      expect(c.frames.length).toBeGreaterThan(0);
+      expect(pushed).toHaveLength(0);
+      live.watched = true;
+      const watchedFrom = c.frames.length;
+      jest.advanceTimersByTime(120);
+      pub.stop();
+      expect(pushed).toHaveLength(c.frames.length - watchedFrom);
+      pushed.forEach((frame, i) => {
+        expect([frame.width, frame.height, frame.data.length]).toEqual([96, 72, 96 * 72 * 1.5]);
+        expect(decodePattern({ width: 96, height: 72, data: i420ToRgb(96, 72, frame.data) })).toBe(watchedFrom + i);
+        expect(c.frames[watchedFrom + i]!.raw.format).toBe('rgb'); // the sink's format is unchanged
+      });
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   it('skips frames whose time has passed instead of bursting after a stall', () => {
     jest.useFakeTimers();
     try {

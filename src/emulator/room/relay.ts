@@ -2,34 +2,46 @@ import { createVideoSink, createVideoSource } from './wrtc';
 import type { I420Frame, VideoSink, VideoSource } from './wrtc';
 
 /**
- * One received video track, decoded once: every frame goes to `onFrame` (the stream's buffer) and,
- * once a subscriber needs it, into a re-sourced track that each subscriber connection encodes
- * on its own. Re-sourcing (rather than adding the remote track to other connections) keeps the
- * subscriber side independent of the publisher connection's lifetime.
+ * One video publication's frames on their way to subscribers: each subscriber connection gets its
+ * own track of a shared re-sourced video and encodes it on its own. Re-sourcing (rather than adding
+ * the remote track to other connections) keeps the subscriber side independent of the publisher
+ * connection's lifetime, and lets server-made frames (`push`) reach subscribers the same way.
  */
 export class VideoRelay {
-  private readonly sink: VideoSink;
   private source: VideoSource | undefined;
   private readonly tracks = new Set<MediaStreamTrack>();
   private stopped = false;
 
-  constructor(
-    track: MediaStreamTrack,
-    private readonly onFrame: (frame: I420Frame) => void,
-    private readonly onError: (err: unknown) => void,
-  ) {
-    this.sink = createVideoSink(track);
-    this.sink.onframe = ({ frame }) => this.forward(frame);
+  private constructor(private readonly sink?: VideoSink) {}
+
+  /** A received track, decoded once: every frame goes to `onFrame` (the stream's buffer), then to subscribers. */
+  static decoding(track: MediaStreamTrack, onFrame: (frame: I420Frame) => void, onError: (err: unknown) => void): VideoRelay {
+    const relay = new VideoRelay(createVideoSink(track));
+    relay.sink!.onframe = ({ frame }) => {
+      if (relay.stopped) return;
+      try {
+        onFrame(frame);
+      } catch (err) {
+        onError(err);
+      }
+      relay.push(frame);
+    };
+    return relay;
   }
 
-  private forward(frame: I420Frame): void {
-    if (this.stopped) return;
-    try {
-      this.onFrame(frame);
-    } catch (err) {
-      this.onError(err);
-    }
-    if (this.source && this.tracks.size > 0) this.source.onFrame(frame);
+  /** Frames the server makes itself, handed in with `push`. */
+  static pushed(): VideoRelay {
+    return new VideoRelay();
+  }
+
+  /** Hands a frame to the subscribers (dropped while there are none). */
+  push(frame: I420Frame): void {
+    if (!this.stopped && this.source && this.tracks.size > 0) this.source.onFrame(frame);
+  }
+
+  /** Whether a subscriber receives this video now. */
+  get watched(): boolean {
+    return !this.stopped && this.tracks.size > 0;
   }
 
   /** A new track carrying this relay's frames, for one subscriber connection. */
@@ -52,8 +64,10 @@ export class VideoRelay {
   stop(): void {
     if (this.stopped) return;
     this.stopped = true;
-    this.sink.onframe = null;
-    this.sink.stop();
+    if (this.sink) {
+      this.sink.onframe = null;
+      this.sink.stop();
+    }
     for (const track of this.tracks) track.stop();
     this.tracks.clear();
   }

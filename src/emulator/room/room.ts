@@ -4,12 +4,14 @@ import type { RawFrame } from '../frames/types';
 import type { Logger } from '../../lib/logger';
 import type { Participant } from './participant';
 import { VideoRelay } from './relay';
+import { ServerPublisher } from './server-video';
+import type { RoomPublisher, ServerVideoOptions } from './server-video';
 import { newSid } from './signal';
 import type { RoomFrameSink, RoomStats } from './types';
 
 /** The room's one live video: whose it is, its TrackInfo and the decoder/relay behind it. */
 export interface Publication {
-  participant: Participant;
+  participant: RoomPublisher;
   info: TrackInfo;
   relay: VideoRelay;
 }
@@ -17,6 +19,7 @@ export interface Publication {
 /**
  * One media room (room name = stream id): any number of participants, one publisher slot, and at
  * most one live video publication whose decoded frames go to the stream's sink and to subscribers.
+ * Server-made video (`attachServerVideo`) is the publication while no participant's video is.
  */
 export class MediaRoom {
   readonly sid = newSid('RM_');
@@ -24,6 +27,7 @@ export class MediaRoom {
   private readonly participants = new Map<string, Participant>();
   private publisher: Participant | undefined;
   private publication: Publication | undefined;
+  private server: ServerPublisher | undefined;
   private framesIn = 0;
   private width = 0;
   private height = 0;
@@ -83,8 +87,8 @@ export class MediaRoom {
   /** The publisher's video track arrived: decode it, tell everyone, feed the subscribers. */
   startPublication(participant: Participant, info: TrackInfo, track: MediaStreamTrack): void {
     if (this.closed || this.publisher !== participant) return;
-    if (this.publication) this.endPublication(this.publication.participant);
-    const relay = new VideoRelay(
+    this.stopPublication();
+    const relay = VideoRelay.decoding(
       track,
       (frame) => this.onFrame(frame.width, frame.height, frame.data),
       (err) => this.onSinkError(err),
@@ -92,23 +96,78 @@ export class MediaRoom {
     this.publication = { participant, info, relay };
     this.logger.info({ participant: participant.sid, track: info.sid }, 'video publication started');
     this.sink.onPublication?.();
-    this.broadcast([participant.info()], participant);
-    for (const other of this.participants.values()) {
-      if (other !== participant) other.publicationStarted(this.publication);
-    }
+    this.announce(this.publication);
   }
 
   /** The publisher unpublished or left: subscribers drop the track; the stream keeps its frames. */
-  endPublication(participant: Participant): void {
+  endPublication(participant: RoomPublisher): void {
+    if (this.publication?.participant !== participant) return;
+    this.stopPublication();
+    // Server-made video, when the room has some, fills the empty slot again.
+    this.startServerPublication();
+  }
+
+  /** Ends the live publication, whoever's it is. */
+  private stopPublication(): void {
     const publication = this.publication;
-    if (!publication || publication.participant !== participant) return;
+    if (!publication) return;
+    const participant = publication.participant;
     this.publication = undefined;
     for (const other of this.participants.values()) {
       if (other !== participant) other.publicationEnded(publication);
     }
     publication.relay.stop();
     this.logger.info({ participant: participant.sid, track: publication.info.sid }, 'video publication ended');
-    if (this.participants.has(participant.sid)) this.broadcast([participant.info()], participant);
+    if (participant === this.server) this.server.unpublish();
+    if (this.participants.has(participant.sid) || participant === this.server) this.broadcast([participant.info()], participant);
+  }
+
+  /** Tells everyone a publication started (its owner's update first) and subscribes those who want it. */
+  private announce(publication: Publication): void {
+    this.broadcast([publication.participant.info()], publication.participant);
+    for (const other of this.participants.values()) {
+      if (other !== publication.participant) other.publicationStarted(publication);
+    }
+  }
+
+  /**
+   * Server-made video joins the room as participant `identity`; its track becomes the publication
+   * whenever no participant's video is (a client's camera always takes precedence). Replaces an
+   * earlier one.
+   */
+  attachServerVideo(opts: ServerVideoOptions): void {
+    if (this.closed) return;
+    this.detachServerVideo();
+    this.server = new ServerPublisher(opts);
+    this.broadcast([this.server.info()], this.server);
+    this.startServerPublication();
+  }
+
+  /** The server-made video goes: its publication ends (if live) and its participant leaves. */
+  detachServerVideo(): void {
+    const server = this.server;
+    if (!server) return;
+    if (this.publication?.participant === server) this.stopPublication();
+    this.server = undefined;
+    server.leave();
+    this.broadcast([server.info()], server);
+  }
+
+  /** Whether a subscriber receives the server-made video now. */
+  get serverVideoWatched(): boolean {
+    return this.server !== undefined && this.publication?.participant === this.server && this.publication.relay.watched;
+  }
+
+  /** A server-made frame for the subscribers (dropped unless the server's video is the publication). */
+  pushServerVideo(frame: { width: number; height: number; data: Uint8Array }): void {
+    if (this.server && this.publication?.participant === this.server) this.publication.relay.push(frame);
+  }
+
+  private startServerPublication(): void {
+    if (this.closed || !this.server || this.publication) return;
+    this.publication = { participant: this.server, info: this.server.publish(), relay: VideoRelay.pushed() };
+    this.logger.info({ participant: this.server.sid, track: this.publication.info.sid }, 'server video publication started');
+    this.announce(this.publication);
   }
 
   /** Tells the publisher a subscriber now receives its track (LiveKit's `trackSubscribed`). */
@@ -133,13 +192,15 @@ export class MediaRoom {
     if (this.sinkErrors % 100 === 1) this.logger.warn({ err, failures: this.sinkErrors }, 'frame sink failed');
   }
 
-  /** ParticipantInfo of everyone but `except` (for a join response). */
+  /** ParticipantInfo of everyone but `except` (for a join response), the server's publisher included. */
   othersInfo(except: Participant): ParticipantInfo[] {
-    return [...this.participants.values()].filter((p) => p !== except).map((p) => p.info());
+    const others = [...this.participants.values()].filter((p) => p !== except).map((p) => p.info());
+    if (this.server) others.push(this.server.info());
+    return others;
   }
 
   /** ↓ participantUpdate to everyone but `except`. */
-  private broadcast(infos: ParticipantInfo[], except: Participant): void {
+  private broadcast(infos: ParticipantInfo[], except: RoomPublisher): void {
     for (const other of this.participants.values()) {
       if (other !== except) other.sendParticipantUpdate(infos);
     }
@@ -152,7 +213,7 @@ export class MediaRoom {
       name: this.name,
       creationTime: BigInt(Math.floor(this.createdAtMs / 1000)),
       creationTimeMs: BigInt(this.createdAtMs),
-      numParticipants: this.participants.size,
+      numParticipants: this.participants.size + (this.server ? 1 : 0),
       numPublishers: publishers,
       emptyTimeout: 0,
       departureTimeout: 0,
@@ -177,7 +238,8 @@ export class MediaRoom {
     if (this.closed) return;
     this.closed = true;
     const ending = [...this.participants.values()].map((p) => p.end('room closed', reason));
-    if (this.publication) this.endPublication(this.publication.participant);
+    this.stopPublication();
+    this.server = undefined;
     await Promise.all(ending);
   }
 }

@@ -11,6 +11,7 @@ import { authorizeJoin, tokenFromRequest } from './auth';
 import type { RoomGrant } from './auth';
 import { Participant, refuseResume } from './participant';
 import { MediaRoom } from './room';
+import type { ServerVideo, ServerVideoOptions } from './server-video';
 import { parseJoinParams } from './signal';
 import type { JoinParams, SignalPath } from './signal';
 import type { MediaRoomOptions, RoomFrameSink, RoomStats } from './types';
@@ -65,6 +66,8 @@ function rejectUpgrade(socket: stream.Duplex, err: ServiceError): void {
  */
 export class MediaRoomServer {
   private readonly rooms = new Map<string, MediaRoom>();
+  /** Server-made video by room, handed to the room when it exists (rooms are made by joins). */
+  private readonly serverVideos = new Map<string, ServerVideoOptions>();
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_SIGNAL_FRAME_BYTES });
   private readonly upgrading = new Set<stream.Duplex>();
   private readonly logger: Logger;
@@ -157,6 +160,8 @@ export class MediaRoomServer {
     if (!room || room.isClosed) {
       room = new MediaRoom(grant.room, sink, this.logger.child({ room: grant.room }));
       this.rooms.set(grant.room, room);
+      const video = this.serverVideos.get(grant.room);
+      if (video) room.attachServerVideo(video);
     } else {
       room.setSink(sink);
     }
@@ -198,6 +203,30 @@ export class MediaRoomServer {
     return router;
   }
 
+  /**
+   * Publishes server-made video (the stream's synthetic test pattern) into `room` as participant
+   * `opts.identity`: subscribers receive it like a client's camera while no client publishes
+   * video there. Frames cost nothing until a subscriber watches (`watched`); then each one is
+   * encoded per subscriber connection. One per room: a second replaces the first.
+   */
+  publishServerVideo(room: string, opts: ServerVideoOptions): ServerVideo {
+    const entry = { ...opts };
+    this.serverVideos.set(room, entry);
+    this.rooms.get(room)?.attachServerVideo(entry);
+    const current = () => (this.serverVideos.get(room) === entry ? this.rooms.get(room) : undefined);
+    return {
+      get watched() {
+        return current()?.serverVideoWatched ?? false;
+      },
+      push: (frame) => current()?.pushServerVideo(frame),
+      stop: () => {
+        if (this.serverVideos.get(room) !== entry) return;
+        this.serverVideos.delete(room);
+        this.rooms.get(room)?.detachServerVideo();
+      },
+    };
+  }
+
   /** Ends every participant of a room (stream ended or deleted): ↓ leave{action DISCONNECT}, close PCs. */
   closeRoom(room: string): void {
     const existing = this.rooms.get(room);
@@ -221,6 +250,7 @@ export class MediaRoomServer {
     this.upgrading.clear();
     const rooms = [...this.rooms.values()];
     this.rooms.clear();
+    this.serverVideos.clear();
     await Promise.all(rooms.map((room) => room.close(DisconnectReason.SERVER_SHUTDOWN)));
     for (const ws of this.wss.clients) ws.terminate();
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));

@@ -18,7 +18,7 @@ export function mintPublishToken(keys: RoomKeys, room: string, identity: string,
   return mintToken(keys, room, identity, ttlSeconds, 'publish');
 }
 
-/** Mints a subscribe token for a room (tests and the gateway's room source use customer rooms). */
+/** Mints a subscribe-only room token: the viewer token of a stream, and the customer rooms of tests and the gateway's room source. */
 export function mintSubscribeToken(keys: RoomKeys, room: string, identity: string, ttlSeconds: number): Promise<string> {
   return mintToken(keys, room, identity, ttlSeconds, 'subscribe');
 }

@@ -18,6 +18,13 @@ export interface PublishResult {
   serverVersion: string | undefined;
 }
 
+/** One frame of the received video as drawn on a canvas: packed RGB, base64. */
+export interface Snapshot {
+  width: number;
+  height: number;
+  rgb: string;
+}
+
 export interface ReceivedVideo {
   trackSid: string;
   participantIdentity: string;
@@ -32,6 +39,9 @@ declare global {
       publish(url: string, token: string, opts: PublishOptions): Promise<PublishResult>;
       subscribe(url: string, token: string): Promise<void>;
       received(): ReceivedVideo | undefined;
+      snapshot(): Snapshot | undefined;
+      /** Tries to publish the camera in the joined room: 'published' or the error's message. */
+      tryPublishCamera(): Promise<string>;
       events(): string[];
       leave(): Promise<void>;
     };
@@ -93,6 +103,27 @@ window.roomTest = {
       width: video.videoWidth,
       height: video.videoHeight,
     };
+  },
+  snapshot() {
+    if (!video || video.videoWidth === 0) return undefined;
+    const { videoWidth: width, videoHeight: height } = video;
+    const canvas = document.createElement('canvas');
+    canvas.width = width;
+    canvas.height = height;
+    const ctx = canvas.getContext('2d')!;
+    ctx.drawImage(video, 0, 0, width, height);
+    const rgba = ctx.getImageData(0, 0, width, height).data;
+    let binary = '';
+    for (let i = 0; i < rgba.length; i += 4) binary += String.fromCharCode(rgba[i]!, rgba[i + 1]!, rgba[i + 2]!);
+    return { width, height, rgb: btoa(binary) };
+  },
+  async tryPublishCamera() {
+    try {
+      await room!.localParticipant.setCameraEnabled(true);
+      return 'published';
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
+    }
   },
   events: () => events,
   async leave() {
