@@ -27,6 +27,17 @@ const boundaries = [
     files: ['src/emulator/**/*.ts'],
     rules: restrict(boundary('the emulator stays a stand-alone provider: never the gateway or src/upstream (src/emulator/README.md)', never('gateway', 'upstream'))),
   },
+  {
+    files: ['src/conformance/**/*.ts'],
+    rules: restrict(
+      boundary('src/conformance never imports the emulator: it checks any upstream (src/conformance/README.md)', never('emulator')),
+      {
+        regex: '^\\.\\./gateway(?!/ingest/(publisher|natives)$)(/|$)',
+        message: "src/conformance takes from src/gateway only the relay's room publisher (src/conformance/README.md)",
+      },
+      boundary('src/conformance takes only types from src/config.ts (src/conformance/README.md)', ['../config'], { allowTypeImports: true }),
+    ),
+  },
   { files: ['src/gateway/**/*.ts'], rules: restrict(...gatewayRules) },
   {
     files: ['src/gateway/legacy/**/*.ts'],

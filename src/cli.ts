@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
+import { CHECK_IDS, isCheckId } from './conformance/checks';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -12,6 +13,8 @@ interface CommandSpec {
   usage: string;
   /** Help lines of the command's own flags and arguments. */
   flags?: string;
+  /** Lines printed after the flags. */
+  notes?: string;
   options: Options;
 }
 
@@ -52,16 +55,38 @@ export const COMMANDS = {
       seconds: { type: 'string', default: '0' },
     },
   },
+  conformance: {
+    summary: 'check that a /v1beta + /billing upstream does everything the gateway relies on (one stream, at most 10 completions)',
+    usage: 'conformance --upstream URL --key KEY [--model ID] [--publish auto|always|never] [--frame-timeout S] [--skip IDS] [--config FILE]',
+    flags: `  --upstream URL      the upstream's base URL (default: the configured upstreamUrl)
+  --key KEY           API key of the account to test with (default API_KEY); it is billed
+  --model ID          model to ask (default: the first ready one listed)
+  --publish MODE      how the stream gets frames: auto (the upstream's own publisher, else after 5 s
+                      a test pattern the kit publishes into the room), always, never (default auto)
+  --frame-timeout S   how long to wait for the first frames (default 30)
+  --skip IDS          checks not to run, comma-separated (reported as skipped)`,
+    notes: `Exit status: 0 every check that ran passed, 1 a check failed, 2 a bad command line, 130 interrupted.
+The checks and what they cost: docs/operations.md "Switching from the emulator to the provider".`,
+    options: {
+      ...COMMON,
+      upstream: { type: 'string' },
+      key: { type: 'string' },
+      model: { type: 'string' },
+      publish: { type: 'string', default: 'auto' },
+      'frame-timeout': { type: 'string', default: '30' },
+      skip: { type: 'string', default: '' },
+    },
+  },
 } satisfies Record<string, CommandSpec>;
 
 export type CommandName = keyof typeof COMMANDS;
 
 const NAME = 'legacy-gateway';
 
-export const USAGE = `usage: ${NAME} <serve|emulator|demo> [options]
+export const USAGE = `usage: ${NAME} <${Object.keys(COMMANDS).join('|')}> [options]
 
 ${Object.entries(COMMANDS)
-  .map(([name, c]) => `  ${name.padEnd(9)}  ${c.summary}`)
+  .map(([name, c]) => `  ${name.padEnd(11)}  ${c.summary}`)
   .join('\n')}
 
 Run '${NAME} <command> --help' for a command's options. No command: serve.
@@ -69,7 +94,7 @@ Run '${NAME} <command> --help' for a command's options. No command: serve.
 
 export function commandHelp(name: CommandName): string {
   const c: CommandSpec = COMMANDS[name];
-  return `usage: ${NAME} ${c.usage}\n\n${c.summary}\n\n${c.flags ? `${c.flags}\n` : ''}${COMMON_HELP}\n`;
+  return `usage: ${NAME} ${c.usage}\n\n${c.summary}\n\n${c.flags ? `${c.flags}\n` : ''}${COMMON_HELP}\n${c.notes ? `\n${c.notes}\n` : ''}`;
 }
 
 /** A command line the CLI refuses: the message to print, exit code 2. */
@@ -110,5 +135,20 @@ export function parseCommandLine(argv: string[]): Parsed {
     const seconds = Number(values.seconds);
     if (!Number.isFinite(seconds) || seconds < 0) throw new UsageError(`${NAME} demo: --seconds must be a number >= 0, got '${String(values.seconds)}'`);
   }
+  if (command === 'conformance') checkConformanceFlags(values);
   return { kind: 'run', command, config: values.config as string | undefined, values };
+}
+
+function checkConformanceFlags(values: Record<string, string | boolean | undefined>): void {
+  const publish = values.publish;
+  if (publish !== 'auto' && publish !== 'always' && publish !== 'never') throw new UsageError(`${NAME} conformance: --publish must be auto, always or never, got '${String(publish)}'`);
+  const timeout = Number(values['frame-timeout']);
+  if (!Number.isFinite(timeout) || timeout <= 0) throw new UsageError(`${NAME} conformance: --frame-timeout must be a number of seconds > 0, got '${String(values['frame-timeout'])}'`);
+  const unknown = skipList(values.skip).filter((id) => !isCheckId(id));
+  if (unknown.length) throw new UsageError(`${NAME} conformance: --skip names no check: ${unknown.join(', ')} (checks: ${CHECK_IDS.join(', ')})`);
+}
+
+/** The ids of `--skip a,b`. */
+export function skipList(value: string | boolean | undefined): string[] {
+  return typeof value === 'string' ? value.split(',').map((s) => s.trim()).filter(Boolean) : [];
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
  * CLI: `serve` (the gateway; starts the embedded emulator when no upstream is configured),
- * `emulator` (the emulator alone), `demo` (a legacy terminal client). The benchmarks are not part
- * of it: `npm run bench` (bench/).
+ * `emulator` (the emulator alone), `demo` (a legacy terminal client), `conformance` (checks an
+ * upstream against what the gateway relies on). The benchmarks are not part of it: `npm run bench`
+ * (bench/).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -211,6 +212,12 @@ async function main(argv: string[]): Promise<void> {
     case 'demo': {
       const { runDemo } = await import('./demo');
       return runDemo(cfg, parsed.values as unknown as DemoArgs);
+    }
+    case 'conformance': {
+      const { runConformanceCommand } = await import('./conformance/command');
+      const code = await runConformanceCommand(cfg, parsed.values, process.env);
+      // Explicitly: rtc-node, once loaded to publish frames, keeps the event loop alive.
+      process.exit(code);
     }
   }
 }

@@ -79,8 +79,11 @@ export function httpError(status: number, body: unknown, retryAfterMs: number | 
   });
 }
 
-/** Reads code and message out of the contract's error shapes (stream, detail, validation, legacy). */
-function describeBody(body: unknown): { code?: string; message?: string; stream: boolean } {
+/**
+ * Reads code and message out of the contract's error shapes (stream, detail, validation, legacy);
+ * `stream` is true for the nested `{detail: {error: {…}}}` shape. Nothing read: neither is set.
+ */
+export function describeBody(body: unknown): { code?: string; message?: string; stream: boolean } {
   if (!isRecord(body)) return { stream: false, message: typeof body === 'string' && body ? body.slice(0, 200) : undefined };
   const detail = body.detail;
   if (isRecord(detail) && isRecord(detail.error)) {

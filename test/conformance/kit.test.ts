@@ -1,0 +1,136 @@
+/**
+ * The conformance kit against the real emulator (the default profile, its synthetic publisher
+ * giving the frames) and against test doubles in front of it that each break one assumption: the
+ * kit passes the first, fails the others naming the check, and deletes its stream on every path.
+ */
+import { brandOf } from '../../src/brand';
+import { loadConfig } from '../../src/config';
+import type { Config } from '../../src/config';
+import { CHECK_IDS } from '../../src/conformance/checks';
+import { formatReport } from '../../src/conformance/report';
+import { MAX_COMPLETIONS } from '../../src/conformance/cost';
+import { runConformance } from '../../src/conformance/run';
+import type { ConformanceOptions, ConformanceReport } from '../../src/conformance/run';
+import { startEmulator } from '../../src/emulator/server';
+import type { RunningEmulator } from '../../src/emulator/server';
+import { createLogger } from '../../src/lib/logger';
+import { editJson, startDouble } from './double';
+import type { Double, Rewrite } from './double';
+
+const KEY = 'svc-local-dev';
+let cfg: Config;
+let emu: RunningEmulator;
+const doubles: Double[] = [];
+
+beforeAll(async () => {
+  cfg = loadConfig({ env: {}, overrides: { logLevel: 'silent', emulator: { port: 0, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } } } });
+  emu = await startEmulator(cfg, createLogger('silent'));
+});
+
+afterAll(async () => {
+  for (const d of doubles) await d.close();
+  await emu?.close();
+});
+
+/** The frames come from the emulator's synthetic publisher (no rtc-node in this process). */
+function run(upstreamUrl: string, over: Partial<ConformanceOptions> = {}): Promise<ConformanceReport> {
+  return runConformance({ upstreamUrl, apiKey: KEY, brand: brandOf(cfg), publish: 'never', frameTimeoutMs: 120_000, ...over });
+}
+
+async function through(rewrite: Rewrite): Promise<string> {
+  const d = await startDouble(emu.url, rewrite);
+  doubles.push(d);
+  return d.url;
+}
+
+const outcomes = (r: ConformanceReport) => Object.fromEntries(r.results.map((x) => [x.id, x.outcome]));
+
+/** The stream the run created is ended by an explicit delete in the emulator. */
+function expectDeleted(r: ConformanceReport): void {
+  expect(r.streamId).toBeDefined();
+  expect(r.streamDeleted).toBe(true);
+  const s = emu.emulator.ctx.streams.get(r.streamId!);
+  expect(s?.state).toBe('ended');
+  expect(emu.emulator.ctx.streams.view(s!).end_reason).toBe('deleted');
+}
+
+/**
+ * The emulator serves no viewer-token route: that check reports "not served", every other one
+ * passes. (Where the upstream serves it, it passes too.)
+ */
+function expectConformantButViewerToken(r: ConformanceReport): void {
+  const viewer = r.results.find((x) => x.id === 'viewer-token')!;
+  if (viewer.outcome === 'fail') expect(viewer.detail).toMatch(/^not served: HTTP 404/);
+  else expect(viewer.outcome).toBe('pass');
+  const others = r.results.filter((x) => x.id !== 'viewer-token');
+  expect(others.filter((x) => x.outcome !== 'pass')).toEqual([]);
+}
+
+test('passes against the emulator: every check runs, one stream, bounded completions, stream deleted', async () => {
+  const r = await run(emu.url);
+  expectConformantButViewerToken(r);
+  expect(r.results.map((x) => x.id)).toEqual(CHECK_IDS);
+  expect(r.model).toBe('local/analyzer');
+  expect(r.completions).toBeGreaterThan(0);
+  expect(r.completions).toBeLessThanOrEqual(MAX_COMPLETIONS);
+  expect(r.estimate!.microcents).toBeGreaterThan(0);
+  expect(r.spentMicrocents).toBeGreaterThan(0);
+  expect(r.spentMicrocents).toBeLessThanOrEqual(r.estimate!.microcents);
+  // The emulator bills what the kit priced from /billing/pricing.
+  expect(r.balanceBeforeMicrocents! - r.balanceAfterMicrocents!).toBe(r.spentMicrocents);
+  expectDeleted(r);
+  expect(emu.emulator.ctx.streams.active()).toEqual([]);
+  const text = formatReport(r);
+  expect(text).toMatch(/^pass +completion\.sse +api-reference\/chat-completions\.mdx/m);
+  expect(text).toMatch(/^pass +region\.wrong +api-reference\/regions\.mdx/m);
+}, 180_000);
+
+test('a create response without ttl_seconds fails stream.create alone; the stream is still deleted', async () => {
+  const url = await through(
+    editJson(
+      (ex) => ex.method === 'POST' && ex.path === '/v1beta/streams' && ex.status === 201,
+      (b) => delete b.ttl_seconds,
+    ),
+  );
+  const r = await run(url);
+  const failed = r.results.filter((x) => x.outcome === 'fail' && x.id !== 'viewer-token');
+  expect(failed).toEqual([{ id: 'stream.create', outcome: 'fail', detail: 'ttl_seconds should be int, got nothing' }]);
+  expect(r.ok).toBe(false);
+  expect(outcomes(r)['completion.clip']).toBe('pass');
+  expectDeleted(r);
+  expect(formatReport(r)).toMatch(/^NOT CONFORMANT: stream\.create/m);
+}, 180_000);
+
+test('an SSE answer without data: [DONE] fails completion.sse; the stream is deleted', async () => {
+  const url = await through((ex) =>
+    ex.path === '/v1beta/chat/completions' && ex.headers['content-type']?.startsWith('text/event-stream') ? { ...ex, body: ex.body.replace('data: [DONE]\n\n', '') } : ex,
+  );
+  const r = await run(url, { skip: ['viewer-token'] });
+  expect(r.results.filter((x) => x.outcome === 'fail')).toEqual([{ id: 'completion.sse', outcome: 'fail', detail: 'no data: [DONE] event' }]);
+  expect(outcomes(r)['viewer-token']).toBe('skip');
+  expectDeleted(r);
+}, 180_000);
+
+test('a 401 whose body the gateway cannot read fails key.wrong', async () => {
+  const url = await through((ex) => (ex.status === 401 ? { ...ex, headers: { 'content-type': 'application/json' }, body: '{}' } : ex));
+  const r = await run(url, { skip: ['viewer-token'] });
+  expect(r.results.filter((x) => x.outcome === 'fail').map((x) => x.id)).toEqual(['key.wrong']);
+  expect(r.results.find((x) => x.id === 'key.wrong')!.detail).toMatch(/the 401 body has no message the gateway reads/);
+  expectDeleted(r);
+}, 180_000);
+
+test('interrupted once its stream exists: the stream is deleted and the rest is skipped', async () => {
+  const abort = new AbortController();
+  const r = await run(emu.url, {
+    signal: abort.signal,
+    onProgress: (line) => {
+      if (/^stream \S+ created$/.test(line)) abort.abort(new Error('test interrupt'));
+    },
+  });
+  expect(r.interrupted).toBe(true);
+  expect(r.ok).toBe(false);
+  expect(outcomes(r)['completion.clip']).toBe('skip');
+  expect(r.results.find((x) => x.id === 'stream.delete')!.detail).toBe('interrupted');
+  expectDeleted(r);
+  expect(formatReport(r)).toMatch(/^INTERRUPTED/m);
+}, 180_000);
