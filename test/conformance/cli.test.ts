@@ -46,13 +46,12 @@ function streamIdOf(stdout: string): string {
 }
 
 test('every check passes: exit 0; the kit publishes the frames itself; the stream is deleted', async () => {
-  // The emulator serves no viewer-token route: that one check is skipped here.
-  const p = runMain(bundle(), ['conformance', '--upstream', emulatorUrl, '--key', KEY, '--publish', 'always', '--frame-timeout', '120', '--skip', 'viewer-token'], {});
+  const p = runMain(bundle(), ['conformance', '--upstream', emulatorUrl, '--key', KEY, '--publish', 'always', '--frame-timeout', '120'], {});
   expect(await deadline(p.exited, 120_000, `conformance (stdout: ${p.stdout()})`)).toEqual({ code: 0, signal: null });
   const out = p.stdout();
   expect(out).toMatch(/^· cost: at most about .* on local\/analyzer/m);
   expect(out).toMatch(/^pass +frames\.first +api-reference\/stream-lifecycle\.mdx +after \d+ ms, published by the kit/m);
-  expect(out).toMatch(/^skip +viewer-token +api-reference\/viewer-token\.mdx +skipped on request$/m);
+  expect(out).toMatch(/^pass +viewer-token +api-reference\/viewer-token\.mdx/m);
   expect(out).toMatch(/^CONFORMANT/m);
   expect(await readStream(streamIdOf(out))).toMatchObject({ state: 'ended', end_reason: 'deleted' });
 }, 150_000);
@@ -66,7 +65,7 @@ test('an upstream that breaks one assumption: exit 1 naming the check; the strea
     ),
   );
   // No publisher and no frames: the frame checks are skipped, which fails nothing.
-  const p = runMain(bundle(), ['conformance', '--upstream', double.url, '--key', KEY, '--publish', 'never', '--frame-timeout', '0.5', '--skip', 'viewer-token'], {});
+  const p = runMain(bundle(), ['conformance', '--upstream', double.url, '--key', KEY, '--publish', 'never', '--frame-timeout', '0.5'], {});
   expect(await deadline(p.exited, 120_000, `conformance (stdout: ${p.stdout()})`)).toEqual({ code: 1, signal: null });
   const out = p.stdout();
   expect(out).toMatch(/^FAIL +stream\.create +api-reference\/create-stream\.mdx +publish\.token should be string, got nothing$/m);

@@ -54,21 +54,15 @@ function expectDeleted(r: ConformanceReport): void {
   expect(emu.emulator.ctx.streams.view(s!).end_reason).toBe('deleted');
 }
 
-/**
- * The emulator serves no viewer-token route: that check reports "not served", every other one
- * passes. (Where the upstream serves it, it passes too.)
- */
-function expectConformantButViewerToken(r: ConformanceReport): void {
-  const viewer = r.results.find((x) => x.id === 'viewer-token')!;
-  if (viewer.outcome === 'fail') expect(viewer.detail).toMatch(/^not served: HTTP 404/);
-  else expect(viewer.outcome).toBe('pass');
-  const others = r.results.filter((x) => x.id !== 'viewer-token');
-  expect(others.filter((x) => x.outcome !== 'pass')).toEqual([]);
+/** Every check passed. */
+function expectConformant(r: ConformanceReport): void {
+  expect(r.results.filter((x) => x.outcome !== 'pass')).toEqual([]);
+  expect(r.ok).toBe(true);
 }
 
 test('passes against the emulator: every check runs, one stream, bounded completions, stream deleted', async () => {
   const r = await run(emu.url);
-  expectConformantButViewerToken(r);
+  expectConformant(r);
   expect(r.results.map((x) => x.id)).toEqual(CHECK_IDS);
   expect(r.model).toBe('local/analyzer');
   expect(r.completions).toBeGreaterThan(0);
@@ -93,7 +87,7 @@ test('a create response without ttl_seconds fails stream.create alone; the strea
     ),
   );
   const r = await run(url);
-  const failed = r.results.filter((x) => x.outcome === 'fail' && x.id !== 'viewer-token');
+  const failed = r.results.filter((x) => x.outcome === 'fail');
   expect(failed).toEqual([{ id: 'stream.create', outcome: 'fail', detail: 'ttl_seconds should be int, got nothing' }]);
   expect(r.ok).toBe(false);
   expect(outcomes(r)['completion.clip']).toBe('pass');
@@ -107,13 +101,14 @@ test('an SSE answer without data: [DONE] fails completion.sse; the stream is del
   );
   const r = await run(url, { skip: ['viewer-token'] });
   expect(r.results.filter((x) => x.outcome === 'fail')).toEqual([{ id: 'completion.sse', outcome: 'fail', detail: 'no data: [DONE] event' }]);
+  // A check skipped on request is reported so, never as passed.
   expect(outcomes(r)['viewer-token']).toBe('skip');
   expectDeleted(r);
 }, 180_000);
 
 test('a 401 whose body the gateway cannot read fails key.wrong', async () => {
   const url = await through((ex) => (ex.status === 401 ? { ...ex, headers: { 'content-type': 'application/json' }, body: '{}' } : ex));
-  const r = await run(url, { skip: ['viewer-token'] });
+  const r = await run(url);
   expect(r.results.filter((x) => x.outcome === 'fail').map((x) => x.id)).toEqual(['key.wrong']);
   expect(r.results.find((x) => x.id === 'key.wrong')!.detail).toMatch(/the 401 body has no message the gateway reads/);
   expectDeleted(r);
@@ -134,3 +129,23 @@ test('interrupted once its stream exists: the stream is deleted and the rest is 
   expectDeleted(r);
   expect(formatReport(r)).toMatch(/^INTERRUPTED/m);
 }, 180_000);
+
+test('passes against an emulator on the provider profile (ovs- key, ovs:// references, overshoot field and header)', async () => {
+  const profile = loadConfig({
+    env: {},
+    file: 'config/overshoot.json',
+    overrides: { logLevel: 'silent', emulator: { port: 0, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } } },
+  });
+  const ovs = await startEmulator(profile, createLogger('silent'));
+  try {
+    const r = await runConformance({ upstreamUrl: ovs.url, apiKey: 'ovs-local-dev', brand: brandOf(profile), publish: 'never', frameTimeoutMs: 120_000 });
+    expectConformant(r);
+    expect(r.results.map((x) => x.id)).toEqual(CHECK_IDS);
+    // The seed profile's brand against it fails where the tokens differ, naming the check.
+    const wrong = await runConformance({ upstreamUrl: ovs.url, apiKey: 'ovs-local-dev', brand: brandOf(cfg), publish: 'never', frameTimeoutMs: 120_000 });
+    expect(wrong.ok).toBe(false);
+    expect(wrong.results.find((x) => x.id === 'key.prefix')!.outcome).toBe('fail');
+  } finally {
+    await ovs.close();
+  }
+}, 240_000);
