@@ -465,7 +465,7 @@ describe('/v0.2/openapi.json', () => {
     expect(spectate({ [brand.room]: { url: 1 } })).toBe(false);
   });
 
-  test('real responses validate: create, keepalive, prompt, models, feedback, delete and legacy errors', async () => {
+  test('real responses validate: create, keepalive, prompt, models, feedback, info, spectate, delete and legacy errors', async () => {
     const { url } = stack;
     const created = await http(url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) });
     expect(created.status).toBe(201);
@@ -482,6 +482,12 @@ describe('/v0.2/openapi.json', () => {
     check(path('/feedback'), 'post', await http(url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 5, category: 'accuracy', feedback: 'ok' } }));
     check('/streams/feedback', 'get', await http(url, 'GET', '/v0.2/streams/feedback'));
     check('/models', 'get', await http(url, 'GET', '/v0.2/models'));
+    const info = await http(url, 'GET', `/v0.2/streams/${id}/info`);
+    expect(info.status).toBe(200);
+    check(path('/info'), 'get', info);
+    const spectate = await http(url, 'POST', `/v0.2/streams/${id}/spectate`);
+    expect(spectate.status).toBe(200);
+    check(path('/spectate'), 'post', spectate);
     // Another account's stream: 404, as the provider answers it.
     const foreign = await http(url, 'POST', `/v0.2/streams/${id}/keepalive`, { key: KEY_B });
     expect(foreign.status).toBe(404);
