@@ -38,9 +38,12 @@ test('a native stream is watched with the spectate token: frames arrive, the tok
   const indices: number[] = [];
   room.on(rtc.RoomEvent.TrackSubscribed, (track) => {
     if (track.kind !== rtc.TrackKind.KIND_VIDEO) return;
+    const reader = new rtc.VideoStream(track).getReader();
     void (async () => {
-      for await (const ev of new rtc.VideoStream(track)) {
-        const f = ev.frame.convert(rtc.VideoBufferType.I420);
+      for (;;) {
+        const next = await reader.read();
+        if (next.done) return;
+        const f = next.value.frame.convert(rtc.VideoBufferType.I420);
         const index = decodePattern(rawToRgb({ width: f.width, height: f.height, format: 'i420', data: f.data }));
         if (index !== null) indices.push(index);
       }
