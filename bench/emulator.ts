@@ -3,6 +3,7 @@
  * built-in model, both on a stream holding frames at 10 fps. Each prints p50/p99 latency and ops/s
  * and returns the figures.
  */
+import path from 'node:path';
 import { loadConfig } from '../src/config';
 import { FrameBuffer } from '../src/emulator/frames/buffer';
 import { renderPatternRgb } from '../src/emulator/frames/pattern';
@@ -11,7 +12,7 @@ import type { ImageReference, VideoReference } from '../src/emulator/references'
 import { startEmulator } from '../src/emulator/server';
 import type { EmulatedStream } from '../src/emulator/streams';
 import { createLogger } from '../src/lib/logger';
-import { quantile } from '../test/helpers/util';
+import { ROOT, quantile } from '../test/helpers/util';
 
 export interface BenchFigures {
   name: string;
@@ -83,7 +84,10 @@ export async function benchReferences(ops = 20_000): Promise<BenchFigures[]> {
 
 /** (b) Full completions over HTTP: a 10 s window at 1 fps on a stream holding 60 s of 320×240 frames at 10 fps. */
 export async function benchCompletion(ops = 200): Promise<BenchFigures[]> {
-  const cfg = loadConfig({ env: {}, overrides: { logLevel: 'silent', emulator: { port: 0 } } });
+  // The shipped accounts and models, named from the repository root: compiled to dist-bench/, the
+  // config module's own default-file path does not lead to config/default.json.
+  const file = path.join(ROOT, 'config', 'default.json');
+  const cfg = loadConfig({ env: {}, file, overrides: { logLevel: 'silent', emulator: { port: 0 } } });
   // The real emulator (routes, middleware, media room), as clients meet it.
   const emu = await startEmulator(cfg, createLogger('silent'));
   const { ctx } = emu.emulator;
