@@ -85,7 +85,7 @@ export function completionsRouter(ctx: EmulatorContext): Router {
     }
     if ((ctx.accounts.get(account.id)?.balanceMicrocents ?? 0) <= 0) throw billingDenied(0);
 
-    const resolved = resolveReferences(ctx, account, creq, Date.now());
+    const resolved = resolveReferences(ctx, account, creq, ctx.now());
 
     const promptTokens = tokensOfChars(resolved.textChars) + resolved.frameCount * creq.tokensPerFrame;
     const unitKeys = resolved.units.map(unitKey);
@@ -129,7 +129,7 @@ export function completionsRouter(ctx: EmulatorContext): Router {
 
     const answer: Answer = {
       id: `chatcmpl-${randomBytes(12).toString('hex')}`,
-      created: Math.floor(Date.now() / 1000),
+      created: Math.floor(ctx.now() / 1000),
       model: creq.model,
       content: text,
       toolCalls,
@@ -201,7 +201,8 @@ function resolveReferences(ctx: EmulatorContext, account: Account, creq: Complet
       const { ref } = p;
       const stream = ctx.streams.require(ref.streamId, account);
       if (stream.state !== 'active') throw streamError(404, 'stream_not_found', `Stream ${ref.streamId} has ended`);
-      const frames = ref.kind === 'image' ? [resolveImage(ref, stream.frames, now)] : resolveVideo(ref, stream.frames, now, p.loc);
+      const opts = { dialect: ctx.cfg.emulator.dialect };
+      const frames = ref.kind === 'image' ? [resolveImage(ref, stream.frames, now, opts)] : resolveVideo(ref, stream.frames, now, p.loc, opts);
       const context: VisualContext = { streamId: ref.streamId, kind: ref.kind, frames };
       parts.push({ type: 'visual', context });
       out.contexts.push(context);

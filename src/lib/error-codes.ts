@@ -40,6 +40,8 @@ export const ERROR_CODES = {
   room_server_closing: 'emulator media room',
   room_unauthorized: 'emulator media room',
   room_v1_publish_only: 'emulator media room',
+  segment_empty: '/v1beta emulator (provider dialect)',
+  segment_invalid: '/v1beta emulator (provider dialect)',
   shutting_down: '/v0.2',
   store_unavailable: '/v0.2; admin API',
   stream_ended: '/v0.2 (media relays)',
