@@ -21,6 +21,7 @@ import { accountOf, requireAccount } from './http';
 import type { ModelMessage, ModelResult, VisualContext } from './models/backend';
 import { PromptCache, unitKey } from './prompt-cache';
 import type { PromptUnit } from './prompt-cache';
+import { rateLimit, rateLimited } from './rate-limit';
 import { resolveImage, resolveVideo } from './references';
 
 export interface Usage {
@@ -61,7 +62,7 @@ export function completionsRouter(ctx: EmulatorContext): Router {
   const cache = new PromptCache();
   const tokensOfChars = (chars: number) => Math.ceil(chars / cfg.charsPerToken);
 
-  r.post('/chat/completions', requireAccount(ctx), async (req: Request, res: Response) => {
+  r.post('/chat/completions', requireAccount(ctx), rateLimit(ctx), async (req: Request, res: Response) => {
     const account = accountOf(res);
     const creq = parse(req.body);
 
@@ -72,7 +73,7 @@ export function completionsRouter(ctx: EmulatorContext): Router {
     });
 
     const fault = ctx.faults.take(creq.model);
-    if (fault && !(await applyFault(fault, req, abort.signal))) return;
+    if (fault && !(await applyFault(fault, req, abort.signal, ctx))) return;
 
     const model = ctx.models.get(creq.model);
     const pricing = ctx.models.pricing(creq.model);
@@ -151,9 +152,11 @@ const billingDenied = (needed: number) =>
 
 /**
  * Applies an injected fault. Returns true when the request should go on (latency only),
- * false when it was answered or cut; throws the status fault.
+ * false when it was answered or cut; throws the status fault. A 429 with the default code is the
+ * provider's per-user rate limit: `rate_limit_error`, `retry-after` (default 1) and the
+ * `x-ratelimit-*` headers of a spent window.
  */
-async function applyFault(f: FaultSpec, req: Request, signal: AbortSignal): Promise<boolean> {
+async function applyFault(f: FaultSpec, req: Request, signal: AbortSignal, ctx: EmulatorContext): Promise<boolean> {
   if (f.latencyMs) {
     try {
       await sleep(f.latencyMs, undefined, { signal });
@@ -166,8 +169,16 @@ async function applyFault(f: FaultSpec, req: Request, signal: AbortSignal): Prom
     return false;
   }
   if (f.status) {
-    throw new ServiceError(f.status, f.code ?? defaultFaultCode(f.status), f.message ?? `Injected fault: HTTP ${f.status}`, {
+    const code = f.code ?? defaultFaultCode(f.status);
+    if (code === 'rate_limit_exceeded' && f.type === undefined) {
+      const retryAfter = Math.max(1, Math.ceil(f.retryAfterSeconds ?? 1));
+      const limit = Math.max(1, ctx.cfg.emulator.rateLimit.completionsPerSecond);
+      const err = rateLimited({ limit, remaining: 0, reset: Math.floor(ctx.now() / 1000) + retryAfter }, retryAfter);
+      throw f.message === undefined ? err : new ServiceError(429, code, f.message, err.options);
+    }
+    throw new ServiceError(f.status, code, f.message ?? `Injected fault: HTTP ${f.status}`, {
       shape: 'stream',
+      type: f.type ?? (code.startsWith('upstream_') ? 'upstream_error' : 'stream_error'),
       ...(f.retryAfterSeconds !== undefined ? { headers: { 'retry-after': String(Math.ceil(f.retryAfterSeconds)) } } : {}),
     });
   }
@@ -176,6 +187,7 @@ async function applyFault(f: FaultSpec, req: Request, signal: AbortSignal): Prom
 
 function defaultFaultCode(status: number): string {
   if (status === 503) return 'model_unavailable';
+  if (status === 429) return 'rate_limit_exceeded';
   if (status === 402) return 'billing_denied';
   if (status === 404) return 'stream_not_found';
   return `upstream_http_${status}`;

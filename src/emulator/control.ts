@@ -22,6 +22,7 @@ const faultSchema = z.strictObject({
   status: z.number().int().min(400).max(599).optional(),
   code: z.string().optional(),
   message: z.string().optional(),
+  type: z.string().min(1).optional(),
   reset: z.boolean().optional(),
   latencyMs: z.number().int().min(0).max(120_000).optional(),
   retryAfterSeconds: z.number().min(0).optional(),

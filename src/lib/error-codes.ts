@@ -30,6 +30,7 @@ export const ERROR_CODES = {
   model_unavailable: '/v1beta emulator; /v0.2',
   not_found: '/v1beta emulator; /v0.2',
   payload_too_large: '/v1beta emulator',
+  rate_limit_exceeded: '/v1beta emulator',
   region_error: '/v1beta emulator',
   request_aborted: 'framework (emulator, gateway)',
   result_not_found: '/v0.2 (reinfer)',
