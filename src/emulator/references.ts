@@ -287,8 +287,8 @@ const boundText = (b: Bound): string => (b.axis === 'index' ? `frame ${b.index}`
  * last frame), it runs through the newest frame. Offsets count as in images. It is then intersected
  * with the retained buffer (a start before it clamps up). Errors: a start in the future, or an
  * explicit start (end) index past the last frame (past the index after it) → `frame_not_yet_produced`;
- * an end at or before the start → a validation error at `loc` (the contract) or 400 `segment_invalid`
- * (the provider). A window holding no retained frame yields the frame on screen at its end — the last
+ * an end before the start → a validation error at `loc` (the contract; an end at the start is an
+ * empty window there) or, at or before it, 400 `segment_invalid` (the provider). A window holding no retained frame yields the frame on screen at its end — the last
  * one before it, or the oldest retained frame when the window lies before the buffer (the contract)
  * — or 404 `segment_empty` (the provider).
  *
@@ -325,8 +325,10 @@ export function resolveVideo(ref: VideoReference, buf: FrameBuffer, now: number,
     end = t > streamNow ? undefined : { axis: 'time', t };
   }
 
-  if (end && endsBeforeStart(start, end, buf, oldest)) {
-    const msg = `the end anchor (${boundText(end)}, exclusive) is at or before the start anchor (${boundText(start)})`;
+  // The provider: an end at or before the start is invalid. The contract's dialect takes an end at
+  // the start as an empty window (below), so a zero-length window still names the frame on screen.
+  if (end && endsBeforeStart(start, end, buf, oldest, r.dialect === 'provider')) {
+    const msg = `the end anchor (${boundText(end)}, exclusive) is ${r.dialect === 'provider' ? 'at or ' : ''}before the start anchor (${boundText(start)})`;
     if (r.dialect === 'provider') throw streamError(r.status.segmentInvalid, 'segment_invalid', `Invalid segment: ${msg}`);
     throw validationError('The video window ends before it starts', [{ loc, msg, type: 'value_error' }]);
   }
@@ -365,21 +367,23 @@ export function resolveVideo(ref: VideoReference, buf: FrameBuffer, now: number,
 }
 
 /**
- * Whether an exclusive end lies at or before the start. Across axes an index is placed at its
- * frame's stream time; an evicted index lies somewhere before the oldest retained frame, so against
- * a time before that too the order is unknown and the window is left to come out empty.
+ * Whether an exclusive end lies before the start (or at it, with `orAt`). Across axes an index is
+ * placed at its frame's stream time; an evicted index lies somewhere before the oldest retained
+ * frame, so against a time before that too the order is unknown and the window is left to come out
+ * empty.
  */
-function endsBeforeStart(start: Bound, end: Bound, buf: FrameBuffer, oldest: StoredFrame): boolean {
-  if (start.axis === 'index' && end.axis === 'index') return end.index <= start.index;
-  if (start.axis === 'time' && end.axis === 'time') return end.t <= start.t;
+function endsBeforeStart(start: Bound, end: Bound, buf: FrameBuffer, oldest: StoredFrame, orAt: boolean): boolean {
+  const before = (e: number, s: number) => (orAt ? e <= s : e < s);
+  if (start.axis === 'index' && end.axis === 'index') return before(end.index, start.index);
+  if (start.axis === 'time' && end.axis === 'time') return before(end.t, start.t);
   const timeOf = (index: number) => (index < oldest.index ? undefined : frameAtIndex(buf, index, 'forward')?.streamTimeMs);
   if (start.axis === 'index' && end.axis === 'time') {
     const ts = timeOf(start.index);
-    return ts !== undefined && end.t <= ts;
+    return ts !== undefined && before(end.t, ts);
   }
   if (start.axis === 'time' && end.axis === 'index') {
     const te = timeOf(end.index);
-    return te === undefined ? start.t >= oldest.streamTimeMs : te <= start.t;
+    return te === undefined ? start.t >= oldest.streamTimeMs : before(te, start.t);
   }
   return false;
 }

@@ -287,7 +287,7 @@ describe('resolveVideo', () => {
     expect(at('start_offset_ms=500&end_offset_ms=1000&max_fps=10')).toEqual([35, 36, 37, 38, 39]);
     expect(at('start_offset_ms=1000&end_offset_ms=-500&max_fps=2.5')).toEqual([40, 44]);
     expect(at('start_offset_ms=-1000&max_fps=5')).toEqual([41, 43, 45, 47, 49]);
-    // an end offset of 0 is the oldest retained frame: the window would end where it starts
+    // an end offset of 0 is the oldest retained frame: the window would end before it starts
     const e = errorOf(() => resolveVideo(vid('start_offset_ms=-1000&end_offset_ms=0'), buf, clock.now, LOC));
     expect([e.status, e.shape]).toEqual([422, 'validation']);
   });
@@ -343,15 +343,21 @@ describe('resolveVideo', () => {
     const { buf, clock } = await bufferWith(50);
     for (const q of [
       'start_frame_index=30&end_frame_index=10',
-      'start_frame_index=3&end_frame_index=3',
       'start_offset_ms=-1000&end_offset_ms=-3000',
       'start_timestamp_ms=3000&end_frame_index=5',
-      'start_frame_index=20&end_timestamp_ms=2000',
+      'start_frame_index=20&end_timestamp_ms=1900',
     ]) {
       const e = errorOf(() => resolveVideo(vid(q), buf, clock.now, LOC));
       expect([e.status, e.shape]).toEqual([422, 'validation']);
       expect(e.toBody()).toMatchObject({ error: 'validation_error', details: [{ loc: LOC }] });
     }
+  });
+
+  it('a window that ends where it starts is empty: the frame on screen at its end', async () => {
+    const { buf, clock } = await bufferWith(50);
+    expect(indices(resolveVideo(vid('start_frame_index=3&end_frame_index=3'), buf, clock.now, LOC))).toEqual([2]);
+    expect(indices(resolveVideo(vid('start_timestamp_ms=2500&end_timestamp_ms=2500'), buf, clock.now, LOC))).toEqual([24]);
+    expect(indices(resolveVideo(vid('start_timestamp_ms=0&end_timestamp_ms=0'), buf, clock.now, LOC))).toEqual([0]);
   });
 
   it('stays O(log n) per picked frame on a 4-minute buffer', async () => {
