@@ -2,9 +2,10 @@
  * `POST /v1beta/chat/completions`: validate, take an injected fault, check the model, resolve the
  * stream references, check the balance, run the model, bill, answer as JSON or SSE.
  *
- * Order of checks (each one an error before any byte is written): 401 auth → 422 body and
- * references syntax → injected fault → 404 unknown model / 503 model not ready → 402 empty balance
- * → 404/403 streams, 422 frames → 402 balance below the input cost → 503 model failure.
+ * Order of checks (each one an error before any byte is written): 401 auth → 429 rate limit → 422
+ * body, references syntax and image hosts → injected fault → 404 unknown model / 503 model not ready
+ * → 402 empty balance → 422 request images (decoded, fetched) → 404/403 streams, 422 frames → 402
+ * balance below the input cost → 503 model failure.
  */
 import { randomBytes } from 'node:crypto';
 import { setImmediate as nextTick, setTimeout as sleep } from 'node:timers/promises';
@@ -14,10 +15,12 @@ import { ServiceError, streamError } from '../lib/errors';
 import type { Account } from './accounts';
 import { costMicrocents } from './billing';
 import { completionRequestParser } from './completion-request';
-import type { CompletionRequest } from './completion-request';
+import type { CompletionRequest, RequestPart } from './completion-request';
 import type { EmulatorContext } from './context';
 import type { FaultSpec } from './faults';
 import { accountOf, requireAccount } from './http';
+import { loadImage } from './images';
+import type { RequestImage } from './images';
 import type { ModelMessage, ModelResult, VisualContext } from './models/backend';
 import { PromptCache, unitKey } from './prompt-cache';
 import type { PromptUnit } from './prompt-cache';
@@ -58,6 +61,7 @@ export function completionsRouter(ctx: EmulatorContext): Router {
     scheme: ctx.brand.scheme,
     tokensPerFrameField: cfg.tokensPerFrameField,
     defaultTokensPerFrame: cfg.tokensPerFrame,
+    imageAllowedHosts: cfg.imageFetch.allowedHosts,
   });
   const cache = new PromptCache();
   const tokensOfChars = (chars: number) => Math.ceil(chars / cfg.charsPerToken);
@@ -86,7 +90,15 @@ export function completionsRouter(ctx: EmulatorContext): Router {
     }
     if ((ctx.accounts.get(account.id)?.balanceMicrocents ?? 0) <= 0) throw billingDenied(0);
 
-    const resolved = resolveReferences(ctx, account, creq, ctx.now());
+    let images: RequestImages;
+    try {
+      images = await loadRequestImages(ctx, creq, abort.signal);
+    } catch (err) {
+      if (abort.signal.aborted) return;
+      throw err;
+    }
+    if (abort.signal.aborted) return;
+    const resolved = resolveReferences(ctx, account, creq, ctx.now(), images);
 
     const promptTokens = tokensOfChars(resolved.textChars) + resolved.frameCount * creq.tokensPerFrame;
     const unitKeys = resolved.units.map(unitKey);
@@ -193,11 +205,32 @@ function defaultFaultCode(status: number): string {
   return `upstream_http_${status}`;
 }
 
+type RequestImages = Map<RequestPart, RequestImage>;
+
 /**
- * Resolves every reference (404 unknown/ended stream, 403 another account's, 422 frames) into
- * visual contexts, and lays out the prompt units the cache compares.
+ * Decodes the request's own images (data URLs) and fetches the allowed http(s) ones, one at a time
+ * (each bounded in bytes and time); 422 at the first that fails.
  */
-function resolveReferences(ctx: EmulatorContext, account: Account, creq: CompletionRequest, now: number): Resolved {
+async function loadRequestImages(ctx: EmulatorContext, creq: CompletionRequest, signal: AbortSignal): Promise<RequestImages> {
+  const out: RequestImages = new Map();
+  const cfg = ctx.cfg.emulator;
+  for (const m of creq.messages) {
+    for (const p of m.parts) {
+      if (p.type !== 'image' || signal.aborted) continue;
+      out.set(
+        p,
+        await loadImage(p.source, p.loc, { ...cfg.imageFetch, storeWidth: cfg.frameStoreWidth, jpegQuality: cfg.jpegQuality, now: ctx.now(), signal }),
+      );
+    }
+  }
+  return out;
+}
+
+/**
+ * Resolves every reference (404 unknown/ended stream, 403 another account's, 422 frames) and the
+ * request's own images into visual contexts, and lays out the prompt units the cache compares.
+ */
+function resolveReferences(ctx: EmulatorContext, account: Account, creq: CompletionRequest, now: number, images: RequestImages): Resolved {
   const out: Resolved = { messages: [], contexts: [], prompt: '', textChars: 0, frameCount: 0, units: [] };
   const texts: string[] = [];
   for (const m of creq.messages) {
@@ -208,6 +241,15 @@ function resolveReferences(ctx: EmulatorContext, account: Account, creq: Complet
         texts.push(p.text);
         out.textChars += p.text.length;
         out.units.push({ kind: 'text', role: m.role, text: p.text });
+        continue;
+      }
+      if (p.type === 'image') {
+        const image = images.get(p)!;
+        const context: VisualContext = { streamId: '', kind: 'image', frames: [image.frame] };
+        parts.push({ type: 'visual', context });
+        out.contexts.push(context);
+        out.frameCount += 1;
+        out.units.push({ kind: 'frame', streamId: `image:${image.digest}`, index: 0, tokensPerFrame: creq.tokensPerFrame });
         continue;
       }
       const { ref } = p;
