@@ -2,6 +2,7 @@ import express from 'express';
 import type { Router } from 'express';
 import { streamError } from '../lib/errors';
 import type { EmulatorContext } from './context';
+import { checkCameraSource, parseCreateBody } from './camera-sources';
 import { accountOf, requireAccount, uuidParam } from './http';
 import type { EmulatedStream } from './streams';
 import { mintPublishToken } from './room/tokens';
@@ -16,11 +17,26 @@ export function streamsRouter(ctx: EmulatorContext): Router {
   const r = express.Router();
   r.use('/streams', requireAccount(ctx));
 
-  r.post('/streams', async (_req, res) => {
+  r.post('/streams', async (req, res) => {
     const account = accountOf(res);
+    const source = parseCreateBody(req.body);
     // Creation requires credits (402 otherwise), like the provider.
     if (!ctx.accounts.canPay(account.id, 1)) {
       throw streamError(402, 'billing_denied', 'Insufficient credits to create a stream');
+    }
+    if (source) {
+      await checkCameraSource(source, ctx.cfg.emulator.cameraSources, (why) => ctx.logger.info({ type: source.type, why }, 'camera source refused'));
+      // A camera stream has no client publisher: `publish: null`, its source type echoed.
+      const stream = ctx.streams.create(account, { source });
+      res.status(201).json({
+        id: stream.id,
+        state: stream.state,
+        source: { type: source.type },
+        publish: null,
+        expires_at_ms: stream.expiresAtMs,
+        ttl_seconds: stream.ttlSeconds,
+      });
+      return;
     }
     const stream = ctx.streams.create(account);
     const token = await publishToken(ctx, stream);
@@ -41,14 +57,13 @@ export function streamsRouter(ctx: EmulatorContext): Router {
   r.post('/streams/:id/keepalive', async (req, res) => {
     const stream = ctx.streams.require(uuidParam(req.params.id), accountOf(res));
     ctx.streams.keepalive(stream);
-    const token = await publishToken(ctx, stream);
     res.json({
       id: stream.id,
       state: stream.state,
       expires_at_ms: stream.expiresAtMs,
       ttl_seconds: stream.ttlSeconds,
       stream_time_ms: stream.frames.streamTimeMs(),
-      publish: { type: ctx.brand.room, url: ctx.publishUrl(), token },
+      publish: stream.source ? null : { type: ctx.brand.room, url: ctx.publishUrl(), token: await publishToken(ctx, stream) },
     });
   });
 

@@ -2,12 +2,16 @@ import { randomUUID } from 'node:crypto';
 import type { EmulatorConfig } from '../config';
 import { streamError, detailError } from '../lib/errors';
 import type { Account } from './accounts';
+import type { CameraSourceType } from './camera-sources';
 import { FrameBuffer } from './frames/buffer';
 import type { Stream, StreamEndReason as EndReason, StreamState } from '../lib/wire';
 
 export type { StreamState, StreamEndReason as EndReason } from '../lib/wire';
-/** The Stream resource of the contract (GET /v1beta/streams/{id}). */
-export type StreamView = Stream;
+/**
+ * The Stream resource of the contract (GET /v1beta/streams/{id}); a camera-source stream also shows
+ * its `source.type` and `last_pull` (the provider's camera-sources page).
+ */
+export type StreamView = Stream & { source?: { type: CameraSourceType }; last_pull?: number | null };
 
 export interface EmulatedStream {
   readonly id: string;
@@ -21,6 +25,8 @@ export interface EmulatedStream {
   endReason: EndReason | null;
   /** Final values, taken when the stream ended (contract rule 4). */
   snapshot: StreamView | null;
+  /** A camera source's type (never its url, which may carry credentials); null for a client-published stream. */
+  readonly source: { type: CameraSourceType } | null;
 }
 
 export type StreamEndListener = (stream: EmulatedStream) => void;
@@ -53,7 +59,7 @@ export class StreamRegistry {
     this.createListeners.push(listener);
   }
 
-  create(account: Account): EmulatedStream {
+  create(account: Account, opts: { source?: { type: CameraSourceType } } = {}): EmulatedStream {
     const now = this.now();
     const ttl = this.cfg.leaseTtlSeconds;
     const stream: EmulatedStream = {
@@ -74,6 +80,7 @@ export class StreamRegistry {
       endedAtMs: null,
       endReason: null,
       snapshot: null,
+      source: opts.source ? { type: opts.source.type } : null,
     };
     this.streams.set(stream.id, stream);
     this.armLease(stream);
@@ -178,6 +185,8 @@ export class StreamRegistry {
       ended_at_ms: stream.endedAtMs,
       end_reason: stream.endReason,
       audio: false,
+      // The synthetic publisher stands in for the pull: its newest frame is the last pull.
+      ...(stream.source ? { source: { ...stream.source }, last_pull: f.lastFrameAtMs } : {}),
     };
   }
 

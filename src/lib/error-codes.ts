@@ -44,6 +44,7 @@ export const ERROR_CODES = {
   segment_empty: '/v1beta emulator (provider dialect)',
   segment_invalid: '/v1beta emulator (provider dialect)',
   shutting_down: '/v0.2',
+  source_unreachable: '/v1beta emulator',
   store_unavailable: '/v0.2; admin API',
   stream_ended: '/v0.2 (media relays)',
   stream_not_found: '/v1beta emulator; /v0.2',
