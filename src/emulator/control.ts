@@ -110,5 +110,12 @@ export function controlRouter(ctx: EmulatorContext, publishers: SyntheticPublish
     res.json(ctx.streams.view(stream));
   });
 
+  // The provider's system cleanup, now, whatever `emulator.reapIdleSeconds` says.
+  r.post('/streams/:id/reap', (req, res) => {
+    const stream = activeStream(req.params.id);
+    ctx.streams.end(stream, 'reaped');
+    res.json(ctx.streams.view(stream));
+  });
+
   return r;
 }

@@ -33,8 +33,8 @@ export type StreamEndListener = (stream: EmulatedStream) => void;
 
 /**
  * Streams and their leases. A stream lives `active` while keepalives come within its TTL, then
- * `ended` (expired or deleted) with its values snapshotted, readable as a tombstone for
- * `tombstoneSeconds`, then gone (404).
+ * `ended` (expired, deleted, or reaped: no frame for `reapIdleSeconds`, when set) with its values
+ * snapshotted, readable as a tombstone for `tombstoneSeconds`, then gone (404).
  */
 export class StreamRegistry {
   private readonly streams = new Map<string, EmulatedStream>();
@@ -43,12 +43,51 @@ export class StreamRegistry {
   private readonly endListeners: StreamEndListener[] = [];
   private readonly createListeners: ((s: EmulatedStream) => void)[] = [];
   private readonly now: () => number;
+  private reapTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly cfg: EmulatorConfig,
     now?: () => number,
   ) {
     this.now = now ?? Date.now;
+    if (cfg.reapIdleSeconds > 0) {
+      // A sweep ends idle streams nobody reads (their rooms close); reads decide on their own.
+      this.reapTimer = setInterval(() => this.reapIdle(), Math.min(cfg.reapIdleSeconds * 250, 30_000));
+      this.reapTimer.unref();
+    }
+  }
+
+  /**
+   * Ends `reaped` every active stream without a frame for `reapIdleSeconds` (counted from its last
+   * frame, or from its creation when none came): the provider's system cleanup of a stream whose
+   * publisher left long ago. Returns how many it reaped.
+   */
+  reapIdle(): number {
+    let n = 0;
+    for (const s of this.streams.values()) {
+      if (s.state !== 'active') continue;
+      this.settle(s);
+      if (s.endReason === 'reaped') n++;
+    }
+    return n;
+  }
+
+  /** When an active stream is due for reaping; undefined when reaping is off. */
+  private reapAt(s: EmulatedStream): number | undefined {
+    const limitMs = this.cfg.reapIdleSeconds * 1000;
+    return limitMs > 0 ? (s.frames.lastFrameAtMs ?? s.createdAtMs) + limitMs : undefined;
+  }
+
+  /**
+   * Ends an active stream whose lease ran out or that is due for reaping, even if the lease timer or
+   * the sweep is late (a busy loop); whichever came first is the reason.
+   */
+  private settle(s: EmulatedStream): void {
+    if (s.state !== 'active') return;
+    const now = this.now();
+    const reapAt = this.reapAt(s);
+    if (reapAt !== undefined && now >= reapAt && reapAt <= s.expiresAtMs) this.end(s, 'reaped');
+    else if (now >= s.expiresAtMs) this.end(s, 'expired');
   }
 
   onEnd(listener: StreamEndListener): void {
@@ -91,8 +130,7 @@ export class StreamRegistry {
   /** Any stream still known (active or tombstone). */
   get(id: string): EmulatedStream | undefined {
     const s = this.streams.get(id);
-    // Read past its lease's end, a stream is expired even if the lease timer is late (a busy loop).
-    if (s?.state === 'active' && this.now() >= s.expiresAtMs) this.end(s, 'expired');
+    if (s) this.settle(s);
     return s;
   }
 
@@ -192,6 +230,7 @@ export class StreamRegistry {
 
   /** Ends every stream and cancels every timer (shutdown). */
   close(): void {
+    clearInterval(this.reapTimer);
     for (const s of this.streams.values()) if (s.state === 'active') this.end(s, 'deleted');
     for (const t of this.tombstoneTimers.values()) clearTimeout(t);
     this.tombstoneTimers.clear();
