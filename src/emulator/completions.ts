@@ -50,7 +50,10 @@ interface Answer {
   toolCalls: unknown[];
   finishReason: string;
   usage: Usage;
-  /** `{cache: {...}}` under brand.responseField, only when a thread_id was given. */
+  /**
+   * `{cache: {...}}` under brand.responseField: when a thread_id was given; in the provider's
+   * dialect always, `thread_id: null` without one (its prompt-cache page).
+   */
   extra: Record<string, unknown>;
 }
 
@@ -148,9 +151,10 @@ export function completionsRouter(ctx: EmulatorContext): Router {
       toolCalls,
       finishReason,
       usage,
-      extra: creq.threadId
-        ? { [ctx.brand.responseField]: { cache: { thread_id: creq.threadId, cache_hit: cachedTokens > 0, cached_input_tokens: cachedTokens } } }
-        : {},
+      extra:
+        creq.threadId || cfg.dialect === 'provider'
+          ? { [ctx.brand.responseField]: { cache: { thread_id: creq.threadId ?? null, cache_hit: cachedTokens > 0, cached_input_tokens: cachedTokens } } }
+          : {},
     };
     if (creq.stream) await sendSse(res, answer, creq.includeUsage, abort.signal);
     else res.json(completionBody(answer));
@@ -334,7 +338,8 @@ async function sendSse(res: Response, a: Answer, includeUsage: boolean, signal: 
     events.push(chunk({ tool_calls: a.toolCalls.map((c, index) => ({ index, ...(c as object) })) }, null));
   }
   events.push({ ...chunk({}, a.finishReason), ...a.extra });
-  if (includeUsage) events.push({ ...base, choices: [], usage: a.usage });
+  // The provider: the final (usage) chunk carries usage and the cache details.
+  if (includeUsage) events.push({ ...base, choices: [], usage: a.usage, ...a.extra });
 
   for (const e of events) {
     if (signal.aborted || res.destroyed) return;

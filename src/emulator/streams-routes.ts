@@ -1,6 +1,7 @@
 import express from 'express';
 import type { Router } from 'express';
-import { streamError } from '../lib/errors';
+import { detailError, streamError } from '../lib/errors';
+import type { Account } from './accounts';
 import type { EmulatorContext } from './context';
 import { checkCameraSource, parseCreateBody } from './camera-sources';
 import { accountOf, requireAccount, uuidParam } from './http';
@@ -10,6 +11,19 @@ import { mintPublishToken } from './room/tokens';
 /** Publish token for a stream's room: room = stream id, one publisher identity per stream. */
 function publishToken(ctx: EmulatorContext, stream: EmulatedStream): Promise<string> {
   return mintPublishToken(ctx.roomKeys, stream.id, `publisher-${stream.id}`, ctx.cfg.emulator.room.tokenTtlSeconds);
+}
+
+/**
+ * The stream of a lifecycle call. The contract answers a missing stream in the nested stream shape
+ * and another account's with 403; the provider's reference answers both with 404
+ * `{detail: "Stream not found"}` (its dialect, `emulator.dialect: provider`).
+ */
+function lifecycleStream(ctx: EmulatorContext, id: string | undefined, account: Account): EmulatedStream {
+  const streamId = uuidParam(id);
+  if (ctx.cfg.emulator.dialect !== 'provider') return ctx.streams.require(streamId, account);
+  const s = ctx.streams.get(streamId);
+  if (!s || s.accountId !== account.id) throw detailError(404, 'stream_not_found', 'Stream not found');
+  return s;
 }
 
 /** POST/GET/DELETE /streams and POST /streams/{id}/keepalive of the current interface. */
@@ -50,12 +64,13 @@ export function streamsRouter(ctx: EmulatorContext): Router {
   });
 
   r.get('/streams/:id', (req, res) => {
-    const stream = ctx.streams.require(uuidParam(req.params.id), accountOf(res));
+    const stream = lifecycleStream(ctx, req.params.id, accountOf(res));
     res.json(ctx.streams.view(stream));
   });
 
   r.post('/streams/:id/keepalive', async (req, res) => {
-    const stream = ctx.streams.require(uuidParam(req.params.id), accountOf(res));
+    const stream = lifecycleStream(ctx, req.params.id, accountOf(res));
+    if (stream.state !== 'active' && ctx.cfg.emulator.dialect === 'provider') throw detailError(404, 'stream_not_found', 'Stream not found');
     ctx.streams.keepalive(stream);
     res.json({
       id: stream.id,
@@ -68,7 +83,7 @@ export function streamsRouter(ctx: EmulatorContext): Router {
   });
 
   r.delete('/streams/:id', (req, res) => {
-    const stream = ctx.streams.require(uuidParam(req.params.id), accountOf(res));
+    const stream = lifecycleStream(ctx, req.params.id, accountOf(res));
     ctx.streams.end(stream, 'deleted');
     res.json({ id: stream.id, deleted: true });
   });
