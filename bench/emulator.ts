@@ -3,6 +3,8 @@
  * built-in model, both on a stream holding frames at 10 fps. Each prints p50/p99 latency and ops/s
  * and returns the figures.
  */
+import path from 'node:path';
+import sharp from 'sharp';
 import { loadConfig } from '../src/config';
 import { FrameBuffer } from '../src/emulator/frames/buffer';
 import { renderPatternRgb } from '../src/emulator/frames/pattern';
@@ -11,7 +13,7 @@ import type { ImageReference, VideoReference } from '../src/emulator/references'
 import { startEmulator } from '../src/emulator/server';
 import type { EmulatedStream } from '../src/emulator/streams';
 import { createLogger } from '../src/lib/logger';
-import { quantile } from '../test/helpers/util';
+import { ROOT, quantile } from '../test/helpers/util';
 
 export interface BenchFigures {
   name: string;
@@ -81,9 +83,15 @@ export async function benchReferences(ops = 20_000): Promise<BenchFigures[]> {
   ];
 }
 
-/** (b) Full completions over HTTP: a 10 s window at 1 fps on a stream holding 60 s of 320×240 frames at 10 fps. */
+/**
+ * (b) Full completions over HTTP: a 10 s window at 1 fps on a stream holding 60 s of 320×240 frames
+ * at 10 fps; and one inline `data:` JPEG of 640×480 (decoded, downscaled and analysed per request).
+ */
 export async function benchCompletion(ops = 200): Promise<BenchFigures[]> {
-  const cfg = loadConfig({ env: {}, overrides: { logLevel: 'silent', emulator: { port: 0 } } });
+  // The shipped accounts and models, named from the repository root: compiled to dist-bench/, the
+  // config module's own default-file path does not lead to config/default.json.
+  const file = path.join(ROOT, 'config', 'default.json');
+  const cfg = loadConfig({ env: {}, file, overrides: { logLevel: 'silent', emulator: { port: 0 } } });
   // The real emulator (routes, middleware, media room), as clients meet it.
   const emu = await startEmulator(cfg, createLogger('silent'));
   const { ctx } = emu.emulator;
@@ -105,19 +113,34 @@ export async function benchCompletion(ops = 200): Promise<BenchFigures[]> {
       },
     ],
   });
-  const complete = async () => {
+  const jpeg = await sharp(Buffer.from(renderPatternRgb(7, 640, 480)), { raw: { width: 640, height: 480, channels: 3 } }).jpeg().toBuffer();
+  const imageBody = JSON.stringify({
+    model: 'local/analyzer',
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'What is in this picture?' },
+          { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${jpeg.toString('base64')}` } },
+        ],
+      },
+    ],
+  });
+  const post = (payload: string) => async () => {
     const res = await fetch(`http://127.0.0.1:${port}/v1beta/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      body,
+      body: payload,
     });
     if (res.status !== 200) throw new Error(`completion answered ${res.status}: ${await res.text()}`);
     await res.arrayBuffer();
   };
+  const complete = post(body);
   try {
     const cold = await measure('completion: first call (frames decoded)', 1, complete);
     const warm = await measure('completion: -10 s @ max_fps=1 on 10 fps (10 frames)', ops, complete);
-    return [cold, warm];
+    const image = await measure(`completion: data: JPEG 640x480 (${Math.round(jpeg.length / 1024)} KiB)`, Math.max(1, ops / 4), post(imageBody));
+    return [cold, warm, image];
   } finally {
     await emu.close();
   }

@@ -15,6 +15,12 @@ import type { TrustProxy } from './lib/client-address';
 const port = z.number().int().min(0).max(65535);
 const positive = z.number().positive();
 const positiveInt = z.number().int().positive();
+/** A host name, IP address or `host:port` (lower case), as allow-lists of hosts take them. */
+const hostName = z
+  .string()
+  .min(1)
+  .transform((h) => h.toLowerCase())
+  .refine((h) => /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/.test(h), 'must be a host name, an IP address or host:port (IPv6 in brackets)');
 const brandToken = z.string().regex(/^[a-z][a-z0-9]*$/, 'lowercase letters and digits, starting with a letter');
 
 const pricingSchema = z.strictObject({
@@ -25,22 +31,29 @@ const pricingSchema = z.strictObject({
   public: z.boolean().default(true),
 });
 
-const modelSchema = z.strictObject({
-  /** `provider/model-name`. */
-  id: z.string().regex(/^[^/\s]+\/\S+$/, 'must look like provider/model-name'),
-  /** `analyzer`: the built-in pixel analyzer. `openai`: forwards to an OpenAI-compatible vision server. */
-  backend: z.enum(['analyzer', 'openai']).default('analyzer'),
-  status: z.enum(['ready', 'unavailable']).default('ready'),
-  /** Analyzer detail: `full` describes colour, brightness and motion; `mini` only counts. */
-  variant: z.enum(['full', 'mini']).default('full'),
-  owned_by: z.string().optional(),
-  /** For backend `openai`: base URL (…/v1), remote model name and optional key. */
-  baseUrl: z.string().url().optional(),
-  remoteModel: z.string().optional(),
-  apiKey: z.string().optional(),
-  timeoutMs: positiveInt.default(60_000),
-  pricing: pricingSchema,
-});
+const modelSchema = z
+  .strictObject({
+    /** `provider/model-name`, or a bare name (`gemini-3-flash-preview`) with `provider` set. */
+    id: z.string().regex(/^[^/\s]+(\/\S+)?$/, 'must look like provider/model-name or a bare model name (no spaces, not starting with /)'),
+    /** The pricing object's `provider`; defaults to the id's part before the slash. */
+    provider: z.string().regex(/^\S+$/, 'no spaces').optional(),
+    /** `analyzer`: the built-in pixel analyzer. `openai`: forwards to an OpenAI-compatible vision server. */
+    backend: z.enum(['analyzer', 'openai']).default('analyzer'),
+    status: z.enum(['ready', 'unavailable']).default('ready'),
+    /** Analyzer detail: `full` describes colour, brightness and motion; `mini` only counts. */
+    variant: z.enum(['full', 'mini']).default('full'),
+    owned_by: z.string().optional(),
+    /** For backend `openai`: base URL (…/v1), remote model name and optional key. */
+    baseUrl: z.string().url().optional(),
+    remoteModel: z.string().optional(),
+    apiKey: z.string().optional(),
+    timeoutMs: positiveInt.default(60_000),
+    pricing: pricingSchema,
+  })
+  .refine((m) => m.id.includes('/') || m.provider !== undefined, {
+    message: 'a model id without a slash needs `provider` (the provider its pricing names)',
+    path: ['provider'],
+  });
 
 const accountSchema = z.strictObject({
   id: z.string().uuid(),
@@ -91,6 +104,48 @@ const emulatorSchema = z.strictObject({
     .prefault({}),
   accounts: z.array(accountSchema).default([]),
   models: z.array(modelSchema).default([]),
+  /**
+   * Where the contract (spec/interface.md) and the provider's own reference disagree about /v1beta,
+   * which one the emulator follows (src/emulator/README.md lists each difference).
+   */
+  dialect: z.enum(['contract', 'provider']).default('contract'),
+  /** `POST /billing/checkout` and the hosted page it hands out. */
+  checkout: z
+    .strictObject({
+      /** How long a checkout URL can be paid. */
+      sessionTtlSeconds: positiveInt.default(86_400),
+      /** Unpaid and paid sessions remembered at most (the oldest are forgotten first). */
+      maxSessions: positiveInt.default(10_000),
+    })
+    .prefault({}),
+  /** `image_url` parts with an http(s) URL: fetched only from these hosts, bounded in size and time. */
+  imageFetch: z
+    .strictObject({
+      /** Host names or `host:port` the emulator may fetch images from; empty: none (every http(s) image URL is refused). */
+      allowedHosts: z.array(hostName).max(100).default([]),
+      maxBytes: positiveInt.max(64 * 1024 * 1024).default(10 * 1024 * 1024),
+      timeoutMs: positiveInt.max(120_000).default(5000),
+    })
+    .prefault({}),
+  /** Streams created with `source: {type: "rtsp" | "hls", url}` (camera sources). */
+  cameraSources: z
+    .strictObject({
+      /** Hosts accepted even when they resolve to a private, loopback or link-local address (tests, a lab camera). */
+      allowedHosts: z.array(hostName).max(100).default([]),
+      /** How long the reachability check (a TCP connect to the source's host and port) may take. */
+      connectTimeoutMs: positiveInt.max(60_000).default(3000),
+    })
+    .prefault({}),
+  /** Per-user request limit of chat completions, in requests per second (0: off, as the contract has no 429 on /v1beta). */
+  rateLimit: z
+    .strictObject({
+      completionsPerSecond: z.number().int().min(0).default(0),
+      /** Who shares one limit: an account (the provider's "per-user") or each API key. */
+      per: z.enum(['account', 'key']).default('account'),
+    })
+    .prefault({}),
+  /** An active stream with no frame for this long (from its last frame, or its creation) ends `reaped`. 0: never. */
+  reapIdleSeconds: z.number().int().min(0).default(0),
 });
 
 const relaySchema = z.strictObject({
@@ -423,6 +478,11 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   EMULATOR_AUTO_PUBLISH_FPS: { path: ['emulator', 'autoPublish', 'fps'], type: 'number' },
   EMULATOR_AUTO_PUBLISH_WIDTH: { path: ['emulator', 'autoPublish', 'width'], type: 'number' },
   EMULATOR_AUTO_PUBLISH_HEIGHT: { path: ['emulator', 'autoPublish', 'height'], type: 'number' },
+  EMULATOR_DIALECT: { path: ['emulator', 'dialect'], type: 'string' },
+  EMULATOR_IMAGE_FETCH_ALLOWED_HOSTS: { path: ['emulator', 'imageFetch', 'allowedHosts'], type: 'list' },
+  EMULATOR_CAMERA_ALLOWED_HOSTS: { path: ['emulator', 'cameraSources', 'allowedHosts'], type: 'list' },
+  EMULATOR_RATE_LIMIT_PER_SECOND: { path: ['emulator', 'rateLimit', 'completionsPerSecond'], type: 'number' },
+  EMULATOR_REAP_IDLE_SECONDS: { path: ['emulator', 'reapIdleSeconds'], type: 'number' },
   LEGACY_LEASE_TTL_SECONDS: { path: ['legacy', 'leaseTtlSeconds'], type: 'number' },
   LEGACY_MAX_STREAMS_PER_KEY: { path: ['legacy', 'maxStreamsPerKey'], type: 'number' },
   LEGACY_TOMBSTONE_SECONDS: { path: ['legacy', 'tombstoneSeconds'], type: 'number' },

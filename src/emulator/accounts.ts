@@ -63,6 +63,14 @@ export class Accounts {
     if (a) a.balanceMicrocents = Math.max(0, a.balanceMicrocents - Math.max(0, Math.round(microcents)));
   }
 
+  /** Credits the ledger (a paid checkout); the balance stays an exact integer. */
+  credit(accountId: string, microcents: number): boolean {
+    const a = this.byId.get(accountId);
+    if (!a) return false;
+    a.balanceMicrocents = Math.min(Number.MAX_SAFE_INTEGER, a.balanceMicrocents + Math.max(0, Math.round(microcents)));
+    return true;
+  }
+
   setBalance(accountId: string, microcents: number): boolean {
     const a = this.byId.get(accountId);
     if (!a) return false;

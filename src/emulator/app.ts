@@ -33,9 +33,17 @@ export interface Emulator {
   close(): Promise<void>;
 }
 
+export interface EmulatorOptions {
+  /** http:// base URL clients reach the emulator at (default: `publishUrl` with http for ws). */
+  baseUrl?: () => string;
+  /** The clock of leases, frames, rate limits and checkout sessions (default `Date.now`). */
+  now?: () => number;
+}
+
 /** Builds the emulator (no listen): state, routes and the media room. */
-export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => string): Emulator {
-  const streams = new StreamRegistry(cfg.emulator);
+export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => string, opts: EmulatorOptions = {}): Emulator {
+  const now = opts.now ?? Date.now;
+  const streams = new StreamRegistry(cfg.emulator, now);
   const ctx: EmulatorContext = {
     cfg,
     brand: brandOf(cfg),
@@ -46,6 +54,8 @@ export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => st
     faults: new FaultInjector(),
     roomKeys: { apiKey: cfg.emulator.room.apiKey, apiSecret: cfg.emulator.room.apiSecret },
     publishUrl,
+    baseUrl: opts.baseUrl ?? (() => publishUrl().replace(/^ws/, 'http')),
+    now,
   };
   // The media room behind `publish.url`: stock LiveKit clients publish into a stream's room, and
   // viewers (`viewer-token`) watch it.

@@ -1,10 +1,11 @@
 /**
- * `/billing`: the prepaid balance (authenticated) and the public pricing endpoints, plus the one
- * cost formula completions bill with.
+ * `/billing`: the prepaid balance (authenticated), checkout (./checkout.ts) and the public pricing
+ * endpoints, plus the one cost formula completions bill with.
  */
 import express from 'express';
 import type { Router } from 'express';
 import { detailError } from '../lib/errors';
+import { checkoutRouter } from './checkout';
 import type { EmulatorContext } from './context';
 import { accountOf, requireAccount } from './http';
 
@@ -17,6 +18,8 @@ export function billingRouter(ctx: EmulatorContext): Router {
   r.get('/accounts/me/balance', requireAccount(ctx), (_req, res) => {
     res.json(ctx.accounts.balance(accountOf(res).id));
   });
+
+  r.use(checkoutRouter(ctx));
 
   r.get('/pricing', (_req, res) => {
     res.json(ctx.models.allPricing());

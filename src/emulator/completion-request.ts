@@ -7,10 +7,16 @@ import { z } from 'zod';
 import type { ValidationDetail } from '../lib/errors';
 import { validationError } from '../lib/errors';
 import type { ResponseFormat } from './models/backend';
+import { isImageUrl, parseImageUrl } from './images';
+import type { ImageSource } from './images';
 import { parseReference } from './references';
 import type { StreamReference } from './references';
 
-export type RequestPart = { type: 'text'; text: string } | { type: 'reference'; ref: StreamReference; loc: string[] };
+export type RequestPart =
+  | { type: 'text'; text: string }
+  | { type: 'reference'; ref: StreamReference; loc: string[] }
+  /** An `image_url` with a data or http(s) URL (./images.ts). */
+  | { type: 'image'; source: ImageSource; loc: string[] };
 
 export interface CompletionRequest {
   model: string;
@@ -34,6 +40,8 @@ export interface RequestParserOptions {
   /** Name of the per-request per-frame token budget field. */
   tokensPerFrameField: string;
   defaultTokensPerFrame: number;
+  /** Hosts `image_url` http(s) URLs may be fetched from (`emulator.imageFetch.allowedHosts`). */
+  imageAllowedHosts?: readonly string[];
 }
 
 const positiveInt = z.number().int().positive();
@@ -144,6 +152,12 @@ export function completionRequestParser(opts: RequestParserOptions): (body: unkn
         const field = p.type;
         const url = p.type === 'image_url' ? p.image_url.url : p.video_url.url;
         const loc = ['body', 'messages', String(mi), 'content', String(pi), field, 'url'];
+        if (field === 'image_url' && isImageUrl(url)) {
+          const img = parseImageUrl(url, loc, opts.imageAllowedHosts ?? []);
+          if (img.ok) parts.push({ type: 'image', source: img.value, loc });
+          else problems.push(...img.problems);
+          return;
+        }
         const r = parseReference(url, field === 'image_url' ? 'image' : 'video', opts.scheme, loc);
         if (r.ok) parts.push({ type: 'reference', ref: r.value, loc });
         else problems.push(...r.problems);
@@ -151,7 +165,7 @@ export function completionRequestParser(opts: RequestParserOptions): (body: unkn
       return { role: m.role, parts };
     });
     if (problems.length) {
-      throw validationError(`Invalid stream reference: ${problems[0]!.msg}`, problems);
+      throw validationError(`Invalid ${problems[0]!.loc.includes('image_url') ? 'image_url' : 'video_url'}: ${problems[0]!.msg}`, problems);
     }
 
     const rf = b.response_format;

@@ -2,9 +2,10 @@
  * `POST /v1beta/chat/completions`: validate, take an injected fault, check the model, resolve the
  * stream references, check the balance, run the model, bill, answer as JSON or SSE.
  *
- * Order of checks (each one an error before any byte is written): 401 auth → 422 body and
- * references syntax → injected fault → 404 unknown model / 503 model not ready → 402 empty balance
- * → 404/403 streams, 422 frames → 402 balance below the input cost → 503 model failure.
+ * Order of checks (each one an error before any byte is written): 401 auth → 429 rate limit → 422
+ * body, references syntax and image hosts → injected fault → 404 unknown model / 503 model not ready
+ * → 402 empty balance → 422 request images (decoded, fetched) → 404/403 streams, 422 frames → 402
+ * balance below the input cost → 503 model failure.
  */
 import { randomBytes } from 'node:crypto';
 import { setImmediate as nextTick, setTimeout as sleep } from 'node:timers/promises';
@@ -14,13 +15,16 @@ import { ServiceError, streamError } from '../lib/errors';
 import type { Account } from './accounts';
 import { costMicrocents } from './billing';
 import { completionRequestParser } from './completion-request';
-import type { CompletionRequest } from './completion-request';
+import type { CompletionRequest, RequestPart } from './completion-request';
 import type { EmulatorContext } from './context';
 import type { FaultSpec } from './faults';
 import { accountOf, requireAccount } from './http';
+import { loadImage } from './images';
+import type { RequestImage } from './images';
 import type { ModelMessage, ModelResult, VisualContext } from './models/backend';
 import { PromptCache, unitKey } from './prompt-cache';
 import type { PromptUnit } from './prompt-cache';
+import { rateLimit, rateLimited } from './rate-limit';
 import { resolveImage, resolveVideo } from './references';
 
 export interface Usage {
@@ -46,7 +50,10 @@ interface Answer {
   toolCalls: unknown[];
   finishReason: string;
   usage: Usage;
-  /** `{cache: {...}}` under brand.responseField, only when a thread_id was given. */
+  /**
+   * `{cache: {...}}` under brand.responseField: when a thread_id was given; in the provider's
+   * dialect always, `thread_id: null` without one (its prompt-cache page).
+   */
   extra: Record<string, unknown>;
 }
 
@@ -57,11 +64,12 @@ export function completionsRouter(ctx: EmulatorContext): Router {
     scheme: ctx.brand.scheme,
     tokensPerFrameField: cfg.tokensPerFrameField,
     defaultTokensPerFrame: cfg.tokensPerFrame,
+    imageAllowedHosts: cfg.imageFetch.allowedHosts,
   });
   const cache = new PromptCache();
   const tokensOfChars = (chars: number) => Math.ceil(chars / cfg.charsPerToken);
 
-  r.post('/chat/completions', requireAccount(ctx), async (req: Request, res: Response) => {
+  r.post('/chat/completions', requireAccount(ctx), rateLimit(ctx), async (req: Request, res: Response) => {
     const account = accountOf(res);
     const creq = parse(req.body);
 
@@ -72,7 +80,7 @@ export function completionsRouter(ctx: EmulatorContext): Router {
     });
 
     const fault = ctx.faults.take(creq.model);
-    if (fault && !(await applyFault(fault, req, abort.signal))) return;
+    if (fault && !(await applyFault(fault, req, abort.signal, ctx))) return;
 
     const model = ctx.models.get(creq.model);
     const pricing = ctx.models.pricing(creq.model);
@@ -85,7 +93,15 @@ export function completionsRouter(ctx: EmulatorContext): Router {
     }
     if ((ctx.accounts.get(account.id)?.balanceMicrocents ?? 0) <= 0) throw billingDenied(0);
 
-    const resolved = resolveReferences(ctx, account, creq, Date.now());
+    let images: RequestImages;
+    try {
+      images = await loadRequestImages(ctx, creq, abort.signal);
+    } catch (err) {
+      if (abort.signal.aborted) return;
+      throw err;
+    }
+    if (abort.signal.aborted) return;
+    const resolved = resolveReferences(ctx, account, creq, ctx.now(), images);
 
     const promptTokens = tokensOfChars(resolved.textChars) + resolved.frameCount * creq.tokensPerFrame;
     const unitKeys = resolved.units.map(unitKey);
@@ -129,15 +145,16 @@ export function completionsRouter(ctx: EmulatorContext): Router {
 
     const answer: Answer = {
       id: `chatcmpl-${randomBytes(12).toString('hex')}`,
-      created: Math.floor(Date.now() / 1000),
+      created: Math.floor(ctx.now() / 1000),
       model: creq.model,
       content: text,
       toolCalls,
       finishReason,
       usage,
-      extra: creq.threadId
-        ? { [ctx.brand.responseField]: { cache: { thread_id: creq.threadId, cache_hit: cachedTokens > 0, cached_input_tokens: cachedTokens } } }
-        : {},
+      extra:
+        creq.threadId || cfg.dialect === 'provider'
+          ? { [ctx.brand.responseField]: { cache: { thread_id: creq.threadId ?? null, cache_hit: cachedTokens > 0, cached_input_tokens: cachedTokens } } }
+          : {},
     };
     if (creq.stream) await sendSse(res, answer, creq.includeUsage, abort.signal);
     else res.json(completionBody(answer));
@@ -151,9 +168,11 @@ const billingDenied = (needed: number) =>
 
 /**
  * Applies an injected fault. Returns true when the request should go on (latency only),
- * false when it was answered or cut; throws the status fault.
+ * false when it was answered or cut; throws the status fault. A 429 with the default code is the
+ * provider's per-user rate limit: `rate_limit_error`, `retry-after` (default 1) and the
+ * `x-ratelimit-*` headers of a spent window.
  */
-async function applyFault(f: FaultSpec, req: Request, signal: AbortSignal): Promise<boolean> {
+async function applyFault(f: FaultSpec, req: Request, signal: AbortSignal, ctx: EmulatorContext): Promise<boolean> {
   if (f.latencyMs) {
     try {
       await sleep(f.latencyMs, undefined, { signal });
@@ -166,8 +185,16 @@ async function applyFault(f: FaultSpec, req: Request, signal: AbortSignal): Prom
     return false;
   }
   if (f.status) {
-    throw new ServiceError(f.status, f.code ?? defaultFaultCode(f.status), f.message ?? `Injected fault: HTTP ${f.status}`, {
+    const code = f.code ?? defaultFaultCode(f.status);
+    if (code === 'rate_limit_exceeded' && f.type === undefined) {
+      const retryAfter = Math.max(1, Math.ceil(f.retryAfterSeconds ?? 1));
+      const limit = Math.max(1, ctx.cfg.emulator.rateLimit.completionsPerSecond);
+      const err = rateLimited({ limit, remaining: 0, reset: Math.floor(ctx.now() / 1000) + retryAfter }, retryAfter);
+      throw f.message === undefined ? err : new ServiceError(429, code, f.message, err.options);
+    }
+    throw new ServiceError(f.status, code, f.message ?? `Injected fault: HTTP ${f.status}`, {
       shape: 'stream',
+      type: f.type ?? (code.startsWith('upstream_') ? 'upstream_error' : 'stream_error'),
       ...(f.retryAfterSeconds !== undefined ? { headers: { 'retry-after': String(Math.ceil(f.retryAfterSeconds)) } } : {}),
     });
   }
@@ -176,16 +203,38 @@ async function applyFault(f: FaultSpec, req: Request, signal: AbortSignal): Prom
 
 function defaultFaultCode(status: number): string {
   if (status === 503) return 'model_unavailable';
+  if (status === 429) return 'rate_limit_exceeded';
   if (status === 402) return 'billing_denied';
   if (status === 404) return 'stream_not_found';
   return `upstream_http_${status}`;
 }
 
+type RequestImages = Map<RequestPart, RequestImage>;
+
 /**
- * Resolves every reference (404 unknown/ended stream, 403 another account's, 422 frames) into
- * visual contexts, and lays out the prompt units the cache compares.
+ * Decodes the request's own images (data URLs) and fetches the allowed http(s) ones, one at a time
+ * (each bounded in bytes and time); 422 at the first that fails.
  */
-function resolveReferences(ctx: EmulatorContext, account: Account, creq: CompletionRequest, now: number): Resolved {
+async function loadRequestImages(ctx: EmulatorContext, creq: CompletionRequest, signal: AbortSignal): Promise<RequestImages> {
+  const out: RequestImages = new Map();
+  const cfg = ctx.cfg.emulator;
+  for (const m of creq.messages) {
+    for (const p of m.parts) {
+      if (p.type !== 'image' || signal.aborted) continue;
+      out.set(
+        p,
+        await loadImage(p.source, p.loc, { ...cfg.imageFetch, storeWidth: cfg.frameStoreWidth, jpegQuality: cfg.jpegQuality, now: ctx.now(), signal }),
+      );
+    }
+  }
+  return out;
+}
+
+/**
+ * Resolves every reference (404 unknown/ended stream, 403 another account's, 422 frames) and the
+ * request's own images into visual contexts, and lays out the prompt units the cache compares.
+ */
+function resolveReferences(ctx: EmulatorContext, account: Account, creq: CompletionRequest, now: number, images: RequestImages): Resolved {
   const out: Resolved = { messages: [], contexts: [], prompt: '', textChars: 0, frameCount: 0, units: [] };
   const texts: string[] = [];
   for (const m of creq.messages) {
@@ -198,10 +247,20 @@ function resolveReferences(ctx: EmulatorContext, account: Account, creq: Complet
         out.units.push({ kind: 'text', role: m.role, text: p.text });
         continue;
       }
+      if (p.type === 'image') {
+        const image = images.get(p)!;
+        const context: VisualContext = { streamId: '', kind: 'image', frames: [image.frame] };
+        parts.push({ type: 'visual', context });
+        out.contexts.push(context);
+        out.frameCount += 1;
+        out.units.push({ kind: 'frame', streamId: `image:${image.digest}`, index: 0, tokensPerFrame: creq.tokensPerFrame });
+        continue;
+      }
       const { ref } = p;
       const stream = ctx.streams.require(ref.streamId, account);
       if (stream.state !== 'active') throw streamError(404, 'stream_not_found', `Stream ${ref.streamId} has ended`);
-      const frames = ref.kind === 'image' ? [resolveImage(ref, stream.frames, now)] : resolveVideo(ref, stream.frames, now, p.loc);
+      const opts = { dialect: ctx.cfg.emulator.dialect };
+      const frames = ref.kind === 'image' ? [resolveImage(ref, stream.frames, now, opts)] : resolveVideo(ref, stream.frames, now, p.loc, opts);
       const context: VisualContext = { streamId: ref.streamId, kind: ref.kind, frames };
       parts.push({ type: 'visual', context });
       out.contexts.push(context);
@@ -279,7 +338,8 @@ async function sendSse(res: Response, a: Answer, includeUsage: boolean, signal: 
     events.push(chunk({ tool_calls: a.toolCalls.map((c, index) => ({ index, ...(c as object) })) }, null));
   }
   events.push({ ...chunk({}, a.finishReason), ...a.extra });
-  if (includeUsage) events.push({ ...base, choices: [], usage: a.usage });
+  // The provider: the final (usage) chunk carries usage and the cache details.
+  if (includeUsage) events.push({ ...base, choices: [], usage: a.usage, ...a.extra });
 
   for (const e of events) {
     if (signal.aborted || res.destroyed) return;

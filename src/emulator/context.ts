@@ -19,4 +19,8 @@ export interface EmulatorContext {
   roomKeys: RoomKeys;
   /** ws:// URL of the media room handed out as `publish.url` (set once the server listens). */
   publishUrl(): string;
+  /** http:// base URL of this emulator as clients reach it (hosted pages such as checkout). */
+  baseUrl(): string;
+  /** Wall clock (Unix ms) of everything time-dependent the routes decide; injectable in tests. */
+  now(): number;
 }

@@ -22,6 +22,7 @@ const faultSchema = z.strictObject({
   status: z.number().int().min(400).max(599).optional(),
   code: z.string().optional(),
   message: z.string().optional(),
+  type: z.string().min(1).optional(),
   reset: z.boolean().optional(),
   latencyMs: z.number().int().min(0).max(120_000).optional(),
   retryAfterSeconds: z.number().min(0).optional(),
@@ -106,6 +107,13 @@ export function controlRouter(ctx: EmulatorContext, publishers: SyntheticPublish
   r.post('/streams/:id/expire', (req, res) => {
     const stream = activeStream(req.params.id);
     ctx.streams.end(stream, 'expired');
+    res.json(ctx.streams.view(stream));
+  });
+
+  // The provider's system cleanup, now, whatever `emulator.reapIdleSeconds` says.
+  r.post('/streams/:id/reap', (req, res) => {
+    const stream = activeStream(req.params.id);
+    ctx.streams.end(stream, 'reaped');
     res.json(ctx.streams.view(stream));
   });
 

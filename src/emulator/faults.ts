@@ -11,6 +11,8 @@ export interface FaultSpec {
   status?: number;
   code?: string;
   message?: string;
+  /** `detail.error.type` (default: `rate_limit_error` for 429, `upstream_error` for `upstream_*` codes, else `stream_error`). */
+  type?: string;
   /** …or destroy the connection without answering. */
   reset?: boolean;
   /** Extra latency before answering (also combinable with status). */

@@ -9,6 +9,7 @@
  */
 import type { ValidationDetail } from '../lib/errors';
 import { streamError, validationError } from '../lib/errors';
+import type { ServiceError } from '../lib/errors';
 import type { FrameBuffer, SnapDirection } from './frames/buffer';
 import type { StoredFrame } from './frames/types';
 
@@ -173,21 +174,64 @@ function parseQuery(query: string, fail: (msg: string, type: string) => void): M
   return out;
 }
 
-/** Throws the stream-shaped 422s shared by both part kinds; returns the oldest retained frame. */
-function requireFrames(buf: FrameBuffer, streamId: string, now: number): { oldest: StoredFrame; last: StoredFrame } {
-  buf.evict(now);
-  if (buf.lastFrameIndex === null) {
-    throw streamError(422, 'frame_not_yet_produced', `Stream ${streamId} has not produced a frame yet`);
-  }
-  const oldest = buf.oldestFrame;
-  const last = buf.lastFrame;
-  if (!oldest || !last) {
-    throw streamError(422, 'frame_evicted', `Every frame of stream ${streamId} has been evicted (no frame arrived within the retention window)`);
-  }
-  return { oldest, last };
+/**
+ * Which side to follow where the contract and the provider's reference disagree (config
+ * `emulator.dialect`; src/emulator/README.md lists each difference).
+ */
+export type Dialect = 'contract' | 'provider';
+
+export interface ResolveOptions {
+  dialect?: Dialect;
 }
 
-const notYet = (what: string) => streamError(422, 'frame_not_yet_produced', `${what} has not been produced yet`);
+/**
+ * Statuses of the state-dependent reference errors. The contract answers 422 for a future or
+ * evicted frame; the provider's error page answers 409 and 410, and has two codes of its own for
+ * video windows (an empty window, an end at or before the start).
+ */
+const STATUSES = {
+  contract: { notYet: 422, evicted: 422, segmentEmpty: 404, segmentInvalid: 422 },
+  provider: { notYet: 409, evicted: 410, segmentEmpty: 404, segmentInvalid: 400 },
+} as const;
+
+class Resolver {
+  readonly status: (typeof STATUSES)[Dialect];
+  constructor(
+    readonly dialect: Dialect,
+    readonly streamId: string,
+  ) {
+    this.status = STATUSES[dialect];
+  }
+
+  notYet(what: string): ServiceError {
+    return streamError(this.status.notYet, 'frame_not_yet_produced', `${what} has not been produced yet`);
+  }
+
+  evicted(message: string): ServiceError {
+    return streamError(this.status.evicted, 'frame_evicted', message);
+  }
+
+  /** The stream's oldest and newest retained frames; the stream-shaped errors of a stream without them. */
+  frames(buf: FrameBuffer, now: number): { oldest: StoredFrame; last: StoredFrame } {
+    buf.evict(now);
+    if (buf.lastFrameIndex === null) throw this.notYet(`A frame of stream ${this.streamId}`);
+    const oldest = buf.oldestFrame;
+    const last = buf.lastFrame;
+    if (!oldest || !last) {
+      throw this.evicted(`Every frame of stream ${this.streamId} has been evicted (no frame arrived within the retention window)`);
+    }
+    return { oldest, last };
+  }
+
+  /**
+   * The stream time an offset names: a negative one counts back from the live edge (the contract:
+   * now; the provider: the newest frame), a non-negative one forward from the oldest retained frame.
+   */
+  offsetTime(value: number, oldest: StoredFrame, last: StoredFrame, streamNow: number): number {
+    if (value >= 0) return oldest.streamTimeMs + value;
+    return (this.dialect === 'provider' ? last.streamTimeMs : streamNow) + value;
+  }
+}
 
 /** A lifetime index from a (possibly negative, live-edge-relative) frame_index. */
 function absoluteIndex(value: number, lastIndex: number): number {
@@ -206,100 +250,140 @@ function frameAtIndex(buf: FrameBuffer, index: number, dir: 'forward' | 'backwar
 /**
  * Resolves an image reference to one frame.
  * - frame_index: negative counts back from the live edge; older than the buffer clamps up to the oldest
- *   retained frame; newer than the last frame → 422 `frame_not_yet_produced`.
- * - timestamp_ms / offset_ms: the frame within tolerance_ms (snapping per direction). None within
- *   tolerance → `frame_evicted` when the time lies before the oldest retained frame, otherwise
+ *   retained frame; newer than the last frame → `frame_not_yet_produced`.
+ * - timestamp_ms / offset_ms (negative: back from the live edge; non-negative: forward from the oldest
+ *   retained frame): the frame within tolerance_ms (snapping per direction). None within tolerance →
+ *   `frame_evicted` when the time lies before the oldest retained frame, otherwise
  *   `frame_not_yet_produced` (the future, or a gap in which no frame was produced).
  */
-export function resolveImage(ref: ImageReference, buf: FrameBuffer, now: number): StoredFrame {
-  const { oldest, last } = requireFrames(buf, ref.streamId, now);
+export function resolveImage(ref: ImageReference, buf: FrameBuffer, now: number, opts: ResolveOptions = {}): StoredFrame {
+  const r = new Resolver(opts.dialect ?? 'contract', ref.streamId);
+  const { oldest, last } = r.frames(buf, now);
   const { axis, value } = ref.anchor;
   if (axis === 'frame_index') {
     const index = absoluteIndex(value, last.index);
-    if (index > last.index) throw notYet(`Frame ${index} (last frame is ${last.index})`);
+    if (index > last.index) throw r.notYet(`Frame ${index} (last frame is ${last.index})`);
     if (index <= oldest.index) return oldest;
     return frameAtIndex(buf, index, 'forward') ?? last;
   }
-  const t = axis === 'timestamp_ms' ? value : buf.streamTimeMs(now) + value;
+  const t = axis === 'timestamp_ms' ? value : r.offsetTime(value, oldest, last, buf.streamTimeMs(now));
   const f = buf.atStreamTime(t, ref.toleranceMs, ref.direction);
   if (f) return f;
   const where = `within ${ref.toleranceMs} ms ${ref.direction === 'nearest' ? 'of' : ref.direction + ' from'} stream time ${t} ms`;
-  if (t < oldest.streamTimeMs) {
-    throw streamError(422, 'frame_evicted', `No retained frame ${where}: the oldest retained frame is at ${oldest.streamTimeMs} ms`);
-  }
-  throw notYet(`A frame ${where} (last frame at ${last.streamTimeMs} ms)`);
+  if (t < oldest.streamTimeMs) throw r.evicted(`No retained frame ${where}: the oldest retained frame is at ${oldest.streamTimeMs} ms`);
+  throw r.notYet(`A frame ${where} (last frame at ${last.streamTimeMs} ms)`);
 }
+
+/** One bound of a requested video window: a lifetime index or a stream time. */
+type Bound = { axis: 'index'; index: number } | { axis: 'time'; t: number };
+
+const boundText = (b: Bound): string => (b.axis === 'index' ? `frame ${b.index}` : `stream time ${b.t} ms`);
 
 /**
  * Resolves a video reference to its sampled frames (at least one).
- * The window is clamped into the retained buffer: a start (or end) before it moves up to the oldest
- * retained frame, `start_offset_ms=0` is the start of the buffer, an omitted end is now, an end time
- * past now is now. A start in the future or an explicit frame index past the last frame → 422
- * `frame_not_yet_produced`; an end before the start → 422 validation error (at `loc`).
+ *
+ * The requested window runs from its start anchor (inclusive) to its end anchor (exclusive, as the
+ * provider documents); without an end anchor, or with an end past now (or the index just past the
+ * last frame), it runs through the newest frame. Offsets count as in images. It is then intersected
+ * with the retained buffer (a start before it clamps up). Errors: a start in the future, or an
+ * explicit start (end) index past the last frame (past the index after it) → `frame_not_yet_produced`;
+ * an end before the start → a validation error at `loc` (the contract; an end at the start is an
+ * empty window there) or, at or before it, 400 `segment_invalid` (the provider). A window holding no retained frame yields the frame on screen at its end — the last
+ * one before it, or the oldest retained frame when the window lies before the buffer (the contract)
+ * — or 404 `segment_empty` (the provider).
+ *
  * Sampling is anchored at the window's newest frame (the live edge when the end is omitted) and steps
  * back by 1/max_fps to the window start, taking the nearest frame at each step: max_fps caps frames
- * per second and the newest frame is always in. A window holding no frame yields the frame on screen
- * at its end (the last one before it).
+ * per second and the newest frame is always in.
  */
-export function resolveVideo(ref: VideoReference, buf: FrameBuffer, now: number, loc: string[] = ['url']): StoredFrame[] {
-  const { oldest, last } = requireFrames(buf, ref.streamId, now);
+export function resolveVideo(ref: VideoReference, buf: FrameBuffer, now: number, loc: string[] = ['url'], opts: ResolveOptions = {}): StoredFrame[] {
+  const r = new Resolver(opts.dialect ?? 'contract', ref.streamId);
+  const { oldest, last } = r.frames(buf, now);
   const streamNow = buf.streamTimeMs(now);
 
-  // Start: a frame (index anchors) or a stream time (time anchors), clamped up to the buffer.
-  let startFrame: StoredFrame | undefined;
-  let startT: number;
   const s = ref.start;
+  let start: Bound;
   if (s.axis === 'frame_index') {
     const index = absoluteIndex(s.value, last.index);
-    if (index > last.index) throw notYet(`Start frame ${index} (last frame is ${last.index})`);
-    startFrame = index <= oldest.index ? oldest : (frameAtIndex(buf, index, 'forward') ?? last);
-    startT = startFrame.streamTimeMs;
+    if (index > last.index) throw r.notYet(`Start frame ${index} (last frame is ${last.index})`);
+    start = { axis: 'index', index };
   } else {
-    const t = s.axis === 'timestamp_ms' ? s.value : s.value === 0 ? oldest.streamTimeMs : streamNow + s.value;
-    if (t > streamNow) throw notYet(`Start stream time ${t} ms (now is ${streamNow} ms)`);
-    startT = Math.max(t, oldest.streamTimeMs);
-    startFrame = buf.atStreamTime(startT, Infinity, 'forward');
+    const t = s.axis === 'timestamp_ms' ? s.value : r.offsetTime(s.value, oldest, last, streamNow);
+    if (t > streamNow) throw r.notYet(`Start stream time ${t} ms (now is ${streamNow} ms)`);
+    start = { axis: 'time', t };
   }
 
-  // End: the last frame at or before it, clamped into [oldest, live edge].
-  let endFrame: StoredFrame;
-  let endT: number;
+  // The exclusive end; undefined: through the newest frame.
+  let end: Bound | undefined;
   const e = ref.end;
-  if (!e) {
-    endFrame = last;
-    endT = streamNow;
-  } else if (e.axis === 'frame_index') {
+  if (e?.axis === 'frame_index') {
     const index = absoluteIndex(e.value, last.index);
-    if (index > last.index) throw notYet(`End frame ${index} (last frame is ${last.index})`);
-    endFrame = index <= oldest.index ? oldest : (frameAtIndex(buf, index, 'backward') ?? oldest);
-    endT = endFrame.streamTimeMs;
-  } else {
-    const t = e.axis === 'timestamp_ms' ? e.value : streamNow + e.value;
-    endT = Math.min(Math.max(t, oldest.streamTimeMs), streamNow);
-    endFrame = buf.atStreamTime(endT, Infinity, 'backward') ?? oldest;
+    if (index > last.index + 1) throw r.notYet(`End frame ${index} (the end is exclusive; last frame is ${last.index})`);
+    end = index > last.index ? undefined : { axis: 'index', index };
+  } else if (e) {
+    const t = e.axis === 'timestamp_ms' ? e.value : r.offsetTime(e.value, oldest, last, streamNow);
+    end = t > streamNow ? undefined : { axis: 'time', t };
   }
 
-  const inverted = startFrame && s.axis === 'frame_index' && e?.axis === 'frame_index' ? startFrame.index > endFrame.index : startT > endT;
-  if (inverted) {
-    throw validationError('The video window ends before it starts', [
-      { loc, msg: `the end anchor (stream time ${endT} ms) precedes the start anchor (stream time ${startT} ms)`, type: 'value_error' },
-    ]);
+  // The provider: an end at or before the start is invalid. The contract's dialect takes an end at
+  // the start as an empty window (below), so a zero-length window still names the frame on screen.
+  if (end && endsBeforeStart(start, end, buf, oldest, r.dialect === 'provider')) {
+    const msg = `the end anchor (${boundText(end)}, exclusive) is ${r.dialect === 'provider' ? 'at or ' : ''}before the start anchor (${boundText(start)})`;
+    if (r.dialect === 'provider') throw streamError(r.status.segmentInvalid, 'segment_invalid', `Invalid segment: ${msg}`);
+    throw validationError('The video window ends before it starts', [{ loc, msg, type: 'value_error' }]);
   }
-  if (!startFrame || startFrame.index > endFrame.index) return [endFrame];
+
+  // Intersected with the retained buffer: the first and the last frame inside the window.
+  const startT = start.axis === 'time' ? Math.max(start.t, oldest.streamTimeMs) : undefined;
+  const first =
+    start.axis === 'index' ? frameAtIndex(buf, Math.max(start.index, oldest.index), 'forward') : buf.atStreamTime(startT!, Infinity, 'forward');
+  let newest: StoredFrame | undefined = last;
+  if (end?.axis === 'index') newest = end.index - 1 < oldest.index ? undefined : frameAtIndex(buf, end.index - 1, 'backward');
+  else if (end) newest = buf.lastBefore(end.t);
+
+  if (!first || !newest || first.index > newest.index) {
+    if (r.dialect === 'provider') {
+      throw streamError(r.status.segmentEmpty, 'segment_empty', `No retained frame of stream ${ref.streamId} lies in the requested window`);
+    }
+    return [newest ?? oldest];
+  }
 
   // Anchored at the newest frame of the window and stepping back by 1/max_fps, so the live edge is
   // always sampled and a window of d seconds holds at most floor(d × max_fps) + 1 frames. Each step
   // takes the frame nearest its time (clamped into the window); a source slower than max_fps repeats
   // a frame, which is taken once.
+  const fromT = startT ?? first.streamTimeMs;
   const stepMs = 1000 / ref.maxFps;
-  const picks: StoredFrame[] = [endFrame];
+  const picks: StoredFrame[] = [newest];
   for (let k = 1; ; k++) {
-    const t = endFrame.streamTimeMs - k * stepMs;
-    if (t < startT) break;
-    let f = buf.atStreamTime(t, Infinity, 'nearest') ?? startFrame;
-    if (f.index < startFrame.index) f = startFrame;
-    if (f.index > endFrame.index) f = endFrame;
+    const t = newest.streamTimeMs - k * stepMs;
+    if (t < fromT) break;
+    let f = buf.atStreamTime(t, Infinity, 'nearest') ?? first;
+    if (f.index < first.index) f = first;
+    if (f.index > newest.index) f = newest;
     if (f.index < picks[picks.length - 1]!.index) picks.push(f);
   }
   return picks.reverse();
+}
+
+/**
+ * Whether an exclusive end lies before the start (or at it, with `orAt`). Across axes an index is
+ * placed at its frame's stream time; an evicted index lies somewhere before the oldest retained
+ * frame, so against a time before that too the order is unknown and the window is left to come out
+ * empty.
+ */
+function endsBeforeStart(start: Bound, end: Bound, buf: FrameBuffer, oldest: StoredFrame, orAt: boolean): boolean {
+  const before = (e: number, s: number) => (orAt ? e <= s : e < s);
+  if (start.axis === 'index' && end.axis === 'index') return before(end.index, start.index);
+  if (start.axis === 'time' && end.axis === 'time') return before(end.t, start.t);
+  const timeOf = (index: number) => (index < oldest.index ? undefined : frameAtIndex(buf, index, 'forward')?.streamTimeMs);
+  if (start.axis === 'index' && end.axis === 'time') {
+    const ts = timeOf(start.index);
+    return ts !== undefined && before(end.t, ts);
+  }
+  if (start.axis === 'time' && end.axis === 'index') {
+    const te = timeOf(end.index);
+    return te === undefined ? start.t >= oldest.streamTimeMs : before(te, start.t);
+  }
+  return false;
 }

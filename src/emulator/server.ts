@@ -3,7 +3,7 @@ import { createHttpServer } from '../lib/http-server';
 import { closeServer, dialHost, listen } from '../lib/listen';
 import type { Logger } from '../lib/logger';
 import { createEmulator } from './app';
-import type { Emulator } from './app';
+import type { Emulator, EmulatorOptions } from './app';
 
 export interface RunningEmulator {
   /** Base URL (http://host:port) of the emulator's /v1beta + /billing. */
@@ -30,10 +30,11 @@ export function embeddedEmulatorConfig(cfg: Config): Config {
 }
 
 /** Starts the emulator on its own HTTP server (port 0 picks a free port). */
-export async function startEmulator(cfg: Config, logger: Logger): Promise<RunningEmulator> {
+export async function startEmulator(cfg: Config, logger: Logger, opts: Pick<EmulatorOptions, 'now'> = {}): Promise<RunningEmulator> {
   let base = '';
   const publishUrl = () => (cfg.emulator.publicUrl ?? base).replace(/^http/, 'ws');
-  const emulator = createEmulator(cfg, logger, publishUrl);
+  const baseUrl = () => (cfg.emulator.publicUrl ?? base).replace(/\/+$/, '');
+  const emulator = createEmulator(cfg, logger, publishUrl, { ...opts, baseUrl });
   const server = createHttpServer(emulator.app, cfg.server);
   server.on('upgrade', (req, socket, head) => {
     socket.on('error', () => socket.destroy());

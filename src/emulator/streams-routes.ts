@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import express from 'express';
 import type { Router } from 'express';
-import { streamError } from '../lib/errors';
+import { detailError, streamError } from '../lib/errors';
 import type { Account } from './accounts';
 import type { EmulatorContext } from './context';
+import { checkCameraSource, parseCreateBody } from './camera-sources';
 import { accountOf, requireAccount, uuidParam } from './http';
 import type { EmulatedStream } from './streams';
 import { mintPublishToken, mintSubscribeToken } from './room/tokens';
@@ -19,13 +20,27 @@ function publishToken(ctx: EmulatorContext, stream: EmulatedStream): Promise<str
 /**
  * A subscribe-only token for the stream's room, one identity per viewer. Only the owner's active
  * stream has one: another key's stream answers 404 like an unknown one (the provider's page),
- * and so does an ended stream (its room is gone).
+ * and so does an ended stream (its room is gone); in the provider's dialect as `{detail}`.
  */
 async function viewerToken(ctx: EmulatorContext, id: string, account: Account): Promise<string> {
   const stream = ctx.streams.get(id);
-  if (!stream || stream.accountId !== account.id) throw streamError(404, 'stream_not_found', `Stream ${id} not found`);
-  if (stream.state !== 'active') throw streamError(404, 'stream_not_found', `Stream ${id} has ended`);
+  const gone = (why: string) => (ctx.cfg.emulator.dialect === 'provider' ? detailError(404, 'stream_not_found', 'Stream not found') : streamError(404, 'stream_not_found', why));
+  if (!stream || stream.accountId !== account.id) throw gone(`Stream ${id} not found`);
+  if (stream.state !== 'active') throw gone(`Stream ${id} has ended`);
   return mintSubscribeToken(ctx.roomKeys, stream.id, `viewer-${randomUUID()}`, VIEWER_TOKEN_TTL_SECONDS);
+}
+
+/**
+ * The stream of a lifecycle call. The contract answers a missing stream in the nested stream shape
+ * and another account's with 403; the provider's reference answers both with 404
+ * `{detail: "Stream not found"}` (its dialect, `emulator.dialect: provider`).
+ */
+function lifecycleStream(ctx: EmulatorContext, id: string | undefined, account: Account): EmulatedStream {
+  const streamId = uuidParam(id);
+  if (ctx.cfg.emulator.dialect !== 'provider') return ctx.streams.require(streamId, account);
+  const s = ctx.streams.get(streamId);
+  if (!s || s.accountId !== account.id) throw detailError(404, 'stream_not_found', 'Stream not found');
+  return s;
 }
 
 /** POST/GET/DELETE /streams, POST /streams/{id}/keepalive and /viewer-token of the current interface. */
@@ -33,11 +48,26 @@ export function streamsRouter(ctx: EmulatorContext): Router {
   const r = express.Router();
   r.use('/streams', requireAccount(ctx));
 
-  r.post('/streams', async (_req, res) => {
+  r.post('/streams', async (req, res) => {
     const account = accountOf(res);
+    const source = parseCreateBody(req.body);
     // Creation requires credits (402 otherwise), like the provider.
     if (!ctx.accounts.canPay(account.id, 1)) {
       throw streamError(402, 'billing_denied', 'Insufficient credits to create a stream');
+    }
+    if (source) {
+      await checkCameraSource(source, ctx.cfg.emulator.cameraSources, (why) => ctx.logger.info({ type: source.type, why }, 'camera source refused'));
+      // A camera stream has no client publisher: `publish: null`, its source type echoed.
+      const stream = ctx.streams.create(account, { source });
+      res.status(201).json({
+        id: stream.id,
+        state: stream.state,
+        source: { type: source.type },
+        publish: null,
+        expires_at_ms: stream.expiresAtMs,
+        ttl_seconds: stream.ttlSeconds,
+      });
+      return;
     }
     const stream = ctx.streams.create(account);
     const token = await publishToken(ctx, stream);
@@ -51,21 +81,21 @@ export function streamsRouter(ctx: EmulatorContext): Router {
   });
 
   r.get('/streams/:id', (req, res) => {
-    const stream = ctx.streams.require(uuidParam(req.params.id), accountOf(res));
+    const stream = lifecycleStream(ctx, req.params.id, accountOf(res));
     res.json(ctx.streams.view(stream));
   });
 
   r.post('/streams/:id/keepalive', async (req, res) => {
-    const stream = ctx.streams.require(uuidParam(req.params.id), accountOf(res));
+    const stream = lifecycleStream(ctx, req.params.id, accountOf(res));
+    if (stream.state !== 'active' && ctx.cfg.emulator.dialect === 'provider') throw detailError(404, 'stream_not_found', 'Stream not found');
     ctx.streams.keepalive(stream);
-    const token = await publishToken(ctx, stream);
     res.json({
       id: stream.id,
       state: stream.state,
       expires_at_ms: stream.expiresAtMs,
       ttl_seconds: stream.ttlSeconds,
       stream_time_ms: stream.frames.streamTimeMs(),
-      publish: { type: ctx.brand.room, url: ctx.publishUrl(), token },
+      publish: stream.source ? null : { type: ctx.brand.room, url: ctx.publishUrl(), token: await publishToken(ctx, stream) },
     });
   });
 
@@ -75,7 +105,7 @@ export function streamsRouter(ctx: EmulatorContext): Router {
   });
 
   r.delete('/streams/:id', (req, res) => {
-    const stream = ctx.streams.require(uuidParam(req.params.id), accountOf(res));
+    const stream = lifecycleStream(ctx, req.params.id, accountOf(res));
     ctx.streams.end(stream, 'deleted');
     res.json({ id: stream.id, deleted: true });
   });

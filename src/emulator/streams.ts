@@ -2,12 +2,16 @@ import { randomUUID } from 'node:crypto';
 import type { EmulatorConfig } from '../config';
 import { streamError, detailError } from '../lib/errors';
 import type { Account } from './accounts';
+import type { CameraSourceType } from './camera-sources';
 import { FrameBuffer } from './frames/buffer';
 import type { Stream, StreamEndReason as EndReason, StreamState } from '../lib/wire';
 
 export type { StreamState, StreamEndReason as EndReason } from '../lib/wire';
-/** The Stream resource of the contract (GET /v1beta/streams/{id}). */
-export type StreamView = Stream;
+/**
+ * The Stream resource of the contract (GET /v1beta/streams/{id}); a camera-source stream also shows
+ * its `source.type` and `last_pull` (the provider's camera-sources page).
+ */
+export type StreamView = Stream & { source?: { type: CameraSourceType }; last_pull?: number | null };
 
 export interface EmulatedStream {
   readonly id: string;
@@ -21,14 +25,16 @@ export interface EmulatedStream {
   endReason: EndReason | null;
   /** Final values, taken when the stream ended (contract rule 4). */
   snapshot: StreamView | null;
+  /** A camera source's type (never its url, which may carry credentials); null for a client-published stream. */
+  readonly source: { type: CameraSourceType } | null;
 }
 
 export type StreamEndListener = (stream: EmulatedStream) => void;
 
 /**
  * Streams and their leases. A stream lives `active` while keepalives come within its TTL, then
- * `ended` (expired or deleted) with its values snapshotted, readable as a tombstone for
- * `tombstoneSeconds`, then gone (404).
+ * `ended` (expired, deleted, or reaped: no frame for `reapIdleSeconds`, when set) with its values
+ * snapshotted, readable as a tombstone for `tombstoneSeconds`, then gone (404).
  */
 export class StreamRegistry {
   private readonly streams = new Map<string, EmulatedStream>();
@@ -37,12 +43,51 @@ export class StreamRegistry {
   private readonly endListeners: StreamEndListener[] = [];
   private readonly createListeners: ((s: EmulatedStream) => void)[] = [];
   private readonly now: () => number;
+  private reapTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly cfg: EmulatorConfig,
     now?: () => number,
   ) {
     this.now = now ?? Date.now;
+    if (cfg.reapIdleSeconds > 0) {
+      // A sweep ends idle streams nobody reads (their rooms close); reads decide on their own.
+      this.reapTimer = setInterval(() => this.reapIdle(), Math.min(cfg.reapIdleSeconds * 250, 30_000));
+      this.reapTimer.unref();
+    }
+  }
+
+  /**
+   * Ends `reaped` every active stream without a frame for `reapIdleSeconds` (counted from its last
+   * frame, or from its creation when none came): the provider's system cleanup of a stream whose
+   * publisher left long ago. Returns how many it reaped.
+   */
+  reapIdle(): number {
+    let n = 0;
+    for (const s of this.streams.values()) {
+      if (s.state !== 'active') continue;
+      this.settle(s);
+      if (s.endReason === 'reaped') n++;
+    }
+    return n;
+  }
+
+  /** When an active stream is due for reaping; undefined when reaping is off. */
+  private reapAt(s: EmulatedStream): number | undefined {
+    const limitMs = this.cfg.reapIdleSeconds * 1000;
+    return limitMs > 0 ? (s.frames.lastFrameAtMs ?? s.createdAtMs) + limitMs : undefined;
+  }
+
+  /**
+   * Ends an active stream whose lease ran out or that is due for reaping, even if the lease timer or
+   * the sweep is late (a busy loop); whichever came first is the reason.
+   */
+  private settle(s: EmulatedStream): void {
+    if (s.state !== 'active') return;
+    const now = this.now();
+    const reapAt = this.reapAt(s);
+    if (reapAt !== undefined && now >= reapAt && reapAt <= s.expiresAtMs) this.end(s, 'reaped');
+    else if (now >= s.expiresAtMs) this.end(s, 'expired');
   }
 
   onEnd(listener: StreamEndListener): void {
@@ -53,7 +98,7 @@ export class StreamRegistry {
     this.createListeners.push(listener);
   }
 
-  create(account: Account): EmulatedStream {
+  create(account: Account, opts: { source?: { type: CameraSourceType } } = {}): EmulatedStream {
     const now = this.now();
     const ttl = this.cfg.leaseTtlSeconds;
     const stream: EmulatedStream = {
@@ -74,6 +119,7 @@ export class StreamRegistry {
       endedAtMs: null,
       endReason: null,
       snapshot: null,
+      source: opts.source ? { type: opts.source.type } : null,
     };
     this.streams.set(stream.id, stream);
     this.armLease(stream);
@@ -84,8 +130,7 @@ export class StreamRegistry {
   /** Any stream still known (active or tombstone). */
   get(id: string): EmulatedStream | undefined {
     const s = this.streams.get(id);
-    // Read past its lease's end, a stream is expired even if the lease timer is late (a busy loop).
-    if (s?.state === 'active' && this.now() >= s.expiresAtMs) this.end(s, 'expired');
+    if (s) this.settle(s);
     return s;
   }
 
@@ -178,11 +223,14 @@ export class StreamRegistry {
       ended_at_ms: stream.endedAtMs,
       end_reason: stream.endReason,
       audio: false,
+      // The synthetic publisher stands in for the pull: its newest frame is the last pull.
+      ...(stream.source ? { source: { ...stream.source }, last_pull: f.lastFrameAtMs } : {}),
     };
   }
 
   /** Ends every stream and cancels every timer (shutdown). */
   close(): void {
+    clearInterval(this.reapTimer);
     for (const s of this.streams.values()) if (s.state === 'active') this.end(s, 'deleted');
     for (const t of this.tombstoneTimers.values()) clearTimeout(t);
     this.tombstoneTimers.clear();

@@ -5,7 +5,8 @@
  */
 
 export type StreamState = 'active' | 'ended';
-export type StreamEndReason = 'expired' | 'deleted';
+/** `reaped`: the provider's system cleanup (in the emulator: a stream idle past `emulator.reapIdleSeconds`). */
+export type StreamEndReason = 'expired' | 'deleted' | 'reaped';
 
 /** `GET /v1beta/streams/{id}`. Frame fields stay null until the first frame arrives. */
 export interface Stream {

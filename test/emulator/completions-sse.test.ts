@@ -18,12 +18,13 @@ afterAll(async () => {
   await h.close();
 });
 
+// The end anchor is exclusive: end_frame_index=30 ends after frame 29, the newest.
 const messages = (id: string) => [
   {
     role: 'user',
     content: [
       { type: 'text', text: 'What do you see?' },
-      { type: 'video_url', video_url: { url: `svc://streams/${id}?start_frame_index=0&end_frame_index=29&max_fps=2` } },
+      { type: 'video_url', video_url: { url: `svc://streams/${id}?start_frame_index=0&end_frame_index=30&max_fps=2` } },
     ],
   },
 ];

@@ -38,9 +38,11 @@ export interface Harness {
   publish(stream: EmulatedStream, n: number, opts?: PublishOptions): Promise<StoredFrame[]>;
 }
 
-export async function startHarness(overrides: Record<string, unknown> = {}): Promise<Harness> {
+export async function startHarness(overrides: Record<string, unknown> = {}, opts: { now?: () => number } = {}): Promise<Harness> {
   const cfg = loadConfig({ env: {}, overrides });
-  const streams = new StreamRegistry(cfg.emulator);
+  const now = opts.now ?? Date.now;
+  const streams = new StreamRegistry(cfg.emulator, now);
+  let url = '';
   const ctx: EmulatorContext = {
     cfg,
     brand: brandOf(cfg),
@@ -51,6 +53,8 @@ export async function startHarness(overrides: Record<string, unknown> = {}): Pro
     faults: new FaultInjector(),
     roomKeys: { apiKey: cfg.emulator.room.apiKey, apiSecret: cfg.emulator.room.apiSecret },
     publishUrl: () => 'ws://127.0.0.1:0',
+    baseUrl: () => url,
+    now,
   };
   const app = express();
   app.use(express.json({ limit: cfg.emulator.maxBodyBytes }));
@@ -61,9 +65,10 @@ export async function startHarness(overrides: Record<string, unknown> = {}): Pro
   app.use(errorHandler(ctx));
   const server = http.createServer(app);
   const port = await listen(server, 0, '127.0.0.1');
+  url = `http://127.0.0.1:${port}`;
 
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     ctx,
     async close() {
       streams.close();

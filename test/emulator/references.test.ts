@@ -191,13 +191,25 @@ describe('resolveImage', () => {
 
   it('rule 3: an index past the last frame and a future time fail with 422 frame_not_yet_produced', async () => {
     const { buf, clock } = await bufferWith(50);
-    for (const q of ['frame_index=50', 'frame_index=1000', 'offset_ms=1000', 'timestamp_ms=9000']) {
+    for (const q of ['frame_index=50', 'frame_index=1000', 'offset_ms=6000', 'timestamp_ms=9000']) {
       const e = errorOf(() => resolveImage(img(q), buf, clock.now));
       expect([e.status, e.code]).toEqual([422, 'frame_not_yet_produced']);
       expect(e.toBody()).toMatchObject({ detail: { error: { type: 'stream_error', code: 'frame_not_yet_produced' } } });
     }
-    // a future time within tolerance of the last frame still snaps to it
-    expect(resolveImage(img('offset_ms=0'), buf, clock.now).index).toBe(49);
+    // a time just past the last frame, within tolerance of it, still snaps to it
+    expect(resolveImage(img('offset_ms=-1'), buf, clock.now).index).toBe(49);
+  });
+
+  it('a non-negative offset_ms counts forward from the oldest retained frame, a negative one back from now', async () => {
+    const { buf, clock } = await bufferWith(50, 10, 2000); // at now (4920 ms) frames 30..49 (2920..4900 ms) are retained
+    buf.evict(clock.now);
+    const at = (q: string) => resolveImage(img(q), buf, clock.now).index;
+    expect(at('offset_ms=0')).toBe(30);
+    expect(at('offset_ms=1000')).toBe(40);
+    expect(at('offset_ms=-1000')).toBe(39);
+    // more than the retained span ahead of the oldest frame is the future
+    const e = errorOf(() => at('offset_ms=3000'));
+    expect([e.status, e.code]).toEqual([422, 'frame_not_yet_produced']);
   });
 
   it('rule 2: indices older than the buffer clamp up; older times are frame_evicted', async () => {
@@ -254,18 +266,37 @@ describe('resolveVideo', () => {
     expect(indices(resolveVideo(vid('start_timestamp_ms=4500&max_fps=5'), buf, clock.now))).toEqual([45, 47, 49]);
   });
 
-  it('mixes anchor kinds in one part', async () => {
-    const { buf, clock } = await bufferWith(50);
-    expect(indices(resolveVideo(vid('start_offset_ms=-3000&end_frame_index=-11'), buf, clock.now))).toEqual([29, 39]);
-    expect(indices(resolveVideo(vid('start_frame_index=5&end_timestamp_ms=2500'), buf, clock.now))).toEqual([5, 15, 25]);
-    expect(indices(resolveVideo(vid('start_timestamp_ms=1000&end_offset_ms=-2920&max_fps=2'), buf, clock.now))).toEqual([10, 15, 20]);
-    expect(indices(resolveVideo(vid('start_frame_index=3&end_frame_index=3'), buf, clock.now))).toEqual([3]);
+  it('mixes anchor kinds in one part; the end anchor is exclusive', async () => {
+    const { buf, clock } = await bufferWith(50); // frames 0..49 at 0..4900 ms; now = 4920 ms
+    // end_frame_index=-11 is frame 39: the window ends before it
+    expect(indices(resolveVideo(vid('start_offset_ms=-3000&end_frame_index=-11'), buf, clock.now))).toEqual([28, 38]);
+    expect(indices(resolveVideo(vid('start_frame_index=5&end_timestamp_ms=2500'), buf, clock.now))).toEqual([14, 24]);
+    expect(indices(resolveVideo(vid('start_frame_index=5&end_timestamp_ms=2501'), buf, clock.now))).toEqual([5, 15, 25]);
+    expect(indices(resolveVideo(vid('start_timestamp_ms=1000&end_offset_ms=-2920&max_fps=2'), buf, clock.now))).toEqual([14, 19]);
+    expect(indices(resolveVideo(vid('start_frame_index=3&end_frame_index=4'), buf, clock.now))).toEqual([3]);
+    expect(indices(resolveVideo(vid('start_frame_index=40&end_frame_index=50&max_fps=10'), buf, clock.now))).toEqual([40, 41, 42, 43, 44, 45, 46, 47, 48, 49]);
+    // non-negative end offsets count from the oldest retained frame, like start offsets
+    expect(indices(resolveVideo(vid('start_offset_ms=0&end_offset_ms=2000&max_fps=2'), buf, clock.now))).toEqual([4, 9, 14, 19]);
+  });
+
+  it('offsets on a stream with evicted frames: non-negative from the oldest retained frame, negative from now', async () => {
+    const { buf, clock } = await bufferWith(50, 10, 2000); // at now (4920 ms) frames 30..49 (2920..4900 ms) are retained
+    buf.evict(clock.now);
+    const at = (q: string) => indices(resolveVideo(vid(q), buf, clock.now));
+    expect(at('start_offset_ms=0&max_fps=10').slice(0, 2)).toEqual([30, 31]);
+    expect(at('start_offset_ms=500&end_offset_ms=1000&max_fps=10')).toEqual([35, 36, 37, 38, 39]);
+    expect(at('start_offset_ms=1000&end_offset_ms=-500&max_fps=2.5')).toEqual([40, 44]);
+    expect(at('start_offset_ms=-1000&max_fps=5')).toEqual([41, 43, 45, 47, 49]);
+    // an end offset of 0 is the oldest retained frame: the window would end before it starts
+    const e = errorOf(() => resolveVideo(vid('start_offset_ms=-1000&end_offset_ms=0'), buf, clock.now, LOC));
+    expect([e.status, e.shape]).toEqual([422, 'validation']);
   });
 
   it('rule 2: a start before the buffer clamps to the oldest retained frame', async () => {
     const { buf, clock } = await bufferWith(50, 10, 2000); // oldest retained at now: 30
     expect(indices(resolveVideo(vid('start_offset_ms=-10000'), buf, clock.now))).toEqual([39, 49]);
     expect(indices(resolveVideo(vid('start_frame_index=0&max_fps=2'), buf, clock.now))).toEqual([34, 39, 44, 49]);
+    // a window wholly before the buffer clamps up to its oldest frame
     expect(indices(resolveVideo(vid('start_frame_index=0&end_frame_index=10'), buf, clock.now))).toEqual([30]);
   });
 
@@ -302,7 +333,7 @@ describe('resolveVideo', () => {
 
   it('rule 3: a start in the future or an index past the last frame fails with frame_not_yet_produced', async () => {
     const { buf, clock } = await bufferWith(50);
-    for (const q of ['start_offset_ms=1000', 'start_timestamp_ms=60000', 'start_frame_index=50', 'start_frame_index=0&end_frame_index=60']) {
+    for (const q of ['start_offset_ms=60000', 'start_timestamp_ms=60000', 'start_frame_index=50', 'start_frame_index=0&end_frame_index=51']) {
       const e = errorOf(() => resolveVideo(vid(q), buf, clock.now));
       expect([e.status, e.code, e.shape]).toEqual([422, 'frame_not_yet_produced', 'stream']);
     }
@@ -310,11 +341,23 @@ describe('resolveVideo', () => {
 
   it('an end before the start is a validation error at the reference', async () => {
     const { buf, clock } = await bufferWith(50);
-    for (const q of ['start_frame_index=30&end_frame_index=10', 'start_offset_ms=-1000&end_offset_ms=-3000', 'start_timestamp_ms=3000&end_frame_index=5']) {
+    for (const q of [
+      'start_frame_index=30&end_frame_index=10',
+      'start_offset_ms=-1000&end_offset_ms=-3000',
+      'start_timestamp_ms=3000&end_frame_index=5',
+      'start_frame_index=20&end_timestamp_ms=1900',
+    ]) {
       const e = errorOf(() => resolveVideo(vid(q), buf, clock.now, LOC));
       expect([e.status, e.shape]).toEqual([422, 'validation']);
       expect(e.toBody()).toMatchObject({ error: 'validation_error', details: [{ loc: LOC }] });
     }
+  });
+
+  it('a window that ends where it starts is empty: the frame on screen at its end', async () => {
+    const { buf, clock } = await bufferWith(50);
+    expect(indices(resolveVideo(vid('start_frame_index=3&end_frame_index=3'), buf, clock.now, LOC))).toEqual([2]);
+    expect(indices(resolveVideo(vid('start_timestamp_ms=2500&end_timestamp_ms=2500'), buf, clock.now, LOC))).toEqual([24]);
+    expect(indices(resolveVideo(vid('start_timestamp_ms=0&end_timestamp_ms=0'), buf, clock.now, LOC))).toEqual([0]);
   });
 
   it('stays O(log n) per picked frame on a 4-minute buffer', async () => {
@@ -325,5 +368,39 @@ describe('resolveVideo', () => {
     const perCallUs = Number(process.hrtime.bigint() - t) / 1000 / 2000;
     expect(resolveVideo(ref, buf, clock.now)).toHaveLength(10);
     expect(perCallUs).toBeLessThan(200);
+  });
+});
+
+describe("the provider's dialect (emulator.dialect = provider)", () => {
+  const provider = { dialect: 'provider' as const };
+
+  it('future and evicted frames answer 409 and 410, with the same codes and stream shape', async () => {
+    const { buf, clock } = await bufferWith(50, 10, 2000);
+    buf.evict(clock.now);
+    const notYet = errorOf(() => resolveImage(img('frame_index=50'), buf, clock.now, provider));
+    expect([notYet.status, notYet.code, notYet.shape]).toEqual([409, 'frame_not_yet_produced', 'stream']);
+    const evicted = errorOf(() => resolveImage(img('timestamp_ms=1000'), buf, clock.now, provider));
+    expect([evicted.status, evicted.code, evicted.shape]).toEqual([410, 'frame_evicted', 'stream']);
+    const start = errorOf(() => resolveVideo(vid('start_offset_ms=60000'), buf, clock.now, LOC, provider));
+    expect([start.status, start.code]).toEqual([409, 'frame_not_yet_produced']);
+  });
+
+  it('negative offsets count back from the newest frame, not from now', async () => {
+    const { buf, clock } = await bufferWith(5, 1); // frames at 0..4000 ms
+    clock.now += 780; // now 4800 ms: the newest frame is 800 ms old
+    expect(resolveImage(img('offset_ms=-1000&tolerance_ms=50'), buf, clock.now, provider).index).toBe(3);
+    // the contract counts from now (3800 ms), where no frame lies within 50 ms
+    const e = errorOf(() => resolveImage(img('offset_ms=-1000&tolerance_ms=50'), buf, clock.now));
+    expect([e.status, e.code]).toEqual([422, 'frame_not_yet_produced']);
+  });
+
+  it('an empty window is 404 segment_empty; an end at or before the start is 400 segment_invalid', async () => {
+    const { buf, clock } = await bufferWith(5, 1); // frames at 0..4000 ms, now 4020 ms
+    clock.now += 780;
+    const empty = errorOf(() => resolveVideo(vid('start_timestamp_ms=4200'), buf, clock.now, LOC, provider));
+    expect([empty.status, empty.code, empty.shape]).toEqual([404, 'segment_empty', 'stream']);
+    const invalid = errorOf(() => resolveVideo(vid('start_frame_index=3&end_frame_index=3'), buf, clock.now, LOC, provider));
+    expect([invalid.status, invalid.code, invalid.shape]).toEqual([400, 'segment_invalid', 'stream']);
+    expect(indices(resolveVideo(vid('start_offset_ms=-2500'), buf, clock.now, LOC, provider))).toEqual([2, 3, 4]);
   });
 });

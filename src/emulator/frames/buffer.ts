@@ -190,6 +190,12 @@ export class FrameBuffer {
     return okAfter ?? okBefore;
   }
 
+  /** The newest retained frame strictly before stream time `ms` (an exclusive window end). O(log n). */
+  lastBefore(ms: number): StoredFrame | undefined {
+    const i = this.lowerBound((f) => f.streamTimeMs >= ms);
+    return i - 1 >= this.head ? this.frames[i - 1] : undefined;
+  }
+
   /** Retained frames whose stream time lies in [fromMs, toMs], in order. */
   rangeByStreamTime(fromMs: number, toMs: number): StoredFrame[] {
     const a = this.lowerBound((f) => f.streamTimeMs >= fromMs);

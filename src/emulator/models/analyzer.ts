@@ -20,6 +20,7 @@ import type { Filler, SchemaType } from './json-instance';
  */
 
 export interface VisualContext {
+  /** `''` for an image sent in the request (a data or fetched URL), which belongs to no stream. */
   streamId: string;
   kind: 'image' | 'video';
   /** In time order. */
@@ -175,8 +176,9 @@ async function analyzeContext(ctx: VisualContext, opts: AnalyzeOptions): Promise
     kind: ctx.kind,
     frames: frames.length,
     decodedFrames: decoded.length,
-    firstIndex: first ? first.index : null,
-    lastIndex: last ? last.index : null,
+    // A request's own image has no lifetime index.
+    firstIndex: first && ctx.streamId ? first.index : null,
+    lastIndex: last && ctx.streamId ? last.index : null,
     spanMs: first && last ? finiteOr0(Math.round(last.streamTimeMs - first.streamTimeMs)) : 0,
     indices: frames.map((f) => f.index),
     patternIndices,
@@ -222,7 +224,7 @@ function describeContext(a: ContextAnalysis): string {
   const what = a.kind === 'image' ? 'Image' : 'Video';
   if (a.frames === 0) return `${what} from stream ${shortId(a.streamId)}: no frames were available.`;
   const span = a.frames === 1 ? `frame ${a.firstIndex}` : `${a.frames} frames, indices ${a.firstIndex} to ${a.lastIndex} over ${a.spanMs} ms`;
-  const parts = [`${what} from stream ${shortId(a.streamId)} (${span}).`];
+  const parts = [a.streamId ? `${what} from stream ${shortId(a.streamId)} (${span}).` : `${what} sent with the request (${a.width}x${a.height}).`];
   if (a.patternFirst === null) parts.push('No test pattern is visible.');
   else if (a.patternIndices.length === 1) parts.push(`The test pattern reads ${a.patternFirst}.`);
   else parts.push(`The test pattern reads ${a.patternFirst} to ${a.patternLast} (${a.patternIndices.length} of ${a.frames} frames).`);
@@ -261,7 +263,7 @@ function miniProse(prompt: string, analyses: ContextAnalysis[]): string {
     .map((a) => {
       if (a.frames === 0) return 'No frames.';
       const bits = [
-        a.frames === 1 ? `1 frame #${a.firstIndex}` : `${a.frames} frames ${a.firstIndex}..${a.lastIndex}, ${a.spanMs} ms`,
+        a.firstIndex === null ? `1 image ${a.width}x${a.height}` : a.frames === 1 ? `1 frame #${a.firstIndex}` : `${a.frames} frames ${a.firstIndex}..${a.lastIndex}, ${a.spanMs} ms`,
         a.patternFirst === null ? 'no pattern' : `pattern ${a.patternFirst}..${a.patternLast}`,
       ];
       if (a.dominantColour) bits.push(`${a.dominantColour.name} ${a.dominantColour.hex}`);

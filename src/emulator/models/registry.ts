@@ -50,13 +50,14 @@ export function uuidV5(name: string, namespace: string = PRICING_NAMESPACE): str
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
-const providerOf = (id: string): string => id.slice(0, id.indexOf('/'));
+/** The model's provider: configured, else the id's part before the slash (config requires one of them). */
+const providerOf = (c: Pick<ModelConfig, 'id' | 'provider'>): string => c.provider ?? c.id.slice(0, Math.max(0, c.id.indexOf('/')));
 
 function backendOf(c: ModelConfig, charsPerToken: number, caches: AnalyzerCaches): ModelBackend {
   if (c.backend === 'openai') {
     if (!c.baseUrl || !c.remoteModel) throw new Error(`model ${c.id}: backend openai needs baseUrl and remoteModel`);
     return new OpenAIBackend({
-      provider: providerOf(c.id),
+      provider: providerOf(c),
       baseUrl: c.baseUrl,
       remoteModel: c.remoteModel,
       timeoutMs: c.timeoutMs,
@@ -83,7 +84,7 @@ export class ModelRegistry {
         pricing: {
           id: uuidV5(c.id),
           model: c.id,
-          provider: providerOf(c.id),
+          provider: providerOf(c),
           version: c.pricing.version,
           input_microcents_per_token: c.pricing.input_microcents_per_token,
           output_microcents_per_token: c.pricing.output_microcents_per_token,
@@ -107,7 +108,7 @@ export class ModelRegistry {
         id: m.config.id,
         object: 'model',
         created: m.created,
-        owned_by: m.config.owned_by ?? providerOf(m.config.id),
+        owned_by: m.config.owned_by ?? providerOf(m.config),
         status: m.status,
       })),
     };

@@ -85,7 +85,7 @@ describe('OpenAI-compatible forwarding backend', () => {
           role: 'user',
           content: [
             { type: 'text', text: 'What changed?' },
-            { type: 'video_url', video_url: { url: `svc://streams/${s.id}?start_frame_index=2&end_frame_index=5` } },
+            { type: 'video_url', video_url: { url: `svc://streams/${s.id}?start_frame_index=2&end_frame_index=6` } }, // frames 2..5: the end is exclusive
             { type: 'image_url', image_url: { url: `svc://streams/${s.id}?frame_index=-1` } },
           ],
         },
