@@ -84,7 +84,7 @@ export interface ChatCompletionChoice {
 }
 
 export interface CacheInfo {
-  thread_id: string;
+  thread_id: string | null;
   cache_hit: boolean;
   cached_input_tokens: number;
 }

@@ -349,6 +349,36 @@ describe('a legacy stream whose account runs dry', () => {
       await http(s.emulator.url, 'POST', '/_emulator/balance', { body: { api_key: KEY_B, balance_microcents: 1_000_000_000 } });
     }
   });
+
+  test('a keepalive refused for credits (402) leaves the stream running; a top-up through checkout and a keepalive renew it', async () => {
+    const s = stack();
+    // One tick a minute: after the first result no completion meets the empty balance meanwhile.
+    const id = ((await http(s.url, 'POST', '/v0.2/streams', { key: KEY_B, body: frameBody({ interval_seconds: 60 }) })).body as { stream_id: string }).stream_id;
+    try {
+      const sock = await openResults(s.url, id, KEY_B);
+      await sock.waitFor(1, 15_000);
+      await http(s.emulator.url, 'POST', '/_emulator/balance', { body: { api_key: KEY_B, balance_microcents: 0 } });
+      const refused = await http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`, { key: KEY_B });
+      expect(refused).toMatchObject({ status: 402, body: { error: 'insufficient_credits' } });
+      expect(await http(s.url, 'GET', `/v0.2/streams/${id}/info`, { key: KEY_B })).toMatchObject({ status: 200, body: { stream_id: id } });
+
+      // The customer tops up on the hosted checkout page (through the gateway's /billing passthrough).
+      const checkout = await http(s.url, 'POST', '/billing/checkout', { key: KEY_B, body: { amount_cents: 500 } });
+      expect(checkout.status).toBe(200);
+      const page = await fetch((checkout.body as { url: string }).url);
+      expect(page.status).toBe(200);
+      const renewed = await http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`, { key: KEY_B });
+      expect(renewed).toMatchObject({ status: 200, body: { status: 'ok', stream_id: id } });
+      // What the checkout paid, less at most what the stream cost since.
+      expect((renewed.body as { credits_remaining_cents: number }).credits_remaining_cents).toBeGreaterThan(450);
+      expect((renewed.body as { credits_remaining_cents: number }).credits_remaining_cents).toBeLessThanOrEqual(500);
+      expect(sock.ws.readyState).toBe(sock.ws.OPEN);
+      await http(s.url, 'DELETE', `/v0.2/streams/${id}`, { key: KEY_B });
+      expect(await sock.closed).toEqual({ code: 1001, reason: 'client_requested' });
+    } finally {
+      await http(s.emulator.url, 'POST', '/_emulator/balance', { body: { api_key: KEY_B, balance_microcents: 1_000_000_000 } });
+    }
+  });
 });
 
 describe('upstream failures', () => {
