@@ -209,6 +209,37 @@ describe('passthrough against the emulator', () => {
   });
 });
 
+describe('passthrough of the upstream rate limit', () => {
+  let s: Stack;
+  beforeAll(async () => {
+    s = await startStack({ emulator: { rateLimit: { completionsPerSecond: 2 } } });
+  });
+  afterAll(async () => {
+    await s.close();
+  });
+
+  test('x-ratelimit-* headers on answers and the 429 with retry-after reach the client unchanged', async () => {
+    const id = await streamWithFrames(s);
+    const body = {
+      model: 'local/analyzer',
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `svc://streams/${id}?frame_index=-1` } }] }],
+    };
+    // 8 completions back to back: at 2 a second some are refused wherever the windows turn (a window
+    // may turn between two calls on a loaded machine, so the 429 is looked for, not placed).
+    const answers = [];
+    for (let i = 0; i < 8; i++) answers.push(await call(s.url, 'POST', '/v1beta/chat/completions', { body }));
+    const ok = answers.find((a) => a.status === 200)!;
+    expect(ok.headers.get('x-ratelimit-limit')).toBe('2');
+    expect(ok.headers.get('x-ratelimit-remaining')).toMatch(/^[01]$/);
+    expect(ok.headers.get('x-ratelimit-reset')).toMatch(/^\d+$/);
+    const limited = answers.find((a) => a.status === 429)!;
+    expect(limited).toBeDefined();
+    expect(limited.headers.get('retry-after')).toBe('1');
+    expect(limited.headers.get('x-ratelimit-remaining')).toBe('0');
+    await call(s.url, 'DELETE', `/v1beta/streams/${id}`);
+  });
+});
+
 describe('passthrough against scripted upstreams', () => {
   let up: RawUpstream;
   /** A 1 s silence limit (the timeout tests). */
