@@ -22,7 +22,7 @@ import { closeServer, listen } from '../src/lib/listen';
 import { createLogger } from '../src/lib/logger';
 import type { SenderOptions } from './relay-page';
 import { ROOT, freePort, quantile } from '../test/helpers/util';
-import { child, MAIN, patternOf, waitHealthy } from './util';
+import { child, MAIN, measure, patternOf, waitHealthy } from './util';
 
 const PAGE_ENTRY = path.join(ROOT, 'bench', 'relay-page.ts');
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -57,23 +57,6 @@ function watchBuffer(stream: EmulatedStream, seen: Map<string, Seen>): void {
     });
     return stored;
   };
-}
-
-/** CPU time (ms) and RSS (kB) of a process, from /proc. */
-function procSample(pid: number, ticksPerSecond: number): { cpuMs: number; rssKb: number } {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime
-  const rss = /VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return { cpuMs: (ticks * 1000) / ticksPerSecond, rssKb: Number(rss?.[1] ?? 0) };
-}
-
-async function measure(pid: number, ticks: number, seconds: number): Promise<{ cpuPct: number; rssKb: number }> {
-  const a = procSample(pid, ticks);
-  const t0 = performance.now();
-  await sleep(seconds * 1000);
-  const b = procSample(pid, ticks);
-  return { cpuPct: ((b.cpuMs - a.cpuMs) / (performance.now() - t0)) * 100, rssKb: b.rssKb };
 }
 
 function clipBody(targetFps: number) {

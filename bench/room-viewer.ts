@@ -13,12 +13,11 @@
  * Knobs: BENCH_ROOM_WIDTH (640), BENCH_ROOM_HEIGHT (480), BENCH_ROOM_FPS (15), BENCH_ROOM_SECONDS (10).
  */
 import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
 import * as rtc from '@livekit/rtc-node';
 import type { Config } from '../src/config';
 import { PatternRenderer } from '../src/emulator/frames/pattern';
 import { freePort } from '../test/helpers/util';
-import { MAIN, child, patternOf, summary, waitHealthy, waitUntil } from './util';
+import { MAIN, child, measure, patternOf, summary, waitHealthy, waitUntil } from './util';
 
 const WIDTH = Number(process.env.BENCH_ROOM_WIDTH ?? 640);
 const HEIGHT = Number(process.env.BENCH_ROOM_HEIGHT ?? 480);
@@ -27,24 +26,6 @@ const SECONDS = Number(process.env.BENCH_ROOM_SECONDS ?? 10);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const mib = (kb: number) => `${(kb / 1024).toFixed(1)} MiB`;
-
-/** CPU time (ms) and RSS (kB) of a process, from /proc. */
-function procSample(pid: number, ticksPerSecond: number): { cpuMs: number; rssKb: number } {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime
-  const rss = /VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return { cpuMs: (ticks * 1000) / ticksPerSecond, rssKb: Number(rss?.[1] ?? 0) };
-}
-
-/** The process's CPU (% of one core) over `seconds`, and its RSS at the end. */
-async function measure(pid: number, ticks: number, seconds: number): Promise<{ cpuPct: number; rssKb: number }> {
-  const a = procSample(pid, ticks);
-  const t0 = performance.now();
-  await sleep(seconds * 1000);
-  const b = procSample(pid, ticks);
-  return { cpuPct: ((b.cpuMs - a.cpuMs) / (performance.now() - t0)) * 100, rssKb: b.rssKb };
-}
 
 /** An rtc-node publisher capturing pattern frames 0, 1, 2 … at FPS, noting when it captured each. */
 class NativePublisher {

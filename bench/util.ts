@@ -1,6 +1,7 @@
 /** Bench-only helpers: a summary line, the built CLI's path, node children with line-oriented stdout, health polling, a CPU meter, the pattern index of an I420 frame. */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { decodePattern } from '../src/emulator/frames/pattern';
 import type { Pixels, RawFrame } from '../src/emulator/frames/types';
@@ -100,4 +101,22 @@ export function patternOf(raw: RawFrame): number | null {
   }
   const px: Pixels = { width: w, height: h, data };
   return decodePattern(px);
+}
+
+/** CPU time (ms) and RSS (kB) of a process, from /proc. */
+function procSample(pid: number, ticksPerSecond: number): { cpuMs: number; rssKb: number } {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime
+  const rss = /VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return { cpuMs: (ticks * 1000) / ticksPerSecond, rssKb: Number(rss?.[1] ?? 0) };
+}
+
+/** A process's CPU (% of one core) over `seconds`, and its RSS at the end (`ticks`: clock ticks per second). */
+export async function measure(pid: number, ticks: number, seconds: number): Promise<{ cpuPct: number; rssKb: number }> {
+  const a = procSample(pid, ticks);
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const b = procSample(pid, ticks);
+  return { cpuPct: ((b.cpuMs - a.cpuMs) / (performance.now() - t0)) * 100, rssKb: b.rssKb };
 }
