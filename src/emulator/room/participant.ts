@@ -2,8 +2,6 @@ import {
   DisconnectReason,
   JoinResponse,
   LeaveRequest_Action,
-  ParticipantInfo,
-  ParticipantInfo_Kind,
   ParticipantInfo_State,
   RequestResponse_Reason,
   ServerInfo_Edition,
@@ -14,6 +12,7 @@ import {
 } from '@livekit/protocol';
 import type {
   AddTrackRequest,
+  ParticipantInfo,
   SessionDescription,
   TrickleRequest,
   UpdateSubscription,
@@ -25,7 +24,7 @@ import type { RoomGrant } from './auth';
 import { PublisherTransport, SubscriberTransport } from './peer';
 import type { IncomingTrack, TransportEvents } from './peer';
 import type { MediaRoom, Publication } from './room';
-import { SERVER_PROTOCOL, SERVER_VERSION, decodeRequest, encodeResponse, newSid, parseCandidate } from './signal';
+import { SERVER_PROTOCOL, SERVER_VERSION, decodeRequest, encodeResponse, newSid, parseCandidate, participantInfo } from './signal';
 import type { JoinParams, ResponseMessage } from './signal';
 
 export interface ParticipantOptions {
@@ -381,20 +380,8 @@ export class Participant {
   info(): ParticipantInfo {
     this.version += 1;
     const live = this.video && this.room.currentPublication?.participant === this ? [this.video.info] : [];
-    return new ParticipantInfo({
-      sid: this.sid,
-      identity: this.identity,
-      name: this.name,
-      state: this.state,
-      version: this.version,
-      joinedAt: protoInt64.parse(Math.floor(this.joinedAtMs / 1000)),
-      joinedAtMs: protoInt64.parse(this.joinedAtMs),
-      tracks: live,
-      permission: { canPublish: this.canPublish, canSubscribe: this.canSubscribe, canPublishData: false },
-      isPublisher: live.length > 0,
-      kind: ParticipantInfo_Kind.STANDARD,
-      disconnectReason: this.disconnectReason,
-    });
+    const { sid, identity, name, state, version, joinedAtMs } = this;
+    return participantInfo({ sid, identity, name, state, version, joinedAtMs, tracks: live, canPublish: this.canPublish, canSubscribe: this.canSubscribe });
   }
 
   /**

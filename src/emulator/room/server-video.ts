@@ -1,5 +1,6 @@
-import { ParticipantInfo, ParticipantInfo_Kind, ParticipantInfo_State, TrackInfo, TrackSource, TrackType, protoInt64 } from '@livekit/protocol';
-import { newSid } from './signal';
+import { ParticipantInfo_State, TrackInfo, TrackSource, TrackType } from '@livekit/protocol';
+import type { ParticipantInfo } from '@livekit/protocol';
+import { newSid, participantInfo } from './signal';
 
 /** Who a publication belongs to, as the room and its subscribers need it. */
 export interface RoomPublisher {
@@ -79,19 +80,8 @@ export class ServerPublisher implements RoomPublisher {
 
   info(): ParticipantInfo {
     this.version += 1;
-    return new ParticipantInfo({
-      sid: this.sid,
-      identity: this.identity,
-      name: this.name,
-      state: this.state,
-      version: this.version,
-      joinedAt: protoInt64.parse(Math.floor(this.joinedAtMs / 1000)),
-      joinedAtMs: protoInt64.parse(this.joinedAtMs),
-      tracks: this.live ? [this.live] : [],
-      permission: { canPublish: true, canSubscribe: false, canPublishData: false },
-      isPublisher: this.live !== undefined,
-      kind: ParticipantInfo_Kind.STANDARD,
-    });
+    const { sid, identity, name, state, version, joinedAtMs } = this;
+    return participantInfo({ sid, identity, name, state, version, joinedAtMs, tracks: this.live ? [this.live] : [], canPublish: true, canSubscribe: false });
   }
 
   /** Nobody to tell: the server knows its subscribers. */

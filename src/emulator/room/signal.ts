@@ -6,12 +6,15 @@ import { randomBytes } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
 import {
   JoinRequest,
+  ParticipantInfo,
+  ParticipantInfo_Kind,
   SignalRequest,
   SignalResponse,
   WrappedJoinRequest,
   WrappedJoinRequest_Compression,
+  protoInt64,
 } from '@livekit/protocol';
-import type { SessionDescription } from '@livekit/protocol';
+import type { ParticipantInfo_State, SessionDescription, TrackInfo } from '@livekit/protocol';
 
 /** Reported to clients; livekit-client refuses versions it does not know. */
 export const SERVER_VERSION = '1.9.0';
@@ -116,5 +119,32 @@ export function candidateToJson(candidate: RTCIceCandidate | null, fallbackMid: 
     candidate: candidate.candidate,
     sdpMid: candidate.sdpMid ?? fallbackMid,
     sdpMLineIndex: candidate.sdpMLineIndex ?? 0,
+  });
+}
+
+/** A participant as others see it (join responses, participant updates); `isPublisher` follows its tracks. */
+export function participantInfo(p: {
+  sid: string;
+  identity: string;
+  name: string;
+  state: ParticipantInfo_State;
+  version: number;
+  joinedAtMs: number;
+  tracks: TrackInfo[];
+  canPublish: boolean;
+  canSubscribe: boolean;
+}): ParticipantInfo {
+  return new ParticipantInfo({
+    sid: p.sid,
+    identity: p.identity,
+    name: p.name,
+    state: p.state,
+    version: p.version,
+    joinedAt: protoInt64.parse(Math.floor(p.joinedAtMs / 1000)),
+    joinedAtMs: protoInt64.parse(p.joinedAtMs),
+    tracks: p.tracks,
+    permission: { canPublish: p.canPublish, canSubscribe: p.canSubscribe, canPublishData: false },
+    isPublisher: p.tracks.length > 0,
+    kind: ParticipantInfo_Kind.STANDARD,
   });
 }
