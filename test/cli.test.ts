@@ -94,9 +94,32 @@ describe('the real process', () => {
     try {
       const boot = await deadline(p.line('gateway listening'), 20_000, `boot (stderr: ${p.stderr()})`);
       expect(boot.embeddedEmulator).toMatchObject({ controlApi: true });
+      // The effective brand tokens of the seed profile.
+      expect(boot.brand).toEqual({ keyPrefix: 'svc-', scheme: 'svc://', backends: ['svc', 'thirdparty'], responseField: 'svc', regionHeader: 'X-Svc-Region', roomVendor: 'room' });
       const warning = p.lines.find((l) => String(l.msg).startsWith('deprecation dates are the shipped defaults'));
       expect(warning).toMatchObject({ level: 40 });
       expect((await fetch(`${String(boot.url)}/healthz`)).status).toBe(200);
+    } finally {
+      p.child.kill('SIGKILL');
+      await p.exited;
+    }
+  });
+
+  test('the provider profile from the environment: the boot line logs its tokens, and its dev key works', async () => {
+    const profile = { BRAND: 'overshoot', BRAND_ABBREVIATION: 'ovs', THIRDPARTY_BACKEND: 'gemini', ROOM_VENDOR: 'livekit' };
+    const p = runMain(bundle(), ['serve'], { ...profile, PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0' });
+    try {
+      const boot = await deadline(p.line('gateway listening'), 20_000, `boot (stderr: ${p.stderr()})`);
+      expect(boot.brand).toEqual({
+        keyPrefix: 'ovs-',
+        scheme: 'ovs://',
+        backends: ['overshoot', 'gemini'],
+        responseField: 'overshoot',
+        regionHeader: 'X-Overshoot-Region',
+        roomVendor: 'livekit',
+      });
+      const models = await fetch(`${String(boot.url)}/v1beta/models`, { headers: { authorization: 'Bearer ovs-local-dev' } });
+      expect(models.status).toBe(200);
     } finally {
       p.child.kill('SIGKILL');
       await p.exited;
