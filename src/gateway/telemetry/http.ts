@@ -3,9 +3,12 @@ import { performance } from 'node:perf_hooks';
 import { LRUCache } from 'lru-cache';
 import { pinoHttp } from 'pino-http';
 import type { ClientAddress } from '../../lib/client-address';
+import { redactQuery } from '../../lib/redact-query';
 import type { Logger } from '../../lib/logger';
 import type { PassthroughEvent } from '../passthrough';
 import type { GatewayMetrics } from './metrics';
+
+export { redactQuery };
 
 /** Known route templates: metric labels stay bounded whatever paths clients send. */
 const ROUTES: [RegExp, string][] = [
@@ -52,25 +55,6 @@ function matchRoute(path: string): string {
   return 'other';
 }
 
-/**
- * A URL as it may be logged: parameter names kept, every value replaced (a `?token=` probe, a key
- * in a query, a signed URL never reach a log); a parameter without `=` is all value.
- */
-export function redactQuery(url: string): string {
-  const q = url.indexOf('?');
-  if (q < 0) return url;
-  const h = url.indexOf('#', q);
-  const query = url.slice(q + 1, h < 0 ? undefined : h);
-  if (!query) return url.slice(0, q + 1);
-  let out = '';
-  for (const part of query.split('&')) {
-    const eq = part.indexOf('=');
-    out += `${out ? '&' : ''}${eq < 0 ? REDACTED : `${part.slice(0, eq)}=${REDACTED}`}`;
-  }
-  return `${url.slice(0, q)}?${out}`;
-}
-
-const REDACTED = '[redacted]';
 
 /** Connect-style step that works on plain Node requests too (the passthrough runs ahead of Express). */
 export type EdgeStep = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
