@@ -51,8 +51,13 @@ export function stdoutDestination(): pino.DestinationStream {
   return (stdout = dest);
 }
 
+export interface LoggerOptions {
+  /** Extra fields of every line (a pino mixin): the active trace's ids while tracing is on. */
+  mixin?: () => Record<string, unknown>;
+}
+
 /** A logger writing to `destination`, by default the process's buffered standard output. */
-export function createLogger(level: string, name = 'gateway', destination: pino.DestinationStream = stdoutDestination()): Logger {
+export function createLogger(level: string, name = 'gateway', destination: pino.DestinationStream = stdoutDestination(), opts: LoggerOptions = {}): Logger {
   return pino(
     {
       name,
@@ -60,6 +65,7 @@ export function createLogger(level: string, name = 'gateway', destination: pino.
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       base: { service: name },
       timestamp: LOG_TIME,
+      ...(opts.mixin ? { mixin: opts.mixin } : {}),
     },
     destination,
   );

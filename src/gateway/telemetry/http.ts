@@ -105,9 +105,15 @@ function requestFields(clientAddress: ClientAddress) {
 
 const responseFields = (res: ServerResponse) => ({ statusCode: res.statusCode });
 
+/** The request's trace id (`requestId` step, or the legacy routes' upstream calls) on its access line. */
+const withTraceId = (res: ServerResponse, val: Record<string, unknown>) => {
+  const traceId = (res as { locals?: { traceId?: string } }).locals?.traceId;
+  return traceId ? { ...val, traceId } : val;
+};
+
 /**
- * One access-log line per Express request (pino-http) carrying the request id; `req.log` is a
- * child logger with the same `reqId`.
+ * One access-log line per Express request (pino-http) carrying the request id and, when the request
+ * has one, its trace id; `req.log` is a child logger with the same `reqId`.
  */
 export function accessLog(logger: Logger, enabled: boolean, clientAddress: ClientAddress): EdgeStep {
   const reqFields = requestFields(clientAddress);
@@ -120,6 +126,8 @@ export function accessLog(logger: Logger, enabled: boolean, clientAddress: Clien
     customSuccessMessage: (req: IncomingMessage, res: ServerResponse, ms: number) =>
       messageOf(req.method, redactQuery(req.url ?? '/'), res.writableFinished, res.statusCode, ms),
     customErrorMessage: (req: IncomingMessage, res: ServerResponse) => `${req.method} ${redactQuery(req.url ?? '/')} ${res.statusCode}`,
+    customSuccessObject: (_req: IncomingMessage, res: ServerResponse, val: Record<string, unknown>) => withTraceId(res, val),
+    customErrorObject: (_req: IncomingMessage, res: ServerResponse, _err: Error, val: Record<string, unknown>) => withTraceId(res, val),
     serializers: {
       req: (req: { raw: IncomingMessage }) => reqFields(req.raw),
       res: (res: { raw: ServerResponse }) => responseFields(res.raw),
@@ -151,6 +159,6 @@ export function passthroughTelemetry(
     const level = levelOf(res.statusCode);
     if (!opts.log || !access.isLevelEnabled(level)) return;
     const ms = Math.round(e.durationMs);
-    access[level]({ reqId: e.requestId, req, res, responseTime: ms }, messageOf(method, redactQuery(req.url ?? '/'), finished, res.statusCode, ms));
+    access[level]({ reqId: e.requestId, traceId: e.traceId, req, res, responseTime: ms }, messageOf(method, redactQuery(req.url ?? '/'), finished, res.statusCode, ms));
   };
 }
