@@ -12,7 +12,7 @@ import { bootChecks } from './boot-checks';
 import { ConfigError, DEFAULT_CONFIG_FILE, configEnvNames, loadConfig } from './config';
 import type { Config } from './config';
 import type { DemoArgs } from './demo';
-import { createLogger } from './lib/logger';
+import { createLogger, logFormat, processDestination } from './lib/logger';
 import type { Logger } from './lib/logger';
 import { logTraceFields } from './lib/spans';
 import { TracingConfigError, startTracing, tracingSettings } from './lib/tracing';
@@ -236,7 +236,8 @@ async function main(argv: string[]): Promise<void> {
       process.exit(2);
     }
   }
-  const logger = createLogger(cfg.logLevel, 'gateway', undefined, traced.enabled ? { mixin: logTraceFields } : {});
+  const format = logFormat({ logPretty: cfg.logPretty, isTTY: process.stdout.isTTY, nodeEnv: process.env.NODE_ENV });
+  const logger = createLogger(cfg.logLevel, 'gateway', processDestination(format), traced.enabled ? { mixin: logTraceFields } : {});
   // Before the gateway or the emulator is imported (below, on demand): the instrumentations must
   // be in place when express and ioredis are first required.
   const tracing = await startTracing(traced, {
