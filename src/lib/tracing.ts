@@ -171,11 +171,11 @@ export async function startTracing(settings: TracingSettings, opts: TracingOptio
     instrumentations: [
       new HttpInstrumentation({
         ignoreIncomingRequestHook: (req) => QUIET.test(req.url ?? ''),
-        // A raw header list is the passthrough's upstream leg, which traces itself (it keeps the list as is).
-        ignoreOutgoingRequestHook: (o) => Array.isArray(o.headers),
-        requireParentforOutgoingSpans: true,
+        // The gateway's only node:http client is the passthrough, which traces its upstream leg itself
+        // (keeping its raw header list, which the instrumentation would turn into an object); left
+        // unpatched, its requests pay nothing for the instrumentation.
+        disableOutgoingRequestInstrumentation: true,
         startIncomingSpanHook: (req) => queryAttributes(req.url),
-        startOutgoingSpanHook: (o) => (o.path?.includes('?') ? { 'url.full': redactQuery(`${o.protocol ?? 'http:'}//${o.hostname ? `${o.hostname}${o.port ? `:${String(o.port)}` : ''}` : (o.host ?? 'localhost')}${o.path}`) } : {}),
       }),
       // No span per layer (they would outnumber everything else): it names the server span by its route only.
       new express.ExpressInstrumentation({ ignoreLayersType: Object.values(express.ExpressLayerType) }),
