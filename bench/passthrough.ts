@@ -16,6 +16,7 @@
  *
  * `BENCH_PT_SCENARIOS` picks some of `models,completion,sse`; `BENCH_PT_GATEWAY_MAIN` runs another build's `main.js` as the gateway (before/after comparisons);
  * `BENCH_PT_AA=1` puts a second bare pipe where the gateway runs (an A/A run: the ratios it prints are the bench's noise);
+ * `OTEL_*` variables reach the gateway (and the bare pipe, which ignores them) but not the emulator: a run with tracing on;
  * `BENCH_PT_GATEWAY_NODE_ARGS` / `BENCH_PT_BARE_NODE_ARGS` are node flags for either proxy (e.g.
  * `--cpu-prof --cpu-prof-dir=…`).
  */
@@ -239,6 +240,8 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
       EMULATOR_AUTO_PUBLISH_WIDTH: '160',
       EMULATOR_AUTO_PUBLISH_HEIGHT: '120',
       LOG_LEVEL: 'warn',
+      // OTEL_* of the bench's environment are for the gateway (tracing off/on runs): the upstream stays untraced.
+      OTEL_SDK_DISABLED: 'true',
     });
     children.push(emulator);
     const emuUrl = `http://127.0.0.1:${emuPort}`;

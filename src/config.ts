@@ -399,6 +399,8 @@ export const configSchema = z.strictObject({
   /** Base URL of the /v1beta + /billing upstream. Unset → `serve` starts the embedded emulator. */
   upstreamUrl: z.string().url().optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Log lines for a person (pino-pretty) or one JSON object each; unset: pretty only on a terminal outside production (src/lib/logger.ts `logFormat`). */
+  logPretty: z.boolean().optional(),
   /** The provider's brand name: the `backend` value, the completion's cache field, the region header `X-<Name>-Region`. */
   brand: brandToken.default('svc'),
   /** The provider's abbreviation: API key prefix `<abbr>-` and reference scheme `<abbr>://` (default: the brand). */
@@ -450,6 +452,7 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   HOST: { path: ['host'], type: 'string' },
   UPSTREAM_URL: { path: ['upstreamUrl'], type: 'string' },
   LOG_LEVEL: { path: ['logLevel'], type: 'string' },
+  LOG_PRETTY: { path: ['logPretty'], type: 'boolean' },
   BRAND: { path: ['brand'], type: 'string' },
   BRAND_ABBREVIATION: { path: ['brandAbbreviation'], type: 'string' },
   THIRDPARTY_BACKEND: { path: ['thirdPartyBackend'], type: 'string' },

@@ -13,8 +13,11 @@ import { bootChecks } from './boot-checks';
 import { ConfigError, DEFAULT_CONFIG_FILE, configEnvNames, loadConfig } from './config';
 import type { Config } from './config';
 import type { DemoArgs } from './demo';
-import { createLogger } from './lib/logger';
+import { createLogger, logFormat, processDestination } from './lib/logger';
 import type { Logger } from './lib/logger';
+import { logTraceFields } from './lib/spans';
+import { TracingConfigError, startTracing, tracingSettings } from './lib/tracing';
+import type { Tracing, TracingSettings } from './lib/tracing';
 
 type Stopper = (graceMs: number) => Promise<void>;
 
@@ -78,7 +81,7 @@ function configSources(configFile: string | undefined) {
   };
 }
 
-async function runEmulator(cfg: Config, logger: Logger, configFile: string | undefined): Promise<void> {
+async function runEmulator(cfg: Config, logger: Logger, configFile: string | undefined, tracing: Tracing): Promise<void> {
   // Loaded on demand: the emulator brings native modules (sharp, wrtc) a plain gateway never needs.
   const { startEmulator } = await import('./emulator/server');
   const emu = await startEmulator(cfg, logger);
@@ -94,7 +97,14 @@ async function runEmulator(cfg: Config, logger: Logger, configFile: string | und
     },
     `emulator listening on ${emu.url} (region ${cfg.emulator.region})`,
   );
-  onSignals(logger, () => emu.close(), cfg.shutdownGraceMs);
+  onSignals(
+    logger,
+    async () => {
+      await emu.close();
+      await tracing.shutdown();
+    },
+    cfg.shutdownGraceMs,
+  );
 }
 
 /**
@@ -117,7 +127,7 @@ async function openStore(cfg: Config, logger: Logger) {
   }
 }
 
-async function runServe(cfg: Config, logger: Logger, configFile: string | undefined): Promise<void> {
+async function runServe(cfg: Config, logger: Logger, configFile: string | undefined, tracing: Tracing, traced: TracingSettings): Promise<void> {
   const checks = bootChecks(cfg, process.env);
   for (const w of checks.warnings) logger.warn(w);
   if (checks.refuse) {
@@ -158,6 +168,7 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
       gatewayId: cfg.store.gatewayId,
       // A fleet member (heartbeat, failover, drain handover) when a secret is configured.
       fleet: gw.gateway.fleet !== undefined,
+      tracing: traced.enabled ? { protocol: traced.protocol, endpoint: traced.endpoint, sampler: traced.sampler } : null,
     },
     [
       `gateway listening on ${gw.url} (port ${gw.port})`,
@@ -173,10 +184,22 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
       await gw.drainAndClose(drainMs, graceMs);
       await store?.close();
       await stopEmulator();
+      // Last: the spans of the shutdown itself are exported too.
+      await tracing.shutdown();
     },
     cfg.shutdownGraceMs,
     gw.gateway.fleet ? { drainMs, hurry: () => gw.hurry() } : undefined,
   );
+}
+
+/** The version in package.json beside dist/ (the image has it), for `service.version`; undefined where there is none. */
+function packageVersion(): string | undefined {
+  try {
+    const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as { name?: string; version?: string };
+    return pkg.name === 'legacy-gateway' ? pkg.version : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 async function main(argv: string[]): Promise<void> {
@@ -203,12 +226,32 @@ async function main(argv: string[]): Promise<void> {
     }
     throw err;
   }
-  const logger = createLogger(cfg.logLevel);
+  // Read before anything is logged: the logger stamps trace ids on its lines only when tracing is on.
+  let traced: TracingSettings = { enabled: false, why: 'the demo client is not traced' };
+  if (command !== 'demo') {
+    try {
+      traced = tracingSettings(process.env);
+    } catch (err) {
+      if (!(err instanceof TracingConfigError)) throw err;
+      process.stderr.write(`${err.message}\n`);
+      process.exit(2);
+    }
+  }
+  const format = logFormat({ logPretty: cfg.logPretty, isTTY: process.stdout.isTTY, nodeEnv: process.env.NODE_ENV });
+  const logger = createLogger(cfg.logLevel, 'gateway', processDestination(format), traced.enabled ? { mixin: logTraceFields } : {});
+  // Before the gateway or the emulator is imported (below, on demand): the instrumentations must
+  // be in place when express and ioredis are first required.
+  const tracing = await startTracing(traced, {
+    serviceName: command === 'emulator' ? 'legacy-gateway-emulator' : 'legacy-gateway',
+    replicaId: cfg.store.gatewayId,
+    version: packageVersion(),
+    logger,
+  });
   switch (command) {
     case 'serve':
-      return runServe(cfg, logger, config);
+      return runServe(cfg, logger, config, tracing, traced);
     case 'emulator':
-      return runEmulator(cfg, logger, config);
+      return runEmulator(cfg, logger, config, tracing);
     case 'demo': {
       const { runDemo } = await import('./demo');
       return runDemo(cfg, parsed.values as unknown as DemoArgs);

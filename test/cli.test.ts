@@ -5,7 +5,7 @@
 import { bootChecks } from '../src/boot-checks';
 import { parseCommandLine, UsageError, USAGE } from '../src/cli';
 import { loadConfig, mergeDeep } from '../src/config';
-import { deadline } from './helpers/time';
+import { deadline, until } from './helpers/time';
 import { runMain, useMainBundle } from './helpers/main-bundle';
 
 describe('parseCommandLine', () => {
@@ -123,6 +123,25 @@ describe('the real process', () => {
     } finally {
       p.child.kill('SIGKILL');
       await p.exited;
+      }
+    });
+
+  test('LOG_PRETTY=true prints lines for a person even on a pipe; unset, a pipe gets JSON', async () => {
+    const pretty = runMain(bundle(), ['serve'], { PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0', LOG_PRETTY: 'true' });
+    try {
+      await deadline(until(() => /\] INFO \(gateway\): gateway listening on http:\/\/127\.0\.0\.1:\d+/.test(pretty.stdout())), 20_000, `a pretty boot line (stderr: ${pretty.stderr()})`);
+      // Not one JSON log object (a pretty field's own lines may parse as JSON values).
+      expect(pretty.lines.filter((l) => typeof l === 'object' && l !== null && 'msg' in l)).toEqual([]);
+    } finally {
+      pretty.child.kill('SIGKILL');
+      await pretty.exited;
+    }
+    const json = runMain(bundle(), ['serve'], { PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0' });
+    try {
+      expect(await deadline(json.line('gateway listening'), 20_000, 'a JSON boot line')).toMatchObject({ level: 30, service: 'gateway' });
+    } finally {
+      json.child.kill('SIGKILL');
+      await json.exited;
     }
   });
 });

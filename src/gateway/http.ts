@@ -9,6 +9,7 @@ import { UpstreamError } from '../upstream/errors';
 import { toLegacyError } from './legacy/upstream-errors';
 import { legacyErrorRequestId, legacyJsonInvalid } from './legacy/validate';
 import type { Logger } from '../lib/logger';
+import { requestTraceId } from '../lib/spans';
 
 /** Legacy clients build `base + path` without trimming, so `//v0.2//streams` occurs: fold slashes. */
 export function foldSlashes(req: Request, _res: Response, next: NextFunction): void {
@@ -34,9 +35,15 @@ export function assignRequestId(req: IncomingMessage, res: ServerResponse): stri
   return id;
 }
 
-/** A request id on every request and response (`x-request-id`, kept when the client sent one). */
+/**
+ * A request id on every request and response (`x-request-id`, kept when the client sent one), and
+ * the request's trace id for its log lines (`res.locals.traceId`): its server span's while tracing
+ * is on, else the caller's `traceparent`'s, so logs correlate without tracing.
+ */
 export function requestId(req: Request, res: Response, next: NextFunction): void {
   res.locals.requestId = String(res.getHeader('x-request-id') ?? '') || assignRequestId(req, res);
+  const traceId = requestTraceId(req.headers.traceparent);
+  if (traceId) res.locals.traceId = traceId;
   next();
 }
 

@@ -4,7 +4,9 @@
  * through a direct `node:http` pipe. Runs before any body parser and before Express. The gateway
  * adds `x-request-id` (the client's own when well-formed, else generated) on both legs and
  * `x-forwarded-for/-proto/-host` upstream; `traceparent` and every other end-to-end header pass
- * through as sent.
+ * through as sent, except with tracing on: then the request is the instrumentation's server span
+ * and the upstream leg its child `passthrough.upstream`, whose own `traceparent` (and the caller's
+ * `tracestate` and `baggage`, through the propagator) replace the caller's.
  *
  * What the pipe does besides copying bytes:
  * - keep-alive to the upstream (one agent, LIFO, idle sockets closed before the upstream would);
@@ -23,9 +25,13 @@ import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Readable, Writable } from 'node:stream';
+import { parseBearer } from '../lib/bearer';
+import { memoKeyHash } from '../lib/keys';
 import type { Logger } from '../lib/logger';
+import { ATTR, activeSpan, failSpan, setServerRoute, startClientSpan, traceIdOf, tracingOn } from '../lib/spans';
+import type { Span } from '../lib/spans';
 import { requestIdOf } from './http';
-import { redactQuery } from './telemetry/http';
+import { redactQuery, routeLabel } from './telemetry/http';
 
 export type PassthroughPrefix = 'v1beta' | 'billing';
 export type PassthroughOutcome = 'ok' | 'client_abort' | 'upstream_unreachable' | 'upstream_timeout' | 'upstream_reset' | 'bad_path';
@@ -45,6 +51,8 @@ export interface PassthroughEvent {
   /** The client's `Authorization` and `User-Agent`, picked up while its headers were copied (per-caller telemetry without building `req.headers`). */
   readonly authorization?: string;
   readonly userAgent?: string;
+  /** The trace of the request, for its access line: its span's (tracing on), else the caller's `traceparent`'s. */
+  readonly traceId?: string;
   /** The client's request: method, URL and headers stay readable at settle time. */
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
@@ -90,6 +98,8 @@ export function hasDotSegment(path: string): boolean {
 
 /** Hop-by-hop (RFC 9110 §7.6.1), plus what the pipe sets itself on the upstream leg. */
 const DROP_UPSTREAM = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'host', 'x-request-id', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']);
+/** With tracing on the propagator writes the trace context of the upstream leg's own span: the caller's is not copied. */
+const DROP_UPSTREAM_TRACED = new Set([...DROP_UPSTREAM, 'traceparent', 'tracestate', 'baggage']);
 /** Hop-by-hop, plus the framing Node re-chooses for the client connection. */
 const DROP_DOWNSTREAM = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'transfer-encoding']);
 /** Connection values that name no other header (the common case: no second pass). */
@@ -112,6 +122,12 @@ class Flight implements PassthroughEvent {
   durationMs = 0;
   authorization?: string;
   userAgent?: string;
+  /** The caller's `traceparent` (tracing off: parsed for the access line only when it is written). */
+  traceparent?: string;
+  /** The server span's trace (tracing on). */
+  tracedId?: string;
+  /** The upstream leg's client span (tracing on). */
+  span?: Span;
   upstream?: http.ClientRequest;
   readonly startedAt = performance.now();
   /** Last time bytes moved to or from the upstream (`SilenceWatch`). */
@@ -122,6 +138,10 @@ class Flight implements PassthroughEvent {
     readonly res: ServerResponse,
     public requestId: string,
   ) {}
+
+  get traceId(): string | undefined {
+    return this.tracedId ?? traceIdOf(this.traceparent);
+  }
 }
 
 /**
@@ -209,6 +229,9 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
   const port = target.port || (secure ? 443 : 80);
   const basePath = target.pathname.replace(/\/+$/, '');
   const log = opts.logger.child({ component: 'passthrough' });
+  // Decided once: with tracing off the pipe does exactly what it did without it.
+  const traced = tracingOn();
+  const dropUpstream = traced ? DROP_UPSTREAM_TRACED : DROP_UPSTREAM;
   let inFlight = 0;
   const watch =
     opts.timeoutMs > 0
@@ -229,6 +252,7 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     }
     f.status = res.headersSent ? res.statusCode : 0;
     f.durationMs = performance.now() - f.startedAt;
+    if (f.span) endLeg(f.span, f.outcome, f.status);
     opts.onSettled?.(f);
   };
 
@@ -240,6 +264,7 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     const { res } = f;
     f.lastActivity = performance.now();
     f.upstreamHeadersMs = f.lastActivity - f.startedAt;
+    f.span?.setAttribute('http.response.status_code', up.statusCode ?? 0);
     if (f.outcome !== 'ok') {
       up.destroy();
       return;
@@ -299,17 +324,19 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     let fwdHost: string | undefined;
     let authorization: string | undefined;
     let userAgent: string | undefined;
+    let traceparent: string | undefined;
     let body = false;
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i]!;
       const value = raw[i + 1]!;
       const lower = name.toLowerCase();
-      if (!DROP_UPSTREAM.has(lower)) {
+      if (!dropUpstream.has(lower)) {
         headers.push(name, value);
         if (lower === 'content-length') body = value !== '0';
         else if (lower === 'transfer-encoding') body = true;
         else if (lower === 'authorization') authorization ??= value;
         else if (lower === 'user-agent') userAgent ??= value;
+        else if (lower === 'traceparent') traceparent ??= value;
         continue;
       }
       if (lower === 'x-request-id') givenId ??= value;
@@ -322,6 +349,7 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     const f = new Flight(prefix, req, res, requestIdOf(givenId));
     f.authorization = authorization;
     f.userAgent = userAgent;
+    f.traceparent = traceparent;
     inFlight += 1;
     // 'close' comes once per response: `on` spares the once-wrapper.
     res.on('close', () => settle(f));
@@ -341,6 +369,7 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     if (remote) outHeaders.push('x-forwarded-for', xff === undefined ? remote : `${xff}, ${remote}`);
     outHeaders.push('x-forwarded-proto', proto ?? ((req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http'));
     if (fwdHost ?? host) outHeaders.push('x-forwarded-host', (fwdHost ?? host)!);
+    if (traced) traceLeg(f, path, q < 0 ? '' : url.slice(q), outHeaders);
 
     let up: http.ClientRequest;
     try {
@@ -369,6 +398,30 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     return true;
   };
 
+  /**
+   * Tracing on: the server span (the http instrumentation's) gets the route, the prefix and the
+   * caller's key hash; the upstream leg is its child `passthrough.upstream`, whose trace context
+   * goes upstream in place of the caller's.
+   */
+  const traceLeg = (f: Flight, path: string, query: string, outHeaders: string[]) => {
+    const server = activeSpan();
+    const key = parseBearer(f.authorization);
+    server?.setAttributes({ [ATTR.passthroughPrefix]: f.prefix, ...(key ? { [ATTR.keyHash]: memoKeyHash(key) } : {}) });
+    setServerRoute(routeLabel(path));
+    f.tracedId = server?.spanContext().traceId;
+    const method = f.req.method ?? 'GET';
+    const leg = startClientSpan('passthrough.upstream', {
+      'http.request.method': method,
+      'server.address': hostname,
+      'server.port': Number(port),
+      'url.full': redactQuery(`${target.protocol}//${target.host}${basePath}${path}${query}`),
+      [ATTR.passthroughPrefix]: f.prefix,
+    });
+    if (!leg) return;
+    f.span = leg.span;
+    for (const name in leg.headers) outHeaders.push(name, leg.headers[name]!);
+  };
+
   return {
     proxy,
     handle: (req, res, next) => {
@@ -382,4 +435,12 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
       agent.destroy();
     },
   };
+}
+
+/** Ends the upstream leg's span: failed when the upstream did not answer, timed out, cut the response or answered 5xx. */
+function endLeg(span: Span, outcome: PassthroughOutcome, status: number): void {
+  span.setAttribute(ATTR.passthroughOutcome, outcome);
+  if (outcome === 'upstream_unreachable' || outcome === 'upstream_timeout' || outcome === 'upstream_reset') failSpan(span, { code: outcome });
+  else if (status >= 500) failSpan(span, { code: String(status) });
+  span.end();
 }

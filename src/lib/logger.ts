@@ -1,5 +1,6 @@
 import pino from 'pino';
 import type { Logger } from 'pino';
+import { PinoPretty } from 'pino-pretty';
 
 export type { Logger };
 
@@ -51,8 +52,39 @@ export function stdoutDestination(): pino.DestinationStream {
   return (stdout = dest);
 }
 
+export type LogFormat = 'pretty' | 'json';
+
+/**
+ * How the process's log lines look: pretty (pino-pretty, for a person at a terminal) when
+ * `LOG_PRETTY=true` (`logPretty`), JSON when it is false; unset, pretty only when standard output
+ * is a terminal outside production, so a container, a pipe or a file always gets one JSON object a
+ * line, as log collectors expect.
+ */
+export function logFormat(input: { logPretty?: boolean; isTTY?: boolean; nodeEnv?: string }): LogFormat {
+  if (input.logPretty !== undefined) return input.logPretty ? 'pretty' : 'json';
+  return input.isTTY === true && input.nodeEnv !== 'production' ? 'pretty' : 'json';
+}
+
+/**
+ * Standard output for a person: one coloured line per entry (colours on a terminal only), the
+ * rest of the fields below it; written synchronously (a terminal is not a throughput path).
+ */
+export function prettyDestination(colorize: boolean, destination: number | NodeJS.WritableStream = 1): pino.DestinationStream {
+  return PinoPretty({ colorize, sync: true, destination, ignore: 'pid,hostname,service', translateTime: 'SYS:HH:MM:ss.l' });
+}
+
+/** The process's standard output in `format` (src/main.ts: `logFormat` of the configuration and the terminal). */
+export function processDestination(format: LogFormat): pino.DestinationStream {
+  return format === 'pretty' ? prettyDestination(process.stdout.isTTY === true) : stdoutDestination();
+}
+
+export interface LoggerOptions {
+  /** Extra fields of every line (a pino mixin): the active trace's ids while tracing is on. */
+  mixin?: () => Record<string, unknown>;
+}
+
 /** A logger writing to `destination`, by default the process's buffered standard output. */
-export function createLogger(level: string, name = 'gateway', destination: pino.DestinationStream = stdoutDestination()): Logger {
+export function createLogger(level: string, name = 'gateway', destination: pino.DestinationStream = stdoutDestination(), opts: LoggerOptions = {}): Logger {
   return pino(
     {
       name,
@@ -60,6 +92,7 @@ export function createLogger(level: string, name = 'gateway', destination: pino.
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       base: { service: name },
       timestamp: LOG_TIME,
+      ...(opts.mixin ? { mixin: opts.mixin } : {}),
     },
     destination,
   );

@@ -9,11 +9,11 @@ import type { Brand } from '../brand';
 import { keyHash } from '../lib/keys';
 import { ServiceError, detailError } from '../lib/errors';
 import type { Logger } from '../lib/logger';
+import { activeSpanContext, childTraceparent } from '../lib/spans';
 import { UpstreamError, httpError, isUpstreamCode, isUpstreamStatus } from './errors';
 import { CircuitBreaker } from './breaker';
 import type { BreakerOptions } from './breaker';
 import { Retrier, isRetryable, retryHintMs, sleep } from './retry';
-import { childTraceparent } from './trace';
 import type { RetryInfo, RetryOverride, RetryPolicyName } from './retry';
 import type {
   Balance,
@@ -70,7 +70,11 @@ export interface CallOptions {
   timeouts?: Partial<Omit<UpstreamTimeouts, 'connectMs'>>;
   /** Sent as `x-request-id`: the legacy request or session this call is made for. */
   requestId?: string;
-  /** Trace id (32 hex) of that request or session; each call gets its own `traceparent` span in it. */
+  /**
+   * Trace id (32 hex) of that request or session: a call made outside any span (tracing off, or a
+   * stream's background poll) gets its own `traceparent` span in it. Inside a span the undici
+   * instrumentation writes the `traceparent` of the call's own client span instead.
+   */
   traceId?: string;
 }
 
@@ -312,7 +316,7 @@ export class UpstreamClient {
   private async exchange(method: Method, path: string, apiKey: string | undefined, body: string | undefined, opts: CallOptions): Promise<unknown> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (opts.requestId) headers['x-request-id'] = opts.requestId;
-    if (opts.traceId) headers.traceparent = childTraceparent(opts.traceId);
+    if (opts.traceId && !activeSpanContext()) headers.traceparent = childTraceparent(opts.traceId);
     if (apiKey !== undefined) headers.authorization = `Bearer ${apiKey}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
     const region = opts.region ?? this.defaultRegion;

@@ -18,6 +18,7 @@ import type { IContainer } from 'kubernetes-models/v1/Container';
 import { parse } from 'yaml';
 import { bootChecks } from '../../src/boot-checks';
 import { loadConfig } from '../../src/config';
+import { tracingSettings } from '../../src/lib/tracing';
 import type { Config } from '../../src/config';
 import { useStack } from '../helpers/stack';
 import { KUBERNETES_DIR, ROOT, manifests } from './deploy-files';
@@ -125,6 +126,14 @@ test('GATEWAY_SECRET and REDIS_URL come from a Secret; the configuration they ma
   expect(bootChecks(cfg, podEnv()).refuse).toBeUndefined();
   expect(cfg.store.redisUrl).toBeDefined();
   expect(cfg.store.gatewayId).toBe('legacy-gateway-7d9f-abcde');
+});
+
+test('the replicas send their traces to the collector over OTLP/HTTP, 1 % of new traces sampled', () => {
+  expect(tracingSettings(podEnv())).toEqual({ enabled: true, protocol: 'http/protobuf', endpoint: 'http://otel-collector:4318/v1/traces', sampler: 'parentbased_traceidratio 0.01' });
+  // The pod's own names as resource attributes; the variables they use come earlier in the list (Kubernetes expands only those).
+  const names = (container().env ?? []).map((e) => e.name);
+  const attrs = (container().env ?? []).find((e) => e.name === 'OTEL_RESOURCE_ATTRIBUTES')!.value!;
+  for (const [, ref] of attrs.matchAll(/\$\((\w+)\)/g)) expect(names.indexOf(ref!)).toBeLessThan(names.indexOf('OTEL_RESOURCE_ATTRIBUTES'));
 });
 
 test("ports and probes are the gateway's: http on its port with /readyz and /healthz, metrics on its metrics port", () => {

@@ -3,6 +3,8 @@
  * fallbacks, inside a cadence-tied budget), published as one legacy result. Upstream answers that
  * end the stream (402, a gone stream) go to the end path, the commit's answer to the record upkeep.
  */
+import { ATTR, inSpan } from '../../lib/spans';
+import type { Span } from '../../lib/spans';
 import type { Clock } from '../../lib/timers';
 import type { ChatCompletionResponse } from '../../upstream/client';
 import { DEFAULT_TIMEOUTS, UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
@@ -45,13 +47,24 @@ export class TickInference {
   /**
    * One tick: a chat completion about the current window, published as one legacy result through
    * the store's fenced commit (never a bare publish: a replica that lost the stream publishes nothing).
+   * Traced as `legacy.tick`, a trace of its own linked to the stream's create, its outcome an attribute.
    */
-  async run(session: LiveSession, tick: TickInfo): Promise<void> {
+  run(session: LiveSession, tick: TickInfo): Promise<void> {
+    const { record } = session;
+    const attributes = { [ATTR.streamId]: record.streamId, [ATTR.tick]: tick.n, [ATTR.latenessMs]: Math.round(tick.latenessMs), [ATTR.epoch]: record.epoch };
+    return inSpan('legacy.tick', { parent: 'root', link: record.ids, attributes }, (span) => this.tick(session, tick, span));
+  }
+
+  private async tick(session: LiveSession, tick: TickInfo, span: Span | undefined): Promise<void> {
     const { upstream, brand, catalog, observer, store } = this.deps;
     const { record, runtime } = session;
+    const outcome = (o: string) => void span?.setAttribute(ATTR.tickOutcome, o);
     observer?.tickLateness?.(tick.latenessMs);
     runtime.backoffJitter ??= this.backoff.jitter();
-    if (this.backoff.holds(record.keyHash, this.clock.now(), runtime.backoffJitter)) return void observer?.rateLimited?.('tick_skipped');
+    if (this.backoff.holds(record.keyHash, this.clock.now(), runtime.backoffJitter)) {
+      outcome('rate_limited');
+      return void observer?.rateLimited?.('tick_skipped');
+    }
     const prompt = record.prompt;
     const body = buildCompletionRequest(record.spec, record.streamId, brand, { threadId: runtime.threadId, prompt });
     const started = this.clock.now();
@@ -71,20 +84,24 @@ export class TickInference {
       });
       response = r.response;
       model = r.model;
+      span?.setAttribute(ATTR.attempts, r.attempts);
       // A fallback answer means the requested model failed: the saturation view must see that.
       if (r.fallbackUsed) catalog.recordOutcome(record.spec.model, false);
       catalog.recordOutcome(model, true);
     } catch (err) {
-      if (runtime.ending) return;
+      if (runtime.ending) return outcome('stopped');
       if (err instanceof UpstreamError) observer?.upstreamError?.(err.status);
-      if (isUpstreamCode(err, 'frame_not_yet_produced')) return; // nothing to look at yet: skip quietly
+      if (isUpstreamCode(err, 'frame_not_yet_produced')) return outcome('no_frame'); // nothing to look at yet: skip quietly
       // Rate limited: this tick reports it, the key's ticks pause for the hinted time; never an end.
       if (isUpstreamStatus(err, 429)) {
         this.backoff.limited(record.keyHash, this.clock.now(), err.retryAfterMs);
         observer?.rateLimited?.('limited');
       }
       // Out of credits, or the upstream stream is gone: the stream ends for that reason.
-      if (isUpstreamStatus(err, 402) || (isUpstreamStatus(err, 404) && isUpstreamCode(err, 'stream_not_found'))) return void this.parts.end.onUpstreamLoss(session, err);
+      if (isUpstreamStatus(err, 402) || (isUpstreamStatus(err, 404) && isUpstreamCode(err, 'stream_not_found'))) {
+        outcome('stream_lost');
+        return void this.parts.end.onUpstreamLoss(session, err);
+      }
       const modelsFault = err instanceof UpstreamError && err.code !== 'upstream_circuit_open' && (err.status === 503 || err.kind !== 'http');
       if (modelsFault) catalog.recordOutcome(model, false);
       if (err instanceof UpstreamError && err.kind !== 'http') {
@@ -94,7 +111,8 @@ export class TickInference {
     } finally {
       budget.done();
     }
-    if (runtime.ending) return;
+    span?.setAttribute(ATTR.model, model);
+    if (runtime.ending) return outcome('stopped');
     // performance.now(): the gateway's own overhead per result is sub-millisecond.
     const answeredAt = performance.now();
     const inferenceMs = this.clock.now() - started;
@@ -114,7 +132,8 @@ export class TickInference {
       inferenceLatencyMs: inferenceMs,
       totalLatencyMs: this.clock.now() - tick.dueAtMs,
     });
-    if (runtime.ending) return;
+    span?.setAttribute(ATTR.resultId, result.id);
+    if (runtime.ending) return outcome('stopped');
     const commit = await store.commitTick(record.streamId, {
       owner: this.deps.replicaId,
       epoch: record.epoch,
@@ -125,6 +144,7 @@ export class TickInference {
       outcome: { ok: result.ok, inferenceMs },
     });
     this.parts.sync.onCommit(session, tick.n, commit);
+    outcome(commit.ok ? (result.ok ? 'ok' : 'error') : commit.reason);
     if (!commit.ok) return;
     if (sentAtMs !== undefined) void this.windows.record(session, result.id, sentAtMs);
     observer?.inference?.({

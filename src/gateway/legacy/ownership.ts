@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
-import { newTraceId } from '../../upstream/trace';
+import { newTraceId } from '../../lib/spans';
 import type { SessionRecord } from '../store/store';
 import type { LegacyRecord, LiveSession } from './session-ports';
 import { legacyThreadId } from './upstream-request';

@@ -5,7 +5,9 @@ import type WebSocket from 'ws';
 import type { LegacyConfig } from '../../config';
 import type { ClientAddress } from '../../lib/client-address';
 import type { Logger } from '../../lib/logger';
-import type { SessionRecord, Store } from '../store/store';
+import { ATTR, inSpanSync, tracingOn } from '../../lib/spans';
+import type { TraceIds } from '../../lib/spans';
+import type { SessionRecord, Store, Unsubscribe } from '../store/store';
 import { CLIENT_REQUESTED, LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from './closes';
 import type { LegacyClose } from './closes';
 
@@ -48,6 +50,19 @@ const PATH = /^\/+v0\.2\/+ws\/+streams\/+([^/?]+)\/*(?:\?.*)?$/;
 
 const close = (ws: WebSocket, c: LegacyClose) => ws.close(c.code, c.reason);
 
+/** The result id of a result envelope (`r{"id":"…",…}`: the id is the message's first field), for its fan-out span. */
+function resultIdOf(msg: string): string | undefined {
+  return msg.startsWith('r{"id":"') ? msg.slice(8, msg.indexOf('"', 8)) : undefined;
+}
+
+/** One stream's results sockets on this replica, behind one subscription to its results channel. */
+interface StreamSockets {
+  readonly sockets: Set<WebSocket>;
+  subscribed: Promise<Unsubscribe>;
+  /** The stream's create, which fan-out spans link to. */
+  readonly ids?: TraceIds;
+}
+
 /**
  * `WS /v0.2/ws/streams/{id}`: authenticate with the first message, then push every later result of
  * the stream. Close 1008 on failed auth (1011 when it could not be checked, 1013 when the client
@@ -58,6 +73,8 @@ export class ResultsSockets {
   private readonly wss: WebSocketServer;
   private readonly alive = new WeakMap<WebSocket, boolean>();
   private readonly streamOf = new WeakMap<WebSocket, string>();
+  /** Streams with sockets here: one store subscription each, however many sockets listen. */
+  private readonly streams = new Map<string, StreamSockets>();
   private readonly heartbeat: NodeJS.Timeout;
 
   constructor(private readonly opts: ResultsSocketOptions) {
@@ -114,38 +131,99 @@ export class ResultsSockets {
 
   private async attach(ws: WebSocket, streamId: string, record: SessionRecord): Promise<void> {
     if (ws.readyState !== ws.OPEN) return;
-    const { store, hooks, cfg } = this.opts;
-    const unsubscribe = await store.subscribe(resultsChannel(streamId), (msg) => {
-      if (ws.readyState !== ws.OPEN) return;
-      if (msg.charCodeAt(0) === 101 /* e */) {
-        const reason = msg.slice(1);
-        // A client's DELETE: its own socket may be closing right after the answer; the others close after the grace.
-        if (reason === CLIENT_REQUESTED && cfg.stopGraceMs > 0) {
-          const timer = setTimeout(() => close(ws, endClose(reason)), cfg.stopGraceMs);
-          ws.once('close', () => clearTimeout(timer));
-        } else close(ws, endClose(reason));
-        return;
-      }
-      if (ws.bufferedAmount > cfg.wsMaxBufferedBytes) {
-        hooks?.onShed?.(streamId);
-        return;
-      }
-      ws.send(msg.slice(1));
-    });
+    const { hooks } = this.opts;
+    const group = this.join(streamId, record);
+    group.sockets.add(ws);
+    try {
+      await group.subscribed;
+    } catch (err) {
+      group.sockets.delete(ws);
+      throw err;
+    }
     // The socket may have closed while the subscription was confirmed.
     if (ws.readyState !== ws.OPEN) {
-      unsubscribe();
+      this.leave(streamId, group, ws);
       return;
     }
     hooks?.onOpen?.(streamId, record);
     ws.once('close', () => {
-      unsubscribe();
+      this.leave(streamId, group, ws);
       hooks?.onClose?.(streamId);
     });
     // Subscribed first, then checked: an end published in between is not missed.
-    const rec = await store.getSession(streamId);
+    const rec = await this.opts.store.getSession(streamId);
     if (!rec) close(ws, LEGACY_CLOSES.streamNotFound);
     else if (rec.state === 'ended') close(ws, endClose(rec.endReason ?? 'ended'));
+  }
+
+  /** The stream's sockets here, subscribing to its channel for the first one (a failed subscription is forgotten: the next socket tries again). */
+  private join(streamId: string, record: SessionRecord): StreamSockets {
+    const known = this.streams.get(streamId);
+    if (known) return known;
+    const group: StreamSockets = { sockets: new Set(), subscribed: Promise.resolve(() => undefined), ids: record.ids };
+    group.subscribed = this.opts.store.subscribe(resultsChannel(streamId), (msg) => this.deliver(streamId, group, msg));
+    group.subscribed.catch(() => {
+      if (this.streams.get(streamId) === group) this.streams.delete(streamId);
+    });
+    this.streams.set(streamId, group);
+    return group;
+  }
+
+  /** A socket leaves its stream's group; the last one unsubscribes. */
+  private leave(streamId: string, group: StreamSockets, ws: WebSocket): void {
+    if (!group.sockets.delete(ws) || group.sockets.size > 0) return;
+    if (this.streams.get(streamId) === group) this.streams.delete(streamId);
+    group.subscribed.then(
+      (unsubscribe) => unsubscribe(),
+      () => undefined,
+    );
+  }
+
+  /**
+   * One message of a stream's channel to its sockets here: an end closes them, a result goes to
+   * each (slow consumers shed). Traced as `legacy.results.fanout` with the number of sockets
+   * reached: under the tick when the commit delivers in process, else a trace linked to the create.
+   */
+  private deliver(streamId: string, group: StreamSockets, msg: string): void {
+    if (msg.charCodeAt(0) === 101 /* e */) {
+      for (const ws of group.sockets) this.closeForEnd(ws, msg.slice(1));
+      return;
+    }
+    if (!tracingOn()) return void this.send(streamId, group, msg);
+    const resultId = resultIdOf(msg);
+    const attributes = { [ATTR.streamId]: streamId, ...(resultId ? { [ATTR.resultId]: resultId } : {}) };
+    inSpanSync('legacy.results.fanout', { attributes, link: group.ids }, (span) => {
+      const { sent, shed } = this.send(streamId, group, msg);
+      span?.setAttributes({ [ATTR.sockets]: sent, [ATTR.shed]: shed });
+    });
+  }
+
+  private send(streamId: string, group: StreamSockets, msg: string): { sent: number; shed: number } {
+    const { cfg, hooks } = this.opts;
+    const payload = msg.slice(1);
+    let sent = 0;
+    let shed = 0;
+    for (const ws of group.sockets) {
+      if (ws.readyState !== ws.OPEN) continue;
+      if (ws.bufferedAmount > cfg.wsMaxBufferedBytes) {
+        hooks?.onShed?.(streamId);
+        shed++;
+        continue;
+      }
+      ws.send(payload);
+      sent++;
+    }
+    return { sent, shed };
+  }
+
+  private closeForEnd(ws: WebSocket, reason: string): void {
+    if (ws.readyState !== ws.OPEN) return;
+    // A client's DELETE: its own socket may be closing right after the answer; the others close after the grace.
+    const { stopGraceMs } = this.opts.cfg;
+    if (reason === CLIENT_REQUESTED && stopGraceMs > 0) {
+      const timer = setTimeout(() => close(ws, endClose(reason)), stopGraceMs);
+      ws.once('close', () => clearTimeout(timer));
+    } else close(ws, endClose(reason));
   }
 
   /** Heartbeat: a socket that did not answer the last ping is dead. */

@@ -5,10 +5,10 @@ import type { Brand } from '../../brand';
 import type { LegacyConfig } from '../../config';
 import type { ClientAddress } from '../../lib/client-address';
 import { keyHash } from '../../lib/keys';
+import { newTraceId, requestTraceId } from '../../lib/spans';
 import { realClock } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';
 import type { UpstreamClient } from '../../upstream/client';
-import { newTraceId, traceIdOf } from '../../upstream/trace';
 import type { Feedback, SessionRecords } from '../store/store';
 import type { ResultWindows } from '../store/result-windows';
 import { bearerKey } from '../../lib/bearer';
@@ -53,10 +53,14 @@ interface Caller {
   accountId: string;
 }
 
-/** Request id and trace id the upstream calls made for this request carry (x-request-id, traceparent). */
+/**
+ * Request id and trace id the upstream calls made for this request carry (x-request-id,
+ * traceparent): the request's trace (its span's with tracing on, else the caller's `traceparent`'s),
+ * else a new one, which its access line then shows too.
+ */
 export function upstreamIds(req: Request, res: Response): { requestId: string; traceId: string } {
   const locals = res.locals as { requestId?: string; traceId?: string };
-  locals.traceId ??= traceIdOf(req.headers.traceparent as string | undefined) ?? newTraceId();
+  locals.traceId ??= requestTraceId(req.headers.traceparent) ?? newTraceId();
   return { requestId: locals.requestId ?? '', traceId: locals.traceId };
 }
 

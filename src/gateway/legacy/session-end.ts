@@ -3,6 +3,8 @@
  * stream gone or out of credits). Also the deletes of upstream streams this process owns, the
  * client's key of a record, and the fire-and-forget control message to a stream's owner.
  */
+import { ATTR, inSpan, linkTo } from '../../lib/spans';
+import type { Span } from '../../lib/spans';
 import { isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
 import type { CallOptions } from '../../upstream/client';
 import type { Stream } from '../../lib/wire';
@@ -46,9 +48,17 @@ export class SessionEnd {
    * The one end path, on any replica: the store's `endSession` picks one winner fleet-wide, which
    * releases the slot, keeps a tombstone, closes every socket (1001 + reason, through the results
    * channel), deletes the upstream stream and tells the owner to stop. The owner's local scheduler
-   * and media stop wherever it runs. Idempotent; true only for the winner.
+   * and media stop wherever it runs. Idempotent; true only for the winner. Traced as `legacy.end`
+   * (under the request or tick that ended it, else a trace of its own), linked to the create.
    */
-  async end(streamId: string, reason: string, opts: EndOptions = {}): Promise<boolean> {
+  end(streamId: string, reason: string, opts: EndOptions = {}): Promise<boolean> {
+    const session = this.local.get(streamId);
+    if (session?.runtime.ending) return Promise.resolve(false);
+    const attributes = { [ATTR.streamId]: streamId, [ATTR.endReason]: reason };
+    return inSpan('legacy.end', { attributes, link: session?.record.ids }, (span) => this.endIn(streamId, reason, opts, span));
+  }
+
+  private async endIn(streamId: string, reason: string, opts: EndOptions, span: Span | undefined): Promise<boolean> {
     const { store, logger, cfg, clock } = this.deps;
     const session = this.local.get(streamId);
     if (session?.runtime.ending) return false;
@@ -67,9 +77,12 @@ export class SessionEnd {
     if (session) await this.local.stop(session);
     if (!before) {
       // Another call or replica ended it first and did the rest, or (fenced) it is another owner's now.
+      span?.setAttribute(ATTR.endWon, false);
       this.local.forget(streamId);
       return false;
     }
+    span?.setAttribute(ATTR.endWon, true);
+    if (!session) span?.addLinks(linkTo(before.ids));
     await store.expireSession(streamId, cfg.tombstoneSeconds * 1000);
     await store.releaseSlot(before.keyHash, before.slotId);
     const announce = () => store.publish(resultsChannel(streamId), endEnvelope(reason));

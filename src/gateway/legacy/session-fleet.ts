@@ -6,6 +6,7 @@
  */
 import type { ValidateFunction } from 'ajv';
 import type { JsonSchemaValidators } from '../../lib/json-schema';
+import { ATTR, detached, inSpan } from '../../lib/spans';
 import type { SessionRecord } from '../store/store';
 import type { LocalSessions } from './local-sessions';
 import { compileOutputSchema } from './output-schema';
@@ -63,9 +64,18 @@ export class SessionFleet {
    * Takes over a stream whose record names this replica its owner (after a claim): opens the sealed
    * key, rebuilds the live session from the record, arms its lease and upstream keepalive, re-joins a
    * room source and resumes ticking on the same grid. A pinned (webrtc) stream ends instead: its
-   * media relay died with its owner. False when it is already running here.
+   * media relay died with its owner. False when it is already running here. Traced as
+   * `legacy.adopt` (a trace of its own, linked to the create).
    */
   async adopt(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean> {
+    const id = rec.streamId;
+    const { local } = this.parts;
+    if (local.get(id) || this.adopting.has(id) || local.closing) return false;
+    const attributes = { [ATTR.streamId]: id, [ATTR.adoptHow]: how, [ATTR.epoch]: rec.epoch, [ATTR.keyHash]: rec.keyHash };
+    return inSpan('legacy.adopt', { parent: 'root', link: rec.ids, attributes }, () => this.adoptIn(rec, how));
+  }
+
+  private async adoptIn(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean> {
     const id = rec.streamId;
     const { local, end, timers } = this.parts;
     if (local.get(id) || this.adopting.has(id) || local.closing) return false;
@@ -85,11 +95,11 @@ export class SessionFleet {
       const record = legacyRecord(rec);
       const session = liveSession(record, apiKey, { validate: this.validatorOf(record), publishToken: '' });
       local.add(session);
-      timers.arm(session, rec.leaseExpiresAtMs);
+      // Outside the adoption's span: the stream's later work is traced on its own.
+      detached(() => timers.arm(session, rec.leaseExpiresAtMs));
       if (session.record.spec.transport === 'room') await this.rejoinRoom(session);
       if (session.runtime.ending) return false;
-      if (rec.gridStartMs === null) timers.waitForFirstFrame(session);
-      else timers.resumeTicking(session, rec);
+      detached(() => (rec.gridStartMs === null ? timers.waitForFirstFrame(session) : timers.resumeTicking(session, rec)));
       this.deps.observer?.sessionAdopted?.(id, how);
       logger.info({ streamId: id, how, epoch: rec.epoch, key: rec.keyHash }, 'legacy stream adopted');
       return true;
@@ -150,12 +160,16 @@ export class SessionFleet {
         if (!target && opts.keepPinned) return;
         if (opts.why) logger.info({ streamId: id, to: target }, `${opts.why}: stream ${target ? 'handed over' : 'ended'}`);
         if (!target) return void (await end.end(id, end.reasons.serverShutdown));
-        await local.remove(id);
-        const claimed = await store.claimSession(id, { owner: replicaId, epoch: record.epoch }, target);
-        if (!claimed) return;
-        tellOwner(this.deps, target, { op: 'adopt', streamId: id });
-        moved++;
-        logger.info({ streamId: id, to: target }, 'legacy stream handed over');
+        const attributes = { [ATTR.streamId]: id, [ATTR.handoverTo]: target, [ATTR.epoch]: record.epoch };
+        await inSpan('legacy.handover', { parent: 'root', link: record.ids, attributes }, async (span) => {
+          await local.remove(id);
+          const claimed = await store.claimSession(id, { owner: replicaId, epoch: record.epoch }, target);
+          span?.setAttribute(ATTR.handoverClaimed, Boolean(claimed));
+          if (!claimed) return;
+          tellOwner(this.deps, target, { op: 'adopt', streamId: id });
+          moved++;
+          logger.info({ streamId: id, to: target }, 'legacy stream handed over');
+        });
       }),
     );
     return moved;

@@ -4,6 +4,7 @@
  * (a lapsed lease, a gone upstream stream, a lost record) goes to the end path or the record
  * upkeep (`TimerParts`); ./local-sessions.ts stops them all in `stop`.
  */
+import { ATTR, inSpan } from '../../lib/spans';
 import { setLongInterval, setLongTimeout } from '../../lib/timers';
 import type { Clock } from '../../lib/timers';
 import { isUpstreamStatus } from '../../upstream/client';
@@ -108,14 +109,16 @@ export class SessionTimers {
     session.runtime.leaseTimer = setLongTimeout(() => void this.checkLease(session, true), LEASE_RETRY_MS, { clock: this.clock });
   }
 
-  /** Keeps the upstream lease (300 s) alive on our own, well inside it. */
+  /** Keeps the upstream lease (300 s) alive on our own, well inside it (traced as `legacy.upstream_keepalive`). */
   private armUpstreamKeepalive(session: LiveSession): void {
     session.runtime.upstreamKeepalive = setLongInterval(() => {
-      this.deps.upstream
-        .keepalive(session.apiKey, session.record.streamId, { signal: session.runtime.abort.signal, ...session.record.ids })
+      const { record } = session;
+      void inSpan('legacy.upstream_keepalive', { parent: 'root', link: record.ids, attributes: { [ATTR.streamId]: record.streamId } }, () =>
+        this.deps.upstream.keepalive(session.apiKey, record.streamId, { signal: session.runtime.abort.signal, ...record.ids }),
+      )
         .then((ka) => {
           session.runtime.publishToken = ka.publish.token;
-          this.deps.media?.renewToken?.(session.record.streamId, ka.publish.token);
+          this.deps.media?.renewToken?.(record.streamId, ka.publish.token);
         })
         .catch((err: unknown) => this.parts.end.onUpstreamLoss(session, err));
     }, this.deps.cfg.upstreamKeepaliveSeconds * 1000, { clock: this.clock });

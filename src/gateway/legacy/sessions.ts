@@ -3,9 +3,10 @@ import type { ValidateFunction } from 'ajv';
 import { JsonSchemaValidators } from '../../lib/json-schema';
 import { keyHash } from '../../lib/keys';
 import type { Logger } from '../../lib/logger';
+import { ATTR, detached, inSpan, linkTo, newTraceId } from '../../lib/spans';
+import type { Span } from '../../lib/spans';
 import { realClock } from '../../lib/timers';
 import { UpstreamError, isUpstreamStatus } from '../../upstream/client';
-import { newTraceId } from '../../upstream/trace';
 import { streamAccess } from './access';
 import { LEGACY_ERRORS } from './errors';
 import { TickInference } from './inference';
@@ -85,8 +86,18 @@ export class LegacySessions {
     }
   }
 
-  /** Creates a legacy stream. Throws legacy ServiceErrors (429, 401/402/403, 503, 502). */
-  async create(input: CreateInput): Promise<CreateOutput> {
+  /**
+   * Creates a legacy stream. Throws legacy ServiceErrors (429, 401/402/403, 503, 502). Traced as
+   * `legacy.create` (its slot, upstream create and record as children); the record keeps the span's
+   * ids so every later span of the stream links to it.
+   */
+  create(input: CreateInput): Promise<CreateOutput> {
+    const { spec } = input;
+    const attributes = { [ATTR.keyHash]: keyHash(input.apiKey), [ATTR.mode]: spec.mode, [ATTR.transport]: spec.transport, [ATTR.model]: spec.model };
+    return inSpan('legacy.create', { attributes }, (span) => this.createIn(input, span));
+  }
+
+  private async createIn(input: CreateInput, span: Span | undefined): Promise<CreateOutput> {
     const { cfg, store, upstream, clock, logger } = this.deps;
     const { local, ender } = this;
     const { spec, apiKey } = input;
@@ -101,7 +112,8 @@ export class LegacySessions {
     }
     const undo = new Undo(logger);
     undo.add(() => store.releaseSlot(kh, slotId));
-    const ids = { requestId: input.requestId, traceId: input.traceId ?? newTraceId() };
+    const traced = span?.spanContext();
+    const ids = traced ? { requestId: input.requestId, traceId: traced.traceId, spanId: traced.spanId } : { requestId: input.requestId, traceId: input.traceId ?? newTraceId() };
     let created;
     try {
       // Not given the client's signal: an aborted create may still have created a stream, and only
@@ -112,6 +124,7 @@ export class LegacySessions {
       throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.create);
     }
     const streamId = created.id;
+    span?.setAttribute(ATTR.streamId, streamId);
     local.own(streamId, apiKey);
     undo.add(() => ender.deleteUpstream(apiKey, streamId, ids));
     if (input.signal?.aborted) {
@@ -195,8 +208,11 @@ export class LegacySessions {
       await this.end(streamId, this.reasons.serverShutdown);
       throw LEGACY_ERRORS.shuttingDown();
     }
-    this.timers.arm(session, session.record.leaseExpiresAtMs);
-    this.timers.waitForFirstFrame(session);
+    // Outside the create's span: what the timers do later is traced on its own, linked to the create.
+    detached(() => {
+      this.timers.arm(session, session.record.leaseExpiresAtMs);
+      this.timers.waitForFirstFrame(session);
+    });
     this.deps.observer?.streamCreated?.(kh, spec);
     return { streamId, ttlSeconds: cfg.leaseTtlSeconds, media };
   }
@@ -212,9 +228,15 @@ export class LegacySessions {
    * Legacy keepalive, on any replica: renews the lease in the store and reports the cost since the
    * previous keepalive (the store's counter, whichever replica served that one), credits and state.
    */
-  async keepalive(streamId: string, apiKey: string, accountId: string, ids: { requestId?: string; traceId?: string } = {}) {
+  keepalive(streamId: string, apiKey: string, accountId: string, ids: { requestId?: string; traceId?: string } = {}) {
+    const attributes = { [ATTR.streamId]: streamId, [ATTR.keyHash]: keyHash(apiKey) };
+    return inSpan('legacy.keepalive', { attributes }, (span) => this.keepaliveIn(streamId, apiKey, accountId, ids, span));
+  }
+
+  private async keepaliveIn(streamId: string, apiKey: string, accountId: string, ids: { requestId?: string; traceId?: string }, span: Span | undefined) {
     const { store, upstream, cfg } = this.deps;
     const rec = await this.recordFor(streamId, accountId);
+    span?.addLinks(linkTo(rec.ids));
     if (rec.state === 'ended') {
       throw LEGACY_ERRORS.streamEnded(streamId, rec.endReason ?? 'ended');
     }

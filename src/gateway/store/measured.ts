@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { ATTR, inChildSpan, tracingOn } from '../../lib/spans';
 import type { Store, StoreObserver } from './store';
 
 /** Where a measured store reports each call (the gateway's metrics and StoreHealth). */
@@ -25,11 +26,17 @@ export function measuredStore(inner: Store, sink: StoreCallSink): Store {
   });
 }
 
-/** A call answering a promise is a store command: timed, and counted failed if it rejects. Others (a hook registration) pass through. */
+/**
+ * A call answering a promise is a store command: timed, and counted failed if it rejects. Others (a
+ * hook registration) pass through. Under a recorded span (tracing on) the call is its child span
+ * `store.<op>` (a tick's commit, a create's slot and record).
+ */
 function measure(op: string, method: (...args: unknown[]) => unknown, target: Store, sink: StoreCallSink) {
+  const name = `store.${op}`;
+  const attributes = { [ATTR.storeOp]: op };
   return (...args: unknown[]): unknown => {
     const start = performance.now();
-    const out = method.apply(target, args);
+    const out = tracingOn() ? inChildSpan(name, attributes, () => method.apply(target, args)) : method.apply(target, args);
     if (!(out instanceof Promise)) return out;
     return out.then(
       (v: unknown) => {

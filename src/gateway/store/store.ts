@@ -81,8 +81,12 @@ export interface SessionRecord<Spec = unknown> {
   sealedKey: string;
   /** The stream's fallback models, chosen at create (a new owner keeps them). */
   fallbackModels: string[];
-  /** Request id and trace id of the create: every upstream call made for the stream carries them. */
-  ids: { requestId?: string; traceId: string };
+  /**
+   * Request id and trace id of the create: an upstream call made for the stream outside any span
+   * carries them. `spanId`: the create's span (tracing on), which every later span of the stream
+   * links to, on whichever replica owns it then.
+   */
+  ids: { requestId?: string; traceId: string; spanId?: string };
 
   // ── Stream info (`GET /v0.2/streams/{id}/info` on any replica); absent on older records (= 0 / unknown). ──
   /** Ticks committed with an ok result / with a failed one (the commit counts them). */

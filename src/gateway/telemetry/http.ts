@@ -3,9 +3,12 @@ import { performance } from 'node:perf_hooks';
 import { LRUCache } from 'lru-cache';
 import { pinoHttp } from 'pino-http';
 import type { ClientAddress } from '../../lib/client-address';
+import { redactQuery } from '../../lib/redact-query';
 import type { Logger } from '../../lib/logger';
 import type { PassthroughEvent } from '../passthrough';
 import type { GatewayMetrics } from './metrics';
+
+export { redactQuery };
 
 /** Known route templates: metric labels stay bounded whatever paths clients send. */
 const ROUTES: [RegExp, string][] = [
@@ -52,25 +55,6 @@ function matchRoute(path: string): string {
   return 'other';
 }
 
-/**
- * A URL as it may be logged: parameter names kept, every value replaced (a `?token=` probe, a key
- * in a query, a signed URL never reach a log); a parameter without `=` is all value.
- */
-export function redactQuery(url: string): string {
-  const q = url.indexOf('?');
-  if (q < 0) return url;
-  const h = url.indexOf('#', q);
-  const query = url.slice(q + 1, h < 0 ? undefined : h);
-  if (!query) return url.slice(0, q + 1);
-  let out = '';
-  for (const part of query.split('&')) {
-    const eq = part.indexOf('=');
-    out += `${out ? '&' : ''}${eq < 0 ? REDACTED : `${part.slice(0, eq)}=${REDACTED}`}`;
-  }
-  return `${url.slice(0, q)}?${out}`;
-}
-
-const REDACTED = '[redacted]';
 
 /** Connect-style step that works on plain Node requests too (the passthrough runs ahead of Express). */
 export type EdgeStep = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
@@ -121,9 +105,15 @@ function requestFields(clientAddress: ClientAddress) {
 
 const responseFields = (res: ServerResponse) => ({ statusCode: res.statusCode });
 
+/** The request's trace id (`requestId` step, or the legacy routes' upstream calls) on its access line. */
+const withTraceId = (res: ServerResponse, val: Record<string, unknown>) => {
+  const traceId = (res as { locals?: { traceId?: string } }).locals?.traceId;
+  return traceId ? { ...val, traceId } : val;
+};
+
 /**
- * One access-log line per Express request (pino-http) carrying the request id; `req.log` is a
- * child logger with the same `reqId`.
+ * One access-log line per Express request (pino-http) carrying the request id and, when the request
+ * has one, its trace id; `req.log` is a child logger with the same `reqId`.
  */
 export function accessLog(logger: Logger, enabled: boolean, clientAddress: ClientAddress): EdgeStep {
   const reqFields = requestFields(clientAddress);
@@ -136,6 +126,8 @@ export function accessLog(logger: Logger, enabled: boolean, clientAddress: Clien
     customSuccessMessage: (req: IncomingMessage, res: ServerResponse, ms: number) =>
       messageOf(req.method, redactQuery(req.url ?? '/'), res.writableFinished, res.statusCode, ms),
     customErrorMessage: (req: IncomingMessage, res: ServerResponse) => `${req.method} ${redactQuery(req.url ?? '/')} ${res.statusCode}`,
+    customSuccessObject: (_req: IncomingMessage, res: ServerResponse, val: Record<string, unknown>) => withTraceId(res, val),
+    customErrorObject: (_req: IncomingMessage, res: ServerResponse, _err: Error, val: Record<string, unknown>) => withTraceId(res, val),
     serializers: {
       req: (req: { raw: IncomingMessage }) => reqFields(req.raw),
       res: (res: { raw: ServerResponse }) => responseFields(res.raw),
@@ -167,6 +159,6 @@ export function passthroughTelemetry(
     const level = levelOf(res.statusCode);
     if (!opts.log || !access.isLevelEnabled(level)) return;
     const ms = Math.round(e.durationMs);
-    access[level]({ reqId: e.requestId, req, res, responseTime: ms }, messageOf(method, redactQuery(req.url ?? '/'), finished, res.statusCode, ms));
+    access[level]({ reqId: e.requestId, traceId: e.traceId, req, res, responseTime: ms }, messageOf(method, redactQuery(req.url ?? '/'), finished, res.statusCode, ms));
   };
 }
