@@ -97,35 +97,19 @@ export async function benchCompletion(ops = 200): Promise<BenchFigures[]> {
   const { ctx } = emu.emulator;
   const streams = ctx.streams;
   const port = emu.port;
-  const key = `${cfg.brand}-local-dev`;
+  const key = `${ctx.brand.keyPrefix}local-dev`;
   const stream: EmulatedStream = streams.create(ctx.accounts.authenticate(`Bearer ${key}`));
   await fill(stream.frames, 600, 10, 320, 240);
 
-  const body = JSON.stringify({
-    model: 'local/analyzer',
-    messages: [
-      {
-        role: 'user',
-        content: [
-          { type: 'text', text: 'Describe what happens in this clip.' },
-          { type: 'video_url', video_url: { url: `${ctx.brand.scheme}://streams/${stream.id}?start_offset_ms=-10000&max_fps=1` } },
-        ],
-      },
-    ],
+  /** One user message: a question and one media part. */
+  const ask = (text: string, part: Record<string, unknown>) =>
+    JSON.stringify({ model: 'local/analyzer', messages: [{ role: 'user', content: [{ type: 'text', text }, part] }] });
+  const body = ask('Describe what happens in this clip.', {
+    type: 'video_url',
+    video_url: { url: `${ctx.brand.scheme}://streams/${stream.id}?start_offset_ms=-10000&max_fps=1` },
   });
   const jpeg = await sharp(Buffer.from(renderPatternRgb(7, 640, 480)), { raw: { width: 640, height: 480, channels: 3 } }).jpeg().toBuffer();
-  const imageBody = JSON.stringify({
-    model: 'local/analyzer',
-    messages: [
-      {
-        role: 'user',
-        content: [
-          { type: 'text', text: 'What is in this picture?' },
-          { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${jpeg.toString('base64')}` } },
-        ],
-      },
-    ],
-  });
+  const imageBody = ask('What is in this picture?', { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${jpeg.toString('base64')}` } });
   const post = (payload: string) => async () => {
     const res = await fetch(`http://127.0.0.1:${port}/v1beta/chat/completions`, {
       method: 'POST',
