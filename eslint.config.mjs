@@ -12,6 +12,12 @@ const siblings = (...names) => names.flatMap((n) => [`../${n}`, `../${n}/**`]);
 const gatewayRules = [boundary('src/gateway never imports the emulator (src/gateway/README.md)', never('emulator'))];
 const restrict = (...patterns) => ({ '@typescript-eslint/no-restricted-imports': ['error', { patterns }] });
 const GATEWAY_TOP = ['app', 'server', 'passthrough', 'admin', 'operator'];
+const frontDoor = { regex: '(^|/)legacy/(contract|sessions|http)(/|$)', message: 'the rest of the gateway enters src/gateway/legacy by its front door, legacy/index.ts (its README)' };
+const legacyWide = boundary('src/gateway/legacy may import lib, brand, config, upstream and the store only (its README)', [
+  ...['telemetry', 'ingest', 'fleet', 'http', ...GATEWAY_TOP].flatMap((n) => [`../../${n}`, `../../${n}/**`]),
+  ...siblings('telemetry', 'ingest', 'fleet'),
+  ...GATEWAY_TOP.map((n) => `../${n}`),
+]);
 
 const boundaries = [
   { files: ['src/config.ts'], rules: restrict(boundary('src/config.ts imports nothing from src/gateway (it is read by every part of src)', ['./gateway', './gateway/**'])) },
@@ -38,23 +44,37 @@ const boundaries = [
       boundary('src/conformance takes only types from src/config.ts (src/conformance/README.md)', ['../config'], { allowTypeImports: true }),
     ),
   },
-  { files: ['src/gateway/**/*.ts'], rules: restrict(...gatewayRules) },
   {
-    files: ['src/gateway/legacy/**/*.ts'],
+    files: ['src/gateway/**/*.ts'],
+    ignores: ['src/gateway/legacy/**'],
+    rules: restrict(...gatewayRules, frontDoor),
+  },
+  { files: ['src/gateway/legacy/**/*.ts'], rules: restrict(...gatewayRules, legacyWide) },
+  {
+    files: ['src/gateway/legacy/contract/**/*.ts'],
     rules: restrict(
       ...gatewayRules,
-      boundary('src/gateway/legacy may import lib, brand, config, upstream and ../store only (its README)', [
-        ...siblings('telemetry', 'ingest', 'fleet'),
-        '../http',
-        ...GATEWAY_TOP.map((n) => `../${n}`),
+      legacyWide,
+      boundary('legacy/contract is the pure wire layer: no sessions, HTTP, store or upstream client (src/gateway/legacy/README.md)', [
+        ...siblings('sessions', 'http'),
+        '../../store',
+        '../../store/**',
+        '../../../upstream/client',
+        '../../../upstream/retry',
+        '../../../upstream/breaker',
       ]),
     ),
+  },
+  {
+    files: ['src/gateway/legacy/sessions/**/*.ts'],
+    rules: restrict(...gatewayRules, legacyWide, boundary('legacy/sessions never imports legacy/http: the sockets and routes sit above it (src/gateway/legacy/README.md)', siblings('http'))),
   },
   {
     files: ['src/gateway/fleet/**/*.ts'],
     rules: restrict(
       ...gatewayRules,
-      boundary('src/gateway/fleet may import lib, config, ../store and the types of ../legacy/session-ports only (its README)', [
+      frontDoor,
+      boundary('src/gateway/fleet may import lib, config, ../store and the types of ../legacy only (its README)', [
         ...siblings('telemetry', 'ingest'),
         '../http',
         ...GATEWAY_TOP.map((n) => `../${n}`),
@@ -62,13 +82,14 @@ const boundaries = [
         '../../upstream/**',
         '../../brand',
       ]),
-      boundary('src/gateway/fleet takes only types from ../legacy (its README)', ['../legacy', '../legacy/**'], { allowTypeImports: true }),
+      boundary('src/gateway/fleet takes only types from ../legacy (its README)', ['../legacy'], { allowTypeImports: true }),
     ),
   },
   {
     files: ['src/gateway/ingest/**/*.ts'],
     rules: restrict(
       ...gatewayRules,
+      frontDoor,
       boundary('src/gateway/ingest may import config, lib and gateway/legacy only (its README)', [
         ...siblings('telemetry', 'store'),
         '../http',

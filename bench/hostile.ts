@@ -13,7 +13,7 @@ import { createLogger } from '../src/lib/logger';
 import { JsonSchemaValidators, linearRegExp } from '../src/lib/json-schema';
 import { startEmulator } from '../src/emulator/server';
 import { startGateway } from '../src/gateway/server';
-import { LEGACY_LIMITS } from '../src/gateway/legacy/schema';
+import { LEGACY_LIMITS } from '../src/gateway/legacy/contract/schema';
 import { bodyText, createBodies, FUZZ_SEED } from '../test/helpers/create-fuzz';
 import { quantile } from '../test/helpers/util';
 

@@ -5,7 +5,7 @@
  * check on a create (warm, and the one full cron scan a policy pays at boot).
  */
 import { loadConfig } from '../src/config';
-import { SunsetPolicy } from '../src/gateway/legacy/sunset';
+import { SunsetPolicy } from '../src/gateway/legacy/http/sunset';
 import { MemoryStore } from '../src/gateway/store/memory';
 import { clientFamily } from '../src/gateway/telemetry/migration';
 import { DeprecationUsage } from '../src/gateway/telemetry/usage';

@@ -6,8 +6,7 @@ import type { CorsConfig } from '../config';
 import { errorHandler } from '../lib/error-handler';
 import type { ServiceError } from '../lib/errors';
 import { UpstreamError } from '../upstream/errors';
-import { toLegacyError } from './legacy/upstream-errors';
-import { legacyErrorRequestId, legacyJsonInvalid } from './legacy/validate';
+import { legacyErrorRequestId, legacyJsonInvalid, toLegacyError } from './legacy';
 import type { Logger } from '../lib/logger';
 import { requestTraceId } from '../lib/spans';
 

@@ -11,7 +11,7 @@ import type { Config } from '../config';
 import type { Logger } from '../lib/logger';
 import { requireBearer } from './admin';
 import { detailErrorHandler } from './http';
-import { legacyOpenApi } from './legacy/openapi';
+import { legacyOpenApi } from './legacy';
 import type { Store } from './store/store';
 import type { GatewayMetrics } from './telemetry/metrics';
 import type { UpstreamHealth } from './telemetry/upstream-health';

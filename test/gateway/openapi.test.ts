@@ -10,7 +10,7 @@ import Ajv2020 from 'ajv/dist/2020';
 import type { ValidateFunction } from 'ajv';
 import { brandOf } from '../../src/brand';
 import type { Brand } from '../../src/brand';
-import { legacyOpenApi } from '../../src/gateway/legacy/openapi';
+import { legacyOpenApi } from '../../src/gateway/legacy/contract/openapi';
 import { clipBody, frameBody, http, KEY_B, KEY_REVOKED, openResults, reinfer as reinferResult, startStack } from '../helpers/stack';
 import type { Stack } from '../helpers/stack';
 

@@ -18,7 +18,7 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import WebSocket from 'ws';
 import { mergeDeep } from '../../src/config';
-import { resultId } from '../../src/gateway/legacy/ownership';
+import { resultId } from '../../src/gateway/legacy/sessions/ownership';
 import { runNode } from './node-process';
 import type { NodeProcess } from './node-process';
 import { startRedis } from './redis';

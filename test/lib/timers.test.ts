@@ -4,7 +4,7 @@
  */
 import { MAX_TIMER_MS, setLongInterval, setLongTimeout } from '../../src/lib/timers';
 import { FakeClock } from '../helpers/fake-clock';
-import { Ticker } from '../../src/gateway/legacy/ticker';
+import { Ticker } from '../../src/gateway/legacy/sessions/ticker';
 
 describe('setLongTimeout / setLongInterval (fake clock)', () => {
   beforeEach(() => jest.useFakeTimers());

@@ -3,7 +3,7 @@
  * `OwnerMessage`s (`ended`, `prompt`, `adopt`). Delivery is best effort: a lost message is caught
  * by the owner's next tick commit and the periodic owned-streams reconcile.
  */
-import type { OwnerMessage } from '../legacy/session-ports';
+import type { OwnerMessage } from '../legacy';
 
 export const controlChannel = (replicaId: string): string => `control:${replicaId}`;
 

@@ -9,7 +9,7 @@ import type { FleetConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
 import { realClock, setLongInterval } from '../../lib/timers';
 import type { Clock, LongTimer } from '../../lib/timers';
-import type { HandOverOptions, OwnerMessage } from '../legacy/session-ports';
+import type { HandOverOptions, OwnerMessage } from '../legacy';
 import type { Broker, Claims, Members, Membership, SessionRecord, SessionRecords, Slots, Unsubscribe } from '../store/store';
 import { controlChannel, encodeControl, parseControl } from './control';
 import { pickReplica } from './rendezvous';

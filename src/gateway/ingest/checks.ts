@@ -3,8 +3,8 @@
  * we can decode, a customer room URL we can dial, a room token that may still subscribe.
  */
 import type { ServiceError } from '../../lib/errors';
-import type { SessionSpec } from '../legacy/spec';
-import { legacyValidationError } from '../legacy/validate';
+import { legacyValidationError } from '../legacy';
+import type { SessionSpec } from '../legacy';
 import { checkRoomToken, roomUrlProblem } from './room-token';
 import { offerProblem } from './sdp';
 

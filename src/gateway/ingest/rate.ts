@@ -1,5 +1,5 @@
 import type { RelayConfig } from '../../config';
-import type { ClipSpec, FrameSpec } from '../legacy/spec';
+import type { ClipSpec, FrameSpec } from '../legacy';
 
 /**
  * Frames per second a relay forwards for a session: what its inferences can use, not the camera's

@@ -1,10 +1,7 @@
 import type { LegacyConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
-import type { MediaRelay, RelayStart } from '../legacy/session-ports';
-import type { LegacyMedia } from '../legacy/responses';
-import type { SessionSpec } from '../legacy/spec';
-import { LEGACY_ERRORS } from '../legacy/errors';
-import { legacyError, legacyValidationError } from '../legacy/validate';
+import { LEGACY_ERRORS, legacyError, legacyValidationError } from '../legacy';
+import type { LegacyMedia, MediaRelay, RelayStart, SessionSpec } from '../legacy';
 import { checkSource } from './checks';
 import type { I420Frame, RtcModule, WrtcModule } from './natives';
 import { loadRtc, loadWrtc } from './natives';

@@ -1,10 +1,7 @@
 import { parseBearer } from '../../lib/bearer';
 import { memoKeyHash } from '../../lib/keys';
-import type { LegacyObserver } from '../legacy/session-ports';
-import type { ResultsSocketHooks } from '../legacy/results-socket';
-import type { SunsetPolicy } from '../legacy/sunset';
-import { tryLaterClose } from '../legacy/closes';
-import type { LegacyClose } from '../legacy/closes';
+import { tryLaterClose } from '../legacy';
+import type { LegacyClose, LegacyObserver, ResultsSocketHooks, SunsetPolicy } from '../legacy';
 import type { PassthroughEvent } from '../passthrough';
 import type { SessionRecord } from '../store/store';
 import type { GatewayMetrics } from './metrics';

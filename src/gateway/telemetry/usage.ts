@@ -22,7 +22,7 @@ import type { Logger } from '../../lib/logger';
 import { realClock } from '../../lib/timers';
 import { setLongTimeout } from '../../lib/timers';
 import type { Clock, LongTimer } from '../../lib/timers';
-import type { RefusalReason } from '../legacy/sunset';
+import type { RefusalReason } from '../legacy';
 import type { Counters } from '../store/store';
 import { CounterBuffer } from './counter-buffer';
 import { HISTORY_DAYS, MAX_FAMILIES_PER_KEY, MIGRATION_STATUSES, migrationStatus } from './migration';

@@ -14,7 +14,7 @@ import { loadConfig, mergeDeep } from '../../../src/config';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
-import type { MediaRelay } from '../../../src/gateway/legacy/session-ports';
+import type { MediaRelay } from '../../../src/gateway/legacy/sessions/ports';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
 import { MemoryStore } from '../../../src/gateway/store/memory';

@@ -9,7 +9,7 @@
 import * as rtc from '@livekit/rtc-node';
 import { PatternRenderer } from '../../../src/emulator/frames/pattern';
 import { IngestRelay } from '../../../src/gateway/ingest';
-import type { SessionSpec } from '../../../src/gateway/legacy/spec';
+import type { SessionSpec } from '../../../src/gateway/legacy/contract/spec';
 import { createLogger } from '../../../src/lib/logger';
 import { mintPublishToken, mintSubscribeToken } from '../../../src/emulator/room';
 import { signRoomJwt } from '../../emulator/room/harness';

@@ -1,7 +1,7 @@
 import { AccessToken } from 'livekit-server-sdk';
 import { checkRoomToken, roomUrlProblem } from '../../../src/gateway/ingest/room-token';
 import { sourceProblem } from '../../../src/gateway/ingest/checks';
-import type { SessionSpec } from '../../../src/gateway/legacy/spec';
+import type { SessionSpec } from '../../../src/gateway/legacy/contract/spec';
 
 const NOW = Date.UTC(2026, 0, 1);
 const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');

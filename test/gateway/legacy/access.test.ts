@@ -1,4 +1,5 @@
-import { isStreamId, readStreamAccess, streamAccess } from '../../../src/gateway/legacy/access';
+import { isStreamId, readStreamAccess } from '../../../src/gateway/legacy/http/access';
+import { streamAccess } from '../../../src/gateway/legacy/sessions/ownership';
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { sessionRecord } from '../../helpers/stack';
 

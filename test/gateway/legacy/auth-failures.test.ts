@@ -2,7 +2,8 @@
  * The failed-authentication budget on an injected clock: per client address and minute, and never
  * in the way of a key accepted in the last 5 minutes (which loses that waiver once refused again).
  */
-import { FailedAuthLimiter, NegativeKeyCache } from '../../../src/gateway/legacy/auth-failures';
+import { FailedAuthLimiter } from '../../../src/gateway/legacy/http/auth-failures';
+import { NegativeKeyCache } from '../../../src/gateway/legacy/sessions/catalog';
 import { FakeClock } from '../../helpers/fake-clock';
 
 function limiter(perMinute = 3) {

@@ -1,4 +1,4 @@
-import { LEGACY_ERRORS } from '../../../src/gateway/legacy/errors';
+import { LEGACY_ERRORS } from '../../../src/gateway/legacy/contract/errors';
 import { ServiceError } from '../../../src/lib/errors';
 
 // The status, code and text of every legacy error the adapter raises itself: clients branch on

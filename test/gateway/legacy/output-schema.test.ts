@@ -1,5 +1,5 @@
 import { JsonSchemaValidators } from '../../../src/lib/json-schema';
-import { compileOutputSchema as compileWith } from '../../../src/gateway/legacy/output-schema';
+import { compileOutputSchema as compileWith } from '../../../src/gateway/legacy/contract/output-schema';
 
 const validators = new JsonSchemaValidators();
 const compileOutputSchema = (schema: Record<string, unknown>) => compileWith(validators, schema);

@@ -1,4 +1,4 @@
-import { DEFAULT_RATE_LIMIT_WAIT_MS, MAX_RATE_LIMIT_WAIT_MS, RESUME_SPREAD_MS, RateLimitBackoff } from '../../../src/gateway/legacy/rate-limit-backoff';
+import { DEFAULT_RATE_LIMIT_WAIT_MS, MAX_RATE_LIMIT_WAIT_MS, RESUME_SPREAD_MS, RateLimitBackoff } from '../../../src/gateway/legacy/sessions/rate-limit-backoff';
 
 describe('RateLimitBackoff', () => {
   const T = 1_000_000;

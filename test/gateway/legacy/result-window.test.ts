@@ -5,8 +5,8 @@
  * later; no window before the first frame or once the stream ended.
  */
 import { MemoryStore } from '../../../src/gateway/store/memory';
-import { ResultWindowRecorder } from '../../../src/gateway/legacy/result-window';
-import type { LiveSession, SessionContext } from '../../../src/gateway/legacy/session-ports';
+import { ResultWindowRecorder } from '../../../src/gateway/legacy/sessions/result-window';
+import type { LiveSession, SessionContext } from '../../../src/gateway/legacy/sessions/ports';
 import { createLogger } from '../../../src/lib/logger';
 import type { Stream } from '../../../src/lib/wire';
 import { FakeClock } from '../../helpers/fake-clock';

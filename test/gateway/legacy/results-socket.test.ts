@@ -9,8 +9,9 @@ import WebSocket from 'ws';
 import { loadConfig } from '../../../src/config';
 import { closeServer, listen } from '../../../src/lib/listen';
 import { createLogger } from '../../../src/lib/logger';
-import { LEGACY_CLOSES } from '../../../src/gateway/legacy/closes';
-import { endEnvelope, resultEnvelope, resultsChannel, ResultsSockets } from '../../../src/gateway/legacy/results-socket';
+import { LEGACY_CLOSES } from '../../../src/gateway/legacy/contract/closes';
+import { ResultsSockets } from '../../../src/gateway/legacy/http/results-socket';
+import { endEnvelope, resultEnvelope, resultsChannel } from '../../../src/gateway/legacy/sessions/results-channel';
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { sessionRecord } from '../../helpers/stack';
 

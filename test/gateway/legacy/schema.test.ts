@@ -1,6 +1,6 @@
 import { brandOf } from '../../../src/brand';
 import { ServiceError, type ValidationDetail } from '../../../src/lib/errors';
-import { createLegacySchemas, detectProcessingKind, type LegacyCreateRequest } from '../../../src/gateway/legacy/schema';
+import { createLegacySchemas, detectProcessingKind, type LegacyCreateRequest } from '../../../src/gateway/legacy/contract/schema';
 import {
   legacyError,
   legacyErrorRequestId,
@@ -8,7 +8,7 @@ import {
   legacyRequestId,
   parseLegacy,
   summarize,
-} from '../../../src/gateway/legacy/validate';
+} from '../../../src/gateway/legacy/contract/validate';
 
 const brand = brandOf({ brand: 'svc', roomVendor: 'room' });
 const schemas = createLegacySchemas(brand);

@@ -1,6 +1,6 @@
 import { loadConfig } from '../../../src/config';
 import type { DeprecationConfig } from '../../../src/config';
-import { keyShare, SunsetPolicy } from '../../../src/gateway/legacy/sunset';
+import { keyShare, SunsetPolicy } from '../../../src/gateway/legacy/http/sunset';
 import { FakeClock } from '../../helpers/fake-clock';
 
 const SUNSET = '2026-06-30T00:00:00Z';

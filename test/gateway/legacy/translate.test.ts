@@ -1,11 +1,11 @@
 import { brandOf } from '../../../src/brand';
 import { ServiceError, type ValidationDetail } from '../../../src/lib/errors';
-import { createLegacySchemas } from '../../../src/gateway/legacy/schema';
-import { legacyErrorRequestId, parseLegacy } from '../../../src/gateway/legacy/validate';
-import { buildCompletionRequest, buildReinferRequest, legacyThreadId, windowReference } from '../../../src/gateway/legacy/upstream-request';
-import { checkTokenRate, defaultMaxOutputTokens, normalizeCreate, targetFpsFromLegacyPair, type SessionSpec } from '../../../src/gateway/legacy/spec';
-import { legacyEndReasons, transportLostReason, LEGACY_CLOSES, endClose, tryLaterClose } from '../../../src/gateway/legacy/closes';
-import { legacyStreamState, microcentsToCents, toLegacyCreateResponse, toLegacyFeedback, toLegacyKeepalive, toLegacyModels, toLegacyPromptResponse, toLegacyResult, toLegacyReinfer, legacyRoomToken } from '../../../src/gateway/legacy/responses';
+import { createLegacySchemas } from '../../../src/gateway/legacy/contract/schema';
+import { legacyErrorRequestId, parseLegacy } from '../../../src/gateway/legacy/contract/validate';
+import { buildCompletionRequest, buildReinferRequest, legacyThreadId, windowReference } from '../../../src/gateway/legacy/contract/upstream-request';
+import { checkTokenRate, defaultMaxOutputTokens, normalizeCreate, targetFpsFromLegacyPair, type SessionSpec } from '../../../src/gateway/legacy/contract/spec';
+import { legacyEndReasons, transportLostReason, LEGACY_CLOSES, endClose, tryLaterClose } from '../../../src/gateway/legacy/contract/closes';
+import { legacyStreamState, microcentsToCents, toLegacyCreateResponse, toLegacyFeedback, toLegacyKeepalive, toLegacyModels, toLegacyPromptResponse, toLegacyResult, toLegacyReinfer, legacyRoomToken } from '../../../src/gateway/legacy/contract/responses';
 
 const svc = brandOf({ brand: 'svc', roomVendor: 'room' });
 const acme = brandOf({ brand: 'acme', roomVendor: 'lk' });

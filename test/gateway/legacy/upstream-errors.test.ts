@@ -6,7 +6,7 @@
 import { ServiceError } from '../../../src/lib/errors';
 import { UpstreamError } from '../../../src/upstream/errors';
 import { circuitOpenError } from '../../../src/upstream/breaker';
-import { UPSTREAM_CONTEXTS, legacyResultError, toLegacyError } from '../../../src/gateway/legacy/upstream-errors';
+import { UPSTREAM_CONTEXTS, legacyResultError, toLegacyError } from '../../../src/gateway/legacy/contract/upstream-errors';
 
 const http = (status: number, upstreamCode?: string) =>
   new UpstreamError({ kind: 'http', status, upstreamCode, message: `secret upstream text http://10.0.0.7:9000/x ${status}` });

@@ -4,17 +4,17 @@
  * `POST /v0.2/streams/{id}/spectate` (a subscribe-only token for the upstream's media room). Both
  * answer on any replica: they read the store's record and ask the upstream with the caller's key.
  */
-import type { Brand } from '../../brand';
-import type { Clock } from '../../lib/timers';
-import type { Stream, UpstreamClient } from '../../upstream/client';
-import { isUpstreamStatus } from '../../upstream/client';
-import { LEGACY_ERRORS } from './errors';
-import { legacyStreamState, toLegacySpectate, toLegacyStreamInfo } from './responses';
-import type { LegacySpectate, LegacyStreamInfo } from './responses';
-import type { LegacyRecord } from './session-ports';
-import { UPSTREAM_CONTEXTS } from './upstream-errors';
-import type { UpstreamCallContext } from './upstream-errors';
-import { legacyError } from './validate';
+import type { Brand } from '../../../brand';
+import type { Clock } from '../../../lib/timers';
+import type { Stream, UpstreamClient } from '../../../upstream/client';
+import { isUpstreamStatus } from '../../../upstream/client';
+import { LEGACY_ERRORS } from '../contract/errors';
+import { legacyStreamState, toLegacySpectate, toLegacyStreamInfo } from '../contract/responses';
+import type { LegacySpectate, LegacyStreamInfo } from '../contract/responses';
+import type { LegacyRecord } from '../sessions/ports';
+import { UPSTREAM_CONTEXTS } from '../contract/upstream-errors';
+import type { UpstreamCallContext } from '../contract/upstream-errors';
+import { legacyError } from '../contract/validate';
 
 export interface StreamViewDeps {
   brand: Brand;

@@ -11,11 +11,11 @@
  */
 import { createTask } from 'node-cron';
 import type { ScheduledTask } from 'node-cron';
-import type { DeprecationConfig } from '../../config';
-import { ServiceError } from '../../lib/errors';
-import { realClock } from '../../lib/timers';
-import type { Clock } from '../../lib/timers';
-import { legacyError } from './validate';
+import type { DeprecationConfig } from '../../../config';
+import { ServiceError } from '../../../lib/errors';
+import { realClock } from '../../../lib/timers';
+import type { Clock } from '../../../lib/timers';
+import { legacyError } from '../contract/validate';
 
 const MINUTE_MS = 60_000;
 

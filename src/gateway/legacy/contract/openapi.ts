@@ -13,8 +13,8 @@
  * `deprecated`.
  */
 import { z } from 'zod';
-import type { Brand } from '../../brand';
-import type { DeprecationConfig } from '../../config';
+import type { Brand } from '../../../brand';
+import type { DeprecationConfig } from '../../../config';
 import { clipProcessingSchema, createLegacySchemas, frameProcessingSchema, outputSchema } from './schema';
 
 type JsonSchema = Record<string, unknown>;

@@ -3,19 +3,19 @@
  * observers) and the in-process state of one live stream, shared by lifecycle and inference.
  */
 import type { ValidateFunction } from 'ajv';
-import type { Brand } from '../../brand';
-import type { LegacyConfig } from '../../config';
-import type { Logger } from '../../lib/logger';
-import type { Sealer } from '../../lib/seal';
-import type { Clock, LongTimer, TimerHandle } from '../../lib/timers';
-import type { UpstreamClient } from '../../upstream/client';
-import type { StoreHealth } from '../store/outage';
-import type { Broker, SessionRecord, SessionRecords, Slots } from '../store/store';
-import type { ResultWindows } from '../store/result-windows';
+import type { Brand } from '../../../brand';
+import type { LegacyConfig } from '../../../config';
+import type { Logger } from '../../../lib/logger';
+import type { Sealer } from '../../../lib/seal';
+import type { Clock, LongTimer, TimerHandle } from '../../../lib/timers';
+import type { UpstreamClient } from '../../../upstream/client';
+import type { StoreHealth } from '../../store/outage';
+import type { Broker, SessionRecord, SessionRecords, Slots } from '../../store/store';
+import type { ResultWindows } from '../../store/result-windows';
 import type { UpstreamCatalog } from './catalog';
 import type { Ticker } from './ticker';
-import type { LegacyMedia } from './responses';
-import type { SessionSpec } from './spec';
+import type { LegacyMedia } from '../contract/responses';
+import type { SessionSpec } from '../contract/spec';
 
 /** What the gateway observes of legacy sessions (metrics, deprecation telemetry). All optional. */
 export interface LegacyObserver {

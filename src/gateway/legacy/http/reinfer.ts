@@ -10,24 +10,24 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Request, Response } from 'express';
-import type { Brand } from '../../brand';
-import type { JsonSchemaValidators } from '../../lib/json-schema';
-import type { Stream } from '../../lib/wire';
-import type { UpstreamClient } from '../../upstream/client';
-import { isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
-import type { ResultWindow, ResultWindows } from '../store/result-windows';
-import { StoreUnavailableError } from '../store/store';
-import type { SessionRecords } from '../store/store';
-import type { UpstreamCatalog } from './catalog';
-import { LEGACY_ERRORS } from './errors';
-import { compileOutputSchema } from './output-schema';
-import type { LegacySchemas } from './schema';
-import { legacyRecord } from './ownership';
-import { buildReinferRequest } from './upstream-request';
-import { toLegacyReinfer } from './responses';
-import { UPSTREAM_CONTEXTS } from './upstream-errors';
-import type { UpstreamCallContext } from './upstream-errors';
-import { parseLegacy } from './validate';
+import type { Brand } from '../../../brand';
+import type { JsonSchemaValidators } from '../../../lib/json-schema';
+import type { Stream } from '../../../lib/wire';
+import type { UpstreamClient } from '../../../upstream/client';
+import { isUpstreamCode, isUpstreamStatus } from '../../../upstream/client';
+import type { ResultWindow, ResultWindows } from '../../store/result-windows';
+import { StoreUnavailableError } from '../../store/store';
+import type { SessionRecords } from '../../store/store';
+import type { UpstreamCatalog } from '../sessions/catalog';
+import { LEGACY_ERRORS } from '../contract/errors';
+import { compileOutputSchema } from '../contract/output-schema';
+import type { LegacySchemas } from '../contract/schema';
+import { legacyRecord } from '../sessions/ownership';
+import { buildReinferRequest } from '../contract/upstream-request';
+import { toLegacyReinfer } from '../contract/responses';
+import { UPSTREAM_CONTEXTS } from '../contract/upstream-errors';
+import type { UpstreamCallContext } from '../contract/upstream-errors';
+import { parseLegacy } from '../contract/validate';
 
 export interface ReinferDeps {
   brand: Brand;

@@ -5,10 +5,10 @@
  */
 import { createHash } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
-import { newTraceId } from '../../lib/spans';
-import type { SessionRecord } from '../store/store';
-import type { LegacyRecord, LiveSession } from './session-ports';
-import { legacyThreadId } from './upstream-request';
+import { newTraceId } from '../../../lib/spans';
+import type { SessionRecord } from '../../store/store';
+import type { LegacyRecord, LiveSession } from './ports';
+import { legacyThreadId } from '../contract/upstream-request';
 
 /** UUID-shaped id of tick `tick` of a stream: the same on every replica, so a duplicate shows. */
 export function resultId(streamId: string, tick: number): string {
@@ -61,4 +61,17 @@ export function resumePoint(rec: Pick<SessionRecord, 'lastTick' | 'gridStartMs'>
   const grid = rec.gridStartMs ?? now;
   const n = Math.max(rec.lastTick + 1, Math.ceil((now - grid) / intervalMs));
   return { gridStartMs: grid, n };
+}
+
+export type StreamAccess = { ok: true; record: SessionRecord } | { ok: false };
+
+/**
+ * May this account touch this stream: unknown, malformed or another account's all answer "not
+ * found" in the same words (the provider's v0.2: "Stream not found or not owned by this API key"),
+ * so a key cannot tell another account's stream from none: 404 `stream_not_found` over HTTP, 1008
+ * `stream_not_found` on the results socket.
+ */
+export function streamAccess(record: SessionRecord | null | undefined, accountId: string): StreamAccess {
+  if (!record || record.accountId !== accountId) return { ok: false };
+  return { ok: true, record };
 }

@@ -5,18 +5,18 @@
  * ours with those running here. `Fleet` is handed this object directly (`LegacySessions.fleet`).
  */
 import type { ValidateFunction } from 'ajv';
-import type { JsonSchemaValidators } from '../../lib/json-schema';
-import { ATTR, detached, inSpan } from '../../lib/spans';
-import type { SessionRecord } from '../store/store';
-import type { LocalSessions } from './local-sessions';
-import { compileOutputSchema } from './output-schema';
+import type { JsonSchemaValidators } from '../../../lib/json-schema';
+import { ATTR, detached, inSpan } from '../../../lib/spans';
+import type { SessionRecord } from '../../store/store';
+import type { LocalSessions } from './registry';
+import { compileOutputSchema } from '../contract/output-schema';
 import { legacyRecord, liveSession } from './ownership';
 import type { RecordSync } from './record-sync';
-import { tellOwner } from './session-end';
-import type { SessionEnd } from './session-end';
-import type { HandOverOptions, LegacyRecord, LiveSession, OwnerMessage, SessionContext } from './session-ports';
-import type { SessionTimers } from './session-timers';
-import { transportLostReason } from './closes';
+import { tellOwner } from './end';
+import type { SessionEnd } from './end';
+import type { HandOverOptions, LegacyRecord, LiveSession, OwnerMessage, SessionContext } from './ports';
+import type { SessionTimers } from './timers';
+import { transportLostReason } from '../contract/closes';
 
 /** What the fleet side works with: this replica's registry, its end path, record upkeep and timers. */
 export interface FleetParts {

@@ -17,9 +17,9 @@
  * The window is written after the result's commit, one store call per result, and never holds a
  * tick up: a failure is logged and the result stays un-re-runnable (reinfer answers 404).
  */
-import type { Clock } from '../../lib/timers';
-import type { ResultWindow } from '../store/result-windows';
-import type { LegacyRecord, LiveSession, SessionContext } from './session-ports';
+import type { Clock } from '../../../lib/timers';
+import type { ResultWindow } from '../../store/result-windows';
+import type { LegacyRecord, LiveSession, SessionContext } from './ports';
 
 /** A round trip under this gives an anchor good to well under one frame: kept for the session. */
 const GOOD_RTT_MS = 20;

@@ -9,9 +9,9 @@
  * 502/503/504 with a generic message. Details (upstream status, code, message, addresses) go to
  * the log, never to the client.
  */
-import { ServiceError } from '../../lib/errors';
-import type { Logger } from '../../lib/logger';
-import { UpstreamError } from '../../upstream/client';
+import { ServiceError } from '../../../lib/errors';
+import type { Logger } from '../../../lib/logger';
+import { UpstreamError } from '../../../upstream/errors';
 import { LEGACY_ERRORS } from './errors';
 import { legacyError } from './validate';
 

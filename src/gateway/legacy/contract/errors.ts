@@ -3,7 +3,7 @@
  * code and text legacy clients see (spec/legacy-clients.md; codes in docs/errors.md). Upstream
  * failures map in ./upstream-errors.ts, request validation in ./validate.ts.
  */
-import type { ServiceError } from '../../lib/errors';
+import type { ServiceError } from '../../../lib/errors';
 import { legacyError } from './validate';
 
 const unknownModelText = (id: string) => `Unknown model ${JSON.stringify(id)}`;

@@ -2,19 +2,16 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import type WebSocket from 'ws';
-import type { LegacyConfig } from '../../config';
-import type { ClientAddress } from '../../lib/client-address';
-import type { Logger } from '../../lib/logger';
-import { ATTR, inSpanSync, tracingOn } from '../../lib/spans';
-import type { TraceIds } from '../../lib/spans';
-import type { SessionRecord, Store, Unsubscribe } from '../store/store';
-import { CLIENT_REQUESTED, LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from './closes';
-import type { LegacyClose } from './closes';
+import type { LegacyConfig } from '../../../config';
+import type { ClientAddress } from '../../../lib/client-address';
+import type { Logger } from '../../../lib/logger';
+import { ATTR, inSpanSync, tracingOn } from '../../../lib/spans';
+import type { TraceIds } from '../../../lib/spans';
+import type { SessionRecord, Store, Unsubscribe } from '../../store/store';
+import { CLIENT_REQUESTED, LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from '../contract/closes';
+import type { LegacyClose } from '../contract/closes';
+import { resultsChannel } from '../sessions/results-channel';
 
-/** Channel of a stream's results; messages are `r<result json>` or `e<end reason>`. */
-export const resultsChannel = (streamId: string): string => `results:${streamId}`;
-export const resultEnvelope = (json: string): string => `r${json}`;
-export const endEnvelope = (reason: string): string => `e${reason}`;
 
 /**
  * A refusal closes 1008 (fatal in legacy clients) unless it gives `code`: 1013 "try again later"

@@ -3,17 +3,17 @@
  * stream gone or out of credits). Also the deletes of upstream streams this process owns, the
  * client's key of a record, and the fire-and-forget control message to a stream's owner.
  */
-import { ATTR, inSpan, linkTo } from '../../lib/spans';
-import type { Span } from '../../lib/spans';
-import { isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
-import type { CallOptions } from '../../upstream/client';
-import type { Stream } from '../../lib/wire';
-import type { SessionRecord } from '../store/store';
-import type { LocalSessions } from './local-sessions';
+import { ATTR, inSpan, linkTo } from '../../../lib/spans';
+import type { Span } from '../../../lib/spans';
+import { isUpstreamCode, isUpstreamStatus } from '../../../upstream/client';
+import type { CallOptions } from '../../../upstream/client';
+import type { Stream } from '../../../lib/wire';
+import type { SessionRecord } from '../../store/store';
+import type { LocalSessions } from './registry';
 import { recordOf } from './ownership';
-import { endEnvelope, resultsChannel } from './results-socket';
-import type { LiveSession, OwnerMessage, SessionContext, SessionDeps } from './session-ports';
-import type { LegacyEndReasons } from './closes';
+import { endEnvelope, resultsChannel } from './results-channel';
+import type { LiveSession, OwnerMessage, SessionContext, SessionDeps } from './ports';
+import type { LegacyEndReasons } from '../contract/closes';
 
 /** Fire and forget: a lost control message is caught by the tick commit and the periodic reconcile. */
 export function tellOwner(deps: Pick<SessionDeps, 'fleet' | 'logger'>, replica: string, msg: OwnerMessage): void {

@@ -3,9 +3,8 @@
  * of the stream's window and the stream's prompt-cache thread; and a delivered result's window as
  * the request of a reinfer.
  */
-import type { Brand } from '../../brand';
-import type { ChatCompletionRequest, ContentPart } from '../../upstream/types';
-import type { ResultWindow } from '../store/result-windows';
+import type { Brand } from '../../../brand';
+import type { ChatCompletionRequest, ContentPart } from '../../../upstream/types';
 import type { LegacyMode } from './schema';
 import type { SessionSpec } from './spec';
 import { formatNumber } from './spec';
@@ -55,7 +54,13 @@ function outputFormat(schema: Record<string, unknown> | null): Pick<ChatCompleti
 // ── Reinfer: a delivered result's window → one /v1beta chat completion ──
 
 /** The frames behind a delivered result on its stream's clock (what the store keeps for reinfer). */
-export type StreamWindow = Pick<ResultWindow, 'streamId' | 'mode' | 'startMs' | 'endMs' | 'maxFps'>;
+export interface StreamWindow {
+  streamId: string;
+  mode: 'clip' | 'frame';
+  startMs: number;
+  endMs: number;
+  maxFps: number;
+}
 
 /**
  * The reference of a result's frames on the stream clock: a clip as a segment between two

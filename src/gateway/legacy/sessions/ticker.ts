@@ -1,4 +1,4 @@
-import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
+import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../../lib/timers';
 
 export interface TickInfo {
   /** Tick number since start (0-based); ticks skipped for lateness are not renumbered. */

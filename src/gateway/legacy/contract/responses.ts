@@ -3,7 +3,7 @@
  * models, prompt and feedback responses. The adapter core calls these `toLegacy*` renderers and
  * never branches on legacy quirks or brand/vendor names.
  */
-import type { Brand } from '../../brand';
+import type { Brand } from '../../../brand';
 import type { LegacyMode } from './schema';
 import type { SessionSpec } from './spec';
 

@@ -1,15 +1,16 @@
-import type { Brand } from '../../brand';
-import { costMicrocents } from '../../lib/wire';
-import { cacheInfo } from '../../upstream/client';
-import type { ChatCompletionResponse, UpstreamClient, ModelList, ModelPricing } from '../../upstream/client';
-import { ServiceError } from '../../lib/errors';
-import { keyHash } from '../../lib/keys';
-import type { Logger } from '../../lib/logger';
-import { realClock } from '../../lib/timers';
-import type { Clock } from '../../lib/timers';
-import { NegativeKeyCache } from './auth-failures';
-import { UPSTREAM_CONTEXTS, toLegacyError } from './upstream-errors';
-import { LEGACY_ERRORS } from './errors';
+import type { Brand } from '../../../brand';
+import { costMicrocents } from '../../../lib/wire';
+import { cacheInfo } from '../../../upstream/client';
+import type { ChatCompletionResponse, UpstreamClient, ModelList, ModelPricing } from '../../../upstream/client';
+import { ServiceError } from '../../../lib/errors';
+import { keyHash } from '../../../lib/keys';
+import type { Logger } from '../../../lib/logger';
+import { realClock } from '../../../lib/timers';
+import type { Clock } from '../../../lib/timers';
+import type { LRUCache } from 'lru-cache';
+import { expiring } from '../../../lib/expiring-cache';
+import { UPSTREAM_CONTEXTS, toLegacyError } from '../contract/upstream-errors';
+import { LEGACY_ERRORS } from '../contract/errors';
 
 /**
  * What the adapter knows about keys, models and prices, cached briefly so a legacy request costs as
@@ -169,4 +170,25 @@ const KEY_SHAPE = /^[\x21-\x7e]{1,1024}$/;
 
 function unauthorized(): ServiceError {
   return LEGACY_ERRORS.unauthorized();
+}
+
+/** Key hashes the upstream refused (401/403), remembered for `ttlMs` (0: not at all). */
+export class NegativeKeyCache {
+  private readonly refused: LRUCache<string, true> | undefined;
+
+  constructor(ttlMs: number, maxSize: number, clock?: Pick<Clock, 'now'>) {
+    this.refused = ttlMs > 0 ? expiring(maxSize, ttlMs, clock) : undefined;
+  }
+
+  has(keyHash: string): boolean {
+    return this.refused?.get(keyHash) === true;
+  }
+
+  add(keyHash: string): void {
+    this.refused?.set(keyHash, true);
+  }
+
+  get size(): number {
+    return this.refused?.size ?? 0;
+  }
 }

@@ -3,7 +3,7 @@
  * shared validator service, then each answer checked against it. Both texts are legacy-visible.
  */
 import type { ValidateFunction } from 'ajv';
-import type { JsonSchemaValidators } from '../../lib/json-schema';
+import type { JsonSchemaValidators } from '../../../lib/json-schema';
 import { legacyError } from './validate';
 
 /**

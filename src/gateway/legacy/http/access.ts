@@ -3,14 +3,16 @@
  * (with its failed-auth budget), what a stream id looks like, and whether a key (its account) may
  * touch a stream.
  */
-import type { Brand } from '../../brand';
-import { ServiceError } from '../../lib/errors';
-import type { SessionRecord, SessionRecords } from '../store/store';
+import type { Brand } from '../../../brand';
+import { ServiceError } from '../../../lib/errors';
+import type { SessionRecord, SessionRecords } from '../../store/store';
 import type { FailedAuthLimiter } from './auth-failures';
-import type { UpstreamCatalog } from './catalog';
+import type { UpstreamCatalog } from '../sessions/catalog';
+import { streamAccess } from '../sessions/ownership';
+import type { StreamAccess } from '../sessions/ownership';
 import type { SocketAuth } from './results-socket';
-import { LEGACY_CLOSES } from './closes';
-import type { LegacyClose } from './closes';
+import { LEGACY_CLOSES } from '../contract/closes';
+import type { LegacyClose } from '../contract/closes';
 
 /** A stream id: what the upstream hands out (word characters and dashes), at most 128 of them. */
 const STREAM_ID = /^[\w-]{1,128}$/;
@@ -19,18 +21,6 @@ export function isStreamId(id: unknown): id is string {
   return typeof id === 'string' && STREAM_ID.test(id);
 }
 
-export type StreamAccess = { ok: true; record: SessionRecord } | { ok: false };
-
-/**
- * May this account touch this stream: unknown, malformed or another account's all answer "not
- * found" in the same words (the provider's v0.2: "Stream not found or not owned by this API key"),
- * so a key cannot tell another account's stream from none: 404 `stream_not_found` over HTTP, 1008
- * `stream_not_found` on the results socket.
- */
-export function streamAccess(record: SessionRecord | null | undefined, accountId: string): StreamAccess {
-  if (!record || record.accountId !== accountId) return { ok: false };
-  return { ok: true, record };
-}
 
 /** Reads the record and applies `streamAccess`; a malformed id never reaches the store. */
 export async function readStreamAccess(store: Pick<SessionRecords, 'getSession'>, streamId: string, accountId: string): Promise<StreamAccess> {

@@ -3,23 +3,23 @@
  * fallbacks, inside a cadence-tied budget), published as one legacy result. Upstream answers that
  * end the stream (402, a gone stream) go to the end path, the commit's answer to the record upkeep.
  */
-import { ATTR, inSpan } from '../../lib/spans';
-import type { Span } from '../../lib/spans';
-import type { Clock } from '../../lib/timers';
-import type { ChatCompletionResponse } from '../../upstream/client';
-import { DEFAULT_TIMEOUTS, UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../upstream/client';
-import { schemaMismatch } from './output-schema';
+import { ATTR, inSpan } from '../../../lib/spans';
+import type { Span } from '../../../lib/spans';
+import type { Clock } from '../../../lib/timers';
+import type { ChatCompletionResponse } from '../../../upstream/client';
+import { DEFAULT_TIMEOUTS, UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../../upstream/client';
+import { schemaMismatch } from '../contract/output-schema';
 import { resultId } from './ownership';
 import { RateLimitBackoff } from './rate-limit-backoff';
 import { ResultWindowRecorder } from './result-window';
-import { resultEnvelope, resultsChannel } from './results-socket';
+import { resultEnvelope, resultsChannel } from './results-channel';
 import type { RecordSync } from './record-sync';
-import type { SessionEnd } from './session-end';
-import type { LiveSession, SessionContext } from './session-ports';
+import type { SessionEnd } from './end';
+import type { LiveSession, SessionContext } from './ports';
 import type { TickInfo } from './ticker';
-import { buildCompletionRequest } from './upstream-request';
-import { toLegacyResult } from './responses';
-import { legacyResultError } from './upstream-errors';
+import { buildCompletionRequest } from '../contract/upstream-request';
+import { toLegacyResult } from '../contract/responses';
+import { legacyResultError } from '../contract/upstream-errors';
 
 /** What a tick's outcome may lead to: the end path (402, a gone upstream stream) and the record upkeep (the commit's answer). */
 export interface TickParts {

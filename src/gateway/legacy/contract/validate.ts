@@ -9,8 +9,8 @@
  * string_too_long, literal_error, value_error (cross-field rules), json_invalid (unparseable body).
  */
 import type { z } from 'zod';
-import { ServiceError, type ValidationDetail } from '../../lib/errors';
-import { isRecord } from '../../lib/is-record';
+import { ServiceError, type ValidationDetail } from '../../../lib/errors';
+import { isRecord } from '../../../lib/is-record';
 
 /**
  * Message the schemas give every non-integer input of an integer field: zod reports a string sent to

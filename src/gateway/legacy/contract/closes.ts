@@ -2,7 +2,7 @@
  * How a legacy stream ends and how its results sockets close (pure): the end reasons (the reason of
  * a 1001 close) and every other close code and text legacy clients classify.
  */
-import type { Brand } from '../../brand';
+import type { Brand } from '../../../brand';
 import type { Transport } from './spec';
 
 /** End reason of every stream a shutting-down gateway ends (and of the sockets it closes). */

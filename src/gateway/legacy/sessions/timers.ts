@@ -4,17 +4,17 @@
  * (a lapsed lease, a gone upstream stream, a lost record) goes to the end path or the record
  * upkeep (`TimerParts`); ./local-sessions.ts stops them all in `stop`.
  */
-import { ATTR, inSpan } from '../../lib/spans';
-import { setLongInterval, setLongTimeout } from '../../lib/timers';
-import type { Clock } from '../../lib/timers';
-import { isUpstreamStatus } from '../../upstream/client';
-import type { SessionRecord } from '../store/store';
+import { ATTR, inSpan } from '../../../lib/spans';
+import { setLongInterval, setLongTimeout } from '../../../lib/timers';
+import type { Clock } from '../../../lib/timers';
+import { isUpstreamStatus } from '../../../upstream/client';
+import type { SessionRecord } from '../../store/store';
 import type { TickInference } from './inference';
-import type { LocalSessions } from './local-sessions';
+import type { LocalSessions } from './registry';
 import { resumePoint } from './ownership';
 import type { RecordSync } from './record-sync';
-import type { SessionEnd } from './session-end';
-import type { LiveSession, SessionContext } from './session-ports';
+import type { SessionEnd } from './end';
+import type { LiveSession, SessionContext } from './ports';
 import { Ticker } from './ticker';
 
 /** How soon a lease check that could not read the store asks again. */

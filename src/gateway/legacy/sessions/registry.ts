@@ -4,9 +4,9 @@
  * deleted (owned: `closeAll` deletes what is left). Everything else asks it; nothing else holds
  * these maps. It never touches the store: what it stops here, it stops here only.
  */
-import type { Logger } from '../../lib/logger';
-import type { Clock } from '../../lib/timers';
-import type { LegacyObserver, LiveSession, MediaRelay } from './session-ports';
+import type { Logger } from '../../../lib/logger';
+import type { Clock } from '../../../lib/timers';
+import type { LegacyObserver, LiveSession, MediaRelay } from './ports';
 
 export interface LocalSessionsDeps {
   clock: Pick<Clock, 'clearTimeout'>;

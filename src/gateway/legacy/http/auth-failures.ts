@@ -5,41 +5,12 @@
  * refuses a key verified recently (a positive cache of accepted key hashes). All forget on their
  * own; none holds a raw key.
  */
-import { LRUCache } from 'lru-cache';
-import { ServiceError } from '../../lib/errors';
-import { memoKeyHash } from '../../lib/keys';
-import { realClock } from '../../lib/timers';
-import type { Clock } from '../../lib/timers';
-
-/**
- * A bounded cache (least recently used dropped first) whose entries expire `ttlMs` after they were
- * set. No timers: expiry is checked on read, against `clock` when one is injected (tests; shifted by
- * 1 ms because lru-cache takes an entry set at time 0 for one without a TTL).
- */
-function expiring<V extends object | true>(max: number, ttlMs: number, clock?: Pick<Clock, 'now'>): LRUCache<string, V> {
-  return new LRUCache<string, V>({ max, ttl: ttlMs, ttlResolution: 0, ...(clock ? { perf: { now: () => clock.now() + 1 } } : {}) });
-}
-
-/** Key hashes the upstream refused (401/403), remembered for `ttlMs` (0: not at all). */
-export class NegativeKeyCache {
-  private readonly refused: LRUCache<string, true> | undefined;
-
-  constructor(ttlMs: number, maxSize: number, clock?: Pick<Clock, 'now'>) {
-    this.refused = ttlMs > 0 ? expiring(maxSize, ttlMs, clock) : undefined;
-  }
-
-  has(keyHash: string): boolean {
-    return this.refused?.get(keyHash) === true;
-  }
-
-  add(keyHash: string): void {
-    this.refused?.set(keyHash, true);
-  }
-
-  get size(): number {
-    return this.refused?.size ?? 0;
-  }
-}
+import type { LRUCache } from 'lru-cache';
+import { ServiceError } from '../../../lib/errors';
+import { memoKeyHash } from '../../../lib/keys';
+import { expiring } from '../../../lib/expiring-cache';
+import { realClock } from '../../../lib/timers';
+import type { Clock } from '../../../lib/timers';
 
 const WINDOW_MS = 60_000;
 /** Client addresses tracked at once; past it the least recent are forgotten (a flood of addresses cannot grow memory). */

@@ -3,10 +3,10 @@
  * commit's answer (a new prompt revision is read, a lost stream stops here, a lost record is
  * written back), a prompt changed on another replica, a record the store lost.
  */
-import type { TickCommit } from '../store/store';
-import type { LocalSessions } from './local-sessions';
+import type { TickCommit } from '../../store/store';
+import type { LocalSessions } from './registry';
 import { recordOf } from './ownership';
-import type { LiveSession, SessionContext } from './session-ports';
+import type { LiveSession, SessionContext } from './ports';
 
 export class RecordSync {
   private readonly reRegistering = new Set<string>();

@@ -18,10 +18,10 @@
  * one; they are listed in docs/configuration.md "Request limits"): see LEGACY_LIMITS.
  */
 import { z } from 'zod';
-import type { Brand } from '../../brand';
+import type { Brand } from '../../../brand';
 import { INTEGER_EXPECTED } from './validate';
-import { isRecord } from '../../lib/is-record';
-import { DEFAULT_SCHEMA_LIMITS, schemaLimitViolation } from '../../lib/json-schema';
+import { isRecord } from '../../../lib/is-record';
+import { DEFAULT_SCHEMA_LIMITS, schemaLimitViolation } from '../../../lib/json-schema';
 
 /**
  * Upper bounds the contract leaves open. An hour between clips (the contract: "greater than 0")
