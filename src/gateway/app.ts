@@ -193,7 +193,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
       store,
       replicaId: cfg.store.gatewayId,
       cfg: cfg.store.fleet,
-      sessions: sessions.fleet,
+      sessions: sessions.moves,
       logger: logger.child({ component: 'fleet' }),
       clock: opts.clock,
       onMembership: (alive) => observer.fleetReplicas?.(alive),

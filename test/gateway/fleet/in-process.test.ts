@@ -587,11 +587,11 @@ describe('failover and drain', () => {
     down.add('A');
     await driveUntil(f, () => b.gw.gateway.sessions.activeCount === 1);
     // A paused its ticks (self-fenced) before B took over: nothing from A after the fence.
-    expect(a.gw.gateway.sessions.fleet.selfFenced).toBe(true);
+    expect(a.gw.gateway.sessions.moves.selfFenced).toBe(true);
     down.delete('A');
     const n = sock.messages.length;
     await driveUntil(f, () => sock.messages.length >= n + 3 && a.gw.gateway.sessions.activeCount === 0);
-    expect(a.gw.gateway.sessions.fleet.selfFenced).toBe(false);
+    expect(a.gw.gateway.sessions.moves.selfFenced).toBe(false);
     const ticks = tickNumbers(sock, id);
     expect(new Set(ticks).size).toBe(ticks.length);
     expect([...ticks].sort((x, y) => x - y)).toEqual(ticks);

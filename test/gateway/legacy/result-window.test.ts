@@ -6,7 +6,8 @@
  */
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { ResultWindowRecorder } from '../../../src/gateway/legacy/sessions/result-window';
-import type { LiveSession, SessionContext } from '../../../src/gateway/legacy/sessions/ports';
+import { LiveStream } from '../../../src/gateway/legacy/sessions/live-stream';
+import type { LegacyRecord, SessionContext } from '../../../src/gateway/legacy/sessions/ports';
 import { createLogger } from '../../../src/lib/logger';
 import type { Stream } from '../../../src/lib/wire';
 import { FakeClock } from '../../helpers/fake-clock';
@@ -28,7 +29,7 @@ function setup(reads: { rttMs: number; streamMs: number; state?: 'active' | 'end
   const deps = { store, upstream, cfg: { resultWindowSeconds: 600 }, logger: createLogger('silent'), clock } as unknown as SessionContext;
   const recorder = new ResultWindowRecorder(deps);
   const session = (spec: unknown = clipSpec) =>
-    ({ record: { streamId: 's1', accountId: 'acct', ids: { traceId: '' }, spec }, apiKey: 'k', runtime: { abort: new AbortController(), ending: false } }) as unknown as LiveSession;
+    new LiveStream({ streamId: 's1', accountId: 'acct', ids: {}, fallbackModels: [], spec } as unknown as LegacyRecord, 'k', { publishToken: '', clock });
   return { clock, store, recorder, session, calls: () => calls };
 }
 

@@ -9,15 +9,15 @@ import { isUpstreamCode, isUpstreamStatus } from '../../../upstream/client';
 import type { CallOptions } from '../../../upstream/client';
 import type { Stream } from '../../../lib/wire';
 import type { SessionRecord } from '../../store/store';
-import type { LocalSessions } from './registry';
-import { recordOf } from './ownership';
+import type { LiveStream } from './live-stream';
+import type { StreamRegistry } from './registry';
 import { endEnvelope, resultsChannel } from './results-channel';
-import type { LiveSession, OwnerMessage, SessionContext, SessionDeps } from './ports';
+import type { OwnerMessage, SessionContext } from './ports';
 import type { LegacyEndReasons } from '../contract/closes';
 
 /** Fire and forget: a lost control message is caught by the tick commit and the periodic reconcile. */
-export function tellOwner(deps: Pick<SessionDeps, 'fleet' | 'logger'>, replica: string, msg: OwnerMessage): void {
-  deps.fleet?.tell(replica, msg).catch((err: unknown) => deps.logger.warn({ err, replica, op: msg.op }, 'control message not sent'));
+export function tellOwner(deps: Pick<SessionContext, 'fleet' | 'logger'>, replica: string, msg: OwnerMessage): void {
+  deps.fleet.tell(replica, msg).catch((err: unknown) => deps.logger.warn({ err, replica, op: msg.op }, 'control message not sent'));
 }
 
 export interface EndOptions {
@@ -40,7 +40,7 @@ export interface EndOptions {
 export class SessionEnd {
   constructor(
     private readonly deps: SessionContext,
-    private readonly local: LocalSessions,
+    private readonly registry: StreamRegistry,
     readonly reasons: LegacyEndReasons,
   ) {}
 
@@ -52,37 +52,36 @@ export class SessionEnd {
    * (under the request or tick that ended it, else a trace of its own), linked to the create.
    */
   end(streamId: string, reason: string, opts: EndOptions = {}): Promise<boolean> {
-    const session = this.local.get(streamId);
-    if (session?.runtime.ending) return Promise.resolve(false);
+    const stream = this.registry.get(streamId);
+    if (stream?.stopping) return Promise.resolve(false);
     const attributes = { [ATTR.streamId]: streamId, [ATTR.endReason]: reason };
-    return inSpan('legacy.end', { attributes, link: session?.record.ids }, (span) => this.endIn(streamId, reason, opts, span));
+    return inSpan('legacy.end', { attributes, link: stream?.record.ids }, (span) => this.endIn(streamId, reason, opts, span));
   }
 
   private async endIn(streamId: string, reason: string, opts: EndOptions, span: Span | undefined): Promise<boolean> {
     const { store, logger, cfg, clock } = this.deps;
-    const session = this.local.get(streamId);
-    if (session?.runtime.ending) return false;
-    if (session) session.runtime.ending = true;
+    const stream = this.registry.get(streamId);
+    if (stream && !stream.beginEnd()) return false;
     const now = clock.now();
     let before: SessionRecord | undefined;
-    const fence = session && !opts.apiKey ? { owner: this.deps.replicaId, epoch: session.record.epoch } : undefined;
+    const fence = stream && !opts.apiKey ? { owner: this.deps.replicaId, epoch: stream.record.epoch } : undefined;
     try {
       before = await store.endSession(streamId, reason, now, fence);
       // The store lost the record (restarted empty): the owner still cleans up what it holds.
-      if (!before && session && !(await store.getSession(streamId))) before = recordOf(session, this.deps.replicaId, now);
+      if (!before && stream && !(await store.getSession(streamId))) before = stream.toRecord(this.deps.replicaId, now);
     } catch (err) {
-      if (session) session.runtime.ending = false;
+      stream?.cancelEnd();
       throw err;
     }
-    if (session) await this.local.stop(session);
+    if (stream) await this.registry.stop(stream);
     if (!before) {
       // Another call or replica ended it first and did the rest, or (fenced) it is another owner's now.
       span?.setAttribute(ATTR.endWon, false);
-      this.local.forget(streamId);
+      this.registry.forget(streamId);
       return false;
     }
     span?.setAttribute(ATTR.endWon, true);
-    if (!session) span?.addLinks(linkTo(before.ids));
+    if (!stream) span?.addLinks(linkTo(before.ids));
     await store.expireSession(streamId, cfg.tombstoneSeconds * 1000);
     await store.releaseSlot(before.keyHash, before.slotId);
     const announce = () => store.publish(resultsChannel(streamId), endEnvelope(reason));
@@ -90,10 +89,10 @@ export class SessionEnd {
     this.deps.observer?.streamEnded?.(before.keyHash, reason);
     logger.info({ streamId, reason, key: before.keyHash }, 'legacy stream ended');
     if (before.owner && before.owner !== this.deps.replicaId) tellOwner(this.deps, before.owner, { op: 'ended', streamId, reason });
-    const key = session?.apiKey ?? opts.apiKey ?? this.openKey(before);
-    const ids = session?.record.ids ?? (before.ids.traceId ? before.ids : {});
+    const key = stream?.apiKey ?? opts.apiKey ?? this.openKey(before);
+    const ids = stream?.record.ids ?? (before.ids.traceId ? before.ids : {});
     if (opts.deleteUpstream !== false && key) await this.deleteUpstream(key, streamId, ids);
-    else this.local.forget(streamId);
+    else this.registry.forget(streamId);
     if (opts.answerFirst) await announce();
     return true;
   }
@@ -102,27 +101,27 @@ export class SessionEnd {
   async deleteUpstream(apiKey: string, streamId: string, opts: CallOptions = {}): Promise<void> {
     try {
       await this.deps.upstream.deleteStream(apiKey, streamId, opts);
-      this.local.forget(streamId);
+      this.registry.forget(streamId);
     } catch (err) {
-      this.local.own(streamId, apiKey);
+      this.registry.own(streamId, apiKey);
       this.deps.logger.warn({ err, streamId }, 'upstream delete failed after retries; retried at shutdown, else its lease expires it');
     }
   }
 
   /** The client's key from a record (in memory here, else sealed by whichever replica created the stream). */
   openKey(rec: SessionRecord): string | undefined {
-    const local = this.local.keyOf(rec.streamId);
-    if (local) return local;
-    return rec.sealedKey ? this.deps.fleet?.sealer?.open(rec.sealedKey, rec.streamId) : undefined;
+    const held = this.registry.keyOf(rec.streamId);
+    if (held) return held;
+    return rec.sealedKey ? this.deps.fleet.sealer?.open(rec.sealedKey, rec.streamId) : undefined;
   }
 
   /** Upstream stream gone or unrenewable: end with the reason that matches why. */
-  async onUpstreamLoss(session: LiveSession, err: unknown): Promise<void> {
-    if (session.runtime.ending) return;
-    const id = session.record.streamId;
+  async onUpstreamLoss(stream: LiveStream, err: unknown): Promise<void> {
+    if (stream.stopping) return;
+    const id = stream.id;
     if (isUpstreamStatus(err, 402)) return void this.end(id, this.reasons.insufficientCredits);
     if (isUpstreamStatus(err, 404) || isUpstreamCode(err, 'stream_not_found')) {
-      const reason = await this.upstreamEndReason(session.apiKey, id);
+      const reason = await this.upstreamEndReason(stream.apiKey, id);
       return void this.end(id, reason, { deleteUpstream: false });
     }
     this.deps.logger.warn({ err, streamId: id }, 'upstream keepalive failed');
@@ -147,7 +146,7 @@ export class SessionEnd {
   }
 
   /** An upstream stream already read as ended: the session ends for its reason (nothing to delete there). */
-  endedUpstream(session: LiveSession, s: Pick<Stream, 'end_reason'>): Promise<boolean> {
-    return this.end(session.record.streamId, this.endReasonOf(s), { deleteUpstream: false });
+  endedUpstream(stream: LiveStream, s: Pick<Stream, 'end_reason'>): Promise<boolean> {
+    return this.end(stream.id, this.endReasonOf(s), { deleteUpstream: false });
   }
 }

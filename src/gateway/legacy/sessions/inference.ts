@@ -15,17 +15,12 @@ import { ResultWindowRecorder } from './result-window';
 import { resultEnvelope, resultsChannel } from './results-channel';
 import type { RecordSync } from './record-sync';
 import type { SessionEnd } from './end';
-import type { LiveSession, SessionContext } from './ports';
+import type { LiveStream } from './live-stream';
+import type { SessionContext } from './ports';
 import type { TickInfo } from './ticker';
 import { buildCompletionRequest } from '../contract/upstream-request';
 import { toLegacyResult } from '../contract/responses';
 import { legacyResultError } from '../contract/upstream-errors';
-
-/** What a tick's outcome may lead to: the end path (402, a gone upstream stream) and the record upkeep (the commit's answer). */
-export interface TickParts {
-  end: Pick<SessionEnd, 'onUpstreamLoss'>;
-  sync: Pick<RecordSync, 'onCommit'>;
-}
 
 export class TickInference {
   /** Each committed result's window on the stream clock, for reinfer. */
@@ -35,7 +30,8 @@ export class TickInference {
 
   constructor(
     private readonly deps: SessionContext,
-    private readonly parts: TickParts,
+    private readonly ender: SessionEnd,
+    private readonly sync: RecordSync,
   ) {
     this.windows = new ResultWindowRecorder(deps);
   }
@@ -49,32 +45,31 @@ export class TickInference {
    * the store's fenced commit (never a bare publish: a replica that lost the stream publishes nothing).
    * Traced as `legacy.tick`, a trace of its own linked to the stream's create, its outcome an attribute.
    */
-  run(session: LiveSession, tick: TickInfo): Promise<void> {
-    const { record } = session;
+  run(stream: LiveStream, tick: TickInfo): Promise<void> {
+    const { record } = stream;
     const attributes = { [ATTR.streamId]: record.streamId, [ATTR.tick]: tick.n, [ATTR.latenessMs]: Math.round(tick.latenessMs), [ATTR.epoch]: record.epoch };
-    return inSpan('legacy.tick', { parent: 'root', link: record.ids, attributes }, (span) => this.tick(session, tick, span));
+    return inSpan('legacy.tick', { parent: 'root', link: record.ids, attributes }, (span) => this.tick(stream, tick, span));
   }
 
-  private async tick(session: LiveSession, tick: TickInfo, span: Span | undefined): Promise<void> {
+  private async tick(stream: LiveStream, tick: TickInfo, span: Span | undefined): Promise<void> {
     const { upstream, brand, catalog, observer, store } = this.deps;
-    const { record, runtime } = session;
+    const { record } = stream;
     const outcome = (o: string) => void span?.setAttribute(ATTR.tickOutcome, o);
     observer?.tickLateness?.(tick.latenessMs);
-    runtime.backoffJitter ??= this.backoff.jitter();
-    if (this.backoff.holds(record.keyHash, this.clock.now(), runtime.backoffJitter)) {
+    if (this.backoff.holds(record.keyHash, this.clock.now(), stream.backoffJitter(() => this.backoff.jitter()))) {
       outcome('rate_limited');
       return void observer?.rateLimited?.('tick_skipped');
     }
     const prompt = record.prompt;
-    const body = buildCompletionRequest(record.spec, record.streamId, brand, { threadId: runtime.threadId, prompt });
+    const body = buildCompletionRequest(record.spec, record.streamId, brand, { threadId: stream.threadId, prompt });
     const started = this.clock.now();
     let response: ChatCompletionResponse | undefined;
     let model = record.spec.model;
     let error: string | null = null;
-    const budget = this.tickBudget(session);
+    const budget = this.tickBudget(stream);
     let sentAtMs: number | undefined;
     try {
-      const r = await upstream.chatCompletion(session.apiKey, body, {
+      const r = await upstream.chatCompletion(stream.apiKey, body, {
         signal: budget.signal,
         timeouts: { headersMs: budget.attemptMs, bodyMs: budget.attemptMs },
         ...record.ids,
@@ -89,7 +84,7 @@ export class TickInference {
       if (r.fallbackUsed) catalog.recordOutcome(record.spec.model, false);
       catalog.recordOutcome(model, true);
     } catch (err) {
-      if (runtime.ending) return outcome('stopped');
+      if (stream.stopping) return outcome('stopped');
       if (err instanceof UpstreamError) observer?.upstreamError?.(err.status);
       if (isUpstreamCode(err, 'frame_not_yet_produced')) return outcome('no_frame'); // nothing to look at yet: skip quietly
       // Rate limited: this tick reports it, the key's ticks pause for the hinted time; never an end.
@@ -100,7 +95,7 @@ export class TickInference {
       // Out of credits, or the upstream stream is gone: the stream ends for that reason.
       if (isUpstreamStatus(err, 402) || (isUpstreamStatus(err, 404) && isUpstreamCode(err, 'stream_not_found'))) {
         outcome('stream_lost');
-        return void this.parts.end.onUpstreamLoss(session, err);
+        return void this.ender.onUpstreamLoss(stream, err);
       }
       const modelsFault = err instanceof UpstreamError && err.code !== 'upstream_circuit_open' && (err.status === 503 || err.kind !== 'http');
       if (modelsFault) catalog.recordOutcome(model, false);
@@ -112,13 +107,13 @@ export class TickInference {
       budget.done();
     }
     span?.setAttribute(ATTR.model, model);
-    if (runtime.ending) return outcome('stopped');
+    if (stream.stopping) return outcome('stopped');
     // performance.now(): the gateway's own overhead per result is sub-millisecond.
     const answeredAt = performance.now();
     const inferenceMs = this.clock.now() - started;
-    if (response && runtime.validate) {
+    if (response && stream.validate) {
       const text = response.choices?.[0]?.message?.content;
-      error = schemaMismatch(runtime.validate, text);
+      error = schemaMismatch(stream.validate, text);
     }
     const cost = response ? await this.deps.catalog.completionCost(model, response, this.deps.brand) : 0;
     const result = toLegacyResult({
@@ -133,7 +128,7 @@ export class TickInference {
       totalLatencyMs: this.clock.now() - tick.dueAtMs,
     });
     span?.setAttribute(ATTR.resultId, result.id);
-    if (runtime.ending) return outcome('stopped');
+    if (stream.stopping) return outcome('stopped');
     const commit = await store.commitTick(record.streamId, {
       owner: this.deps.replicaId,
       epoch: record.epoch,
@@ -143,10 +138,10 @@ export class TickInference {
       message: resultEnvelope(JSON.stringify(result)),
       outcome: { ok: result.ok, inferenceMs },
     });
-    this.parts.sync.onCommit(session, tick.n, commit);
+    this.sync.onCommit(stream, tick.n, commit);
     outcome(commit.ok ? (result.ok ? 'ok' : 'error') : commit.reason);
     if (!commit.ok) return;
-    if (sentAtMs !== undefined) void this.windows.record(session, result.id, sentAtMs);
+    if (sentAtMs !== undefined) void this.windows.record(stream, result.id, sentAtMs);
     observer?.inference?.({
       keyHash: record.keyHash,
       model,
@@ -165,7 +160,7 @@ export class TickInference {
    * fallbacks) `tickDeadlineIntervals` intervals (at least 2 s); past it the tick publishes an
    * `upstream_timeout` error result instead of leaving the client with nothing.
    */
-  private tickBudget({ record, runtime }: LiveSession): { signal: AbortSignal; attemptMs: number; done(): void } {
+  private tickBudget({ record, signal }: LiveStream): { signal: AbortSignal; attemptMs: number; done(): void } {
     const f = this.deps.cfg.upstreamFailures;
     const interval = record.spec.intervalMs;
     const attemptMs = Math.min(Math.max(1000, interval * f.attemptTimeoutIntervals), DEFAULT_TIMEOUTS.headersMs);
@@ -174,6 +169,6 @@ export class TickInference {
       () => deadline.abort(new UpstreamError({ kind: 'timeout', status: 504, message: 'tick deadline passed' })),
       Math.max(2000, interval * f.tickDeadlineIntervals),
     );
-    return { signal: AbortSignal.any([runtime.abort.signal, deadline.signal]), attemptMs, done: () => this.clock.clearTimeout(timer) };
+    return { signal: AbortSignal.any([signal, deadline.signal]), attemptMs, done: () => this.clock.clearTimeout(timer) };
   }
 }

@@ -1,14 +1,10 @@
 /**
- * Ownership of a legacy stream in a fleet (docs/scaling.md): the live session built from a record
- * (create and adoption), the record a stream's owner writes, the result id that makes a duplicate
- * tick detectable, and where a new owner resumes the grid.
+ * Ownership of a legacy stream (docs/scaling.md): which account may touch it, whether this replica
+ * owns it, the result id that makes a duplicate tick detectable, and where a new owner resumes the grid.
  */
 import { createHash } from 'node:crypto';
-import type { ValidateFunction } from 'ajv';
-import { newTraceId } from '../../../lib/spans';
 import type { SessionRecord } from '../../store/store';
-import type { LegacyRecord, LiveSession } from './ports';
-import { legacyThreadId } from '../contract/upstream-request';
+import type { LegacyRecord } from './ports';
 
 /** UUID-shaped id of tick `tick` of a stream: the same on every replica, so a duplicate shows. */
 export function resultId(streamId: string, tick: number): string {
@@ -25,32 +21,9 @@ export function legacyRecord(rec: SessionRecord): LegacyRecord {
   return rec as LegacyRecord;
 }
 
-/**
- * The live session of a record, for a create and an adoption alike: a copy of the record (the store
- * keeps its own), the trace of the create (a new one for a record that has none), a fresh abort.
- */
-export function liveSession(rec: LegacyRecord, apiKey: string, runtime: { validate?: ValidateFunction; publishToken: string }): LiveSession {
-  return {
-    record: { ...rec, fallbackModels: [...rec.fallbackModels], ids: rec.ids.traceId ? { ...rec.ids } : { traceId: newTraceId() } },
-    apiKey,
-    runtime: { threadId: legacyThreadId(rec.streamId), validate: runtime.validate, abort: new AbortController(), publishToken: runtime.publishToken, ending: false },
-  };
-}
-
-/** The store record of a live session, as its owner knows it (create, and re-registering a lost record). */
-export function recordOf(s: LiveSession, owner: string, now: number): LegacyRecord {
-  return {
-    ...s.record,
-    state: 'active',
-    endReason: null,
-    endedAtMs: null,
-    promptUpdatedAtMs: now,
-    owner,
-    costMicrocents: 0,
-    lastKeepaliveAtMs: now,
-    fallbackModels: [...s.record.fallbackModels],
-    ids: { ...s.record.ids },
-  };
+/** The record is of an active stream this replica (`replicaId`) owns. */
+export function ownedBy<R extends Pick<SessionRecord, 'state' | 'owner'>>(rec: R | null | undefined, replicaId: string): rec is R & { state: 'active' } {
+  return rec?.state === 'active' && rec.owner === replicaId;
 }
 
 /**

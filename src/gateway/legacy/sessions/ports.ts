@@ -2,18 +2,16 @@
  * The ports of legacy sessions: what LegacySessions needs from the rest of the gateway (deps, media,
  * observers) and the in-process state of one live stream, shared by lifecycle and inference.
  */
-import type { ValidateFunction } from 'ajv';
 import type { Brand } from '../../../brand';
 import type { LegacyConfig } from '../../../config';
 import type { Logger } from '../../../lib/logger';
 import type { Sealer } from '../../../lib/seal';
-import type { Clock, LongTimer, TimerHandle } from '../../../lib/timers';
+import type { Clock } from '../../../lib/timers';
 import type { UpstreamClient } from '../../../upstream/client';
 import type { StoreHealth } from '../../store/outage';
 import type { Broker, SessionRecord, SessionRecords, Slots } from '../../store/store';
 import type { ResultWindows } from '../../store/result-windows';
 import type { UpstreamCatalog } from './catalog';
-import type { Ticker } from './ticker';
 import type { LegacyMedia } from '../contract/responses';
 import type { SessionSpec } from '../contract/spec';
 
@@ -134,41 +132,14 @@ export interface SessionDeps {
 export type LegacyRecord = SessionRecord<SessionSpec>;
 
 /**
- * The deps as every part of sessions sees them: the clock resolved (the real one unless injected)
- * and this replica's id (the owner in the records it writes; `SOLO_REPLICA` outside a fleet).
+ * The deps as every part of sessions sees them: the clock resolved (the real one unless injected),
+ * the fleet link (a solo one outside a fleet: `SOLO_REPLICA`, nothing sealed, nobody to tell) and
+ * this replica's id (the owner in the records it writes).
  */
-export type SessionContext = SessionDeps & { clock: Clock; replicaId: string };
+export type SessionContext = SessionDeps & { clock: Clock; fleet: FleetLink; replicaId: string };
 
-/**
- * A running legacy stream in this process (./ownership.ts `liveSession` builds one, for create and
- * adoption alike): the record as this owner knows it, the client's key, and the in-process rest.
- */
-export interface LiveSession {
-  /**
-   * This owner's copy of the record (the store's is the truth): what it acts and re-registers with.
-   * It moves `epoch`, `prompt`/`promptRev`, `leaseExpiresAtMs`, `gridStartMs` and `lastTick`.
-   */
-  readonly record: LegacyRecord;
-  /** The client's key, held in memory only: the scheduler calls the upstream on its behalf. */
-  readonly apiKey: string;
-  readonly runtime: SessionRuntime;
-}
-
-/** What lives only in this process: timers, scheduler, compiled schema, the latest publish token. */
-export interface SessionRuntime {
-  readonly threadId: string;
-  readonly validate?: ValidateFunction;
-  ticker?: Ticker;
-  leaseTimer?: LongTimer;
-  upstreamKeepalive?: LongTimer;
-  firstFramePoll?: TimerHandle;
-  readonly abort: AbortController;
-  publishToken: string;
-  /** Where this stream resumes in the spread after its key's rate-limit hold (0..1, drawn once). */
-  backoffJitter?: number;
-  /** Set once the stream stops here (ended, fenced, handed over): its timers act no more. */
-  ending: boolean;
-}
+/** The fleet link of a replica alone: its records name `SOLO_REPLICA`, and there is no other owner to tell. */
+export const SOLO_LINK: FleetLink = { replicaId: SOLO_REPLICA, tell: () => Promise.resolve() };
 
 export interface CreateInput {
   apiKey: string;

@@ -1,19 +1,20 @@
 /**
- * Keeps this owner's copy of a record (`LiveSession.record`) and the store's in step: a tick
+ * Keeps this owner's copy of a record (`LiveStream.record`) and the store's in step: a tick
  * commit's answer (a new prompt revision is read, a lost stream stops here, a lost record is
  * written back), a prompt changed on another replica, a record the store lost.
  */
 import type { TickCommit } from '../../store/store';
-import type { LocalSessions } from './registry';
-import { recordOf } from './ownership';
-import type { LiveSession, SessionContext } from './ports';
+import type { LiveStream } from './live-stream';
+import { ownedBy } from './ownership';
+import type { SessionContext } from './ports';
+import type { StreamRegistry } from './registry';
 
 export class RecordSync {
   private readonly reRegistering = new Set<string>();
 
   constructor(
     private readonly deps: SessionContext,
-    private readonly local: Pick<LocalSessions, 'get' | 'remove'>,
+    private readonly registry: StreamRegistry,
   ) {}
 
   /** The relay saw a new frame size: kept in the store, where any replica's stream info reads it. */
@@ -24,30 +25,26 @@ export class RecordSync {
   }
 
   /** A tick's commit answer: a new prompt revision is read; a lost stream stops here; a lost record is re-registered. */
-  onCommit(session: LiveSession, tick: number, commit: TickCommit): void {
-    const { record } = session;
+  onCommit(stream: LiveStream, tick: number, commit: TickCommit): void {
     if (commit.ok) {
-      record.lastTick = Math.max(record.lastTick, tick);
-      if (commit.promptRev !== record.promptRev) void this.refreshPrompt(record.streamId);
+      stream.committed(tick);
+      if (commit.promptRev !== stream.record.promptRev) void this.refreshPrompt(stream.id);
       return;
     }
     this.deps.observer?.tickFenced?.(commit.reason);
     if (commit.reason === 'duplicate') return;
-    if (commit.reason === 'missing') return void this.reRegister(session);
-    this.deps.logger.info({ streamId: record.streamId, reason: commit.reason }, 'tick refused by the store: stream owned or ended elsewhere, leaving it');
+    if (commit.reason === 'missing') return void this.reRegister(stream);
+    this.deps.logger.info({ streamId: stream.id, reason: commit.reason }, 'tick refused by the store: stream owned or ended elsewhere, leaving it');
     // Not ours any more: no tick, keepalive or delete from here (the owner or the ender does them).
-    void this.local.remove(record.streamId);
+    void this.registry.remove(stream.id);
   }
 
   /** Reads the stream's prompt from the store (a PATCH served by another replica). */
   async refreshPrompt(streamId: string): Promise<void> {
-    const session = this.local.get(streamId);
-    if (!session) return;
+    const stream = this.registry.get(streamId);
+    if (!stream) return;
     const rec = await this.deps.store.getSession(streamId);
-    if (rec?.state === 'active' && rec.owner === this.deps.replicaId && !session.runtime.ending) {
-      session.record.prompt = rec.prompt;
-      session.record.promptRev = rec.promptRev;
-    }
+    if (ownedBy(rec, this.deps.replicaId) && !stream.stopping) stream.adoptPrompt(rec.prompt, rec.promptRev);
   }
 
   /**
@@ -55,22 +52,19 @@ export class RecordSync {
    * restarted empty). Only if it is still absent: when two replicas held the stream (a stale copy
    * and its owner), the first to write it back keeps it and the other leaves, so no tick runs twice.
    */
-  async reRegister(session: LiveSession): Promise<void> {
-    const { record } = session;
-    if (this.reRegistering.has(record.streamId) || session.runtime.ending) return;
-    this.reRegistering.add(record.streamId);
+  async reRegister(stream: LiveStream): Promise<void> {
+    const { record } = stream;
+    if (this.reRegistering.has(stream.id) || stream.stopping) return;
+    this.reRegistering.add(stream.id);
     const { store, logger, cfg, clock } = this.deps;
     try {
-      record.epoch += 1;
-      if (!(await store.restoreSession(recordOf(session, this.deps.replicaId, clock.now())))) {
+      stream.bumpEpoch();
+      if (!(await store.restoreSession(stream.toRecord(this.deps.replicaId, clock.now())))) {
         // Written back already: by this replica (a caller that read the store before it did), or by another.
-        const rec = await store.getSession(record.streamId);
-        if (rec?.state === 'active' && rec.owner === this.deps.replicaId) {
-          record.epoch = rec.epoch;
-          return;
-        }
-        logger.info({ streamId: record.streamId, owner: rec?.owner ?? null }, 'another replica wrote the lost stream back first: leaving it');
-        await this.local.remove(record.streamId);
+        const rec = await store.getSession(stream.id);
+        if (ownedBy(rec, this.deps.replicaId)) return stream.takeEpoch(rec.epoch);
+        logger.info({ streamId: stream.id, owner: rec?.owner ?? null }, 'another replica wrote the lost stream back first: leaving it');
+        await this.registry.remove(stream.id);
         return;
       }
       if (!(await store.acquireSlot(record.keyHash, record.slotId, cfg.maxStreamsPerKey, this.deps.replicaId))) {
@@ -81,7 +75,7 @@ export class RecordSync {
     } catch (err) {
       logger.warn({ err, streamId: record.streamId }, 'could not re-register a lost stream; retried at the next tick');
     } finally {
-      this.reRegistering.delete(record.streamId);
+      this.reRegistering.delete(stream.id);
     }
   }
 }

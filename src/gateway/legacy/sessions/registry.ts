@@ -1,22 +1,21 @@
 /**
- * The one owner of this process's session state: the streams it schedules (live), the creates
- * writing their record right now, and the upstream streams it created or adopted and has not seen
- * deleted (owned: `closeAll` deletes what is left). Everything else asks it; nothing else holds
+ * The registry of this process's streams: the ones it schedules (live, each a `LiveStream` owning
+ * its own state), the creates writing their record right now, and the upstream streams it created
+ * or adopted and has not seen deleted (owned: `closeAll` deletes what is left). Nothing else holds
  * these maps. It never touches the store: what it stops here, it stops here only.
  */
 import type { Logger } from '../../../lib/logger';
-import type { Clock } from '../../../lib/timers';
-import type { LegacyObserver, LiveSession, MediaRelay } from './ports';
+import type { LiveStream } from './live-stream';
+import type { LegacyObserver, MediaRelay } from './ports';
 
-export interface LocalSessionsDeps {
-  clock: Pick<Clock, 'clearTimeout'>;
+export interface StreamRegistryDeps {
   logger: Logger;
   media?: Pick<MediaRelay, 'stop'>;
   observer?: Pick<LegacyObserver, 'ownedSessions'>;
 }
 
-export class LocalSessions {
-  private readonly live = new Map<string, LiveSession>();
+export class StreamRegistry {
+  private readonly live = new Map<string, LiveStream>();
   private readonly creating = new Set<string>();
   /** Upstream stream id → the key that may delete it. */
   private readonly owned = new Map<string, string>();
@@ -25,14 +24,14 @@ export class LocalSessions {
   /** Ticking paused on every stream here (a replica whose heartbeat fails fences itself). */
   selfFenced = false;
 
-  constructor(private readonly deps: LocalSessionsDeps) {}
+  constructor(private readonly deps: StreamRegistryDeps) {}
 
   /** Streams scheduled here. */
   get size(): number {
     return this.live.size;
   }
 
-  get(streamId: string): LiveSession | undefined {
+  get(streamId: string): LiveStream | undefined {
     return this.live.get(streamId);
   }
 
@@ -42,14 +41,14 @@ export class LocalSessions {
   }
 
   /** The streams scheduled here, as of now (a copy: stopping one while walking it is safe). */
-  sessions(): LiveSession[] {
+  streams(): LiveStream[] {
     return [...this.live.values()];
   }
 
-  /** Schedules `session` here; its upstream stream is owned (deleted at `closeAll` unless deleted before). */
-  add(session: LiveSession): void {
-    this.live.set(session.record.streamId, session);
-    this.owned.set(session.record.streamId, session.apiKey);
+  /** Schedules `stream` here; its upstream stream is owned (deleted at `closeAll` unless deleted before). */
+  add(stream: LiveStream): void {
+    this.live.set(stream.id, stream);
+    this.owned.set(stream.id, stream.apiKey);
     this.deps.observer?.ownedSessions?.(this.live.size);
   }
 
@@ -58,18 +57,12 @@ export class LocalSessions {
    * deletes it, or it was not ours to delete: `remove`). Once: a fenced commit, an `ended` message
    * and the reconcile may all ask.
    */
-  async stop(session: LiveSession): Promise<void> {
-    const { runtime } = session;
-    const id = session.record.streamId;
-    runtime.ending = true;
-    if (this.live.get(id) !== session) return;
+  async stop(stream: LiveStream): Promise<void> {
+    const id = stream.id;
+    stream.stop();
+    if (this.live.get(id) !== stream) return;
     this.live.delete(id);
     this.deps.observer?.ownedSessions?.(this.live.size);
-    runtime.ticker?.stop();
-    runtime.leaseTimer?.clear();
-    runtime.upstreamKeepalive?.clear();
-    this.deps.clock.clearTimeout(runtime.firstFramePoll);
-    runtime.abort.abort();
     try {
       await this.deps.media?.stop(id);
     } catch (err) {
@@ -79,8 +72,8 @@ export class LocalSessions {
 
   /** The stream leaves this replica entirely: stopped here (if it runs) and no longer owned. */
   async remove(streamId: string): Promise<void> {
-    const session = this.live.get(streamId);
-    if (session) await this.stop(session);
+    const stream = this.live.get(streamId);
+    if (stream) await this.stop(stream);
     this.owned.delete(streamId);
   }
 

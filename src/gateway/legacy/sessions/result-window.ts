@@ -9,7 +9,7 @@
  * with this process's clock at the middle of that read's round trip, L (off by at most half the
  * round trip), the stream clock at local time t is S + (t − L): the stream clock runs with wall
  * time, and only differences of this process's own clock enter, so no clock of another machine
- * (upstream or replica) has to agree with this one. The pair is kept per live session in memory,
+ * (upstream or replica) has to agree with this one. The pair is kept per live stream in memory,
  * never in the record: a replica that adopts the stream reads its own. A pair read over a slow
  * round trip is replaced by a better one later (at most every `REANCHOR_MS`, `REANCHOR_TRIES` times:
  * a link that is never faster is not read again and again).
@@ -19,13 +19,14 @@
  */
 import type { Clock } from '../../../lib/timers';
 import type { ResultWindow } from '../../store/result-windows';
-import type { LegacyRecord, LiveSession, SessionContext } from './ports';
+import type { LiveStream } from './live-stream';
+import type { LegacyRecord, SessionContext } from './ports';
 
-/** A round trip under this gives an anchor good to well under one frame: kept for the session. */
+/** A round trip under this gives an anchor good to well under one frame: kept for the stream. */
 const GOOD_RTT_MS = 20;
-/** How often a session with a poorer anchor tries for a better one. */
+/** How often a stream with a poorer anchor tries for a better one. */
 const REANCHOR_MS = 10_000;
-/** Reads of the anchor per session at most (the first included). */
+/** Reads of the anchor per stream at most (the first included). */
 const REANCHOR_TRIES = 4;
 
 /** The upstream's stream clock `streamMs` as it was at this process's time `localMs`. */
@@ -43,7 +44,7 @@ interface AnchorState {
 }
 
 export class ResultWindowRecorder {
-  private readonly anchors = new WeakMap<LiveSession, AnchorState>();
+  private readonly anchors = new WeakMap<LiveStream, AnchorState>();
   constructor(private readonly deps: Pick<SessionContext, 'store' | 'upstream' | 'cfg' | 'logger' | 'clock'>) {}
 
   private get clock(): Clock {
@@ -51,32 +52,32 @@ export class ResultWindowRecorder {
   }
 
   /**
-   * Records the window of result `resultId` of `session`, whose completion was sent at `sentAtMs`
+   * Records the window of result `resultId` of `stream`, whose completion was sent at `sentAtMs`
    * (this process's clock). Never throws.
    */
-  async record(session: LiveSession, resultId: string, sentAtMs: number): Promise<void> {
+  async record(stream: LiveStream, resultId: string, sentAtMs: number): Promise<void> {
     try {
-      const anchor = await this.anchorOf(session);
-      if (!anchor || session.runtime.ending) return;
-      const window = windowAt(session.record, anchor.streamMs + (sentAtMs - anchor.localMs));
+      const anchor = await this.anchorOf(stream);
+      if (!anchor || stream.stopping) return;
+      const window = windowAt(stream.record, anchor.streamMs + (sentAtMs - anchor.localMs));
       await this.deps.store.putResultWindow(resultId, window, this.deps.cfg.resultWindowSeconds * 1000);
     } catch (err) {
-      if (session.runtime.ending) return;
-      this.deps.logger.warn({ streamId: session.record.streamId, err: err instanceof Error ? err.message : String(err) }, 'result window not recorded');
+      if (stream.stopping) return;
+      this.deps.logger.warn({ streamId: stream.record.streamId, err: err instanceof Error ? err.message : String(err) }, 'result window not recorded');
     }
   }
 
-  /** The session's anchor; the first one is awaited, later better ones are read in the background. */
-  private async anchorOf(session: LiveSession): Promise<Anchor | undefined> {
-    let state = this.anchors.get(session);
-    if (!state) this.anchors.set(session, (state = { triedAtMs: 0, tries: 0 }));
+  /** The stream's anchor; the first one is awaited, later better ones are read in the background. */
+  private async anchorOf(stream: LiveStream): Promise<Anchor | undefined> {
+    let state = this.anchors.get(stream);
+    if (!state) this.anchors.set(stream, (state = { triedAtMs: 0, tries: 0 }));
     const now = this.clock.now();
     const stale = !state.best || (state.best.rttMs > GOOD_RTT_MS && now - state.triedAtMs >= REANCHOR_MS && state.tries < REANCHOR_TRIES);
     if (stale && !state.pending) {
       state.triedAtMs = now;
       state.tries++;
       const s = state;
-      s.pending = this.readAnchor(session)
+      s.pending = this.readAnchor(stream)
         .then((a) => {
           if (a && (!s.best || a.rttMs <= s.best.rttMs)) s.best = a;
           return s.best;
@@ -86,10 +87,9 @@ export class ResultWindowRecorder {
     return state.best ?? state.pending;
   }
 
-  private async readAnchor(session: LiveSession): Promise<Anchor | undefined> {
+  private async readAnchor(stream: LiveStream): Promise<Anchor | undefined> {
     const sentAt = this.clock.now();
-    const { record, runtime } = session;
-    const s = await this.deps.upstream.getStream(session.apiKey, record.streamId, { signal: runtime.abort.signal, ...record.ids });
+    const s = await this.deps.upstream.getStream(stream.apiKey, stream.id, { signal: stream.signal, ...stream.record.ids });
     const answeredAt = this.clock.now();
     // Before the first frame the clock stands at 0, and an ended stream's is frozen: no anchor.
     if (s.state !== 'active' || s.first_frame_at_ms === null || typeof s.stream_time_ms !== 'number') return undefined;

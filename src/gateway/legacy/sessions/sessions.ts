@@ -9,16 +9,17 @@ import { realClock } from '../../../lib/timers';
 import { UpstreamError, isUpstreamStatus } from '../../../upstream/client';
 import { LEGACY_ERRORS } from '../contract/errors';
 import { TickInference } from './inference';
-import { LocalSessions } from './registry';
 import { compileOutputSchema } from '../contract/output-schema';
-import { legacyRecord, liveSession, recordOf, streamAccess } from './ownership';
-import { RecordSync } from './record-sync';
 import { SessionEnd, tellOwner } from './end';
 import type { EndOptions } from './end';
-import { SessionFleet } from './fleet-side';
-import { SOLO_REPLICA } from './ports';
+import { LiveStream } from './live-stream';
+import { StreamMoves } from './moves';
+import { legacyRecord, streamAccess } from './ownership';
+import { SOLO_LINK } from './ports';
 import type { CreateInput, CreateOutput, LegacyRecord, SessionContext, SessionDeps } from './ports';
-import { SessionTimers } from './timers';
+import { RecordSync } from './record-sync';
+import { StreamRegistry } from './registry';
+import { StreamTimers } from './timers';
 import type { LegacyEndReasons } from '../contract/closes';
 import type { LegacyMedia } from '../contract/responses';
 import { legacyEndReasons, transportLostReason } from '../contract/closes';
@@ -29,37 +30,38 @@ import type { UpstreamCallContext } from '../contract/upstream-errors';
 /**
  * Legacy sessions: create (slot → upstream stream → record → scheduler), keepalives, prompt, on any
  * replica of a fleet. Builds the parts once, in order, each given what it calls: the registry of
- * this process's streams (./local-sessions.ts), the end path (./session-end.ts), the record upkeep
- * (./record-sync.ts), inference (./inference.ts), the timers (./session-timers.ts), and the fleet
- * side (./session-fleet.ts, handed to ../fleet as `fleet`).
+ * this process's streams (./registry.ts, each stream a ./live-stream.ts), the end path (./end.ts),
+ * the record upkeep (./record-sync.ts), inference (./inference.ts), the timers (./timers.ts), and
+ * the moves between replicas (./moves.ts, handed to ../../fleet as `moves`).
  */
 export class LegacySessions {
   /** The legacy end reasons (close reasons of 1001), vendor-named where the vendor shows. */
   readonly reasons: LegacyEndReasons;
   /** Output-schema validators, cached by content (streams re-sending one schema compile it once). */
   readonly schemas: JsonSchemaValidators;
-  /** What ../fleet drives: adopt, hand over, owner messages, reconcile, halt, self-fencing. */
-  readonly fleet: SessionFleet;
+  /** What ../../fleet drives: adopt, hand over, owner messages, reconcile, halt, self-fencing. */
+  readonly moves: StreamMoves;
   /** This replica's id: the owner written into the records of the streams it schedules. */
   readonly replicaId: string;
   private readonly deps: SessionContext;
-  private readonly local: LocalSessions;
+  private readonly registry: StreamRegistry;
   private readonly ender: SessionEnd;
-  private readonly timers: SessionTimers;
+  private readonly timers: StreamTimers;
   private readonly sync: RecordSync;
 
   constructor(deps: SessionDeps) {
-    const ctx: SessionContext = { ...deps, clock: deps.clock ?? realClock, replicaId: deps.fleet?.replicaId ?? SOLO_REPLICA };
+    const fleet = deps.fleet ?? SOLO_LINK;
+    const ctx: SessionContext = { ...deps, clock: deps.clock ?? realClock, fleet, replicaId: fleet.replicaId };
     this.deps = ctx;
     this.replicaId = ctx.replicaId;
     this.reasons = legacyEndReasons(deps.brand);
     this.schemas = new JsonSchemaValidators({ maxEntries: 256, logger: deps.logger });
-    const local = (this.local = new LocalSessions({ clock: ctx.clock, logger: deps.logger, media: deps.media, observer: deps.observer }));
-    const end = (this.ender = new SessionEnd(ctx, local, this.reasons));
-    const sync = (this.sync = new RecordSync(ctx, local));
-    const inference = new TickInference(ctx, { end, sync });
-    const timers = (this.timers = new SessionTimers(ctx, { end, local, sync, inference }));
-    this.fleet = new SessionFleet(ctx, { local, end, sync, timers, schemas: this.schemas });
+    const registry = (this.registry = new StreamRegistry({ logger: deps.logger, media: deps.media, observer: deps.observer }));
+    const ender = (this.ender = new SessionEnd(ctx, registry, this.reasons));
+    const sync = (this.sync = new RecordSync(ctx, registry));
+    const inference = new TickInference(ctx, ender, sync);
+    const timers = (this.timers = new StreamTimers(ctx, ender, registry, sync, inference));
+    this.moves = new StreamMoves(ctx, registry, ender, sync, timers, this.schemas);
   }
 
   private get leaseMs(): number {
@@ -68,12 +70,12 @@ export class LegacySessions {
 
   /** Streams this replica schedules. */
   get activeCount(): number {
-    return this.local.size;
+    return this.registry.size;
   }
 
   /** A connection drain: no new streams here (503 `shutting_down`); the ones here go on or move. */
   stopCreating(): void {
-    this.local.drain();
+    this.registry.drain();
   }
 
   /** The upstream's model ids (the default fallback list), upstream failures mapped. */
@@ -98,9 +100,9 @@ export class LegacySessions {
 
   private async createIn(input: CreateInput, span: Span | undefined): Promise<CreateOutput> {
     const { cfg, store, upstream, clock, logger } = this.deps;
-    const { local, ender } = this;
+    const { registry, ender } = this;
     const { spec, apiKey } = input;
-    if (!local.acceptsCreates) throw LEGACY_ERRORS.shuttingDown();
+    if (!registry.acceptsCreates) throw LEGACY_ERRORS.shuttingDown();
     if (spec.transport !== 'native') this.deps.media?.check?.(spec);
     // Before the slot and the upstream stream: a models failure here must leave nothing behind.
     const fallbackModels = (cfg.fallbackModels ?? (await this.modelIds())).filter((m) => m !== spec.model);
@@ -124,7 +126,7 @@ export class LegacySessions {
     }
     const streamId = created.id;
     span?.setAttribute(ATTR.streamId, streamId);
-    local.own(streamId, apiKey);
+    registry.own(streamId, apiKey);
     undo.add(() => ender.deleteUpstream(apiKey, streamId, ids));
     if (input.signal?.aborted) {
       // The client gave up while the upstream was creating: nobody will use or delete this stream.
@@ -140,8 +142,7 @@ export class LegacySessions {
       throw err;
     }
     const now = clock.now();
-    const session = liveSession(
-      {
+    const record: LegacyRecord = {
         streamId,
         keyHash: kh,
         slotId,
@@ -163,26 +164,24 @@ export class LegacySessions {
         promptRev: 0,
         // A webrtc relay lives in this process: the stream cannot outlive it on another replica.
         pinned: spec.transport === 'webrtc',
-        sealedKey: this.deps.fleet?.sealer?.seal(apiKey, streamId) ?? '',
+        sealedKey: this.deps.fleet.sealer?.seal(apiKey, streamId) ?? '',
         fallbackModels,
         ids,
-      },
-      apiKey,
-      { validate, publishToken: created.publish.token },
-    );
-    local.beginCreate(streamId);
-    local.add(session);
+    };
+    const stream = new LiveStream(record, apiKey, { validate, publishToken: created.publish.token, media: this.deps.media, clock });
+    registry.beginCreate(streamId);
+    registry.add(stream);
     try {
-      await store.putSession(recordOf(session, this.replicaId, now));
+      await store.putSession(stream.toRecord(this.replicaId, now));
       // Bound after the record exists: the reconciler frees a bound slot whose record is gone or ended.
       await store.bindSlot(kh, slotId, streamId);
     } catch (err) {
       // The store failed mid-create: leave nothing behind (the slot may stay until the reconciler frees it).
-      await local.stop(session);
+      await registry.stop(stream);
       await undo.run();
       throw err;
     } finally {
-      local.endCreate(streamId);
+      registry.endCreate(streamId);
     }
 
     let media: LegacyMedia = { transport: 'native', url: created.publish.url, token: created.publish.token };
@@ -202,15 +201,15 @@ export class LegacySessions {
         throw err;
       }
     }
-    if (local.closing) {
+    if (registry.closing) {
       // Shutdown began while this create was in flight: do not hand out a stream that is about to end.
       await this.end(streamId, this.reasons.serverShutdown);
       throw LEGACY_ERRORS.shuttingDown();
     }
     // Outside the create's span: what the timers do later is traced on its own, linked to the create.
     detached(() => {
-      this.timers.arm(session, session.record.leaseExpiresAtMs);
-      this.timers.waitForFirstFrame(session);
+      this.timers.arm(stream, stream.record.leaseExpiresAtMs);
+      this.timers.waitForFirstFrame(stream);
     });
     this.deps.observer?.streamCreated?.(kh, spec);
     return { streamId, ttlSeconds: cfg.leaseTtlSeconds, media };
@@ -269,12 +268,11 @@ export class LegacySessions {
       }
       throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.keepalive);
     }
-    const session = this.local.get(streamId);
-    if (session) {
-      session.runtime.publishToken = ka.publish.token;
-      this.deps.media?.renewToken?.(streamId, ka.publish.token);
-      session.record.leaseExpiresAtMs = renewed.record.leaseExpiresAtMs;
-      this.timers.armLease(session, session.record.leaseExpiresAtMs);
+    const stream = this.registry.get(streamId);
+    if (stream) {
+      stream.renewToken(ka.publish.token);
+      stream.extendLease(renewed.record.leaseExpiresAtMs);
+      this.timers.armLease(stream, stream.record.leaseExpiresAtMs);
     }
     return {
       streamId,
@@ -293,24 +291,23 @@ export class LegacySessions {
     if (rec.state === 'ended') throw LEGACY_ERRORS.streamEnded(streamId);
     const next = await this.deps.store.setPrompt(streamId, prompt, this.deps.clock.now());
     if (!next) throw LEGACY_ERRORS.streamEnded(streamId);
-    const session = this.local.get(streamId);
-    if (session) {
-      session.record.prompt = next.prompt;
-      session.record.promptRev = next.promptRev;
+    const stream = this.registry.get(streamId);
+    if (stream) {
+      stream.adoptPrompt(next.prompt, next.promptRev);
     } else if (next.owner && next.owner !== this.replicaId) {
       tellOwner(this.deps, next.owner, { op: 'prompt', streamId });
     }
     return legacyRecord(next);
   }
 
-  /** The one end path, on any replica (./session-end.ts). Idempotent; true only for the winner. */
+  /** The one end path, on any replica (./end.ts). Idempotent; true only for the winner. */
   end(streamId: string, reason: string, opts?: EndOptions): Promise<boolean> {
     return this.ender.end(streamId, reason, opts);
   }
 
   /** Upstream streams created here and not yet deleted (ids). */
   get undeletedUpstreamStreams(): string[] {
-    return this.local.ownedStreams().map(([id]) => id);
+    return this.registry.ownedStreams().map(([id]) => id);
   }
 
   /**
@@ -319,10 +316,10 @@ export class LegacySessions {
    * never deleted from here, whatever this process remembers (shutdown). Returns the ids it ended.
    */
   async closeAll(reason: string = this.reasons.serverShutdown): Promise<string[]> {
-    this.local.close();
-    const ids = this.local.ids();
+    this.registry.close();
+    const ids = this.registry.ids();
     const ended = await Promise.all(ids.map((id) => this.end(id, reason)));
-    await Promise.all(this.local.ownedStreams().map(([id, key]) => this.deleteLeftover(id, key)));
+    await Promise.all(this.registry.ownedStreams().map(([id, key]) => this.deleteLeftover(id, key)));
     return ids.filter((_, i) => ended[i]);
   }
 
@@ -336,7 +333,7 @@ export class LegacySessions {
       return;
     }
     if (rec?.state === 'active') {
-      this.local.forget(streamId);
+      this.registry.forget(streamId);
       this.deps.logger.warn({ streamId, owner: rec.owner }, 'shutdown left an active stream to its owner');
       return;
     }

@@ -1,63 +1,58 @@
 /**
- * The fleet side of legacy sessions (docs/scaling.md): what the membership loop and the control
- * channel (../fleet) ask of this replica's streams. Adopts a stream from its record (failover or
+ * Streams moving between replicas (docs/scaling.md): what the membership loop and the control
+ * channel (../../fleet) ask of this replica's streams. Adopts a stream from its record (failover or
  * drain), hands streams over, acts on owner messages, and reconciles the streams the store says are
- * ours with those running here. `Fleet` is handed this object directly (`LegacySessions.fleet`).
+ * ours with those running here. `Fleet` is handed this object directly (`LegacySessions.moves`).
  */
 import type { ValidateFunction } from 'ajv';
 import type { JsonSchemaValidators } from '../../../lib/json-schema';
 import { ATTR, detached, inSpan } from '../../../lib/spans';
 import type { SessionRecord } from '../../store/store';
-import type { LocalSessions } from './registry';
 import { compileOutputSchema } from '../contract/output-schema';
-import { legacyRecord, liveSession } from './ownership';
-import type { RecordSync } from './record-sync';
 import { tellOwner } from './end';
 import type { SessionEnd } from './end';
-import type { HandOverOptions, LegacyRecord, LiveSession, OwnerMessage, SessionContext } from './ports';
-import type { SessionTimers } from './timers';
+import { LiveStream } from './live-stream';
+import { legacyRecord, ownedBy } from './ownership';
+import type { HandOverOptions, LegacyRecord, OwnerMessage, SessionContext } from './ports';
+import type { RecordSync } from './record-sync';
+import type { StreamRegistry } from './registry';
+import type { StreamTimers } from './timers';
 import { transportLostReason } from '../contract/closes';
 
-/** What the fleet side works with: this replica's registry, its end path, record upkeep and timers. */
-export interface FleetParts {
-  local: LocalSessions;
-  end: Pick<SessionEnd, 'end' | 'reasons' | 'openKey'>;
-  sync: Pick<RecordSync, 'refreshPrompt' | 'reRegister' | 'frameSize'>;
-  /** Lease, upstream keepalive, first-frame wait and ticker of an adopted stream. */
-  timers: Pick<SessionTimers, 'arm' | 'waitForFirstFrame' | 'resumeTicking'>;
-  /** Output-schema validators (an adopted stream's schema is compiled again here). */
-  schemas: JsonSchemaValidators;
-}
-
-export class SessionFleet {
+export class StreamMoves {
   /** Streams being adopted right now (an adopt message and the reconcile may both ask). */
   private readonly adopting = new Set<string>();
 
   constructor(
     private readonly deps: SessionContext,
-    private readonly parts: FleetParts,
+    private readonly registry: StreamRegistry,
+    private readonly ender: SessionEnd,
+    private readonly sync: RecordSync,
+    private readonly timers: StreamTimers,
+    /** Output-schema validators (an adopted stream's schema is compiled again here). */
+    private readonly schemas: JsonSchemaValidators,
   ) {}
 
   /** Pauses (true) or resumes ticking on every stream here (a replica whose heartbeat fails fences itself). */
   get selfFenced(): boolean {
-    return this.parts.local.selfFenced;
+    return this.registry.selfFenced;
   }
 
   set selfFenced(on: boolean) {
-    this.parts.local.selfFenced = on;
+    this.registry.selfFenced = on;
   }
 
   /** Ids of the streams this replica schedules. */
   get ownedIds(): string[] {
-    return this.parts.local.ids();
+    return this.registry.ids();
   }
 
   /** A control-channel message for this replica (src/gateway/fleet/control.ts). */
   async onOwnerMessage(msg: OwnerMessage): Promise<void> {
-    if (msg.op === 'prompt') return this.parts.sync.refreshPrompt(msg.streamId);
-    if (msg.op === 'ended') return this.parts.local.remove(msg.streamId);
+    if (msg.op === 'prompt') return this.sync.refreshPrompt(msg.streamId);
+    if (msg.op === 'ended') return this.registry.remove(msg.streamId);
     const rec = await this.deps.store.getSession(msg.streamId);
-    if (rec?.state === 'active' && rec.owner === this.deps.replicaId) await this.adopt(rec, 'handover');
+    if (ownedBy(rec, this.deps.replicaId)) await this.adopt(rec, 'handover');
   }
 
   /**
@@ -69,37 +64,37 @@ export class SessionFleet {
    */
   async adopt(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean> {
     const id = rec.streamId;
-    const { local } = this.parts;
-    if (local.get(id) || this.adopting.has(id) || local.closing) return false;
+    const { registry } = this;
+    if (registry.get(id) || this.adopting.has(id) || registry.closing) return false;
     const attributes = { [ATTR.streamId]: id, [ATTR.adoptHow]: how, [ATTR.epoch]: rec.epoch, [ATTR.keyHash]: rec.keyHash };
     return inSpan('legacy.adopt', { parent: 'root', link: rec.ids, attributes }, () => this.adoptIn(rec, how));
   }
 
   private async adoptIn(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean> {
     const id = rec.streamId;
-    const { local, end, timers } = this.parts;
-    if (local.get(id) || this.adopting.has(id) || local.closing) return false;
+    const { registry, ender, timers } = this;
+    if (registry.get(id) || this.adopting.has(id) || registry.closing) return false;
     this.adopting.add(id);
-    const { logger } = this.deps;
+    const { logger, media, clock } = this.deps;
     try {
       if (rec.pinned) {
-        await end.end(id, transportLostReason('webrtc', this.deps.brand));
+        await ender.end(id, transportLostReason('webrtc', this.deps.brand));
         return false;
       }
-      const apiKey = end.openKey(rec);
+      const apiKey = ender.openKey(rec);
       if (!apiKey) {
         logger.error({ streamId: id }, 'cannot open the stream\'s sealed key (is GATEWAY_SECRET the same on every replica?): ending it');
-        await end.end(id, end.reasons.serverShutdown);
+        await ender.end(id, ender.reasons.serverShutdown);
         return false;
       }
       const record = legacyRecord(rec);
-      const session = liveSession(record, apiKey, { validate: this.validatorOf(record), publishToken: '' });
-      local.add(session);
+      const stream = new LiveStream(record, apiKey, { validate: this.validatorOf(record), publishToken: '', media, clock });
+      registry.add(stream);
       // Outside the adoption's span: the stream's later work is traced on its own.
-      detached(() => timers.arm(session, rec.leaseExpiresAtMs));
-      if (session.record.spec.transport === 'room') await this.rejoinRoom(session);
-      if (session.runtime.ending) return false;
-      detached(() => (rec.gridStartMs === null ? timers.waitForFirstFrame(session) : timers.resumeTicking(session, rec)));
+      detached(() => timers.arm(stream, rec.leaseExpiresAtMs));
+      if (record.spec.transport === 'room') await this.rejoinRoom(stream);
+      if (stream.stopping) return false;
+      detached(() => (rec.gridStartMs === null ? timers.waitForFirstFrame(stream) : timers.resumeTicking(stream, rec)));
       this.deps.observer?.sessionAdopted?.(id, how);
       logger.info({ streamId: id, how, epoch: rec.epoch, key: rec.keyHash }, 'legacy stream adopted');
       return true;
@@ -111,7 +106,7 @@ export class SessionFleet {
   /** An adopted stream's output schema, compiled again here (one that does not compile goes unchecked). */
   private validatorOf(rec: LegacyRecord): ValidateFunction | undefined {
     try {
-      return rec.spec.outputSchema ? compileOutputSchema(this.parts.schemas, rec.spec.outputSchema) : undefined;
+      return rec.spec.outputSchema ? compileOutputSchema(this.schemas, rec.spec.outputSchema) : undefined;
     } catch (err) {
       this.deps.logger.warn({ err, streamId: rec.streamId }, 'adopted stream\'s output schema does not compile here; results go unchecked');
       return undefined;
@@ -119,25 +114,25 @@ export class SessionFleet {
   }
 
   /** A room source's relay died with its previous owner: join the customer's room again from here. */
-  private async rejoinRoom(session: LiveSession): Promise<void> {
+  private async rejoinRoom(stream: LiveStream): Promise<void> {
     const { media, upstream, brand, logger } = this.deps;
-    const { record, runtime } = session;
+    const { record } = stream;
     if (!media) return;
     try {
-      const ka = await upstream.keepalive(session.apiKey, record.streamId, record.ids);
-      runtime.publishToken = ka.publish.token;
+      const ka = await upstream.keepalive(stream.apiKey, record.streamId, record.ids);
+      stream.renewToken(ka.publish.token);
       if (!ka.publish.url) throw new Error('the upstream keepalive named no publish url');
       await media.start({
         spec: record.spec,
         streamId: record.streamId,
         publishUrl: ka.publish.url,
         publishToken: ka.publish.token,
-        onLost: () => void this.parts.end.end(record.streamId, transportLostReason('room', brand)),
-        onFrameSize: (width, height) => this.parts.sync.frameSize(record.streamId, width, height),
+        onLost: () => void this.ender.end(record.streamId, transportLostReason('room', brand)),
+        onFrameSize: (width, height) => this.sync.frameSize(record.streamId, width, height),
       });
     } catch (err) {
       logger.warn({ err, streamId: record.streamId }, 'could not re-join the room source');
-      await this.parts.end.end(record.streamId, transportLostReason('room', brand));
+      await this.ender.end(record.streamId, transportLostReason('room', brand));
     }
   }
 
@@ -148,21 +143,19 @@ export class SessionFleet {
    * with `keepPinned` (a connection drain), stay and run here. Returns how many moved.
    */
   async handOver(targetOf: (streamId: string) => string | undefined, opts: HandOverOptions = {}): Promise<number> {
-    const { local, end } = this.parts;
-    const { replicaId } = this.deps;
-    if (!opts.keepPinned) local.close();
-    const { store, logger } = this.deps;
+    const { registry, ender } = this;
+    const { store, logger, replicaId } = this.deps;
+    if (!opts.keepPinned) registry.close();
     let moved = 0;
     await Promise.all(
-      local.sessions().map(async ({ record }) => {
-        const id = record.streamId;
+      registry.streams().map(async ({ id, record }) => {
         const target = record.pinned ? undefined : targetOf(id);
         if (!target && opts.keepPinned) return;
         if (opts.why) logger.info({ streamId: id, to: target }, `${opts.why}: stream ${target ? 'handed over' : 'ended'}`);
-        if (!target) return void (await end.end(id, end.reasons.serverShutdown));
+        if (!target) return void (await ender.end(id, ender.reasons.serverShutdown));
         const attributes = { [ATTR.streamId]: id, [ATTR.handoverTo]: target, [ATTR.epoch]: record.epoch };
         await inSpan('legacy.handover', { parent: 'root', link: record.ids, attributes }, async (span) => {
-          await local.remove(id);
+          await registry.remove(id);
           const claimed = await store.claimSession(id, { owner: replicaId, epoch: record.epoch }, target);
           span?.setAttribute(ATTR.handoverClaimed, Boolean(claimed));
           if (!claimed) return;
@@ -180,29 +173,28 @@ export class SessionFleet {
    * is adopted, a stream ended or claimed elsewhere stops here (the periodic check behind lost messages).
    */
   async reconcileOwned(storeOwned: readonly string[]): Promise<void> {
-    const { store } = this.deps;
-    const { local } = this.parts;
-    const { replicaId } = this.deps;
+    const { registry } = this;
+    const { store, replicaId } = this.deps;
     const owned = new Set(storeOwned);
     for (const id of owned) {
-      if (local.get(id) || local.isCreating(id)) continue;
+      if (registry.get(id) || registry.isCreating(id)) continue;
       const rec = await store.getSession(id);
-      if (rec?.state === 'active' && rec.owner === replicaId) await this.adopt(rec, 'handover');
+      if (ownedBy(rec, replicaId)) await this.adopt(rec, 'handover');
     }
-    for (const session of local.sessions()) {
-      const id = session.record.streamId;
-      if (owned.has(id) || session.runtime.ending || local.isCreating(id)) continue;
+    for (const stream of registry.streams()) {
+      const id = stream.id;
+      if (owned.has(id) || stream.stopping || registry.isCreating(id)) continue;
       const rec = await store.getSession(id);
-      if (!rec) await this.parts.sync.reRegister(session);
-      else if (rec.state !== 'active' || rec.owner !== replicaId) await local.remove(id);
+      if (!rec) await this.sync.reRegister(stream);
+      else if (!ownedBy(rec, replicaId)) await registry.remove(id);
     }
   }
 
   /** Test seam of a crash: every timer here stops and nothing is written to the store (the fleet's view of a dead replica). */
   async halt(): Promise<void> {
-    const { local } = this.parts;
-    local.close();
-    await Promise.all(local.sessions().map((s) => local.stop(s)));
-    local.forgetAll();
+    const { registry } = this;
+    registry.close();
+    await Promise.all(registry.streams().map((s) => registry.stop(s)));
+    registry.forgetAll();
   }
 }

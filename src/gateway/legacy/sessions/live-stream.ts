@@ -1,0 +1,188 @@
+/**
+ * One legacy stream running in this process, for a create and an adoption alike: this owner's copy
+ * of its record, the client's key, and what lives only here (timers, ticker, the abort of its
+ * upstream calls, the latest publish token, whether it is stopping). Its state changes only through
+ * the methods below; the registry (./registry.ts) keeps the streams and nothing of theirs.
+ */
+import type { ValidateFunction } from 'ajv';
+import { newTraceId } from '../../../lib/spans';
+import type { Clock, LongTimer, TimerHandle } from '../../../lib/timers';
+import { legacyThreadId } from '../contract/upstream-request';
+import type { LegacyRecord, MediaRelay } from './ports';
+import type { Ticker } from './ticker';
+
+export interface LiveStreamOptions {
+  /** The output schema's validator (absent: results go unchecked). */
+  validate?: ValidateFunction;
+  /** The publish token the upstream handed out last ('' until an adopted stream's first keepalive). */
+  publishToken: string;
+  /** The relay to tell of a renewed publish token (webrtc and room sources). */
+  media?: Pick<MediaRelay, 'renewToken'>;
+  clock: Pick<Clock, 'clearTimeout'>;
+}
+
+export class LiveStream {
+  /** The client's key, held in memory only: the scheduler calls the upstream on its behalf. */
+  readonly apiKey: string;
+  /** The upstream conversation thread of its ticks. */
+  readonly threadId: string;
+  readonly validate?: ValidateFunction;
+  private readonly rec: LegacyRecord;
+  private readonly abort = new AbortController();
+  private readonly media?: Pick<MediaRelay, 'renewToken'>;
+  private readonly clock: Pick<Clock, 'clearTimeout'>;
+  private token: string;
+  private stoppingNow = false;
+  private ticker?: Ticker;
+  private leaseCheck?: LongTimer;
+  private upstreamKeepalive?: LongTimer;
+  private firstFramePoll?: TimerHandle;
+  private jitter?: number;
+
+  constructor(rec: LegacyRecord, apiKey: string, opts: LiveStreamOptions) {
+    // A copy (the store keeps its own); a record without a trace (written before tracing) gets one.
+    this.rec = { ...rec, fallbackModels: [...rec.fallbackModels], ids: rec.ids.traceId ? { ...rec.ids } : { traceId: newTraceId() } };
+    this.apiKey = apiKey;
+    this.threadId = legacyThreadId(rec.streamId);
+    this.validate = opts.validate;
+    this.token = opts.publishToken;
+    this.media = opts.media;
+    this.clock = opts.clock;
+  }
+
+  get id(): string {
+    return this.rec.streamId;
+  }
+
+  /**
+   * The record as this owner knows it (the store's is the truth): what it acts and re-registers with.
+   * The owner moves `epoch`, `prompt`/`promptRev`, `leaseExpiresAtMs`, `gridStartMs` and `lastTick`.
+   */
+  get record(): Readonly<LegacyRecord> {
+    return this.rec;
+  }
+
+  get publishToken(): string {
+    return this.token;
+  }
+
+  /** Aborts when the stream stops here: its upstream calls in flight end with it. */
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  /** True once it stops here (ended, fenced, handed over): its timers and ticks act no more. */
+  get stopping(): boolean {
+    return this.stoppingNow;
+  }
+
+  // ── The record, as its owner moves it ──
+
+  /** A fresh publish token from the upstream keepalive, handed to the relay that publishes with it. */
+  renewToken(token: string): void {
+    this.token = token;
+    this.media?.renewToken?.(this.id, token);
+  }
+
+  /** A prompt the store took (a PATCH here or on another replica): the next tick asks with it. */
+  adoptPrompt(prompt: string, promptRev: number): void {
+    this.rec.prompt = prompt;
+    this.rec.promptRev = promptRev;
+  }
+
+  extendLease(expiresAtMs: number): void {
+    this.rec.leaseExpiresAtMs = expiresAtMs;
+  }
+
+  /** A new epoch for writing the record back: commits under the old one are refused from now on. */
+  bumpEpoch(): void {
+    this.rec.epoch += 1;
+  }
+
+  /** The epoch the store holds for this owner (it wrote the record back first). */
+  takeEpoch(epoch: number): void {
+    this.rec.epoch = epoch;
+  }
+
+  /** Tick `tick` was committed: a successor resumes after it. */
+  committed(tick: number): void {
+    this.rec.lastTick = Math.max(this.rec.lastTick, tick);
+  }
+
+  /** Where its tick grid starts, set once (true when this call set it: the store is told). */
+  anchorGrid(gridStartMs: number): boolean {
+    if (this.rec.gridStartMs !== null) return false;
+    this.rec.gridStartMs = gridStartMs;
+    return true;
+  }
+
+  /** The store record of this stream as its owner `owner` knows it (create, and writing a lost record back). */
+  toRecord(owner: string, now: number): LegacyRecord {
+    return {
+      ...this.rec,
+      state: 'active',
+      endReason: null,
+      endedAtMs: null,
+      promptUpdatedAtMs: now,
+      owner,
+      costMicrocents: 0,
+      lastKeepaliveAtMs: now,
+      fallbackModels: [...this.rec.fallbackModels],
+      ids: { ...this.rec.ids },
+    };
+  }
+
+  /** Where it resumes in the spread after its key's rate-limit hold (0..1, drawn once by `draw`). */
+  backoffJitter(draw: () => number): number {
+    this.jitter ??= draw();
+    return this.jitter;
+  }
+
+  // ── Its timers: each replaces the one before it ──
+
+  setLeaseCheck(timer: LongTimer): void {
+    this.leaseCheck?.clear();
+    this.leaseCheck = timer;
+  }
+
+  setUpstreamKeepalive(timer: LongTimer): void {
+    this.upstreamKeepalive?.clear();
+    this.upstreamKeepalive = timer;
+  }
+
+  setFirstFramePoll(handle: TimerHandle): void {
+    this.clock.clearTimeout(this.firstFramePoll);
+    this.firstFramePoll = handle;
+  }
+
+  /** Ticks with `ticker` from tick `firstN` of the grid starting at `gridStartMs`. */
+  startTicking(ticker: Ticker, gridStartMs: number, firstN: number): void {
+    this.ticker?.stop();
+    this.ticker = ticker;
+    ticker.start(gridStartMs, firstN);
+  }
+
+  // ── Stopping ──
+
+  /** Claims the stop for an end in progress: false when it is stopping already. */
+  beginEnd(): boolean {
+    if (this.stoppingNow) return false;
+    this.stoppingNow = true;
+    return true;
+  }
+
+  /** The end could not be decided (the store did not answer): the stream runs on. */
+  cancelEnd(): void {
+    this.stoppingNow = false;
+  }
+
+  /** Stops everything of it here: ticker, timers, upstream calls in flight. Idempotent. */
+  stop(): void {
+    this.stoppingNow = true;
+    this.ticker?.stop();
+    this.leaseCheck?.clear();
+    this.upstreamKeepalive?.clear();
+    this.clock.clearTimeout(this.firstFramePoll);
+    this.abort.abort();
+  }
+}
