@@ -1,0 +1,107 @@
+import { LiveStream } from '../../../src/gateway/legacy/sessions/live-stream';
+import type { LegacyRecord } from '../../../src/gateway/legacy/sessions/ports';
+import { Ticker } from '../../../src/gateway/legacy/sessions/ticker';
+import { setLongInterval, setLongTimeout } from '../../../src/lib/timers';
+import { FakeClock } from '../../helpers/fake-clock';
+
+function record(over: Partial<LegacyRecord> = {}): LegacyRecord {
+  return {
+    streamId: 's1',
+    epoch: 1,
+    prompt: 'p0',
+    promptRev: 0,
+    leaseExpiresAtMs: 1000,
+    gridStartMs: null,
+    lastTick: -1,
+    fallbackModels: ['m2'],
+    ids: { traceId: 't'.repeat(32) },
+    ...over,
+  } as LegacyRecord;
+}
+
+function setup(over: Partial<LegacyRecord> = {}) {
+  const clock = new FakeClock(0);
+  const renewed: [string, string][] = [];
+  const rec = record(over);
+  const stream = new LiveStream(rec, 'key', { publishToken: 'tok0', clock, media: { renewToken: (id, token) => renewed.push([id, token]) } });
+  return { clock, rec, stream, renewed };
+}
+
+test('the stream keeps its own copy of the record: the caller’s object and arrays stay untouched', () => {
+  const { rec, stream } = setup();
+  stream.adoptPrompt('p1', 3);
+  stream.extendLease(5000);
+  stream.bumpEpoch();
+  stream.committed(4);
+  stream.committed(2);
+  expect(rec).toMatchObject({ prompt: 'p0', promptRev: 0, leaseExpiresAtMs: 1000, epoch: 1, lastTick: -1 });
+  expect(stream.record).toMatchObject({ prompt: 'p1', promptRev: 3, leaseExpiresAtMs: 5000, epoch: 2, lastTick: 4 });
+  expect(stream.record.fallbackModels).not.toBe(rec.fallbackModels);
+  expect(stream.record.ids).not.toBe(rec.ids);
+});
+
+test('a record without a trace gets one of its own', () => {
+  const { stream } = setup({ ids: {} } as Partial<LegacyRecord>);
+  expect(stream.record.ids.traceId).toMatch(/^[0-9a-f]{32}$/);
+});
+
+test('a renewed publish token is kept and handed to the relay', () => {
+  const { stream, renewed } = setup();
+  stream.renewToken('tok1');
+  expect(stream.publishToken).toBe('tok1');
+  expect(renewed).toEqual([['s1', 'tok1']]);
+});
+
+test('the grid is anchored once', () => {
+  const { stream } = setup();
+  expect(stream.anchorGrid(100)).toBe(true);
+  expect(stream.anchorGrid(200)).toBe(false);
+  expect(stream.record.gridStartMs).toBe(100);
+});
+
+test('the store record of a live stream is active, owned by the writer and carries its epoch and prompt', () => {
+  const { stream } = setup({ state: 'ended', owner: 'old', costMicrocents: 9 } as Partial<LegacyRecord>);
+  stream.bumpEpoch();
+  const out = stream.toRecord('r1', 42);
+  expect(out).toMatchObject({ state: 'active', owner: 'r1', epoch: 2, costMicrocents: 0, lastKeepaliveAtMs: 42, promptUpdatedAtMs: 42, endReason: null });
+  expect(out.ids).not.toBe(stream.record.ids);
+});
+
+test('stop clears every timer and aborts calls in flight; a replaced timer is cleared when replaced', () => {
+  const { clock, stream } = setup();
+  const fired: string[] = [];
+  stream.setLeaseCheck(setLongTimeout(() => fired.push('lease-old'), 10, { clock }));
+  stream.setLeaseCheck(setLongTimeout(() => fired.push('lease'), 20, { clock }));
+  stream.setUpstreamKeepalive(setLongInterval(() => fired.push('keepalive'), 5, { clock }));
+  stream.setFirstFramePoll(clock.setTimeout(() => fired.push('poll'), 30));
+  const ticks: number[] = [];
+  stream.startTicking(new Ticker({ periodMs: 7, maxInFlight: 5, clock, onTick: async (t) => void ticks.push(t.n) }), 0, 0);
+  clock.advance(7);
+  expect(fired).toEqual(['keepalive']);
+  expect(ticks).toEqual([0, 1]);
+  stream.stop();
+  expect(stream.stopping).toBe(true);
+  expect(stream.signal.aborted).toBe(true);
+  clock.advance(100);
+  expect(fired).toEqual(['keepalive']);
+  expect(ticks).toEqual([0, 1]);
+});
+
+test('an end claims the stop once; a failed end lets the stream run on', () => {
+  const { stream } = setup();
+  expect(stream.beginEnd()).toBe(true);
+  expect(stream.beginEnd()).toBe(false);
+  stream.cancelEnd();
+  expect(stream.stopping).toBe(false);
+  expect(stream.signal.aborted).toBe(false);
+  expect(stream.beginEnd()).toBe(true);
+});
+
+test('the rate-limit jitter is drawn once per stream', () => {
+  const { stream } = setup();
+  let draws = 0;
+  const draw = () => (++draws, 0.25);
+  expect(stream.backoffJitter(draw)).toBe(0.25);
+  expect(stream.backoffJitter(draw)).toBe(0.25);
+  expect(draws).toBe(1);
+});
