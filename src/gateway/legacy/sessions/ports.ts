@@ -83,7 +83,7 @@ export interface MediaRelay {
   readonly activeCount?: number;
 }
 
-/** How a drain hands streams over (`SessionFleet.handOver`). */
+/** How a drain hands streams over (`StreamMoves.handOver`). */
 export interface HandOverOptions {
   /** Pinned streams (and any without a target) stay and run here: a connection drain. */
   keepPinned?: boolean;
