@@ -1,6 +1,6 @@
-/** REDIS_URL forms: one server (redis://, rediss://) or a Cluster's seed nodes (redis+cluster://). */
+/** REDIS_URL forms: one server (redis://, rediss://), a Cluster's seed nodes (redis+cluster://), sentinels and a master name (redis+sentinel://). */
 import { loadConfig } from '../../src/config';
-import { isRedisUrl, parseClusterUrl } from '../../src/lib/redis-url';
+import { isRedisUrl, parseClusterUrl, parseSentinelUrl } from '../../src/lib/redis-url';
 
 test('redis+cluster:// names seed nodes, credentials and TLS', () => {
   expect(parseClusterUrl('redis+cluster://10.0.0.1:7000,10.0.0.2:7001')).toEqual({
@@ -31,4 +31,27 @@ test('config takes one server or a Cluster, and refuses anything else naming the
   const secret = 'x'.repeat(32);
   expect(loadConfig({ env: { REDIS_URL: 'redis+cluster://h1:7000,h2:7000', GATEWAY_SECRET: secret } }).store.redisUrl).toBe('redis+cluster://h1:7000,h2:7000');
   expect(() => loadConfig({ env: { REDIS_URL: 'http://h:6379', GATEWAY_SECRET: secret } })).toThrow(/redis\+cluster:\/\//);
+});
+
+test('redis+sentinel:// names the sentinels, the master name, the primary’s credentials and TLS', () => {
+  expect(parseSentinelUrl('redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/gateway')).toEqual({
+    nodes: [
+      { host: '10.0.0.1', port: 26379 },
+      { host: '10.0.0.2', port: 26379 },
+    ],
+    name: 'gateway',
+    tls: false,
+  });
+  expect(parseSentinelUrl('rediss+sentinel://app:p%40ss@[::1]:26379/my%20primary')).toEqual({
+    nodes: [{ host: '::1', port: 26379 }],
+    username: 'app',
+    password: 'p@ss',
+    name: 'my primary',
+    tls: true,
+  });
+  for (const bad of ['redis+sentinel://h:26379', 'redis+sentinel://h:26379/', 'redis+sentinel://h/m', 'redis+sentinel://h:1,/m', 'redis+cluster://h:1/m', 'redis+sentinel://h:1/a/b']) {
+    expect(parseSentinelUrl(bad)).toBeUndefined();
+  }
+  expect(isRedisUrl('redis+sentinel://h1:26379,h2:26379/gw')).toBe(true);
+  expect(isRedisUrl('redis+sentinel://h1:26379')).toBe(false);
 });
