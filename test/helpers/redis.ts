@@ -25,6 +25,10 @@ export interface RedisServer {
    * first and the new process loads it (a restart with its data); otherwise it starts empty.
    */
   restart(opts: { keepData: boolean }): Promise<void>;
+  /** SIGKILL: the process dies at once, its port closed (a crashed primary). */
+  kill(): Promise<void>;
+  /** Starts a killed server again on its port, empty (a crashed node coming back). */
+  revive(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -35,7 +39,7 @@ process.once('exit', () => {
 });
 
 /** One inline command on a fresh connection; resolves with the first reply chunk. */
-function rawCommand(port: number, args: string[]): Promise<string> {
+export function rawCommand(port: number, args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1');
     sock.once('error', reject);
@@ -123,6 +127,15 @@ export async function startRedis(extraArgs: string[] = [], fixedPort?: number): 
       current.child.kill('SIGKILL');
       await current.exited;
       // The new process loads dump.rdb from `dir` when there is one.
+      current = await spawnRedis(dir, extraArgs, port);
+    },
+    async kill() {
+      current.child.kill('SIGKILL');
+      await current.exited;
+    },
+    async revive() {
+      if (!current.dead()) throw new Error(`redis-server on port ${port} is running: kill it first`);
+      fs.rmSync(path.join(dir, 'dump.rdb'), { force: true });
       current = await spawnRedis(dir, extraArgs, port);
     },
     async stop() {
