@@ -1,6 +1,4 @@
 import type { DestinationStream } from 'pino';
-import WebSocket from 'ws';
-import type { ClientOptions } from 'ws';
 import { loadConfig, mergeDeep } from '../../src/config';
 import type { Config } from '../../src/config';
 import { createLogger } from '../../src/lib/logger';
@@ -91,52 +89,6 @@ export const frameBody = (over: Record<string, unknown> = {}, inference: Record<
   processing: { interval_seconds: 0.5, ...over },
   inference: { prompt: 'Describe the frame', model: 'local/analyzer', ...inference },
 });
-
-export interface ResultSocket {
-  ws: WebSocket;
-  messages: Record<string, unknown>[];
-  closed: Promise<{ code: number; reason: string }>;
-  /** Resolves once `n` messages have arrived (or rejects after `timeoutMs`). */
-  waitFor(n: number, timeoutMs?: number): Promise<Record<string, unknown>[]>;
-}
-
-/** `wsOpts`: the client's own (a `localAddress` to connect from, extra headers). */
-export function openResults(url: string, streamId: string, key: string | null = KEY, wsOpts?: ClientOptions): Promise<ResultSocket> {
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v0.2/ws/streams/${streamId}`, wsOpts);
-  const messages: Record<string, unknown>[] = [];
-  const waiters: (() => void)[] = [];
-  ws.on('message', (d) => {
-    messages.push(JSON.parse(d.toString()) as Record<string, unknown>);
-    for (const w of waiters.splice(0)) w();
-  });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
-    ws.on('close', (code, reason) => {
-      resolve({ code, reason: reason.toString() });
-      for (const w of waiters.splice(0)) w();
-    }),
-  );
-  const waitFor = (n: number, timeoutMs = 10_000) =>
-    new Promise<Record<string, unknown>[]>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`only ${messages.length}/${n} results after ${timeoutMs} ms`)), timeoutMs);
-      const check = () => {
-        if (messages.length >= n) {
-          clearTimeout(t);
-          resolve(messages.slice(0, n));
-        } else if (ws.readyState === ws.CLOSED) {
-          clearTimeout(t);
-          reject(new Error(`socket closed after ${messages.length}/${n} results`));
-        } else waiters.push(check);
-      };
-      check();
-    });
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => {
-      if (key !== null) ws.send(JSON.stringify({ api_key: key }));
-      resolve({ ws, messages, closed, waitFor });
-    });
-    ws.once('error', reject);
-  });
-}
 
 /**
  * `POST /v0.2/chat/completions/clip` (reinfer) as the Python SDK calls it: a 404 is retried (the

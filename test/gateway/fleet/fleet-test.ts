@@ -4,7 +4,8 @@
  * shared state (owner of a stream, slots of the test key).
  */
 import { startFleet } from '../../helpers/fleet';
-import type { Fleet, FleetOptions, ResultsRecorder } from '../../helpers/fleet';
+import type { Fleet, FleetOptions } from '../../helpers/fleet';
+import type { ResultsSocket } from '../../helpers/results-socket';
 import { keyHash } from '../../../src/lib/keys';
 import { useMainBundle } from '../../helpers/main-bundle';
 import { KEY, sleep } from '../../helpers/stack';
@@ -43,7 +44,7 @@ export async function slotsOfKey(fleet: Fleet, key = KEY): Promise<number> {
  * Resolves once `s` has `n` results that arrived after `t` (a drain, a failover); a socket that
  * closes first fails it with its close code and reason. Bound it with `deadline`.
  */
-export async function resultsAfter(s: ResultsRecorder, t: number, n: number): Promise<void> {
+export async function resultsAfter(s: ResultsSocket, t: number, n: number): Promise<void> {
   await until(async () => {
     if (s.received.filter((r) => r.atMs > t).length >= n) return true;
     if (!s.isOpen()) {

@@ -8,9 +8,8 @@
  * - orphans: delete retried, a create answered after the client gave up is deleted, shutdown reconciles;
  * - x-request-id and traceparent reach the upstream.
  */
-import { sleep } from '../../helpers/time';
+import { until } from '../../helpers/time';
 import type http from 'node:http';
-import WebSocket from 'ws';
 import { loadConfig } from '../../../src/config';
 import { createLogger } from '../../../src/lib/logger';
 import { startGateway } from '../../../src/gateway/server';
@@ -19,6 +18,7 @@ import { MemoryStore } from '../../../src/gateway/store/memory';
 import { FakeUpstream, json } from '../../upstream/fake-upstream';
 import type { SeenRequest } from '../../upstream/fake-upstream';
 import { KEY, frameBody, http as call, sessionRecord } from '../../helpers/stack';
+import { connectResults } from '../../helpers/results-socket';
 
 type Answer = { status: number; body: unknown; delayMs?: number } | 'reset';
 const STREAM_ID = '5a0f3c7e-8b1d-4c2e-9f3a-1b2c3d4e5f60';
@@ -84,18 +84,10 @@ afterEach(async () => {
 
 const paths = (method?: string) => fake.requests.filter((r) => !method || r.method === method).map((r) => r.url.split('?')[0]);
 
-function socketAuth(streamId: string, key: string): Promise<{ code: number; reason: string }> {
-  const ws = new WebSocket(`${gw.url.replace(/^http/, 'ws')}/v0.2/ws/streams/${streamId}`);
-  ws.on('open', () => ws.send(JSON.stringify({ api_key: key })));
-  ws.on('error', () => undefined);
-  return new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
-}
+/** How a results socket that sends `key` first ends. */
+const socketAuth = (streamId: string, key: string) => connectResults(gw.url, streamId, key).closed;
 
 const record = (streamId: string) => sessionRecord(streamId, 'acct-1');
-
-async function until(what: () => boolean): Promise<void> {
-  while (!what()) await sleep(10);
-}
 
 describe('upstream statuses are not the client’s', () => {
   beforeEach(() => start({ upstreamFailures: { negativeKeyCacheMs: 0 } }));
@@ -228,10 +220,10 @@ describe('orphaned upstream streams and trace context', () => {
       body: JSON.stringify(frameBody()),
       signal: gaveUp.signal,
     }).catch(() => 'aborted');
-    await until(() => paths('POST').includes('/v1beta/streams'));
+    await until(() => paths('POST').includes('/v1beta/streams'), 10);
     gaveUp.abort();
     await expect(pending).resolves.toBe('aborted');
-    await until(() => paths('DELETE').length > 0);
+    await until(() => paths('DELETE').length > 0, 10);
     expect(paths('DELETE')).toEqual([`/v1beta/streams/${STREAM_ID}`]);
     expect(gw.gateway.sessions.activeCount).toBe(0);
     expect(await store.getSession(STREAM_ID)).toBeUndefined();

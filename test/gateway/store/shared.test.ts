@@ -13,7 +13,8 @@ import { RedisStore } from '../../../src/gateway/store/redis';
 import type { DeprecationReport } from '../../../src/gateway/telemetry/usage';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
-import { KEY, frameBody, http, openResults, startStack } from '../../helpers/stack';
+import { KEY, frameBody, http, startStack } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
 import { slotsInUse } from '../../helpers/store-ops';
 
@@ -80,7 +81,7 @@ test('60 concurrent creates for one key over two replicas: exactly 5 streams, ro
 test("a results socket on B gets A's results and A's end; feedback through B; the report is the fleet's", async () => {
   const id = created(await http(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) }))!;
   expect(id).toEqual(expect.any(String));
-  const sock = await openResults(b.url, id);
+  const sock = await openResults(b.url, id, KEY);
   const [first] = await sock.waitFor(1, 15_000);
   expect(first).toMatchObject({ stream_id: id, ok: true });
 

@@ -3,7 +3,6 @@
  * gateway: deprecation headers on every /v0.2 response and upgrade, the per-key report (JSON and
  * CSV) behind the admin token, Prometheus metrics, and logs that never contain a key or token.
  */
-import WebSocket from 'ws';
 import { loadConfig } from '../../../src/config';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
@@ -15,7 +14,8 @@ import { DeprecationUsage } from '../../../src/gateway/telemetry/usage';
 import type { DeprecationReport, KeyUsage } from '../../../src/gateway/telemetry/usage';
 import { keyHash } from '../../../src/lib/keys';
 import { createLogger } from '../../../src/lib/logger';
-import { clipBody, frameBody, http, KEY, KEY_B, KEY_REVOKED, openResults } from '../../helpers/stack';
+import { clipBody, frameBody, http, KEY, KEY_B, KEY_REVOKED } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
 import { deadline, delay } from '../doubles';
 
 const ADMIN = 'admin-token-for-tests-0123456789';
@@ -66,7 +66,7 @@ async function scriptedSession(url: string, emulatorUrl: string, secrets: string
   secrets.push((frame.body as { room: { token: string } }).room.token);
   streams.push(frameId);
 
-  const sock = await openResults(url, clipId);
+  const sock = await openResults(url, clipId, KEY);
   await sock.waitFor(2);
   const ka = await http(url, 'POST', `/v0.2/streams/${clipId}/keepalive`);
   expect(ka.status).toBe(200);
@@ -163,17 +163,9 @@ describe('deprecation telemetry and operations after a scripted legacy session',
   });
 
   test('the results-socket upgrade (101) carries the deprecation headers too', async () => {
-    const ws = new WebSocket(`${run.gateway.url.replace('http', 'ws')}/v0.2/ws/streams/${run.streams[0]}`);
-    const headers = await deadline(
-      new Promise<Record<string, string | string[] | undefined>>((resolve, reject) => {
-        ws.once('upgrade', (res) => resolve(res.headers));
-        ws.once('error', reject);
-      }),
-      3000,
-      'upgrade',
-    );
-    ws.close();
-    expect(headers).toMatchObject({ deprecation: '@1748736000', sunset: 'Tue, 30 Jun 2026 00:00:00 GMT', link: '<https://docs.example.com/migrate>; rel="deprecation"' });
+    const sock = await deadline(openResults(run.gateway.url, run.streams[0]!, null), 3000, 'upgrade');
+    sock.close();
+    expect(sock.upgradeHeaders).toMatchObject({ deprecation: '@1748736000', sunset: 'Tue, 30 Jun 2026 00:00:00 GMT', link: '<https://docs.example.com/migrate>; rel="deprecation"' });
   });
 
   test('the report: per key hash, who used which endpoints, sources, modes, deprecated fields, models, inferences, sockets, end reasons', () => {

@@ -17,7 +17,8 @@ import type { DeprecationReport } from '../../../src/gateway/telemetry/usage';
 import { FakeClock, settle } from '../../helpers/fake-clock';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
-import { KEY, KEY_B, frameBody, http, openResults, startStack } from '../../helpers/stack';
+import { KEY, KEY_B, frameBody, http, startStack } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
 
 const ADMIN = 'admin-token-for-the-fleet-telemetry-tests';
@@ -74,7 +75,7 @@ describe('the report of two replicas on one Redis', () => {
       const created = await http(url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) });
       expect(created.status).toBe(201);
       const id = (created.body as { stream_id: string }).stream_id;
-      const sock = await openResults(url, id);
+      const sock = await openResults(url, id, KEY);
       await sock.waitFor(2, 15_000);
       expect((await http(url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
       await sock.closed;
