@@ -1,5 +1,4 @@
 import type { DestinationStream } from 'pino';
-import { loadConfig, mergeDeep } from '../../src/config';
 import type { Config } from '../../src/config';
 import { createLogger } from '../../src/lib/logger';
 import { startEmulator } from '../../src/emulator/server';
@@ -7,6 +6,7 @@ import type { RunningEmulator } from '../../src/emulator/server';
 import { startGateway } from '../../src/gateway/server';
 import type { RunningGateway, ServerOptions } from '../../src/gateway/server';
 import { FLEET_DEFAULTS } from '../../src/gateway/store/store';
+import { FAST_RETRY, TEST_PUBLISHER, testConfig } from './config';
 import { sleep } from './time';
 import type { SessionRecord } from '../../src/gateway/store/store';
 
@@ -30,18 +30,11 @@ export interface Stack {
  * the gateway's log lines (level info) go there.
  */
 export async function startStack(overrides: Record<string, unknown> = {}, gwOpts: ServerOptions = {}, opts: { log?: DestinationStream } = {}): Promise<Stack> {
-  const base = {
-    port: 0,
-    host: '127.0.0.1',
-    logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
-    emulator: { port: 0, controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } },
-    legacy: { firstFramePollMs: 50 },
-  };
-  const cfg = loadConfig({ env: {}, overrides: mergeDeep(base, overrides) });
+  const cfg = testConfig({ emulator: { autoPublish: TEST_PUBLISHER } }, overrides);
   const logger = createLogger(cfg.logLevel);
   const emulator = await startEmulator(cfg, logger);
   const gwLogger = opts.log ? createLogger('info', 'gateway', opts.log) : logger;
-  const gateway = await startGateway(cfg, gwLogger, emulator.url, { retry: { scale: 0.01 }, ...gwOpts });
+  const gateway = await startGateway(cfg, gwLogger, emulator.url, { retry: FAST_RETRY, ...gwOpts });
   return {
     cfg,
     emulator,

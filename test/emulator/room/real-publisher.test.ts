@@ -5,20 +5,17 @@
  * of that stream stops, so windows never interleave the test pattern with the client's camera.
  */
 import * as rtc from '@livekit/rtc-node';
-import { loadConfig } from '../../../src/config';
 import { PatternRenderer } from '../../../src/emulator/frames/pattern';
 import { createLogger } from '../../../src/lib/logger';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
 import { http } from '../../helpers/stack';
+import { TEST_PUBLISHER, testConfig } from '../../helpers/config';
 
 let emu: RunningEmulator;
 
 beforeAll(async () => {
-  const cfg = loadConfig({
-    env: {},
-    overrides: { emulator: { port: 0, host: '127.0.0.1', controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } } },
-  });
+  const cfg = testConfig({ emulator: { autoPublish: TEST_PUBLISHER } });
   emu = await startEmulator(cfg, createLogger('silent'));
 });
 

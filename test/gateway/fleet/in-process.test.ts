@@ -10,7 +10,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Writable } from 'node:stream';
-import { loadConfig, mergeDeep } from '../../../src/config';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
@@ -27,6 +26,7 @@ import { FakeClock, callsInFlight, driveUntil as driveClock, quiesce, settle } f
 import { KEY, KEY_B, frameBody, http as call } from '../../helpers/stack';
 import { openResults } from '../../helpers/results-socket';
 import type { ResultsSocket } from '../../helpers/results-socket';
+import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
 import { logLines } from '../../helpers/log-lines';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
@@ -44,13 +44,7 @@ let upstreamUrl: string;
 const deletes = new Map<string, number>();
 
 beforeAll(async () => {
-  const cfg = loadConfig({
-    env: {},
-    overrides: {
-      logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
-      emulator: { port: 0, host: '127.0.0.1', controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } },
-    },
-  });
+  const cfg = testConfig({ emulator: { autoPublish: TEST_PUBLISHER } });
   emulator = await startEmulator(cfg, createLogger(cfg.logLevel));
   // DEBUG SLEEP stands for a Redis outage (the server stops answering, as when paused).
   redis = await startRedis(['--enable-debug-command', 'yes']);
@@ -127,19 +121,13 @@ async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOpt
   const replicas: Replica[] = [];
   const running: (() => number)[] = [];
   for (const id of ids) {
-    const cfg: Config = loadConfig({
-      env: {},
-      overrides: mergeDeep(
-        { port: 0, host: '127.0.0.1', logLevel: process.env.TEST_LOG_LEVEL ?? 'silent', legacy: { firstFramePollMs: 50, ...o.legacy } },
-        { store: { gatewayId: id, secret: SECRET } },
-      ),
-    });
+    const cfg: Config = testConfig({ legacy: o.legacy ?? {}, store: { gatewayId: id, secret: SECRET } });
     const logger = o.log ? createLogger('warn', 'gateway', o.log) : createLogger(cfg.logLevel);
     const gw = await startGateway(cfg, logger, upstreamUrl, {
       store: o.wrap ? o.wrap(id, await connect()) : await connect(),
       media: o.media?.(id),
       clock,
-      retry: { scale: 0.01 },
+      retry: FAST_RETRY,
       observer: {
         streamEnded: (_k, reason) => void ended.push(`${id}:${reason}`),
         tickFenced: (reason) => void fenced.push(`${id}:${reason}`),

@@ -6,7 +6,7 @@
 import { deadline, sleep, until } from '../../helpers/time';
 import http from 'node:http';
 import { openResults } from '../../helpers/results-socket';
-import { loadConfig } from '../../../src/config';
+import { testConfig } from '../../helpers/config';
 import { closeServer, listen } from '../../../src/lib/listen';
 import { createLogger } from '../../../src/lib/logger';
 import { LEGACY_CLOSES } from '../../../src/gateway/legacy/contract/closes';
@@ -30,7 +30,7 @@ describe('ResultsSockets', () => {
   beforeAll(async () => {
     // Short enough for quick tests, long enough that a loaded machine's pause (timers run before
     // the socket data that was already waiting) neither times out an auth nor kills a live socket.
-    const cfg = loadConfig({ env: {}, overrides: { legacy: { wsAuthTimeoutMs: 1000, wsHeartbeatMs: 1000, wsMaxBufferedBytes: 64 * 1024 } } });
+    const cfg = testConfig({ legacy: { wsAuthTimeoutMs: 1000, wsHeartbeatMs: 1000, wsMaxBufferedBytes: 64 * 1024 } });
     store = new MemoryStore();
     await store.putSession(record('s1'));
     await store.putSession(record('hb'));

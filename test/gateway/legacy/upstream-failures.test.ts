@@ -10,7 +10,6 @@
  */
 import { until } from '../../helpers/time';
 import type http from 'node:http';
-import { loadConfig } from '../../../src/config';
 import { createLogger } from '../../../src/lib/logger';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
@@ -19,6 +18,7 @@ import { FakeUpstream, json } from '../../upstream/fake-upstream';
 import type { SeenRequest } from '../../upstream/fake-upstream';
 import { KEY, frameBody, http as call, sessionRecord } from '../../helpers/stack';
 import { connectResults } from '../../helpers/results-socket';
+import { FAST_RETRY, testConfig } from '../../helpers/config';
 
 type Answer = { status: number; body: unknown; delayMs?: number } | 'reset';
 const STREAM_ID = '5a0f3c7e-8b1d-4c2e-9f3a-1b2c3d4e5f60';
@@ -68,11 +68,8 @@ async function start(legacy: Record<string, unknown> = {}, upstreamUrl?: string)
   routes = defaults();
   fake = await FakeUpstream.start(routed(routes));
   store = new MemoryStore();
-  const cfg = loadConfig({
-    env: {},
-    overrides: { port: 0, host: '127.0.0.1', logLevel: 'silent', legacy: { firstFramePollMs: 60_000, ...legacy } },
-  });
-  gw = await startGateway(cfg, createLogger('silent'), upstreamUrl ?? fake.url, { retry: { scale: 0.01 }, store });
+  const cfg = testConfig({ legacy: { firstFramePollMs: 60_000 } }, { legacy });
+  gw = await startGateway(cfg, createLogger('silent'), upstreamUrl ?? fake.url, { retry: FAST_RETRY, store });
   // The health probe's first GET /v1beta/models goes out at start: let it land before tests count calls.
   await gw.gateway.upstreamHealth.check();
 }

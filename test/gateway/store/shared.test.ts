@@ -15,6 +15,7 @@ import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
 import { KEY, frameBody, http, startStack } from '../../helpers/stack';
 import { openResults } from '../../helpers/results-socket';
+import { FAST_RETRY } from '../../helpers/config';
 import type { Stack } from '../../helpers/stack';
 import { slotsInUse } from '../../helpers/store-ops';
 
@@ -30,7 +31,7 @@ beforeAll(async () => {
   storeA = await RedisStore.connect(redis.url);
   storeB = await RedisStore.connect(redis.url);
   a = await startStack({ admin: { token: ADMIN } }, { store: storeA });
-  b = await startGateway(a.cfg, createLogger('silent'), a.emulator.url, { store: storeB, retry: { scale: 0.01 } });
+  b = await startGateway(a.cfg, createLogger('silent'), a.emulator.url, { store: storeB, retry: FAST_RETRY });
 }, 30_000);
 
 afterAll(async () => {

@@ -3,7 +3,6 @@
  * gateway: deprecation headers on every /v0.2 response and upgrade, the per-key report (JSON and
  * CSV) behind the admin token, Prometheus metrics, and logs that never contain a key or token.
  */
-import { loadConfig } from '../../../src/config';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
@@ -16,6 +15,7 @@ import { keyHash } from '../../../src/lib/keys';
 import { createLogger } from '../../../src/lib/logger';
 import { clipBody, frameBody, http, KEY, KEY_B, KEY_REVOKED } from '../../helpers/stack';
 import { openResults } from '../../helpers/results-socket';
+import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
 import { deadline, delay } from '../doubles';
 
 const ADMIN = 'admin-token-for-tests-0123456789';
@@ -33,22 +33,17 @@ interface Run {
   streams: string[];
 }
 
-function configFor(overrides: Record<string, unknown> = {}): Config {
-  return loadConfig({
-    env: {},
-    overrides: {
-      port: 0,
-      host: '127.0.0.1',
+const configFor = (overrides: Record<string, unknown> = {}): Config =>
+  testConfig(
+    {
       logLevel: 'trace',
       shutdownGraceMs: 3000,
       admin: { token: ADMIN },
       deprecation: { date: '2025-06-01T00:00:00Z', sunset: '2026-06-30T00:00:00Z', link: 'https://docs.example.com/migrate' },
-      emulator: { port: 0, controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } },
-      legacy: { firstFramePollMs: 50 },
-      ...overrides,
+      emulator: { autoPublish: TEST_PUBLISHER },
     },
-  });
-}
+    overrides,
+  );
 
 /** A legacy customer's session, plus a migrated client on /v1beta, all through the gateway. */
 async function scriptedSession(url: string, emulatorUrl: string, secrets: string[], streams: string[]): Promise<void> {
@@ -106,7 +101,7 @@ async function startRun(): Promise<Run> {
   const logger = createLogger('trace', 'gateway', { write: (s: string) => void logs.push(s) });
   const emulator = await startEmulator(cfg, logger.child({ component: 'emulator' }));
   const store = new MemoryStore();
-  const gateway = await startGateway(cfg, logger, emulator.url, { store, retry: { scale: 0.01 } });
+  const gateway = await startGateway(cfg, logger, emulator.url, { store, retry: FAST_RETRY });
   return { cfg, emulator, gateway, store, logs, secrets: [KEY, KEY_B, KEY_REVOKED, ADMIN], streams: [] };
 }
 
@@ -285,7 +280,7 @@ describe('deprecation telemetry and operations after a scripted legacy session',
 
 describe('telemetry survives what the store survives, and is rolled up', () => {
   test('a second gateway on the same store reports the first one’s usage', async () => {
-    const cfg = configFor({ legacy: { firstFramePollMs: 50 } });
+    const cfg = configFor();
     const logger = createLogger('silent');
     const emulator = await startEmulator(cfg, logger);
     const store = new MemoryStore();
@@ -312,7 +307,7 @@ describe('telemetry survives what the store survives, and is rolled up', () => {
 
   test('the node-cron job logs a daily summary; without an admin token /admin is 404', async () => {
     const lines: string[] = [];
-    const cfg = configFor({ admin: {}, telemetry: { rollupCron: '* * * * * *' } });
+    const cfg = configFor({ admin: { token: undefined }, telemetry: { rollupCron: '* * * * * *' } });
     const logger = createLogger('info', 'gateway', { write: (s: string) => void lines.push(s) });
     const emulator = await startEmulator(cfg, createLogger('silent'));
     // Usage from before this process (the store outlives it): the day's one run, whenever the job

@@ -19,6 +19,7 @@ import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
 import { KEY, KEY_B, frameBody, http, startStack } from '../../helpers/stack';
 import { openResults } from '../../helpers/results-socket';
+import { FAST_RETRY } from '../../helpers/config';
 import type { Stack } from '../../helpers/stack';
 
 const ADMIN = 'admin-token-for-the-fleet-telemetry-tests';
@@ -59,7 +60,7 @@ describe('the report of two replicas on one Redis', () => {
   };
   beforeAll(async () => {
     a = await startStack({ admin: { token: ADMIN } }, { store: await connect() });
-    b = await startGateway(a.cfg, createLogger('silent'), a.emulator.url, { store: await connect(), retry: { scale: 0.01 } });
+    b = await startGateway(a.cfg, createLogger('silent'), a.emulator.url, { store: await connect(), retry: FAST_RETRY });
   }, 30_000);
   afterAll(async () => {
     await b?.close();
