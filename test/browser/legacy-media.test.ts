@@ -11,11 +11,12 @@ import path from 'node:path';
 import express from 'express';
 import type { Page } from 'playwright-core';
 import { closeServer, listen } from '../../src/lib/listen';
-import { KEY, clipBody, frameBody, http as call, sleep, startStack, tail } from '../helpers/stack';
+import { KEY, clipBody, frameBody, http as call, startStack, tail } from '../helpers/stack';
 import { openResults } from '../helpers/results-socket';
 import type { Stack } from '../helpers/stack';
 import { bundleScript, launchBrowser, servePage } from './helpers';
 import type { TestBrowser } from './helpers';
+import { sleep } from '../helpers/time';
 
 let stack: Stack;
 let browser: TestBrowser;

@@ -6,8 +6,8 @@ import { loadConfig } from '../../src/config';
 import { createLogger } from '../../src/lib/logger';
 import { startEmulator } from '../../src/emulator/server';
 import type { RunningEmulator } from '../../src/emulator/server';
-import { http, KEY, KEY_B, KEY_BROKE, KEY_REVOKED, sleep } from '../helpers/stack';
-import { deadline, until } from '../helpers/time';
+import { http, KEY, KEY_B, KEY_BROKE, KEY_REVOKED } from '../helpers/stack';
+import { deadline, until, sleep } from '../helpers/time';
 import { testConfig } from '../helpers/config';
 
 const STREAM_FIELDS = [

@@ -56,6 +56,3 @@ export function rawRequest(
     req.end(opts.body);
   });
 }
-
-// Kept under their old names for the passthrough suites; defined once in ../helpers/time.
-export { deadline, sleep as delay } from '../helpers/time';

@@ -23,6 +23,7 @@ import { startRedis } from './redis';
 import type { RedisServer } from './redis';
 import type { Received } from './results-socket';
 import { ROOT, freePort } from './util';
+import { sleep } from './time';
 
 export type Signal = 'SIGKILL' | 'SIGSTOP' | 'SIGCONT' | 'SIGTERM' | 'SIGINT';
 
@@ -167,7 +168,7 @@ async function listeningPort(proc: NodeProcess, prefix: string, what: string, ti
 async function healthy(url: string, proc: NodeProcess, what: string, timeoutMs = 30_000): Promise<void> {
   let exited: { code: number | null; signal: string | null } | undefined;
   void proc.exited.then((e) => (exited = e));
-  for (const until = Date.now() + timeoutMs; Date.now() < until; await new Promise((r) => setTimeout(r, 50))) {
+  for (const until = Date.now() + timeoutMs; Date.now() < until; await sleep(50)) {
     if (exited) throw new Error(`${what} exited (${exited.code ?? exited.signal}) before it was healthy: ${proc.stderr().slice(-2000)}`);
     const ok = await fetch(url).then(
       (r) => r.ok,
@@ -294,7 +295,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
       return client;
     };
     const waitReady = async (c: Redis) => {
-      for (const until = Date.now() + 5000; c.status !== 'ready' && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20));
+      for (const until = Date.now() + 5000; c.status !== 'ready' && Date.now() < until; ) await sleep(20);
     };
     return {
       redis,

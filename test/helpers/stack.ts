@@ -109,8 +109,6 @@ export function tail(text: string): { frames: number; first: number; last: numbe
   };
 }
 
-export { sleep } from './time';
-
 /** A stack for the enclosing describe block: started before its tests, closed after them. */
 export function useStack(overrides: Record<string, unknown> = {}): () => Stack {
   let s: Stack | undefined;

@@ -8,12 +8,11 @@ import type { Fleet, FleetOptions } from '../../helpers/fleet';
 import type { ResultsSocket } from '../../helpers/results-socket';
 import { keyHash } from '../../../src/lib/keys';
 import { useMainBundle } from '../../helpers/main-bundle';
-import { KEY, sleep } from '../../helpers/stack';
+import { KEY } from '../../helpers/stack';
 import { until } from '../../helpers/time';
 
 export { KEY, KEY_B, http, frameBody, reinfer, tail } from '../../helpers/stack';
-export { deadline, until } from '../../helpers/time';
-export { sleep };
+export { deadline, sleep, until } from '../../helpers/time';
 
 /** A fleet for the enclosing describe block (or file): started before its tests, stopped after. */
 export function useFleet(opts: Omit<FleetOptions, 'main'> = {}): () => Fleet {

@@ -17,6 +17,7 @@ import type { ReplacedReplica } from '../../helpers/rolling';
 import { SERVED_BY, startHaproxy } from '../../helpers/haproxy';
 import type { Balancer } from '../../helpers/haproxy';
 import { KEY, deadline, frameBody, http, ownerOf, slotsOfKey, until, useFleet } from './fleet-test';
+import { sleep } from '../../helpers/time';
 
 const INTERVAL_S = 0.5;
 /** The longest stretch of a stream's schedule without a result during the deploy. */
@@ -75,7 +76,7 @@ test('rolling deploy of three replicas: no socket closes, results keep coming, o
         const r = await http(lb.url, 'POST', `/v0.2/streams/${id}/keepalive`).catch((err: Error) => ({ status: 0, body: err.message }));
         if (r.status !== 200) keepalives.push(`${id}: ${r.status} ${JSON.stringify(r.body)}`);
       }
-      await new Promise((r) => setTimeout(r, 1000));
+      await sleep(1000);
     }
   })();
 

@@ -13,10 +13,10 @@ import type { SessionSpec } from '../../../src/gateway/legacy/contract/spec';
 import { createLogger } from '../../../src/lib/logger';
 import { mintPublishToken, mintSubscribeToken } from '../../../src/emulator/room';
 import { signRoomJwt } from '../../emulator/room/harness';
-import { KEY, KEY_B, clipBody, http as call, sleep, startStack, tail } from '../../helpers/stack';
+import { KEY, KEY_B, clipBody, http as call, startStack, tail } from '../../helpers/stack';
 import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
-import { deadline, until as poll } from '../../helpers/time';
+import { deadline, until as poll, sleep } from '../../helpers/time';
 
 let stack: Stack;
 

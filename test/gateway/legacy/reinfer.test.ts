@@ -7,10 +7,10 @@
  */
 import { costMicrocents } from '../../../src/lib/wire';
 import type { ModelPricing, TokenUsage } from '../../../src/lib/wire';
-import { KEY, http, KEY_B, clipBody, frameBody, reinfer, sleep, startStack, tail } from '../../helpers/stack';
+import { KEY, http, KEY_B, clipBody, frameBody, reinfer, startStack, tail } from '../../helpers/stack';
 import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
-import { deadline } from '../../helpers/time';
+import { deadline, sleep } from '../../helpers/time';
 
 const PATH = '/v0.2/chat/completions/clip';
 

@@ -16,7 +16,7 @@ import { createLogger } from '../../../src/lib/logger';
 import { clipBody, frameBody, http, KEY, KEY_B, KEY_REVOKED } from '../../helpers/stack';
 import { openResults } from '../../helpers/results-socket';
 import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
-import { deadline, delay } from '../doubles';
+import { deadline, sleep } from '../../helpers/time';
 
 const ADMIN = 'admin-token-for-tests-0123456789';
 const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
@@ -69,7 +69,7 @@ async function scriptedSession(url: string, emulatorUrl: string, secrets: string
   expect((await http(url, 'GET', '/v0.2/models')).status).toBe(200);
   expect((await http(url, 'PATCH', `/v0.2/streams/${frameId}/config/prompt`, { body: { prompt: 'Count' } })).status).toBe(200);
   // Wait for the frame stream's first inference before ending it.
-  for (let i = 0; i < 60 && !(await emulatorCharged(emulatorUrl)); i++) await delay(50);
+  for (let i = 0; i < 60 && !(await emulatorCharged(emulatorUrl)); i++) await sleep(50);
   expect((await http(url, 'DELETE', `/v0.2/streams/${clipId}`)).status).toBe(200);
   expect(await sock.closed).toEqual({ code: 1001, reason: 'client_requested' });
   expect((await http(url, 'DELETE', `/v0.2/streams/${frameId}`)).status).toBe(200);
@@ -320,7 +320,7 @@ describe('telemetry survives what the store survives, and is rolled up', () => {
     try {
       expect((await admin(gw.url, '/admin/deprecation')).status).toBe(404);
       const rollups = () => lines.map((l) => JSON.parse(l) as { rollup?: { totals: { keys: number } } }).filter((l) => l.rollup);
-      for (let i = 0; i < 200 && !rollups().length; i++) await delay(50);
+      for (let i = 0; i < 200 && !rollups().length; i++) await sleep(50);
       expect(rollups()[0]!.rollup!.totals.keys).toBe(1);
     } finally {
       await gw.close();

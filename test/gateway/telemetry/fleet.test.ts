@@ -21,6 +21,7 @@ import { KEY, KEY_B, frameBody, http, startStack } from '../../helpers/stack';
 import { openResults } from '../../helpers/results-socket';
 import { FAST_RETRY } from '../../helpers/config';
 import type { Stack } from '../../helpers/stack';
+import { sleep } from '../../helpers/time';
 
 const ADMIN = 'admin-token-for-the-fleet-telemetry-tests';
 const DEPRECATION = { date: '2026-01-01T00:00:00Z', sunset: '2026-12-31T00:00:00Z', link: '/docs/migration' };
@@ -89,7 +90,7 @@ describe('the report of two replicas on one Redis', () => {
     let want = await expected();
     let fromB = await report(b.url);
     for (let i = 0; i < 400 && !matches(fromB, want); i++) {
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
       [want, fromB] = [await expected(), await report(b.url)];
     }
     expect(want.inferences).toBeGreaterThanOrEqual(4);
@@ -199,7 +200,7 @@ test('Redis away: counters are kept in the replica and land once Redis is back (
     // Until the reconnected store takes a flush (bounded at ~20 s: reconnecting is slower on a loaded machine).
     for (let i = 0; i < 800 && !(await landed()); i++) {
       await usage.flush();
-      await new Promise((r) => setTimeout(r, 25));
+      await sleep(25);
     }
     expect(await store.hgetall('depr:key:kh')).toEqual({ 'inferences:ok': 5, output_tokens: 50 });
   } finally {
