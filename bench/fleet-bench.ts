@@ -12,8 +12,10 @@
  *    stream-second (INFO commandstats, which counts a script's inner calls).
  */
 import type { Config } from '../src/config';
-import { createStream, duplicateIds, missedTicks, recordResults, startFleet } from '../test/helpers/fleet';
-import type { Fleet, FleetOptions, ResultsRecorder } from '../test/helpers/fleet';
+import { createStream, duplicateIds, missedTicks, startFleet } from '../test/helpers/fleet';
+import { openResults } from '../test/helpers/results-socket';
+import type { Fleet, FleetOptions } from '../test/helpers/fleet';
+import type { ResultsSocket } from '../test/helpers/results-socket';
 import { quantile } from '../test/helpers/util';
 import { MAIN, waitUntil } from './util';
 
@@ -47,20 +49,20 @@ function fleetOptions(streams: number, over: Partial<FleetOptions> = {}): FleetO
 }
 
 /** Creates `n` streams on `on`, a socket for each on the other replicas; resolves once each has results. */
-async function streamsWithSockets(fleet: Fleet, cfg: Config, n: number, on: string): Promise<ResultsRecorder[]> {
+async function streamsWithSockets(fleet: Fleet, cfg: Config, n: number, on: string): Promise<ResultsSocket[]> {
   const owner = fleet.replica(on);
   const others = fleet.replicas.filter((r) => r.id !== on);
-  const sockets: ResultsRecorder[] = [];
+  const sockets: ResultsSocket[] = [];
   for (let i = 0; i < n; i++) {
     const id = await create(owner.url, KEY(cfg));
-    sockets.push(await recordResults(others[i % others.length]!.url, id, KEY(cfg)));
+    sockets.push(await openResults(others[i % others.length]!.url, id, KEY(cfg)));
   }
   await waitUntil(() => sockets.every((s) => s.received.length >= 3), 60_000);
   return sockets;
 }
 
 /** A 3-replica fleet with BENCH_FLEET_FAILOVER streams owned by `owner`, sockets elsewhere; stopped after `run`. */
-async function withOwnedStreams(cfg: Config, owner: string, run: (fleet: Fleet, sockets: ResultsRecorder[], n: number) => Promise<void>): Promise<void> {
+async function withOwnedStreams(cfg: Config, owner: string, run: (fleet: Fleet, sockets: ResultsSocket[], n: number) => Promise<void>): Promise<void> {
   const n = Number(process.env.BENCH_FLEET_FAILOVER ?? 24);
   const fleet = await startFleet(fleetOptions(n));
   try {
@@ -130,7 +132,7 @@ function bucketQuantile(before: Map<number, number>, after: Map<number, number>,
 async function benchLoad(cfg: Config, store: 'redis' | 'memory', streams: number, secs: number): Promise<void> {
   const fleet = await startFleet(fleetOptions(streams, { store }));
   try {
-    const sockets: ResultsRecorder[] = [];
+    const sockets: ResultsSocket[] = [];
     for (let i = 0; i < streams; i += 10) {
       // Ten creates in flight, spread over the replicas; the socket on the next replica.
       await Promise.all(
@@ -139,7 +141,7 @@ async function benchLoad(cfg: Config, store: 'redis' | 'memory', streams: number
           const on = fleet.replicas[k % 3]!;
           const id = await create(on.url, KEY(cfg));
           // With the memory store each replica is its own fleet: the socket goes to the creator.
-          sockets.push(await recordResults((store === 'redis' ? fleet.replicas[(k + 1) % 3]! : on).url, id, KEY(cfg)));
+          sockets.push(await openResults((store === 'redis' ? fleet.replicas[(k + 1) % 3]! : on).url, id, KEY(cfg)));
         }),
       );
     }

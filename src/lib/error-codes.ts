@@ -1,6 +1,6 @@
 /**
  * Every error code the service emits, one per line, sorted: adding a code is adding one line here
- * and one row in docs/errors.md (test/lib/error-codes.test.ts checks code, registry and page against
+ * and one row in docs/errors.md (test/lib/error-codes.unit.test.ts checks code, registry and page against
  * each other, both ways). `<name>` stands for a variable part, e.g. `upstream_http_<status>`.
  * The value says where the code is emitted; docs/errors.md says when and with which status.
  */

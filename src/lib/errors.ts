@@ -2,7 +2,7 @@
  * One error root for the whole service. A ServiceError carries a status, a stable code and the
  * body shape the contract prescribes for it; each interface (emulator's /v1beta, gateway's
  * /v0.2) renders it in its own shape. Every code is registered in ./error-codes.ts and listed in
- * docs/errors.md (test/lib/error-codes.test.ts keeps the three in step).
+ * docs/errors.md (test/lib/error-codes.unit.test.ts keeps the three in step).
  */
 
 export interface ValidationDetail {

@@ -11,10 +11,12 @@ import path from 'node:path';
 import express from 'express';
 import type { Page } from 'playwright-core';
 import { closeServer, listen } from '../../src/lib/listen';
-import { KEY, clipBody, frameBody, http as call, openResults, sleep, startStack, tail } from '../helpers/stack';
+import { KEY, clipBody, frameBody, http as call, startStack, tail } from '../helpers/stack';
+import { openResults } from '../helpers/results-socket';
 import type { Stack } from '../helpers/stack';
 import { bundleScript, launchBrowser, servePage } from './helpers';
 import type { TestBrowser } from './helpers';
+import { sleep } from '../helpers/time';
 
 let stack: Stack;
 let browser: TestBrowser;
@@ -56,7 +58,7 @@ async function upstreamStream(id: string): Promise<Record<string, any>> {
 
 /** The first `n` results, all ok and about frames that really arrived. */
 async function expectResults(streamId: string, n: number) {
-  const socket = await openResults(stack.url, streamId);
+  const socket = await openResults(stack.url, streamId, KEY);
   const results = await socket.waitFor(n, 15_000);
   for (const r of results) {
     expect(r).toMatchObject({ stream_id: streamId, ok: true, error: null });

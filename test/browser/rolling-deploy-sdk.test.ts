@@ -27,6 +27,7 @@ import { startHaproxy } from '../helpers/haproxy';
 import type { Balancer } from '../helpers/haproxy';
 import { bundleScript, launchBrowser, servePage } from './helpers';
 import type { TestBrowser } from './helpers';
+import { sleep } from '../helpers/time';
 
 /** The provider's profile (config/overshoot.json) as its documented environment. */
 const PROFILE = { BRAND: 'overshoot', BRAND_ABBREVIATION: 'ovs', THIRDPARTY_BACKEND: 'gemini', ROOM_VENDOR: 'livekit' };
@@ -82,7 +83,7 @@ async function sdkResults(page: Page, n: number, what = ''): Promise<Results> {
       throw new Error(`${what}: the SDK reported ${errors.join('; ')} (SDK log: ${sdkLog.join(' | ')}; streams ended: ${ended.join(', ') || 'none logged'})`);
     }
     if (results.length >= n) return results;
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
 }
 

@@ -7,11 +7,12 @@
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { mintPublishToken, mintSubscribeToken } from '../../src/emulator/room';
-import { TEST_KEYS, meanLuma, sleep, startRoomHarness } from '../emulator/room/harness';
+import { TEST_KEYS, meanLuma, startRoomHarness } from '../emulator/room/harness';
 import type { RoomHarness } from '../emulator/room/harness';
 import { bundleScript, launchBrowser, servePage } from './helpers';
 import type { TestBrowser } from './helpers';
 import type { PublishResult, ReceivedVideo } from './pages/room-client';
+import { sleep } from '../helpers/time';
 
 let h: RoomHarness;
 let browser: TestBrowser;

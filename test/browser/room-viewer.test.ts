@@ -10,7 +10,6 @@ import http from 'node:http';
 import path from 'node:path';
 import express from 'express';
 import type { Page } from 'playwright-core';
-import { loadConfig } from '../../src/config';
 import { SYNTHETIC_IDENTITY } from '../../src/emulator/app';
 import { decodePattern } from '../../src/emulator/frames/pattern';
 import { startEmulator } from '../../src/emulator/server';
@@ -18,6 +17,7 @@ import type { RunningEmulator } from '../../src/emulator/server';
 import { closeServer, listen } from '../../src/lib/listen';
 import { createLogger } from '../../src/lib/logger';
 import { http as request } from '../helpers/stack';
+import { TEST_PUBLISHER, testConfig } from '../helpers/config';
 import { deadline, sleep, until } from '../helpers/time';
 import { bundleScript, launchBrowser, servePage } from './helpers';
 import type { TestBrowser } from './helpers';
@@ -29,10 +29,7 @@ let pagesUrl: string;
 let browser: TestBrowser;
 
 beforeAll(async () => {
-  const cfg = loadConfig({
-    env: {},
-    overrides: { logLevel: 'silent', emulator: { port: 0, host: '127.0.0.1', autoPublish: { enabled: true, fps: 10, width: 320, height: 240 } } },
-  });
+  const cfg = testConfig({ emulator: { autoPublish: { ...TEST_PUBLISHER, width: 320, height: 240 } } });
   const [running, script] = await Promise.all([startEmulator(cfg, createLogger('silent')), bundleScript(path.join(__dirname, 'pages/room-client.ts'))]);
   emu = running;
   // The page comes from another origin than the emulator, as a customer's dashboard would.

@@ -16,6 +16,7 @@ import type { RunningEmulator } from '../../src/emulator/server';
 import { createLogger } from '../../src/lib/logger';
 import { editJson, startDouble } from './double';
 import type { Double, Rewrite } from './double';
+import { TEST_PUBLISHER, testConfig } from '../helpers/config';
 
 const KEY = 'svc-local-dev';
 let cfg: Config;
@@ -23,7 +24,7 @@ let emu: RunningEmulator;
 const doubles: Double[] = [];
 
 beforeAll(async () => {
-  cfg = loadConfig({ env: {}, overrides: { logLevel: 'silent', emulator: { port: 0, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } } } });
+  cfg = testConfig({ emulator: { autoPublish: TEST_PUBLISHER } });
   emu = await startEmulator(cfg, createLogger('silent'));
 });
 
@@ -134,7 +135,7 @@ test('passes against an emulator on the provider profile (ovs- key, ovs:// refer
   const profile = loadConfig({
     env: {},
     file: 'config/overshoot.json',
-    overrides: { logLevel: 'silent', emulator: { port: 0, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } } },
+    overrides: { logLevel: 'silent', emulator: { port: 0, autoPublish: TEST_PUBLISHER } },
   });
   const ovs = await startEmulator(profile, createLogger('silent'));
   try {

@@ -7,7 +7,7 @@
  * processes: SIGKILL of a stream owner fires GatewayFailover, and SIGKILL of the emulator (the
  * upstream) puts GatewayUpstreamDown in pending (its `for: 2m` is not waited out).
  */
-import { recordResults } from '../helpers/fleet';
+import { openResults } from '../helpers/results-socket';
 import { KEY, deadline, frameBody, http, ownerOf, until, useFleet } from '../gateway/fleet/fleet-test';
 import { asQuery, dashboard, metricNames, recordedNames, ruleFiles, rules } from './deploy-files';
 import { startPrometheus } from './prometheus-server';
@@ -47,7 +47,7 @@ test('with live streams and passthrough traffic, every metric the rules and the 
   await create(b.url);
   const ended = await create(b.url);
   for (const id of onA) expect(await ownerOf(fleet(), id)).toBe('A');
-  const socket = await recordResults(b.url, onA[0]!, KEY);
+  const socket = await openResults(b.url, onA[0]!, KEY, { waitMs: null });
   await deadline(socket.waitFor(2), 30_000, 'first results');
   socket.close();
   expect((await http(b.url, 'DELETE', `/v0.2/streams/${ended}`)).status).toBe(200);

@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { freePort } from '../helpers/util';
+import { sleep } from '../helpers/time';
 
 const live = new Set<ChildProcess>();
 process.once('exit', () => {
@@ -77,8 +78,8 @@ export async function startPrometheus(opts: { job: string; targets: string[]; ru
     exited = new Promise<void>((resolve) => c.once('exit', () => (live.delete(c), resolve())));
     const spawnError = new Promise<Error>((resolve) => c.once('error', resolve));
     try {
-      for (const until = Date.now() + 30_000; ; await new Promise((r) => setTimeout(r, 100))) {
-        const failed = await Promise.race([spawnError, new Promise<undefined>((r) => setTimeout(r, 0))]);
+      for (const until = Date.now() + 30_000; ; await sleep(100)) {
+        const failed = await Promise.race([spawnError, sleep(0)]);
         if (failed) throw new Error(`prometheus could not start (${failed.message}): install Debian's prometheus package (.ci/run does)`);
         if (c.exitCode !== null) throw Object.assign(new Error(`prometheus exited (${c.exitCode}): ${stderr}`), { portTaken: /address already in use/i.test(stderr) });
         if (await fetch(`${url}/-/ready`).then((r) => r.ok, () => false)) break;

@@ -6,12 +6,12 @@
  */
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { loadConfig } from '../../src/config';
 import { isPublicAddress, UNREACHABLE_MESSAGE } from '../../src/emulator/camera-sources';
 import { startEmulator } from '../../src/emulator/server';
 import type { RunningEmulator } from '../../src/emulator/server';
 import { createLogger } from '../../src/lib/logger';
 import { http, KEY_BROKE } from '../helpers/stack';
+import { testConfig } from '../helpers/config';
 
 type Json = Record<string, any>;
 
@@ -30,7 +30,7 @@ async function listener(): Promise<{ port: number; accepted: () => number; close
 }
 
 async function start(cameraSources: Json): Promise<RunningEmulator> {
-  const cfg = loadConfig({ env: {}, overrides: { logLevel: 'silent', emulator: { port: 0, controlApi: true, cameraSources } } });
+  const cfg = testConfig({ emulator: { cameraSources } });
   return startEmulator(cfg, createLogger('silent'));
 }
 

@@ -2,17 +2,17 @@
  * `emulator.dialect`: where the contract and the provider's own reference disagree, the contract
  * is the default and the provider's behaviour is one setting away. On a real emulator.
  */
-import { loadConfig } from '../../src/config';
 import { startEmulator } from '../../src/emulator/server';
 import type { RunningEmulator } from '../../src/emulator/server';
 import { createLogger } from '../../src/lib/logger';
 import { http, KEY_B } from '../helpers/stack';
+import { testConfig } from '../helpers/config';
 
 type Json = Record<string, any>;
 const MISSING = '6b0f3a8e-1c2d-4e5f-8a9b-0c1d2e3f4a5b';
 
 async function start(dialect?: 'contract' | 'provider'): Promise<RunningEmulator> {
-  const cfg = loadConfig({ env: {}, overrides: { logLevel: 'silent', emulator: { port: 0, controlApi: true, ...(dialect ? { dialect } : {}) } } });
+  const cfg = testConfig({ emulator: dialect ? { dialect } : {} });
   return startEmulator(cfg, createLogger('silent'));
 }
 

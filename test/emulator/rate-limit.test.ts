@@ -3,12 +3,12 @@
  * sockets. Windows are one wall-clock second of the emulator's clock, which the tests inject and
  * move: the order of requests and clock steps is the test, not wall time.
  */
-import { loadConfig } from '../../src/config';
 import { startEmulator } from '../../src/emulator/server';
 import type { RunningEmulator } from '../../src/emulator/server';
 import { createLogger } from '../../src/lib/logger';
 import { startHarness } from './harness';
 import type { Harness } from './harness';
+import { testConfig } from '../helpers/config';
 
 const DEV = 'svc-local-dev';
 const DEV2 = 'svc-local-dev2';
@@ -93,7 +93,7 @@ describe('rate limit off (the default)', () => {
 describe('a 429 armed through the control API', () => {
   let emu: RunningEmulator;
   beforeAll(async () => {
-    const cfg = loadConfig({ env: {}, overrides: { logLevel: 'silent', emulator: { port: 0, controlApi: true } } });
+    const cfg = testConfig();
     emu = await startEmulator(cfg, createLogger('silent'), { now: () => T0 });
   });
   afterAll(() => emu.close());

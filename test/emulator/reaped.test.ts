@@ -11,6 +11,7 @@ import { StreamRegistry } from '../../src/emulator/streams';
 import type { EmulatedStream } from '../../src/emulator/streams';
 import { createLogger } from '../../src/lib/logger';
 import { http } from '../helpers/stack';
+import { testConfig } from '../helpers/config';
 
 const T0 = 1_700_000_000_000;
 const ACCOUNT = { id: 'acct-1' } as Account;
@@ -75,7 +76,7 @@ describe('StreamRegistry reaping', () => {
 describe('reaped over HTTP', () => {
   it('GET shows end_reason reaped; the stream can no longer be referenced; the control API reaps on demand', async () => {
     const clock = { now: Date.now() };
-    const cfg = loadConfig({ env: {}, overrides: { logLevel: 'silent', emulator: { port: 0, controlApi: true, reapIdleSeconds: 60 } } });
+    const cfg = testConfig({ emulator: { reapIdleSeconds: 60 } });
     const emu = await startEmulator(cfg, createLogger('silent'), { now: () => clock.now });
     try {
       const { id } = (await http(emu.url, 'POST', '/v1beta/streams', { body: {} })).body as { id: string };

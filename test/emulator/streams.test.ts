@@ -6,8 +6,9 @@ import { loadConfig } from '../../src/config';
 import { createLogger } from '../../src/lib/logger';
 import { startEmulator } from '../../src/emulator/server';
 import type { RunningEmulator } from '../../src/emulator/server';
-import { http, KEY, KEY_B, KEY_BROKE, KEY_REVOKED, sleep } from '../helpers/stack';
-import { deadline, until } from '../helpers/time';
+import { http, KEY, KEY_B, KEY_BROKE, KEY_REVOKED } from '../helpers/stack';
+import { deadline, until, sleep } from '../helpers/time';
+import { testConfig } from '../helpers/config';
 
 const STREAM_FIELDS = [
   'audio',
@@ -32,11 +33,7 @@ const STREAM_FIELDS = [
 const TOMBSTONE_S = 3;
 
 async function start(overrides: Record<string, unknown> = {}): Promise<RunningEmulator> {
-  const cfg = loadConfig({
-    env: {},
-    overrides: { logLevel: 'silent', emulator: { port: 0, controlApi: true, ...overrides } },
-  });
-  return startEmulator(cfg, createLogger('silent'));
+  return startEmulator(testConfig({ emulator: overrides }), createLogger('silent'));
 }
 
 const create = async (url: string, key = KEY) => (await http(url, 'POST', '/v1beta/streams', { key, body: {} })).body as Record<string, any>;

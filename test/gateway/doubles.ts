@@ -1,13 +1,12 @@
 /** Test doubles for gateway suites: a scripted raw upstream, and a gateway in front of any upstream. */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { loadConfig } from '../../src/config';
-import type { Config } from '../../src/config';
 import { closeServer } from '../../src/lib/listen';
 import { createLogger } from '../../src/lib/logger';
 import type { Logger } from '../../src/lib/logger';
 import { startGateway } from '../../src/gateway/server';
 import type { RunningGateway } from '../../src/gateway/server';
+import { FAST_RETRY, testConfig } from '../helpers/config';
 
 export interface RawUpstream {
   url: string;
@@ -30,17 +29,10 @@ export async function startRawUpstream(handler: http.RequestListener): Promise<R
   };
 }
 
-export function testConfig(overrides: Record<string, unknown> = {}): Config {
-  return loadConfig({
-    env: {},
-    overrides: { port: 0, host: '127.0.0.1', logLevel: process.env.TEST_LOG_LEVEL ?? 'silent', shutdownGraceMs: 2000, ...overrides },
-  });
-}
-
 /** A gateway (no emulator) in front of `upstreamUrl`. */
 export function gatewayOn(upstreamUrl: string, overrides: Record<string, unknown> = {}, logger?: Logger): Promise<RunningGateway> {
-  const cfg = testConfig(overrides);
-  return startGateway(cfg, logger ?? createLogger(cfg.logLevel), upstreamUrl, { retry: { scale: 0.01 } });
+  const cfg = testConfig({ shutdownGraceMs: 2000 }, overrides);
+  return startGateway(cfg, logger ?? createLogger(cfg.logLevel), upstreamUrl, { retry: FAST_RETRY });
 }
 
 /** Raw HTTP/1.1 exchange (fetch forbids hop-by-hop request headers). */
@@ -64,6 +56,3 @@ export function rawRequest(
     req.end(opts.body);
   });
 }
-
-// Kept under their old names for the passthrough suites; defined once in ../helpers/time.
-export { deadline, sleep as delay } from '../helpers/time';

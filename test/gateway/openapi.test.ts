@@ -11,7 +11,8 @@ import type { ValidateFunction } from 'ajv';
 import { brandOf } from '../../src/brand';
 import type { Brand } from '../../src/brand';
 import { legacyOpenApi } from '../../src/gateway/legacy/contract/openapi';
-import { clipBody, frameBody, http, KEY_B, KEY_REVOKED, openResults, reinfer as reinferResult, startStack } from '../helpers/stack';
+import { KEY, clipBody, frameBody, http, KEY_B, KEY_REVOKED, reinfer as reinferResult, startStack } from '../helpers/stack';
+import { openResults } from '../helpers/results-socket';
 import type { Stack } from '../helpers/stack';
 
 type Schema = Record<string, unknown> & { $ref?: string; properties?: Record<string, Schema>; required?: string[] };
@@ -514,7 +515,7 @@ describe('/v0.2/openapi.json', () => {
     const reinfer = '/chat/completions/clip';
     const created = await http(url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) });
     const id = (created.body as { stream_id: string }).stream_id;
-    const sock = await openResults(url, id);
+    const sock = await openResults(url, id, KEY);
     const [result] = await sock.waitFor(1, 20_000);
     sock.ws.close();
     const body = { result_id: result!.id, prompt: 'again', model: 'local/analyzer' };

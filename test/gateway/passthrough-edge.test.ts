@@ -7,8 +7,9 @@ import type http from 'node:http';
 import { createLogger } from '../../src/lib/logger';
 import { redactQuery } from '../../src/gateway/telemetry/http';
 import type { RunningGateway } from '../../src/gateway/server';
-import { deadline, delay, gatewayOn, rawRequest, startRawUpstream } from './doubles';
+import { gatewayOn, rawRequest, startRawUpstream } from './doubles';
 import type { RawUpstream } from './doubles';
+import { deadline, sleep } from '../helpers/time';
 
 interface Line {
   msg?: string;
@@ -36,7 +37,7 @@ describe('passthrough edge', () => {
         for (;;) {
           const l = lines().find(pred);
           if (l) return l;
-          await delay(10);
+          await sleep(10);
         }
       })(),
       3000,
@@ -129,7 +130,7 @@ describe('passthrough edge', () => {
         for (;;) {
           const l = logs.join('').split('\n').find((x) => x.includes('"url":"/v1beta/odd-id'));
           if (l) return l;
-          await delay(10);
+          await sleep(10);
         }
       })(),
       3000,

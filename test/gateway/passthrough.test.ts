@@ -8,12 +8,13 @@ import OpenAI from 'openai';
 import request from 'supertest';
 import { createGateway } from '../../src/gateway/app';
 import { createLogger } from '../../src/lib/logger';
-import { http as call, KEY, KEY_B, sleep, startStack, tail } from '../helpers/stack';
+import { http as call, KEY, KEY_B, startStack, tail } from '../helpers/stack';
 import type { Stack } from '../helpers/stack';
 import { closeServer } from '../../src/lib/listen';
-import { deadline, delay, gatewayOn, rawRequest, startRawUpstream } from './doubles';
+import { gatewayOn, rawRequest, startRawUpstream } from './doubles';
 import type { RawUpstream } from './doubles';
 import type { RunningGateway } from '../../src/gateway/server';
+import { deadline, sleep } from '../helpers/time';
 
 /** Response headers that differ per connection or per moment, not per proxy. */
 const VOLATILE = new Set(['date', 'connection', 'keep-alive', 'transfer-encoding', 'content-length']);
@@ -388,7 +389,7 @@ describe('passthrough against scripted upstreams', () => {
     const abort = new AbortController();
     const aborts = await outcomes(patient, 'client_abort');
     const pending = fetch(`${patient.url}/v1beta/chat/completions`, { method: 'POST', body: '{"model":"m"}', signal: abort.signal });
-    await delay(100);
+    await sleep(100);
     abort.abort();
     await expect(pending).rejects.toThrow();
     await deadline(closed, 10_000, 'upstream close after client abort');

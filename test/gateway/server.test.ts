@@ -5,9 +5,9 @@
  * gauge), and the SIGTERM readiness delay.
  */
 import net from 'node:net';
-import WebSocket from 'ws';
 import { FakeClock } from '../helpers/fake-clock';
-import { frameBody, http, KEY, openResults, startStack } from '../helpers/stack';
+import { frameBody, http, KEY, startStack } from '../helpers/stack';
+import { openResults } from '../helpers/results-socket';
 import type { Stack } from '../helpers/stack';
 import { deadline } from '../helpers/time';
 
@@ -42,8 +42,7 @@ describe('server timeouts', () => {
   });
 
   test('an upgraded WebSocket with no traffic is not cut by the idle timeout', async () => {
-    const ws = new WebSocket(`${s.url.replace(/^http/, 'ws')}/v0.2/ws/streams/quiet`);
-    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    const { ws } = await openResults(s.url, 'quiet', null);
     await deadline(idleConnection(s.url), 10_000, 'idle connection closed');
     const pong = new Promise((resolve) => ws.once('pong', resolve));
     ws.ping();
@@ -225,7 +224,7 @@ describe('readiness and upstream health', () => {
       // Still serving: new legacy streams are accepted and run until the drain.
       const created = await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) });
       expect(created.status).toBe(201);
-      const sock = await openResults(s.url, (created.body as { stream_id: string }).stream_id);
+      const sock = await openResults(s.url, (created.body as { stream_id: string }).stream_id, KEY);
       await sock.waitFor(1);
       expect(s.gateway.gateway.draining).toBe(false);
       release();

@@ -3,11 +3,12 @@
  * bounded by the grace period) and as a real process receiving SIGTERM.
  */
 import path from 'node:path';
-import { loadConfig } from '../../src/config';
 import { startEmulator } from '../../src/emulator/server';
 import { createLogger } from '../../src/lib/logger';
 import { ROOT, runMain, useMainBundle } from '../helpers/main-bundle';
-import { frameBody, http, KEY, openResults, startStack } from '../helpers/stack';
+import { frameBody, http, KEY, startStack } from '../helpers/stack';
+import { openResults } from '../helpers/results-socket';
+import { TEST_PUBLISHER, testConfig } from '../helpers/config';
 import { deadline, until } from '../helpers/time';
 
 describe('graceful shutdown in process', () => {
@@ -16,7 +17,7 @@ describe('graceful shutdown in process', () => {
     let closed = false;
     try {
       const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string }).stream_id;
-      const sock = await openResults(s.url, id);
+      const sock = await openResults(s.url, id, KEY);
       await sock.waitFor(1);
       await s.gateway.gateway.drain();
       expect(await sock.closed).toEqual({ code: 1001, reason: 'server_shutdown' });
@@ -70,7 +71,7 @@ describe('graceful shutdown of the process', () => {
   const bundle = useMainBundle();
 
   test('SIGTERM with a live legacy stream: socket closes 1001, the upstream stream is deleted, exit 0 within the grace period', async () => {
-    const cfg = loadConfig({ env: {}, overrides: { emulator: { port: 0, controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } } } });
+    const cfg = testConfig({ emulator: { autoPublish: TEST_PUBLISHER } });
     const emulator = await startEmulator(cfg, createLogger('silent'));
     // Far above what the stop takes (a few hundred ms): a loaded machine must not turn it into exit 1.
     const graceMs = 10_000;
@@ -94,7 +95,7 @@ describe('graceful shutdown of the process', () => {
       const created = await http(url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) });
       expect(created.status).toBe(201);
       const id = (created.body as { stream_id: string }).stream_id;
-      const sock = await openResults(url, id);
+      const sock = await openResults(url, id, KEY);
       await sock.waitFor(1);
 
       child.kill('SIGTERM');

@@ -14,7 +14,8 @@ import { runMain, useMainBundle } from '../helpers/main-bundle';
 import type { MainProcess } from '../helpers/main-bundle';
 import { attributeStrings, startOtlpReceiver } from '../helpers/otlp-receiver';
 import type { OtlpReceiver, ReceivedSpan } from '../helpers/otlp-receiver';
-import { KEY, frameBody, openResults } from '../helpers/stack';
+import { KEY, frameBody } from '../helpers/stack';
+import { openResults } from '../helpers/results-socket';
 import { deadline, until } from '../helpers/time';
 import { ROOT } from '../helpers/util';
 
@@ -108,7 +109,7 @@ describe('tracing on (http/json, always on)', () => {
     const body = (await created.json()) as { stream_id: string; room: { token: string } };
     streamId = body.stream_id;
     publishToken = body.room.token;
-    const socket = await openResults(url, streamId);
+    const socket = await openResults(url, streamId, KEY);
     resultIds = (await socket.waitFor(3, 20_000)).map((m) => String(m.id));
     expect((await call(url, 'POST', `/v0.2/streams/${streamId}/keepalive`, { traceparent: traceparent(KEEPALIVE_TRACE, CALLER) })).status).toBe(200);
     // A passthrough call with a token in its query: the span keeps the parameter's name only.

@@ -12,7 +12,8 @@ import http from 'node:http';
 import { startHaproxy } from '../helpers/haproxy';
 import type { Balancer } from '../helpers/haproxy';
 import { logLines } from '../helpers/log-lines';
-import { KEY, KEY_B, frameBody, openResults, startStack } from '../helpers/stack';
+import { KEY, KEY_B, frameBody, startStack } from '../helpers/stack';
+import { openResults } from '../helpers/results-socket';
 import type { Stack } from '../helpers/stack';
 import { deadline, sleep } from '../helpers/time';
 
@@ -60,7 +61,7 @@ async function flood(base: string, from: string, n: number): Promise<number[]> {
 
 /** A results socket from `from`: resolves with its first result, or rejects with its close. */
 async function firstResult(base: string, from: string, streamId: string, key: string): Promise<Record<string, unknown>> {
-  const s = await openResults(base, streamId, key, { localAddress: from });
+  const s = await openResults(base, streamId, key, { ws: { localAddress: from } });
   try {
     const [first] = await s.waitFor(1, 15_000).catch(async (err: Error) => {
       const c = await s.closed;
@@ -74,7 +75,7 @@ async function firstResult(base: string, from: string, streamId: string, key: st
 
 /** How a results socket opened from `from` with `key` is closed. */
 async function socketClose(base: string, from: string, streamId: string, key: string): Promise<{ code: number; reason: string }> {
-  const s = await openResults(base, streamId, key, { localAddress: from });
+  const s = await openResults(base, streamId, key, { ws: { localAddress: from } });
   return deadline(s.closed, 10_000, 'results socket close');
 }
 

@@ -9,13 +9,14 @@
  * (slots, upstream streams) once every stream is deleted. Shared by test/gateway/fleet/chaos.test.ts
  * (a short run) and `npm run bench -- chaos --duration 600 --seed 42 --interval 15`.
  */
-import WebSocket from 'ws';
 import { loadConfig } from '../../src/config';
 import type { FleetConfig } from '../../src/config';
 import { keyHash } from '../../src/lib/keys';
 import { prng } from './prng';
 import { createStream, startFleet } from './fleet';
 import type { Fleet, Replica } from './fleet';
+import { connectResults } from './results-socket';
+import type { ResultsSocket } from './results-socket';
 import { sleep } from './time';
 import { quantile } from './util';
 
@@ -110,7 +111,7 @@ class ChaosClient {
   keepalivesFailed = 0;
   /** The last answer of each keepalive that failed after its retries (0: no answer). */
   readonly keepaliveFailures: number[] = [];
-  private ws: WebSocket | undefined;
+  private sock: ResultsSocket | undefined;
   private tries = 0;
   /** Keepalives stopped (the run is deleting its streams). */
   private stopped = false;
@@ -144,27 +145,19 @@ class ChaosClient {
   }
 
   private connect(): void {
-    const ws = new WebSocket(`${this.pickUrl().replace(/^http/, 'ws')}/v0.2/ws/streams/${this.streamId}`);
-    this.ws = ws;
-    ws.on('open', () => ws.send(JSON.stringify({ api_key: this.key })));
-    ws.on('error', () => undefined); // a 'close' follows
-    ws.on('message', (d) => {
-      let id: string;
-      try {
-        id = String((JSON.parse(d.toString()) as { id?: unknown }).id);
-      } catch {
-        return;
-      }
-      this.tries = 0;
-      if (this.seen.has(id)) this.duplicates++;
-      else {
-        this.seen.add(id);
-        this.arrivals.push(Date.now());
-      }
+    const sock = connectResults(this.pickUrl(), this.streamId, this.key, {
+      onMessage: ({ id, atMs }) => {
+        this.tries = 0;
+        if (this.seen.has(id)) this.duplicates++;
+        else {
+          this.seen.add(id);
+          this.arrivals.push(atMs);
+        }
+      },
     });
-    ws.on('close', (code, reasonBuf) => {
-      const reason = reasonBuf.toString();
-      if (this.ws === ws) this.ws = undefined;
+    this.sock = sock;
+    void sock.closed.then(({ code, reason }) => {
+      if (this.sock === sock) this.sock = undefined;
       if (this.closed || this.fatal) return this.wakeClosed();
       if (code === 1008 || (code === 1001 && reason)) {
         this.fatal = { code, reason, atMs: Date.now() };
@@ -226,7 +219,7 @@ class ChaosClient {
     this.closed = true;
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
-    this.ws?.terminate();
+    this.sock?.ws.terminate();
   }
 
   /** Last arrival at or before `t`, first after it. */

@@ -12,18 +12,18 @@
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import type http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import Redis from 'ioredis';
-import WebSocket from 'ws';
 import { mergeDeep } from '../../src/config';
 import { resultId } from '../../src/gateway/legacy/sessions/ownership';
 import { runNode } from './node-process';
 import type { NodeProcess } from './node-process';
 import { startRedis } from './redis';
 import type { RedisServer } from './redis';
+import type { Received } from './results-socket';
 import { ROOT, freePort } from './util';
+import { sleep } from './time';
 
 export type Signal = 'SIGKILL' | 'SIGSTOP' | 'SIGCONT' | 'SIGTERM' | 'SIGINT';
 
@@ -168,7 +168,7 @@ async function listeningPort(proc: NodeProcess, prefix: string, what: string, ti
 async function healthy(url: string, proc: NodeProcess, what: string, timeoutMs = 30_000): Promise<void> {
   let exited: { code: number | null; signal: string | null } | undefined;
   void proc.exited.then((e) => (exited = e));
-  for (const until = Date.now() + timeoutMs; Date.now() < until; await new Promise((r) => setTimeout(r, 50))) {
+  for (const until = Date.now() + timeoutMs; Date.now() < until; await sleep(50)) {
     if (exited) throw new Error(`${what} exited (${exited.code ?? exited.signal}) before it was healthy: ${proc.stderr().slice(-2000)}`);
     const ok = await fetch(url).then(
       (r) => r.ok,
@@ -295,7 +295,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
       return client;
     };
     const waitReady = async (c: Redis) => {
-      for (const until = Date.now() + 5000; c.status !== 'ready' && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20));
+      for (const until = Date.now() + 5000; c.status !== 'ready' && Date.now() < until; ) await sleep(20);
     };
     return {
       redis,
@@ -350,72 +350,6 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     await stop();
     throw err;
   }
-}
-
-/** One result (or end) seen by a results socket, with when it arrived (this process's clock). */
-export interface Received {
-  id: string;
-  atMs: number;
-  message: Record<string, unknown>;
-}
-
-export interface ResultsRecorder {
-  streamId: string;
-  /** Headers of the 101 answer (behind a balancer, `x-served-by` names the replica). */
-  upgradeHeaders: http.IncomingHttpHeaders;
-  received: Received[];
-  closed: Promise<{ code: number; reason: string }>;
-  isOpen(): boolean;
-  /** Resolves once `n` results have arrived in total. */
-  waitFor(n: number): Promise<void>;
-  close(): void;
-}
-
-/** A legacy results socket on `baseUrl` that records every result's id and arrival time. */
-export function recordResults(baseUrl: string, streamId: string, key: string): Promise<ResultsRecorder> {
-  const ws = new WebSocket(`${baseUrl.replace(/^http/, 'ws')}/v0.2/ws/streams/${streamId}`);
-  const received: Received[] = [];
-  const upgradeHeaders: http.IncomingHttpHeaders = {};
-  ws.once('upgrade', (res) => Object.assign(upgradeHeaders, res.headers));
-  const waiters: (() => void)[] = [];
-  const wake = () => {
-    for (const w of waiters.splice(0)) w();
-  };
-  ws.on('message', (d) => {
-    const message = JSON.parse(d.toString()) as Record<string, unknown>;
-    received.push({ id: String(message.id), atMs: Date.now(), message });
-    wake();
-  });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
-    ws.on('close', (code, reason) => {
-      resolve({ code, reason: reason.toString() });
-      wake();
-    }),
-  );
-  const rec: ResultsRecorder = {
-    streamId,
-    upgradeHeaders,
-    received,
-    closed,
-    isOpen: () => ws.readyState === ws.OPEN,
-    waitFor: (n) =>
-      new Promise((resolve, reject) => {
-        const check = () => {
-          if (received.length >= n) resolve();
-          else if (ws.readyState === ws.CLOSED) reject(new Error(`socket for ${streamId} closed after ${received.length}/${n} results`));
-          else waiters.push(check);
-        };
-        check();
-      }),
-    close: () => ws.close(),
-  };
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => {
-      ws.send(JSON.stringify({ api_key: key }));
-      resolve(rec);
-    });
-    ws.once('error', reject);
-  });
 }
 
 /** Result ids seen more than once (a result published twice). */

@@ -1,7 +1,4 @@
 import type { DestinationStream } from 'pino';
-import WebSocket from 'ws';
-import type { ClientOptions } from 'ws';
-import { loadConfig, mergeDeep } from '../../src/config';
 import type { Config } from '../../src/config';
 import { createLogger } from '../../src/lib/logger';
 import { startEmulator } from '../../src/emulator/server';
@@ -9,6 +6,7 @@ import type { RunningEmulator } from '../../src/emulator/server';
 import { startGateway } from '../../src/gateway/server';
 import type { RunningGateway, ServerOptions } from '../../src/gateway/server';
 import { FLEET_DEFAULTS } from '../../src/gateway/store/store';
+import { FAST_RETRY, TEST_PUBLISHER, testConfig } from './config';
 import { sleep } from './time';
 import type { SessionRecord } from '../../src/gateway/store/store';
 
@@ -32,18 +30,11 @@ export interface Stack {
  * the gateway's log lines (level info) go there.
  */
 export async function startStack(overrides: Record<string, unknown> = {}, gwOpts: ServerOptions = {}, opts: { log?: DestinationStream } = {}): Promise<Stack> {
-  const base = {
-    port: 0,
-    host: '127.0.0.1',
-    logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
-    emulator: { port: 0, controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } },
-    legacy: { firstFramePollMs: 50 },
-  };
-  const cfg = loadConfig({ env: {}, overrides: mergeDeep(base, overrides) });
+  const cfg = testConfig({ emulator: { autoPublish: TEST_PUBLISHER } }, overrides);
   const logger = createLogger(cfg.logLevel);
   const emulator = await startEmulator(cfg, logger);
   const gwLogger = opts.log ? createLogger('info', 'gateway', opts.log) : logger;
-  const gateway = await startGateway(cfg, gwLogger, emulator.url, { retry: { scale: 0.01 }, ...gwOpts });
+  const gateway = await startGateway(cfg, gwLogger, emulator.url, { retry: FAST_RETRY, ...gwOpts });
   return {
     cfg,
     emulator,
@@ -92,52 +83,6 @@ export const frameBody = (over: Record<string, unknown> = {}, inference: Record<
   inference: { prompt: 'Describe the frame', model: 'local/analyzer', ...inference },
 });
 
-export interface ResultSocket {
-  ws: WebSocket;
-  messages: Record<string, unknown>[];
-  closed: Promise<{ code: number; reason: string }>;
-  /** Resolves once `n` messages have arrived (or rejects after `timeoutMs`). */
-  waitFor(n: number, timeoutMs?: number): Promise<Record<string, unknown>[]>;
-}
-
-/** `wsOpts`: the client's own (a `localAddress` to connect from, extra headers). */
-export function openResults(url: string, streamId: string, key: string | null = KEY, wsOpts?: ClientOptions): Promise<ResultSocket> {
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v0.2/ws/streams/${streamId}`, wsOpts);
-  const messages: Record<string, unknown>[] = [];
-  const waiters: (() => void)[] = [];
-  ws.on('message', (d) => {
-    messages.push(JSON.parse(d.toString()) as Record<string, unknown>);
-    for (const w of waiters.splice(0)) w();
-  });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
-    ws.on('close', (code, reason) => {
-      resolve({ code, reason: reason.toString() });
-      for (const w of waiters.splice(0)) w();
-    }),
-  );
-  const waitFor = (n: number, timeoutMs = 10_000) =>
-    new Promise<Record<string, unknown>[]>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`only ${messages.length}/${n} results after ${timeoutMs} ms`)), timeoutMs);
-      const check = () => {
-        if (messages.length >= n) {
-          clearTimeout(t);
-          resolve(messages.slice(0, n));
-        } else if (ws.readyState === ws.CLOSED) {
-          clearTimeout(t);
-          reject(new Error(`socket closed after ${messages.length}/${n} results`));
-        } else waiters.push(check);
-      };
-      check();
-    });
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => {
-      if (key !== null) ws.send(JSON.stringify({ api_key: key }));
-      resolve({ ws, messages, closed, waitFor });
-    });
-    ws.once('error', reject);
-  });
-}
-
 /**
  * `POST /v0.2/chat/completions/clip` (reinfer) as the Python SDK calls it: a 404 is retried (the
  * window of a just-delivered result may not be written yet), here every 100 ms up to 2 s.
@@ -163,8 +108,6 @@ export function tail(text: string): { frames: number; first: number; last: numbe
     pattern: m[5] === undefined ? null : [Number(m[5]), Number(m[6])],
   };
 }
-
-export { sleep } from './time';
 
 /** A stack for the enclosing describe block: started before its tests, closed after them. */
 export function useStack(overrides: Record<string, unknown> = {}): () => Stack {

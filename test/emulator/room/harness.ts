@@ -132,5 +132,3 @@ export function signRoomJwt(keys: RoomKeys, payload: Record<string, unknown>): s
   const sig = crypto.createHmac('sha256', keys.apiSecret).update(`${head}.${body}`).digest('base64url');
   return `${head}.${body}.${sig}`;
 }
-
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -2,6 +2,7 @@
 import { gzipSync } from 'node:zlib';
 import { JoinRequest, SignalRequest, SignalResponse, WrappedJoinRequest, WrappedJoinRequest_Compression } from '@livekit/protocol';
 import WebSocket from 'ws';
+import { sleep } from '../../helpers/time';
 
 export type Response = SignalResponse['message'];
 export type ResponseOf<C extends NonNullable<Response['case']>> = Extract<Response, { case: C }>['value'];
@@ -88,7 +89,7 @@ export class RawClient {
     const deadline = Date.now() + timeoutMs;
     while (this.received === 0) {
       if (this.closed || Date.now() > deadline) throw new Error('no message');
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      await sleep(10);
     }
     return this.firstCase;
   }
@@ -97,7 +98,7 @@ export class RawClient {
     const deadline = Date.now() + timeoutMs;
     while (!this.closed) {
       if (Date.now() > deadline) throw new Error('socket still open');
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await sleep(20);
     }
     return this.closeCode;
   }

@@ -5,20 +5,18 @@
  * of that stream stops, so windows never interleave the test pattern with the client's camera.
  */
 import * as rtc from '@livekit/rtc-node';
-import { loadConfig } from '../../../src/config';
 import { PatternRenderer } from '../../../src/emulator/frames/pattern';
 import { createLogger } from '../../../src/lib/logger';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
 import { http } from '../../helpers/stack';
+import { TEST_PUBLISHER, testConfig } from '../../helpers/config';
+import { sleep } from '../../helpers/time';
 
 let emu: RunningEmulator;
 
 beforeAll(async () => {
-  const cfg = loadConfig({
-    env: {},
-    overrides: { emulator: { port: 0, host: '127.0.0.1', controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } } },
-  });
+  const cfg = testConfig({ emulator: { autoPublish: TEST_PUBLISHER } });
   emu = await startEmulator(cfg, createLogger('silent'));
 });
 
@@ -46,7 +44,7 @@ test('a real publication stops the synthetic publisher of that stream only', asy
     const track = rtc.LocalVideoTrack.createVideoTrack('camera', source);
     await room.localParticipant!.publishTrack(track, new rtc.TrackPublishOptions({ source: rtc.TrackSource.SOURCE_CAMERA }));
     // Ordered by events, not time: wait until the room's publication has reached the stream.
-    for (let i = 0; i < 200 && running.isRunning(mine.id); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 200 && running.isRunning(mine.id); i++) await sleep(50);
     expect([running.isRunning(mine.id), running.isRunning(other.id)]).toEqual([false, true]);
   } finally {
     clearInterval(timer);

@@ -10,9 +10,9 @@ import { rawToRgb } from '../../../src/emulator/frames/codec';
 import { PatternRenderer, decodePattern } from '../../../src/emulator/frames/pattern';
 import type { RawFrame } from '../../../src/emulator/frames/types';
 import { mintPublishToken, mintSubscribeToken } from '../../../src/emulator/room';
-import { TEST_KEYS, signRoomJwt, sleep, startRoomHarness } from './harness';
+import { TEST_KEYS, signRoomJwt, startRoomHarness } from './harness';
 import type { RoomHarness } from './harness';
-import { deadline, until } from '../../helpers/time';
+import { deadline, until, sleep } from '../../helpers/time';
 
 let h: RoomHarness;
 

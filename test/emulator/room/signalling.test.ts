@@ -14,9 +14,10 @@ import {
 } from '@livekit/protocol';
 import { RTCPeerConnection } from '@roamhq/wrtc';
 import { mintPublishToken, mintSubscribeToken } from '../../../src/emulator/room';
-import { TEST_KEYS, signRoomJwt, sleep, startRoomHarness } from './harness';
+import { TEST_KEYS, signRoomJwt, startRoomHarness } from './harness';
 import type { RoomHarness } from './harness';
 import { RawClient, joinRequestParam } from './raw-client';
+import { sleep } from '../../helpers/time';
 
 let h: RoomHarness;
 const clients: RawClient[] = [];

@@ -8,7 +8,6 @@
  */
 import { RequestResponse_Reason, TrackSource, TrackType } from '@livekit/protocol';
 import * as rtc from '@livekit/rtc-node';
-import { loadConfig } from '../../../src/config';
 import { SYNTHETIC_IDENTITY } from '../../../src/emulator/app';
 import { rawToRgb } from '../../../src/emulator/frames/codec';
 import { PatternRenderer, decodePattern } from '../../../src/emulator/frames/pattern';
@@ -18,6 +17,7 @@ import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
 import { createLogger } from '../../../src/lib/logger';
 import { http, KEY, KEY_B } from '../../helpers/stack';
+import { testConfig } from '../../helpers/config';
 import { deadline, until } from '../../helpers/time';
 import { RawClient } from './raw-client';
 
@@ -34,10 +34,7 @@ interface View {
 let emu: RunningEmulator;
 
 beforeAll(async () => {
-  const cfg = loadConfig({
-    env: {},
-    overrides: { logLevel: 'silent', emulator: { port: 0, host: '127.0.0.1', controlApi: true, autoPublish: { enabled: false } } },
-  });
+  const cfg = testConfig({ emulator: { autoPublish: { enabled: false } } });
   emu = await startEmulator(cfg, createLogger(process.env.ROOM_TEST_LOG ?? 'silent'));
 });
 

@@ -5,8 +5,9 @@
  * and frees the slot once); reinfer of a result on the replicas that do not own its stream; 60
  * concurrent creates for one key over three replicas grant exactly 5.
  */
-import { recordResults } from '../../helpers/fleet';
-import type { Replica, ResultsRecorder } from '../../helpers/fleet';
+import { openResults } from '../../helpers/results-socket';
+import type { Replica } from '../../helpers/fleet';
+import type { ResultsSocket } from '../../helpers/results-socket';
 import { KEY, KEY_B, deadline, frameBody, http, ownerOf, reinfer, slotsOfKey, tail, until, useFleet } from './fleet-test';
 
 // A 4 fps publisher: one frame is 250 ms, so a reinfer's "within one frame" of its result holds
@@ -26,7 +27,7 @@ async function streamOnA(): Promise<{ a: Replica; b: Replica; c: Replica; id: st
 test('create on A; sockets on A, B, C; keepalive on B then C; prompt on C; DELETE on B closes all', async () => {
   const { a, b, c, id } = await streamOnA();
 
-  const sockets: ResultsRecorder[] = await Promise.all([a, b, c].map((r) => recordResults(r.url, id, KEY)));
+  const sockets: ResultsSocket[] = await Promise.all([a, b, c].map((r) => openResults(r.url, id, KEY, { waitMs: null })));
   await deadline(Promise.all(sockets.map((s) => s.waitFor(2))), 20_000, 'first results on every replica');
 
   // Keepalive on B, then on C: each charges the time since the previous one, wherever it was served.
@@ -52,7 +53,7 @@ test('create on A; sockets on A, B, C; keepalive on B then C; prompt on C; DELET
   expect((await http(b.url, 'GET', '/v0.2/streams/feedback')).body).toEqual(expect.arrayContaining([expect.objectContaining({ stream_id: id, feedback: 'via C' })]));
 
   // A socket on B for another account is refused.
-  const other = await recordResults(b.url, id, KEY_B);
+  const other = await openResults(b.url, id, KEY_B, { waitMs: null });
   expect((await deadline(other.closed, 10_000, 'the other account refused')).code).toBe(1008);
 
   // DELETE through B, a replica that does not own the stream: every socket on every replica closes.
@@ -86,7 +87,7 @@ test('60 concurrent creates for one key over three replicas: exactly 5, round af
 
 test("reinfer on B and C of a result A delivered: the same frame; another account's key 404 there too", async () => {
   const { a, b, c, id } = await streamOnA();
-  const sock = await recordResults(a.url, id, KEY);
+  const sock = await openResults(a.url, id, KEY, { waitMs: null });
   await deadline(sock.waitFor(1), 20_000, 'a result on A');
   sock.close();
   const result = sock.received[0]!.message;

@@ -10,7 +10,8 @@
  * and it exits 0 leaving nothing behind (slots, upstream streams, relays). A second signal means
  * "now": the same steps at once, long before the deadline.
  */
-import { createStream, recordResults } from '../../helpers/fleet';
+import { createStream } from '../../helpers/fleet';
+import { openResults } from '../../helpers/results-socket';
 import { startWebrtcSender } from '../../helpers/wrtc-sender';
 import type { WebrtcSender } from '../../helpers/wrtc-sender';
 import { KEY, deadline, frameBody, http, ownerOf, resultsAfter, slotsOfKey, until, useFleet } from './fleet-test';
@@ -44,11 +45,11 @@ describe('drain deadline', () => {
     // On A: a socket of a stream A schedules, one of a stream B schedules, one of the webrtc stream
     // (ended by A itself at the deadline). On B: the webrtc stream's socket (its relay is on A) and a
     // second socket of n1.
-    const s1 = await recordResults(a.url, n1, KEY);
-    const s2 = await recordResults(a.url, n2, KEY);
-    const swa = await recordResults(a.url, wId, KEY);
-    const sw = await recordResults(b.url, wId, KEY);
-    const s1b = await recordResults(b.url, n1, KEY);
+    const s1 = await openResults(a.url, n1, KEY, { waitMs: null });
+    const s2 = await openResults(a.url, n2, KEY, { waitMs: null });
+    const swa = await openResults(a.url, wId, KEY, { waitMs: null });
+    const sw = await openResults(b.url, wId, KEY, { waitMs: null });
+    const s1b = await openResults(b.url, n1, KEY, { waitMs: null });
     await deadline(Promise.all([s1, s2, swa, sw, s1b].map((s) => s.waitFor(2))), 30_000, 'first results');
 
     const termAt = Date.now();
@@ -94,7 +95,7 @@ describe('second signal', () => {
     const [a, b] = [fleet().replica('A'), fleet().replica('B')];
     const c = await createStream(a.url, KEY, frameBody({ interval_seconds: INTERVAL_S }));
     expect(c.status).toBe(201);
-    const s = await recordResults(a.url, c.id!, KEY);
+    const s = await openResults(a.url, c.id!, KEY, { waitMs: null });
     await deadline(s.waitFor(2), 30_000, 'first results');
     const termAt = Date.now();
     a.kill('SIGTERM');
@@ -105,7 +106,7 @@ describe('second signal', () => {
     expect(await deadline(a.proc.exited, 30_000, 'A exits on the second signal')).toMatchObject({ code: 0 });
     expect(await deadline(s.closed, 10_000, 'the socket closed')).toEqual({ code: 1012, reason: 'service_restart' });
     expect(await ownerOf(fleet(), c.id!)).toBe('B');
-    const again = await recordResults(b.url, c.id!, KEY);
+    const again = await openResults(b.url, c.id!, KEY, { waitMs: null });
     await deadline(again.waitFor(2), 30_000, 'the stream goes on on B');
     expect((await http(b.url, 'DELETE', `/v0.2/streams/${c.id}`)).status).toBe(200);
   }, 120_000);

@@ -11,7 +11,8 @@
  * A exits 0 once its last socket is gone.
  */
 import net from 'node:net';
-import { createStream, recordResults } from '../../helpers/fleet';
+import { createStream } from '../../helpers/fleet';
+import { openResults } from '../../helpers/results-socket';
 import { KEY, deadline, frameBody, http, ownerOf, resultsAfter, until, useFleet } from './fleet-test';
 
 const fleet = useFleet({ ids: ['A', 'B'] });
@@ -40,7 +41,7 @@ test('a draining replica keeps serving what reaches it, stays in the fleet, show
   const c = await createStream(a.url, KEY, frameBody({ interval_seconds: 0.5 }));
   expect(c.status).toBe(201);
   const id = c.id!;
-  const s = await recordResults(a.url, id, KEY);
+  const s = await openResults(a.url, id, KEY, { waitMs: null });
   await deadline(s.waitFor(2), 30_000, 'first results');
   const idle = await idleKeepAlive(a.url);
   const beatBefore = Number(await fleet().redisCall('ZSCORE', 'lg:replicas', 'A'));
@@ -67,7 +68,7 @@ test('a draining replica keeps serving what reaches it, stays in the fleet, show
   const patched = await http(a.url, 'PATCH', `/v0.2/streams/${id}/config/prompt`, { body: { prompt: 'Changed while A drains' } });
   expect(patched.status).toBe(200);
   await deadline(until(() => s.received.some((r) => r.message.prompt === 'Changed while A drains')), 15_000, 'the new prompt in the results');
-  const late = await recordResults(a.url, id, KEY);
+  const late = await openResults(a.url, id, KEY, { waitMs: null });
   await deadline(late.waitFor(2), 30_000, 'a new socket on the draining replica gets results');
 
   const m = await metrics(a.url);

@@ -5,7 +5,8 @@
  * standing ends its streams as a single replica does. (A replica that holds connections keeps them
  * while it drains: rolling-deploy.test.ts, drain-serves.test.ts, drain-deadline.test.ts.)
  */
-import { duplicateIds, missedTicks, recordResults } from '../../helpers/fleet';
+import { duplicateIds, missedTicks } from '../../helpers/fleet';
+import { openResults } from '../../helpers/results-socket';
 import { KEY, deadline, frameBody, http, ownerOf, resultsAfter, useFleet } from './fleet-test';
 
 const fleet = useFleet();
@@ -18,7 +19,7 @@ test('SIGTERM hands the streams over: none ends, ≤ 1 missed tick each, zero du
     expect(r.status).toBe(201);
     ids.push((r.body as { stream_id: string }).stream_id);
   }
-  const sockets = await Promise.all(ids.map((id, i) => recordResults((i % 2 ? a : b).url, id, KEY)));
+  const sockets = await Promise.all(ids.map((id, i) => openResults((i % 2 ? a : b).url, id, KEY, { waitMs: null })));
   await deadline(Promise.all(sockets.map((s) => s.waitFor(3))), 30_000, 'first results');
 
   const termAt = Date.now();
@@ -50,7 +51,7 @@ test('the last replica standing ends its streams as a single replica does (serve
     gone.kill('SIGTERM');
     expect((await deadline(gone.proc.exited, 30_000, `${gone.id} exits`)).code).toBe(0);
   }
-  const sock = await recordResults(a.url, id, KEY);
+  const sock = await openResults(a.url, id, KEY, { waitMs: null });
   await deadline(sock.waitFor(1), 30_000, 'a result on the last replica');
   a.kill('SIGTERM');
   expect(await deadline(sock.closed, 30_000, 'closed by the last replica')).toEqual({ code: 1001, reason: 'server_shutdown' });

@@ -6,8 +6,9 @@
  * SIGSTOP of an owner long enough to be declared dead, then SIGCONT: a survivor adopts, the woken
  * owner is fenced, zero duplicates.
  */
-import { duplicateIds, longestGap, recordResults } from '../../helpers/fleet';
-import type { ResultsRecorder } from '../../helpers/fleet';
+import { duplicateIds, longestGap } from '../../helpers/fleet';
+import { openResults } from '../../helpers/results-socket';
+import type { ResultsSocket } from '../../helpers/results-socket';
 import { keyHash } from '../../../src/lib/keys';
 import { KEY, deadline, frameBody, http, ownerOf, slotsOfKey, until, useFleet } from './fleet-test';
 
@@ -19,14 +20,14 @@ async function create(url: string): Promise<string> {
   return (r.body as { stream_id: string }).stream_id;
 }
 
-const after = (s: ResultsRecorder, t: number) => s.received.filter((r) => r.atMs > t);
+const after = (s: ResultsSocket, t: number) => s.received.filter((r) => r.atMs > t);
 
 test('SIGKILL of the owner: a survivor resumes its streams; same prompt, zero duplicates, slots kept', async () => {
   const [a, b, c] = [fleet().replica('A'), fleet().replica('B'), fleet().replica('C')];
   const ids = [await create(a.url), await create(a.url), await create(a.url)];
   for (const id of ids) expect(await ownerOf(fleet(), id)).toBe('A');
   // Sockets on the survivors only: they must stay open through the failover.
-  const sockets = await Promise.all(ids.map((id, i) => recordResults((i % 2 ? c : b).url, id, KEY)));
+  const sockets = await Promise.all(ids.map((id, i) => openResults((i % 2 ? c : b).url, id, KEY, { waitMs: null })));
   await deadline(Promise.all(sockets.map((s) => s.waitFor(2))), 30_000, 'first results');
   expect((await http(c.url, 'PATCH', `/v0.2/streams/${ids[0]}/config/prompt`, { body: { prompt: 'Kept across the failover' } })).status).toBe(200);
   await deadline(until(() => sockets[0]!.received.some((r) => r.message.prompt === 'Kept across the failover')), 15_000, 'the new prompt in use');
@@ -71,8 +72,8 @@ test('SIGSTOP of the owner past the dead-after time, then SIGCONT: adopted once,
   const [a, b, c] = [fleet().replica('A'), fleet().replica('B'), fleet().replica('C')];
   const id = await create(b.url);
   expect(await ownerOf(fleet(), id)).toBe('B');
-  const onA = await recordResults(a.url, id, KEY);
-  const onC = await recordResults(c.url, id, KEY);
+  const onA = await openResults(a.url, id, KEY, { waitMs: null });
+  const onC = await openResults(c.url, id, KEY, { waitMs: null });
   await deadline(Promise.all([onA.waitFor(2), onC.waitFor(2)]), 30_000, 'first results');
 
   const stoppedAt = Date.now();

@@ -7,7 +7,8 @@
  * ended it. Also: an upstream stream deleted behind the gateway's back ends the legacy stream as
  * `upstream_ended`, not as the client's request (`client_requested`) nor its lease (`lease_expired`).
  */
-import { duplicateIds, recordResults } from '../../helpers/fleet';
+import { duplicateIds } from '../../helpers/fleet';
+import { openResults } from '../../helpers/results-socket';
 import type { Replica } from '../../helpers/fleet';
 import { KEY, deadline, frameBody, http, ownerOf, resultsAfter, slotsOfKey, until, useFleet } from './fleet-test';
 
@@ -36,7 +37,7 @@ test('a replica paused past failover, woken, then drained leaves the stream it l
   const x = fleet().replica(await ownerOf(fleet(), id));
   const y = x === a ? b : a;
   await deadline(x.line('legacy stream adopted'), 15_000, 'X adopted the stream');
-  const onY = await recordResults(y.url, id, KEY);
+  const onY = await openResults(y.url, id, KEY, { waitMs: null });
   await deadline(onY.waitFor(2), 30_000, 'first results on Y');
   expect(await slotsOfKey(fleet())).toBe(1);
 
@@ -86,7 +87,7 @@ test("an upstream stream deleted behind the gateway's back ends as upstream_ende
   const created = await http(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 1 }) });
   expect(created.status).toBe(201);
   const id = (created.body as { stream_id: string }).stream_id;
-  const sock = await recordResults(fleet().replica('B').url, id, KEY);
+  const sock = await openResults(fleet().replica('B').url, id, KEY, { waitMs: null });
   await deadline(sock.waitFor(1), 30_000, 'first result');
 
   // Deleted upstream directly (not through the legacy DELETE): the next tick finds it gone.

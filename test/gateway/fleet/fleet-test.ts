@@ -4,15 +4,15 @@
  * shared state (owner of a stream, slots of the test key).
  */
 import { startFleet } from '../../helpers/fleet';
-import type { Fleet, FleetOptions, ResultsRecorder } from '../../helpers/fleet';
+import type { Fleet, FleetOptions } from '../../helpers/fleet';
+import type { ResultsSocket } from '../../helpers/results-socket';
 import { keyHash } from '../../../src/lib/keys';
 import { useMainBundle } from '../../helpers/main-bundle';
-import { KEY, sleep } from '../../helpers/stack';
+import { KEY } from '../../helpers/stack';
 import { until } from '../../helpers/time';
 
 export { KEY, KEY_B, http, frameBody, reinfer, tail } from '../../helpers/stack';
-export { deadline, until } from '../../helpers/time';
-export { sleep };
+export { deadline, sleep, until } from '../../helpers/time';
 
 /** A fleet for the enclosing describe block (or file): started before its tests, stopped after. */
 export function useFleet(opts: Omit<FleetOptions, 'main'> = {}): () => Fleet {
@@ -43,7 +43,7 @@ export async function slotsOfKey(fleet: Fleet, key = KEY): Promise<number> {
  * Resolves once `s` has `n` results that arrived after `t` (a drain, a failover); a socket that
  * closes first fails it with its close code and reason. Bound it with `deadline`.
  */
-export async function resultsAfter(s: ResultsRecorder, t: number, n: number): Promise<void> {
+export async function resultsAfter(s: ResultsSocket, t: number, n: number): Promise<void> {
   await until(async () => {
     if (s.received.filter((r) => r.atMs > t).length >= n) return true;
     if (!s.isOpen()) {

@@ -10,7 +10,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Writable } from 'node:stream';
-import { loadConfig, mergeDeep } from '../../../src/config';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
@@ -24,8 +23,10 @@ import { keyHash } from '../../../src/lib/keys';
 import { createLogger } from '../../../src/lib/logger';
 import { tickNumbers as ticksOfIds } from '../../helpers/fleet';
 import { FakeClock, callsInFlight, driveUntil as driveClock, quiesce, settle } from '../../helpers/fake-clock';
-import { KEY, KEY_B, frameBody, http as call, openResults } from '../../helpers/stack';
-import type { ResultSocket } from '../../helpers/stack';
+import { KEY, KEY_B, frameBody, http as call } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
+import type { ResultsSocket } from '../../helpers/results-socket';
+import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
 import { logLines } from '../../helpers/log-lines';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
@@ -43,13 +44,7 @@ let upstreamUrl: string;
 const deletes = new Map<string, number>();
 
 beforeAll(async () => {
-  const cfg = loadConfig({
-    env: {},
-    overrides: {
-      logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
-      emulator: { port: 0, host: '127.0.0.1', controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } },
-    },
-  });
+  const cfg = testConfig({ emulator: { autoPublish: TEST_PUBLISHER } });
   emulator = await startEmulator(cfg, createLogger(cfg.logLevel));
   // DEBUG SLEEP stands for a Redis outage (the server stops answering, as when paused).
   redis = await startRedis(['--enable-debug-command', 'yes']);
@@ -126,19 +121,13 @@ async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOpt
   const replicas: Replica[] = [];
   const running: (() => number)[] = [];
   for (const id of ids) {
-    const cfg: Config = loadConfig({
-      env: {},
-      overrides: mergeDeep(
-        { port: 0, host: '127.0.0.1', logLevel: process.env.TEST_LOG_LEVEL ?? 'silent', legacy: { firstFramePollMs: 50, ...o.legacy } },
-        { store: { gatewayId: id, secret: SECRET } },
-      ),
-    });
+    const cfg: Config = testConfig({ legacy: o.legacy ?? {}, store: { gatewayId: id, secret: SECRET } });
     const logger = o.log ? createLogger('warn', 'gateway', o.log) : createLogger(cfg.logLevel);
     const gw = await startGateway(cfg, logger, upstreamUrl, {
       store: o.wrap ? o.wrap(id, await connect()) : await connect(),
       media: o.media?.(id),
       clock,
-      retry: { scale: 0.01 },
+      retry: FAST_RETRY,
       observer: {
         streamEnded: (_k, reason) => void ended.push(`${id}:${reason}`),
         tickFenced: (reason) => void fenced.push(`${id}:${reason}`),
@@ -190,7 +179,7 @@ async function create(r: Replica, key = KEY, prompt = 'Describe the frame'): Pro
 }
 
 /** Tick numbers of the results a socket got (the result id is derived from stream id + tick). */
-const tickNumbers = (sock: ResultSocket, streamId: string) => ticksOfIds(sock.messages.map((m) => String(m.id)), streamId);
+const tickNumbers = (sock: ResultsSocket, streamId: string) => ticksOfIds(sock.messages.map((m) => String(m.id)), streamId);
 
 describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', (kind) => {
   let f: Fleet;
@@ -204,10 +193,10 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
   test('DELETE via B: sockets on A and B close 1001 client_requested (after the answer; a client closing its own first sees no server close), upstream deleted once, slot released once, A stops', async () => {
     const [a, b] = f.replicas as [Replica, Replica];
     const id = await create(a);
-    const onA = await openResults(a.url, id);
-    const onB = await openResults(b.url, id);
+    const onA = await openResults(a.url, id, KEY);
+    const onB = await openResults(b.url, id, KEY);
     // Browser SDK 2.x's stop(): DELETE (here through B), await the answer, then close its own socket (on A).
-    const sdk = await openResults(a.url, id);
+    const sdk = await openResults(a.url, id, KEY);
     await driveUntil(f, () => onA.messages.length >= 1 && onB.messages.length >= 1);
     expect(a.gw.gateway.sessions.activeCount).toBe(1);
     expect(b.gw.gateway.sessions.activeCount).toBe(0);
@@ -234,7 +223,7 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
   test('keepalive on B reports the exact cost and seconds since the keepalive served by A', async () => {
     const [a, b] = f.replicas as [Replica, Replica];
     const id = await create(a);
-    const sock = await openResults(b.url, id);
+    const sock = await openResults(b.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
     expect((await call(a.url, 'POST', `/v0.2/streams/${id}/keepalive`)).status).toBe(200);
     const n = sock.messages.length;
@@ -256,7 +245,7 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
   test('prompt PATCH via B is used by the owner A from its next tick; feedback, info, and another account’s 404 via B', async () => {
     const [a, b] = f.replicas as [Replica, Replica];
     const id = await create(a);
-    const sock = await openResults(b.url, id);
+    const sock = await openResults(b.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
     const patch = await call(b.url, 'PATCH', `/v0.2/streams/${id}/config/prompt`, { body: { prompt: 'Count the cats' } });
     expect(patch).toMatchObject({ status: 200, body: { prompt: 'Count the cats' } });
@@ -286,7 +275,7 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
   test('a lost prompt message is caught by the tick commit (promptRev)', async () => {
     const [a] = f.replicas as [Replica, Replica];
     const id = await create(a);
-    const sock = await openResults(a.url, id);
+    const sock = await openResults(a.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
     // Changed in the store with no message to A (as if the control message were lost).
     await f.store.setPrompt(id, 'Silent change', f.clock.now());
@@ -309,7 +298,7 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
   test('a fenced tick is never published: a claim by another owner stops A without a result', async () => {
     const [a] = f.replicas as [Replica];
     const id = await create(a);
-    const sock = await openResults(a.url, id);
+    const sock = await openResults(a.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
     const rec = (await f.store.getSession(id))!;
     expect(rec).toMatchObject({ owner: 'A', epoch: 1, pinned: false, fallbackModels: expect.any(Array) });
@@ -327,9 +316,9 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
   });
 
   /** A stream of `a` with a result, then its record and slot gone (as in a store restarted empty). */
-  async function lostRecord(a: Replica): Promise<{ id: string; sock: ResultSocket }> {
+  async function lostRecord(a: Replica): Promise<{ id: string; sock: ResultsSocket }> {
     const id = await create(a);
-    const sock = await openResults(a.url, id);
+    const sock = await openResults(a.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
     await f.store.expireSession(id, 0);
     await until(async () => (await f.store.getSession(id)) === undefined);
@@ -349,7 +338,7 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
   });
 
   /** A fleet of A whose write-back of a lost record finds `first` written just before (the race of two holders). */
-  async function lostRecordRace(first: (rec: SessionRecord) => SessionRecord): Promise<{ a: Replica; id: string; sock: ResultSocket }> {
+  async function lostRecordRace(first: (rec: SessionRecord) => SessionRecord): Promise<{ a: Replica; id: string; sock: ResultsSocket }> {
     await f.close();
     const racing = (_replica: string, store: Store): Store =>
       new Proxy(store, {
@@ -401,7 +390,7 @@ test('a Redis outage never ends a stream as lease_expired: the lease check retri
   try {
     const [a] = f.replicas as [Replica];
     const id = await create(a);
-    const sock = await openResults(a.url, id);
+    const sock = await openResults(a.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
     const outage = redis.command('DEBUG', 'SLEEP', '2').catch(() => undefined);
     await until(() => f.store.getSession(id).then(() => false, () => true));
@@ -434,8 +423,8 @@ test('a Redis outage never ends a stream as lease_expired: the lease check retri
 async function drainHandsOver(f: Fleet): Promise<void> {
   const [a, b] = f.replicas as [Replica, Replica, Replica];
   const ids = [await create(a), await create(a)];
-  const socks = await Promise.all(ids.map((id) => openResults(b.url, id)));
-  const onA = await openResults(a.url, ids[0]!);
+  const socks = await Promise.all(ids.map((id) => openResults(b.url, id, KEY)));
+  const onA = await openResults(a.url, ids[0]!, KEY);
   await driveUntil(f, () => socks.every((s) => s.messages.length >= 2));
   const before = socks.map((s) => s.messages.length);
   await a.gw.close(2000);
@@ -476,11 +465,11 @@ describe('failover and drain', () => {
   test('A halts: its streams continue on survivors on the same grid with the updated prompt, no duplicate result, no slot leak', async () => {
     const [a, b, c] = f.replicas as [Replica, Replica, Replica];
     const ids = [await create(a), await create(a), await create(a)];
-    const socks = await Promise.all(ids.map((id) => openResults(b.url, id)));
+    const socks = await Promise.all(ids.map((id) => openResults(b.url, id, KEY)));
     // A fourth stream stands for a webrtc one: its relay dies with A, so it cannot fail over.
     const pinned = await create(a);
     await f.store.updateSession(pinned, { pinned: true });
-    const pinnedSock = await openResults(c.url, pinned);
+    const pinnedSock = await openResults(c.url, pinned, KEY);
     await driveUntil(f, () => socks.every((s) => s.messages.length >= 2));
     await call(c.url, 'PATCH', `/v0.2/streams/${ids[0]}/config/prompt`, { body: { prompt: 'After the crash' } });
     await driveUntil(f, () => socks[0]!.messages.some((m) => m.prompt === 'After the crash'));
@@ -536,7 +525,7 @@ describe('failover and drain', () => {
     const res = await call(a.url, 'POST', '/v0.2/streams', { body: { ...frameBody({ interval_seconds: INTERVAL_MS / 1000 }), source: room } });
     expect(res.status).toBe(201);
     const id = (res.body as { stream_id: string }).stream_id;
-    const sock = await openResults(b.url, id);
+    const sock = await openResults(b.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
     await a.gw.gateway.fleet!.halt();
     expect(stops).toEqual([`A:${id}`]);
@@ -554,7 +543,7 @@ describe('failover and drain', () => {
   test('a lost adopt message: the new owner finds the stream in its owned-streams reconcile; the old one is fenced', async () => {
     const [a, b] = f.replicas as [Replica, Replica, Replica];
     const id = await create(a);
-    const sock = await openResults(b.url, id);
+    const sock = await openResults(b.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
     // Claimed for B in the store, and no message sent.
     expect(await f.store.claimSession(id, { owner: 'A', epoch: 1 }, 'B')).toMatchObject({ owner: 'B', epoch: 2 });
@@ -582,7 +571,7 @@ describe('failover and drain', () => {
     f = await startFleet(['A', 'B'], 'memory', { wrap: flaky });
     const [a, b] = f.replicas as [Replica, Replica];
     const id = await create(a);
-    const sock = await openResults(b.url, id);
+    const sock = await openResults(b.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 2);
     down.add('A');
     await driveUntil(f, () => b.gw.gateway.sessions.activeCount === 1);
@@ -619,7 +608,7 @@ describe('failover and drain', () => {
     const [a, , c] = f.replicas as [Replica, Replica, Replica];
     const ids = [await create(a), await create(a)];
     const onC = await create(c);
-    const onA = await openResults(a.url, ids[0]!);
+    const onA = await openResults(a.url, ids[0]!, KEY);
     await driveUntil(f, () => onA.messages.length >= 1);
     expect(await a.gw.gateway.drainConnections()).toBe(true);
     expect(a.gw.gateway.holdingConnections).toBe(true);
@@ -663,7 +652,7 @@ describe('failover and drain', () => {
     await b.gw.close(2000);
     await c.gw.close(2000);
     const id = await create(a);
-    const sock = await openResults(a.url, id);
+    const sock = await openResults(a.url, id, KEY);
     await a.gw.close(2000);
     expect(await sock.closed).toEqual({ code: 1001, reason: 'server_shutdown' });
     expect(f.ended).toEqual(['A:server_shutdown']);

@@ -5,15 +5,15 @@
  * streams keep running on their owners, and none ends as `lease_expired` because of the outage
  * (the lease is short here and keepalives fail while Redis is away).
  */
-import { recordResults } from '../../helpers/fleet';
-import type { ResultsRecorder } from '../../helpers/fleet';
+import { openResults } from '../../helpers/results-socket';
+import type { ResultsSocket } from '../../helpers/results-socket';
 import { KEY, deadline, frameBody, http, resultsAfter, sleep, slotsOfKey, until, useFleet } from './fleet-test';
 
 const LEASE_S = 4;
 const fleet = useFleet({ env: { LEGACY_LEASE_TTL_SECONDS: String(LEASE_S) } });
 
 const ids: string[] = [];
-let sockets: ResultsRecorder[] = [];
+let sockets: ResultsSocket[] = [];
 let keepalives: NodeJS.Timeout | undefined;
 
 /** The client's keepalive every second through each replica in turn; failures (Redis away) are ignored as a retrying client would. */
@@ -34,7 +34,7 @@ beforeAll(async () => {
     ids.push((res.body as { stream_id: string }).stream_id);
   }
   keepAlive();
-  sockets = await Promise.all(ids.map((id) => recordResults(c!.url, id, KEY)));
+  sockets = await Promise.all(ids.map((id) => openResults(c!.url, id, KEY, { waitMs: null })));
   await deadline(Promise.all(sockets.map((s) => s.waitFor(2))), 30_000, 'first results');
 }, 120_000);
 

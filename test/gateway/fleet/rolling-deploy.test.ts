@@ -9,13 +9,15 @@
  * upstream and scheduled by a new replica after the deploy. Each old replica stays alive while it
  * holds a socket and exits (0) once its last socket is gone; one that holds none exits by itself.
  */
-import { duplicateIds, longestGap, longestTickGap, recordResults } from '../../helpers/fleet';
-import type { ResultsRecorder } from '../../helpers/fleet';
+import { duplicateIds, longestGap, longestTickGap } from '../../helpers/fleet';
+import { openResults } from '../../helpers/results-socket';
+import type { ResultsSocket } from '../../helpers/results-socket';
 import { replaceReplica } from '../../helpers/rolling';
 import type { ReplacedReplica } from '../../helpers/rolling';
 import { SERVED_BY, startHaproxy } from '../../helpers/haproxy';
 import type { Balancer } from '../../helpers/haproxy';
 import { KEY, deadline, frameBody, http, ownerOf, slotsOfKey, until, useFleet } from './fleet-test';
+import { sleep } from '../../helpers/time';
 
 const INTERVAL_S = 0.5;
 /** The longest stretch of a stream's schedule without a result during the deploy. */
@@ -37,10 +39,10 @@ afterAll(async () => {
   await lb?.stop();
 });
 
-const servedBy = (s: ResultsRecorder) => String(s.upgradeHeaders[SERVED_BY]);
+const servedBy = (s: ResultsSocket) => String(s.upgradeHeaders[SERVED_BY]);
 
 /** Resolves once every socket has `n` more results; sockets that close instead fail with their closes. */
-async function moreResults(sockets: ResultsRecorder[], n: number): Promise<void> {
+async function moreResults(sockets: ResultsSocket[], n: number): Promise<void> {
   const settled = await Promise.allSettled(sockets.map((s) => s.waitFor(s.received.length + n)));
   const failed = await Promise.all(
     sockets.filter((_, i) => settled[i]!.status === 'rejected').map(async (s) => {
@@ -58,8 +60,8 @@ test('rolling deploy of three replicas: no socket closes, results keep coming, o
     expect(r.status).toBe(201);
     ids.push((r.body as { stream_id: string }).stream_id);
   }
-  const sockets: ResultsRecorder[] = [];
-  for (let k = 0; k < SOCKETS_PER_STREAM; k++) for (const id of ids) sockets.push(await recordResults(lb.url, id, KEY));
+  const sockets: ResultsSocket[] = [];
+  for (let k = 0; k < SOCKETS_PER_STREAM; k++) for (const id of ids) sockets.push(await openResults(lb.url, id, KEY, { waitMs: null }));
   await deadline(Promise.all(sockets.map((s) => s.waitFor(2))), 30_000, 'first results on every socket');
   const closes: string[] = [];
   for (const s of sockets) void s.closed.then((c) => closes.push(`${s.streamId} on ${servedBy(s)}: ${c.code} ${c.reason}`));
@@ -74,7 +76,7 @@ test('rolling deploy of three replicas: no socket closes, results keep coming, o
         const r = await http(lb.url, 'POST', `/v0.2/streams/${id}/keepalive`).catch((err: Error) => ({ status: 0, body: err.message }));
         if (r.status !== 200) keepalives.push(`${id}: ${r.status} ${JSON.stringify(r.body)}`);
       }
-      await new Promise((r) => setTimeout(r, 1000));
+      await sleep(1000);
     }
   })();
 
@@ -125,7 +127,7 @@ test('rolling deploy of three replicas: no socket closes, results keep coming, o
   }
 
   // The streams live on the new replicas: a new socket gets results, DELETE ends them, nothing is left.
-  const fresh = await recordResults(lb.url, ids[0]!, KEY);
+  const fresh = await openResults(lb.url, ids[0]!, KEY, { waitMs: null });
   await deadline(fresh.waitFor(2), 30_000, 'results on a socket opened after the deploy');
   for (const id of ids) expect((await http(lb.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
   expect(await deadline(fresh.closed, 30_000, 'the fresh socket closes at the end')).toEqual({ code: 1001, reason: 'client_requested' });

@@ -6,7 +6,8 @@
  * inside the store spans; no key anywhere.
  */
 import { keyHash } from '../../../src/lib/keys';
-import { recordResults, startFleet } from '../../helpers/fleet';
+import { startFleet } from '../../helpers/fleet';
+import { openResults } from '../../helpers/results-socket';
 import type { Fleet } from '../../helpers/fleet';
 import { useMainBundle } from '../../helpers/main-bundle';
 import { attributeStrings, startOtlpReceiver } from '../../helpers/otlp-receiver';
@@ -48,7 +49,7 @@ test('a drain handover: the ticks of both owners link to the create; handover on
   expect(created.status).toBe(201);
   const id = ((await created.json()) as { stream_id: string }).stream_id;
   // The socket on B: A holds no connection, so its drain ends as soon as the stream is handed over.
-  const socket = await recordResults(b.url, id, KEY);
+  const socket = await openResults(b.url, id, KEY, { waitMs: null });
   await deadline(socket.waitFor(2), 30_000, 'results while A owns the stream');
   const termAt = Date.now();
   a.kill('SIGTERM');

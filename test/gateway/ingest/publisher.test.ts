@@ -11,8 +11,8 @@ import { rawToRgb } from '../../../src/emulator/frames/codec';
 import { mintPublishToken, mintSubscribeToken } from '../../../src/emulator/room';
 import { createLogger } from '../../../src/lib/logger';
 import { UpstreamPublisher } from '../../../src/gateway/ingest/publisher';
-import { TEST_KEYS, sleep, startRoomHarness } from '../../emulator/room/harness';
-import { deadline, until } from '../../helpers/time';
+import { TEST_KEYS, startRoomHarness } from '../../emulator/room/harness';
+import { deadline, until, sleep } from '../../helpers/time';
 import type { RoomHarness } from '../../emulator/room/harness';
 
 let h: RoomHarness;

@@ -13,9 +13,10 @@ import type { SessionSpec } from '../../../src/gateway/legacy/contract/spec';
 import { createLogger } from '../../../src/lib/logger';
 import { mintPublishToken, mintSubscribeToken } from '../../../src/emulator/room';
 import { signRoomJwt } from '../../emulator/room/harness';
-import { KEY_B, clipBody, http as call, openResults, sleep, startStack, tail } from '../../helpers/stack';
+import { KEY, KEY_B, clipBody, http as call, startStack, tail } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
-import { deadline, until as poll } from '../../helpers/time';
+import { deadline, until as poll, sleep } from '../../helpers/time';
 
 let stack: Stack;
 
@@ -96,7 +97,7 @@ test('the gateway subscribes to the customer room and relays its pattern frames;
     const body = created.body as Record<string, any>;
     expect(body).toMatchObject({ webrtc: null, turn_servers: null, room: null });
     const id = body.stream_id as string;
-    const socket = await openResults(stack.url, id);
+    const socket = await openResults(stack.url, id, KEY);
     const results = await socket.waitFor(3, 15_000);
     console.log(`room source: 3 results ${Date.now() - t0} ms after create`);
 

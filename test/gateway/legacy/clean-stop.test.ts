@@ -5,7 +5,8 @@
  * and no server close reaches it while it still counts itself running; the stream's other sockets
  * still get 1001 `client_requested`. Asserted by the close code each side saw (order of events).
  */
-import { KEY, frameBody, http, openResults, startStack } from '../../helpers/stack';
+import { KEY, frameBody, http, startStack } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
 
 let s: Stack;
@@ -23,7 +24,7 @@ test("DELETE, then the client's own close: its socket sees no server close; anot
   const created = await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) });
   expect(created.status).toBe(201);
   const id = (created.body as { stream_id: string }).stream_id;
-  const sdk = await openResults(s.url, id);
+  const sdk = await openResults(s.url, id, KEY);
   const other = await openResults(s.url, id, KEY);
   await sdk.waitFor(1);
 

@@ -3,7 +3,8 @@
  * by default and names the model that answered; a model the gateway sees saturated takes no new
  * streams. 503 bursts come from the emulator's fault control, not from timing.
  */
-import { clipBody, frameBody, http, openResults, tail, useStack } from '../../helpers/stack';
+import { KEY, clipBody, frameBody, http, tail, useStack } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
 
 const fault = (s: Stack, body: Record<string, unknown>) => http(s.emulator.url, 'POST', '/_emulator/faults', { body });
@@ -20,7 +21,7 @@ describe('fallback models unset: the upstream ready models, in listed order', ()
   test('the first clip result already spans a full clip (no 1-frame, 0 ms "clip")', async () => {
     const s = stack();
     const id = await createStream(s, clipBody({ target_fps: 4, clip_length_seconds: 1, delay_seconds: 0.5 }));
-    const sock = await openResults(s.url, id);
+    const sock = await openResults(s.url, id, KEY);
     const [first] = await sock.waitFor(1, 15_000);
     expect(first).toMatchObject({ ok: true, mode: 'clip' });
     const t = tail(first!.result as string);
@@ -34,7 +35,7 @@ describe('fallback models unset: the upstream ready models, in listed order', ()
   test('a 503 burst outlasting 3 attempts falls back to the next ready model; model_name names it', async () => {
     const s = stack();
     const id = await createStream(s, frameBody({ interval_seconds: 0.5 }));
-    const sock = await openResults(s.url, id);
+    const sock = await openResults(s.url, id, KEY);
     await sock.waitFor(1);
     await fault(s, { model: 'local/analyzer', count: 3, status: 503 });
     let n = sock.messages.length;
@@ -56,7 +57,7 @@ describe('fallbackModels: [] (no fallback)', () => {
   test('a burst gives ok:false; a model the gateway then shows saturated rejects new streams (503 model_unavailable)', async () => {
     const s = stack();
     const id = await createStream(s, frameBody({ interval_seconds: 0.3 }, { model: 'local/analyzer-mini' }));
-    const sock = await openResults(s.url, id);
+    const sock = await openResults(s.url, id, KEY);
     await sock.waitFor(1);
     await fault(s, { model: 'local/analyzer-mini', count: 3 * 5, status: 503 });
     const n = sock.messages.length;

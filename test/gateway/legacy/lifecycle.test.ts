@@ -2,7 +2,8 @@
  * The legacy /v0.2 interface end to end on real sockets: gateway + emulator, results naming the
  * right frames (the analyzer decodes the synthetic publisher's index pattern).
  */
-import { clipBody, frameBody, http, KEY, KEY_B, KEY_BROKE, KEY_REVOKED, openResults, startStack, tail, useStack } from '../../helpers/stack';
+import { clipBody, frameBody, http, KEY, KEY_B, KEY_BROKE, KEY_REVOKED, startStack, tail, useStack } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
 import { deadline, until } from '../../helpers/time';
 import type { Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
@@ -43,7 +44,7 @@ describe('legacy streams on the emulator', () => {
     expect(body.webrtc).toBeNull();
     const id = body.stream_id as string;
 
-    const sock = await openResults(s.url, id);
+    const sock = await openResults(s.url, id, KEY);
     const results = await sock.waitFor(4, 15_000);
     for (const r of results) {
       expect(Object.keys(r).sort()).toEqual(RESULT_KEYS);
@@ -58,7 +59,7 @@ describe('legacy streams on the emulator', () => {
     expect(last.spanMs).toBeLessThanOrEqual(1000);
     // Windows move forward with the live edge.
     expect(tail(results[3]!.result as string).last).toBeGreaterThan(tail(results[0]!.result as string).last);
-    // Cadence itself is tested on fake time (sessions-clock.test.ts, ticker.test.ts).
+    // Cadence itself is tested on fake time (sessions-clock.test.ts, ticker.unit.test.ts).
 
     const ka = await http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`);
     expect(ka.status).toBe(200);
@@ -78,13 +79,13 @@ describe('legacy streams on the emulator', () => {
     const up = await http(s.emulator.url, 'GET', `/v1beta/streams/${id}`);
     expect(up.body).toMatchObject({ state: 'ended', end_reason: 'deleted' });
     // A socket opened on the tombstone closes at once with the reason.
-    const late = await openResults(s.url, id);
+    const late = await openResults(s.url, id, KEY);
     expect(await late.closed).toEqual({ code: 1001, reason: 'client_requested' });
   });
 
   test('stream info: the provider’s 12 fields with their types, counted across results; 404 once ended', async () => {
     const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string }).stream_id;
-    const sock = await openResults(s.url, id);
+    const sock = await openResults(s.url, id, KEY);
     await sock.waitFor(3, 15_000);
     const r = await http(s.url, 'GET', `/v0.2/streams/${id}/info`);
     expect(r.status).toBe(200);
@@ -118,7 +119,7 @@ describe('legacy streams on the emulator', () => {
     });
     expect(created.status).toBe(201);
     const id = (created.body as { stream_id: string }).stream_id;
-    const sock = await openResults(s.url, id);
+    const sock = await openResults(s.url, id, KEY);
     const [first] = await sock.waitFor(1);
     expect(first).toMatchObject({ ok: true, mode: 'frame' });
     const parsed = JSON.parse(first!.result as string) as { frame_count: number };
@@ -139,8 +140,8 @@ describe('legacy streams on the emulator', () => {
 
   test('several sockets per stream each get every later result, in order', async () => {
     const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string }).stream_id;
-    const a = await openResults(s.url, id);
-    const b = await openResults(s.url, id);
+    const a = await openResults(s.url, id, KEY);
+    const b = await openResults(s.url, id, KEY);
     await a.waitFor(3);
     await b.waitFor(3);
     const ids = (m: Record<string, unknown>[]) => m.map((r) => r.id);
@@ -312,7 +313,7 @@ describe('legacy stream endings', () => {
 
   test('no keepalive: the legacy lease expires → 1001 lease_expired, upstream deleted, slot released', async () => {
     const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) })).body as { stream_id: string }).stream_id;
-    const sock = await openResults(s.url, id);
+    const sock = await openResults(s.url, id, KEY);
     expect(await sock.closed).toEqual({ code: 1001, reason: 'lease_expired' });
     expect((await http(s.emulator.url, 'GET', `/v1beta/streams/${id}`)).body).toMatchObject({ state: 'ended' });
     expect((await http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`)).status).toBe(404);
@@ -323,7 +324,7 @@ describe('legacy stream endings', () => {
     const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) })).body as { stream_id: string }).stream_id;
     const keepalive = setInterval(() => void http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`), 300);
     try {
-      const sock = await openResults(s.url, id);
+      const sock = await openResults(s.url, id, KEY);
       await http(s.emulator.url, 'POST', `/_emulator/streams/${id}/expire`);
       expect(await sock.closed).toEqual({ code: 1001, reason: 'lease_expired' });
     } finally {
@@ -392,7 +393,7 @@ describe('upstream failures', () => {
 
   test('a 503 burst is retried; a longer one falls back to the next ready model; then recovers', async () => {
     const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) })).body as { stream_id: string }).stream_id;
-    const sock = await openResults(s.url, id);
+    const sock = await openResults(s.url, id, KEY);
     await sock.waitFor(1);
     // Two failures: the retries absorb them, the answer still comes from the requested model.
     await http(s.emulator.url, 'POST', '/_emulator/faults', { body: { model: 'local/analyzer', count: 2, status: 503 } });

@@ -2,21 +2,18 @@
  * Log injection end to end: an output schema whose `format` carries a newline and a JSON line
  * reaches the gateway's log only as an escaped field of its own pino line; nothing on the console.
  */
-import { loadConfig } from '../../../src/config';
 import { logLines } from '../../helpers/log-lines';
 import { createLogger } from '../../../src/lib/logger';
 import { startEmulator } from '../../../src/emulator/server';
 import { startGateway } from '../../../src/gateway/server';
 import { clipBody, http } from '../../helpers/stack';
+import { FAST_RETRY, testConfig } from '../../helpers/config';
 
 test('a format value with a newline and a JSON line cannot forge a log line', async () => {
   const { sink, lines } = logLines();
-  const cfg = loadConfig({
-    env: {},
-    overrides: { port: 0, host: '127.0.0.1', emulator: { port: 0, controlApi: true }, legacy: { firstFramePollMs: 50 } },
-  });
+  const cfg = testConfig();
   const emulator = await startEmulator(cfg, createLogger('silent'));
-  const gateway = await startGateway(cfg, createLogger('warn', 'gateway', sink), emulator.url, { retry: { scale: 0.01 } });
+  const gateway = await startGateway(cfg, createLogger('warn', 'gateway', sink), emulator.url, { retry: FAST_RETRY });
   const consoleSpies = (['log', 'warn', 'error'] as const).map((m) => jest.spyOn(console, m).mockImplementation(() => undefined));
   try {
     const evil = 'date"}\n{"level":60,"msg":"INJECTED","service":"gateway"}\n';

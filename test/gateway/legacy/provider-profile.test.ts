@@ -6,7 +6,8 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { clipBody, frameBody, http, openResults, reinfer, startStack, tail } from '../../helpers/stack';
+import { clipBody, frameBody, http, reinfer, startStack, tail } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
 
 const PROFILE = JSON.parse(fs.readFileSync(path.join(__dirname, '../../../config/overshoot.json'), 'utf8')) as Record<string, unknown>;

@@ -7,9 +7,10 @@
  */
 import { costMicrocents } from '../../../src/lib/wire';
 import type { ModelPricing, TokenUsage } from '../../../src/lib/wire';
-import { http, KEY_B, clipBody, frameBody, openResults, reinfer, sleep, startStack, tail } from '../../helpers/stack';
+import { KEY, http, KEY_B, clipBody, frameBody, reinfer, startStack, tail } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
-import { deadline } from '../../helpers/time';
+import { deadline, sleep } from '../../helpers/time';
 
 const PATH = '/v0.2/chat/completions/clip';
 
@@ -21,7 +22,7 @@ async function createStream(url: string, body: unknown): Promise<string> {
 
 /** `n` ok results of a new stream (its socket closed after). */
 async function resultsOf(url: string, id: string, n: number): Promise<Record<string, unknown>[]> {
-  const sock = await openResults(url, id);
+  const sock = await openResults(url, id, KEY);
   try {
     const got = await deadline(sock.waitFor(n, 20_000), 25_000, `${n} results`);
     expect(got.every((m) => m.ok === true)).toBe(true);

@@ -4,10 +4,11 @@
  * Every case must end in a contract close code (or an HTTP refusal of the upgrade for a bad path),
  * never crash the gateway, and /healthz keeps answering meanwhile. Seeded: a failure reproduces.
  */
-import WebSocket from 'ws';
 import { prng } from '../../helpers/prng';
+import { connectResults } from '../../helpers/results-socket';
 import { KEY, KEY_B, frameBody, http, startStack } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
+import { sleep } from '../../helpers/time';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 8);
 const CASES = 150;
@@ -89,32 +90,29 @@ function randomFirst(rnd: () => number): { data?: string | Buffer; valid: boolea
   }
 }
 
-function runCase(rnd: () => number): Promise<{ outcome: Outcome; path: string; valid: boolean }> {
+async function runCase(rnd: () => number): Promise<{ outcome: Outcome; path: string; valid: boolean }> {
   const path = randomPath(rnd);
   const first = randomFirst(rnd);
   const after = Array.from({ length: Math.floor(rnd() * 4) }, () => (rnd() < 0.5 ? randomText(rnd, 100) : Buffer.from(randomText(rnd, 50))));
-  return new Promise((resolve) => {
-    const ws = new WebSocket(`${stack.url.replace(/^http/, 'ws')}${path}`);
-    const done = (outcome: Outcome) => resolve({ outcome, path, valid: first.valid });
-    ws.on('unexpected-response', (_req, res) => {
-      done({ kind: 'refused', status: res.statusCode ?? 0 });
-      res.resume();
-      ws.terminate();
-    });
-    ws.on('error', () => undefined);
-    ws.on('open', () => {
-      if (first.data !== undefined) ws.send(first.data);
-      if (first.valid) {
-        // An authenticated socket ignores later frames and stays open.
-        for (const f of after) ws.send(f);
-        setTimeout(() => {
-          if (ws.readyState === ws.OPEN) done({ kind: 'open' });
-          ws.close(1000);
-        }, 100);
-      }
-    });
-    ws.on('close', (code, reason) => done({ kind: 'closed', code, reason: reason.toString() }));
-  });
+  const sock = connectResults(stack.url, streamId, null, { path });
+  const result = (outcome: Outcome) => ({ outcome, path, valid: first.valid });
+  try {
+    await sock.opened;
+  } catch {
+    const close = await sock.closed;
+    return result(sock.refusedStatus === undefined ? { kind: 'closed', ...close } : { kind: 'refused', status: sock.refusedStatus });
+  }
+  if (first.data !== undefined) sock.ws.send(first.data);
+  if (first.valid) {
+    // An authenticated socket ignores later frames and stays open.
+    for (const f of after) sock.ws.send(f);
+    await sleep(100);
+    if (sock.isOpen()) {
+      await sock.close(1000);
+      return result({ kind: 'open' });
+    }
+  }
+  return result({ kind: 'closed', ...(await sock.closed) });
 }
 
 it(`survives ${CASES} random sockets with contract close codes while /healthz answers`, async () => {

@@ -6,7 +6,6 @@
  */
 import { deadline, until } from '../../helpers/time';
 import { brandOf } from '../../../src/brand';
-import { loadConfig } from '../../../src/config';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
@@ -22,6 +21,7 @@ import { createLogger } from '../../../src/lib/logger';
 import { UpstreamClient } from '../../../src/upstream/client';
 import { FakeClock, callsInFlight, driveUntil, quiesce, settle } from '../../helpers/fake-clock';
 import { KEY, frameBody, http } from '../../helpers/stack';
+import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
 
 const POLL_MS = 50;
 const INTERVAL_MS = 500;
@@ -44,13 +44,7 @@ let emulator: RunningEmulator;
 let baseCfg: Config;
 
 beforeAll(async () => {
-  baseCfg = loadConfig({
-    env: {},
-    overrides: {
-      logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
-      emulator: { port: 0, host: '127.0.0.1', controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } },
-    },
-  });
+  baseCfg = testConfig({ emulator: { autoPublish: TEST_PUBLISHER } });
   emulator = await startEmulator(baseCfg, createLogger(baseCfg.logLevel));
 });
 afterAll(async () => {
@@ -66,7 +60,7 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
   const brand = brandOf(cfg);
   const clock = new FakeClock(Date.now());
   const store = new MemoryStore();
-  const upstream = new UpstreamClient({ baseUrl: emulator.url, brand, logger, retry: { scale: 0.01 } });
+  const upstream = new UpstreamClient({ baseUrl: emulator.url, brand, logger, retry: FAST_RETRY });
   const running = callsInFlight(upstream);
   const catalog = new UpstreamCatalog(upstream, { modelsCacheMs: 60_000, accountCacheMs: 60_000, logger });
   const ended: string[] = [];

@@ -5,7 +5,8 @@
  */
 import { keyHash } from '../../../src/lib/keys';
 import type { DeprecationReport } from '../../../src/gateway/telemetry/usage';
-import { frameBody, KEY, KEY_B, KEY_REVOKED, openResults, startStack } from '../../helpers/stack';
+import { frameBody, KEY, KEY_B, KEY_REVOKED, startStack } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
 import { driveUntil, FakeClock } from '../../helpers/fake-clock';
 
@@ -144,7 +145,7 @@ describe('a brownout window on a fake clock', () => {
     const created = await call(url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.4 }) });
     expect(created.status).toBe(201);
     const id = created.body!.stream_id as string;
-    const sock = await openResults(url, id);
+    const sock = await openResults(url, id, KEY);
     await driveUntil(clock, () => sock.messages.length >= 1);
 
     await pass(url, clock, Date.parse('2026-03-10T10:05:00Z') - clock.now(), [id]);
@@ -167,7 +168,7 @@ describe('a brownout window on a fake clock', () => {
     expect((await call(url, 'POST', `/v0.2/streams/${id}/keepalive`)).status).toBe(200);
     const before = sock.messages.length;
     await driveUntil(clock, () => sock.messages.length >= before + 1);
-    const late = await openResults(url, id);
+    const late = await openResults(url, id, KEY);
     expect(await late.closed).toEqual({ code: 1013, reason: 'brownout until 2026-03-10T10:15:00.000Z' });
 
     await pass(url, clock, Date.parse('2026-03-10T10:15:00Z') - clock.now(), [id]);
@@ -202,7 +203,7 @@ describe('afterSunset: refuse', () => {
       expect(gone.body!.message).toContain(LINK);
       expect(gone.headers.get('sunset')).toBe('Tue, 30 Jun 2026 00:00:00 GMT');
       expect((await call(url, 'POST', `/v0.2/streams/${id}/keepalive`)).status).toBe(200);
-      const sock = await openResults(url, id);
+      const sock = await openResults(url, id, KEY);
       await driveUntil(clock, () => sock.messages.length >= 1);
       expect((await call(url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
       expect(await sock.closed).toEqual({ code: 1001, reason: 'client_requested' });

@@ -8,10 +8,8 @@
  * - orphans: delete retried, a create answered after the client gave up is deleted, shutdown reconciles;
  * - x-request-id and traceparent reach the upstream.
  */
-import { sleep } from '../../helpers/time';
+import { until } from '../../helpers/time';
 import type http from 'node:http';
-import WebSocket from 'ws';
-import { loadConfig } from '../../../src/config';
 import { createLogger } from '../../../src/lib/logger';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
@@ -19,6 +17,8 @@ import { MemoryStore } from '../../../src/gateway/store/memory';
 import { FakeUpstream, json } from '../../upstream/fake-upstream';
 import type { SeenRequest } from '../../upstream/fake-upstream';
 import { KEY, frameBody, http as call, sessionRecord } from '../../helpers/stack';
+import { connectResults } from '../../helpers/results-socket';
+import { FAST_RETRY, testConfig } from '../../helpers/config';
 
 type Answer = { status: number; body: unknown; delayMs?: number } | 'reset';
 const STREAM_ID = '5a0f3c7e-8b1d-4c2e-9f3a-1b2c3d4e5f60';
@@ -68,11 +68,8 @@ async function start(legacy: Record<string, unknown> = {}, upstreamUrl?: string)
   routes = defaults();
   fake = await FakeUpstream.start(routed(routes));
   store = new MemoryStore();
-  const cfg = loadConfig({
-    env: {},
-    overrides: { port: 0, host: '127.0.0.1', logLevel: 'silent', legacy: { firstFramePollMs: 60_000, ...legacy } },
-  });
-  gw = await startGateway(cfg, createLogger('silent'), upstreamUrl ?? fake.url, { retry: { scale: 0.01 }, store });
+  const cfg = testConfig({ legacy: { firstFramePollMs: 60_000 } }, { legacy });
+  gw = await startGateway(cfg, createLogger('silent'), upstreamUrl ?? fake.url, { retry: FAST_RETRY, store });
   // The health probe's first GET /v1beta/models goes out at start: let it land before tests count calls.
   await gw.gateway.upstreamHealth.check();
 }
@@ -84,18 +81,10 @@ afterEach(async () => {
 
 const paths = (method?: string) => fake.requests.filter((r) => !method || r.method === method).map((r) => r.url.split('?')[0]);
 
-function socketAuth(streamId: string, key: string): Promise<{ code: number; reason: string }> {
-  const ws = new WebSocket(`${gw.url.replace(/^http/, 'ws')}/v0.2/ws/streams/${streamId}`);
-  ws.on('open', () => ws.send(JSON.stringify({ api_key: key })));
-  ws.on('error', () => undefined);
-  return new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
-}
+/** How a results socket that sends `key` first ends. */
+const socketAuth = (streamId: string, key: string) => connectResults(gw.url, streamId, key).closed;
 
 const record = (streamId: string) => sessionRecord(streamId, 'acct-1');
-
-async function until(what: () => boolean): Promise<void> {
-  while (!what()) await sleep(10);
-}
 
 describe('upstream statuses are not the client’s', () => {
   beforeEach(() => start({ upstreamFailures: { negativeKeyCacheMs: 0 } }));
@@ -228,10 +217,10 @@ describe('orphaned upstream streams and trace context', () => {
       body: JSON.stringify(frameBody()),
       signal: gaveUp.signal,
     }).catch(() => 'aborted');
-    await until(() => paths('POST').includes('/v1beta/streams'));
+    await until(() => paths('POST').includes('/v1beta/streams'), 10);
     gaveUp.abort();
     await expect(pending).resolves.toBe('aborted');
-    await until(() => paths('DELETE').length > 0);
+    await until(() => paths('DELETE').length > 0, 10);
     expect(paths('DELETE')).toEqual([`/v1beta/streams/${STREAM_ID}`]);
     expect(gw.gateway.sessions.activeCount).toBe(0);
     expect(await store.getSession(STREAM_ID)).toBeUndefined();

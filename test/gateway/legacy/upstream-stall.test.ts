@@ -4,7 +4,8 @@
  * 4 × 30 s attempts; and once the breaker opens, ticks answer at once without calling the
 ^ * upstream. Real emulator, stall armed through its control API (`latencyMs` fault).
  */
-import { KEY, frameBody, http, openResults, startStack } from '../../helpers/stack';
+import { KEY, frameBody, http, startStack } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
 
 let stack: Stack;

@@ -13,7 +13,9 @@ import { RedisStore } from '../../../src/gateway/store/redis';
 import type { DeprecationReport } from '../../../src/gateway/telemetry/usage';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
-import { KEY, frameBody, http, openResults, startStack } from '../../helpers/stack';
+import { KEY, frameBody, http, startStack } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
+import { FAST_RETRY } from '../../helpers/config';
 import type { Stack } from '../../helpers/stack';
 import { slotsInUse } from '../../helpers/store-ops';
 
@@ -29,7 +31,7 @@ beforeAll(async () => {
   storeA = await RedisStore.connect(redis.url);
   storeB = await RedisStore.connect(redis.url);
   a = await startStack({ admin: { token: ADMIN } }, { store: storeA });
-  b = await startGateway(a.cfg, createLogger('silent'), a.emulator.url, { store: storeB, retry: { scale: 0.01 } });
+  b = await startGateway(a.cfg, createLogger('silent'), a.emulator.url, { store: storeB, retry: FAST_RETRY });
 }, 30_000);
 
 afterAll(async () => {
@@ -80,7 +82,7 @@ test('60 concurrent creates for one key over two replicas: exactly 5 streams, ro
 test("a results socket on B gets A's results and A's end; feedback through B; the report is the fleet's", async () => {
   const id = created(await http(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) }))!;
   expect(id).toEqual(expect.any(String));
-  const sock = await openResults(b.url, id);
+  const sock = await openResults(b.url, id, KEY);
   const [first] = await sock.waitFor(1, 15_000);
   expect(first).toMatchObject({ stream_id: id, ok: true });
 

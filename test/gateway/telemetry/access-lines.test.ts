@@ -5,8 +5,9 @@
  */
 import { createLogger } from '../../../src/lib/logger';
 import type { RunningGateway } from '../../../src/gateway/server';
-import { deadline, delay, gatewayOn, rawRequest, startRawUpstream } from '../doubles';
+import { gatewayOn, rawRequest, startRawUpstream } from '../doubles';
 import type { RawUpstream } from '../doubles';
+import { deadline, sleep } from '../../helpers/time';
 
 type Line = Record<string, unknown>;
 
@@ -29,7 +30,7 @@ describe('access lines', () => {
         for (;;) {
           const l = lines().find((x) => (x.req as { url?: string } | undefined)?.url === url && x.res !== undefined);
           if (l) return l;
-          await delay(10);
+          await sleep(10);
         }
       })(),
       3000,

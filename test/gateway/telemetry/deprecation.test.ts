@@ -3,8 +3,6 @@
  * gateway: deprecation headers on every /v0.2 response and upgrade, the per-key report (JSON and
  * CSV) behind the admin token, Prometheus metrics, and logs that never contain a key or token.
  */
-import WebSocket from 'ws';
-import { loadConfig } from '../../../src/config';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
@@ -15,8 +13,10 @@ import { DeprecationUsage } from '../../../src/gateway/telemetry/usage';
 import type { DeprecationReport, KeyUsage } from '../../../src/gateway/telemetry/usage';
 import { keyHash } from '../../../src/lib/keys';
 import { createLogger } from '../../../src/lib/logger';
-import { clipBody, frameBody, http, KEY, KEY_B, KEY_REVOKED, openResults } from '../../helpers/stack';
-import { deadline, delay } from '../doubles';
+import { clipBody, frameBody, http, KEY, KEY_B, KEY_REVOKED } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
+import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
+import { deadline, sleep } from '../../helpers/time';
 
 const ADMIN = 'admin-token-for-tests-0123456789';
 const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
@@ -33,22 +33,17 @@ interface Run {
   streams: string[];
 }
 
-function configFor(overrides: Record<string, unknown> = {}): Config {
-  return loadConfig({
-    env: {},
-    overrides: {
-      port: 0,
-      host: '127.0.0.1',
+const configFor = (overrides: Record<string, unknown> = {}): Config =>
+  testConfig(
+    {
       logLevel: 'trace',
       shutdownGraceMs: 3000,
       admin: { token: ADMIN },
       deprecation: { date: '2025-06-01T00:00:00Z', sunset: '2026-06-30T00:00:00Z', link: 'https://docs.example.com/migrate' },
-      emulator: { port: 0, controlApi: true, autoPublish: { enabled: true, fps: 10, width: 160, height: 120 } },
-      legacy: { firstFramePollMs: 50 },
-      ...overrides,
+      emulator: { autoPublish: TEST_PUBLISHER },
     },
-  });
-}
+    overrides,
+  );
 
 /** A legacy customer's session, plus a migrated client on /v1beta, all through the gateway. */
 async function scriptedSession(url: string, emulatorUrl: string, secrets: string[], streams: string[]): Promise<void> {
@@ -66,7 +61,7 @@ async function scriptedSession(url: string, emulatorUrl: string, secrets: string
   secrets.push((frame.body as { room: { token: string } }).room.token);
   streams.push(frameId);
 
-  const sock = await openResults(url, clipId);
+  const sock = await openResults(url, clipId, KEY);
   await sock.waitFor(2);
   const ka = await http(url, 'POST', `/v0.2/streams/${clipId}/keepalive`);
   expect(ka.status).toBe(200);
@@ -74,7 +69,7 @@ async function scriptedSession(url: string, emulatorUrl: string, secrets: string
   expect((await http(url, 'GET', '/v0.2/models')).status).toBe(200);
   expect((await http(url, 'PATCH', `/v0.2/streams/${frameId}/config/prompt`, { body: { prompt: 'Count' } })).status).toBe(200);
   // Wait for the frame stream's first inference before ending it.
-  for (let i = 0; i < 60 && !(await emulatorCharged(emulatorUrl)); i++) await delay(50);
+  for (let i = 0; i < 60 && !(await emulatorCharged(emulatorUrl)); i++) await sleep(50);
   expect((await http(url, 'DELETE', `/v0.2/streams/${clipId}`)).status).toBe(200);
   expect(await sock.closed).toEqual({ code: 1001, reason: 'client_requested' });
   expect((await http(url, 'DELETE', `/v0.2/streams/${frameId}`)).status).toBe(200);
@@ -106,7 +101,7 @@ async function startRun(): Promise<Run> {
   const logger = createLogger('trace', 'gateway', { write: (s: string) => void logs.push(s) });
   const emulator = await startEmulator(cfg, logger.child({ component: 'emulator' }));
   const store = new MemoryStore();
-  const gateway = await startGateway(cfg, logger, emulator.url, { store, retry: { scale: 0.01 } });
+  const gateway = await startGateway(cfg, logger, emulator.url, { store, retry: FAST_RETRY });
   return { cfg, emulator, gateway, store, logs, secrets: [KEY, KEY_B, KEY_REVOKED, ADMIN], streams: [] };
 }
 
@@ -163,17 +158,9 @@ describe('deprecation telemetry and operations after a scripted legacy session',
   });
 
   test('the results-socket upgrade (101) carries the deprecation headers too', async () => {
-    const ws = new WebSocket(`${run.gateway.url.replace('http', 'ws')}/v0.2/ws/streams/${run.streams[0]}`);
-    const headers = await deadline(
-      new Promise<Record<string, string | string[] | undefined>>((resolve, reject) => {
-        ws.once('upgrade', (res) => resolve(res.headers));
-        ws.once('error', reject);
-      }),
-      3000,
-      'upgrade',
-    );
-    ws.close();
-    expect(headers).toMatchObject({ deprecation: '@1748736000', sunset: 'Tue, 30 Jun 2026 00:00:00 GMT', link: '<https://docs.example.com/migrate>; rel="deprecation"' });
+    const sock = await deadline(openResults(run.gateway.url, run.streams[0]!, null), 3000, 'upgrade');
+    sock.close();
+    expect(sock.upgradeHeaders).toMatchObject({ deprecation: '@1748736000', sunset: 'Tue, 30 Jun 2026 00:00:00 GMT', link: '<https://docs.example.com/migrate>; rel="deprecation"' });
   });
 
   test('the report: per key hash, who used which endpoints, sources, modes, deprecated fields, models, inferences, sockets, end reasons', () => {
@@ -293,7 +280,7 @@ describe('deprecation telemetry and operations after a scripted legacy session',
 
 describe('telemetry survives what the store survives, and is rolled up', () => {
   test('a second gateway on the same store reports the first one’s usage', async () => {
-    const cfg = configFor({ legacy: { firstFramePollMs: 50 } });
+    const cfg = configFor();
     const logger = createLogger('silent');
     const emulator = await startEmulator(cfg, logger);
     const store = new MemoryStore();
@@ -320,7 +307,7 @@ describe('telemetry survives what the store survives, and is rolled up', () => {
 
   test('the node-cron job logs a daily summary; without an admin token /admin is 404', async () => {
     const lines: string[] = [];
-    const cfg = configFor({ admin: {}, telemetry: { rollupCron: '* * * * * *' } });
+    const cfg = configFor({ admin: { token: undefined }, telemetry: { rollupCron: '* * * * * *' } });
     const logger = createLogger('info', 'gateway', { write: (s: string) => void lines.push(s) });
     const emulator = await startEmulator(cfg, createLogger('silent'));
     // Usage from before this process (the store outlives it): the day's one run, whenever the job
@@ -333,7 +320,7 @@ describe('telemetry survives what the store survives, and is rolled up', () => {
     try {
       expect((await admin(gw.url, '/admin/deprecation')).status).toBe(404);
       const rollups = () => lines.map((l) => JSON.parse(l) as { rollup?: { totals: { keys: number } } }).filter((l) => l.rollup);
-      for (let i = 0; i < 200 && !rollups().length; i++) await delay(50);
+      for (let i = 0; i < 200 && !rollups().length; i++) await sleep(50);
       expect(rollups()[0]!.rollup!.totals.keys).toBe(1);
     } finally {
       await gw.close();

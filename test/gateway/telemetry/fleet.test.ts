@@ -17,8 +17,11 @@ import type { DeprecationReport } from '../../../src/gateway/telemetry/usage';
 import { FakeClock, settle } from '../../helpers/fake-clock';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
-import { KEY, KEY_B, frameBody, http, openResults, startStack } from '../../helpers/stack';
+import { KEY, KEY_B, frameBody, http, startStack } from '../../helpers/stack';
+import { openResults } from '../../helpers/results-socket';
+import { FAST_RETRY } from '../../helpers/config';
 import type { Stack } from '../../helpers/stack';
+import { sleep } from '../../helpers/time';
 
 const ADMIN = 'admin-token-for-the-fleet-telemetry-tests';
 const DEPRECATION = { date: '2026-01-01T00:00:00Z', sunset: '2026-12-31T00:00:00Z', link: '/docs/migration' };
@@ -58,7 +61,7 @@ describe('the report of two replicas on one Redis', () => {
   };
   beforeAll(async () => {
     a = await startStack({ admin: { token: ADMIN } }, { store: await connect() });
-    b = await startGateway(a.cfg, createLogger('silent'), a.emulator.url, { store: await connect(), retry: { scale: 0.01 } });
+    b = await startGateway(a.cfg, createLogger('silent'), a.emulator.url, { store: await connect(), retry: FAST_RETRY });
   }, 30_000);
   afterAll(async () => {
     await b?.close();
@@ -74,7 +77,7 @@ describe('the report of two replicas on one Redis', () => {
       const created = await http(url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) });
       expect(created.status).toBe(201);
       const id = (created.body as { stream_id: string }).stream_id;
-      const sock = await openResults(url, id);
+      const sock = await openResults(url, id, KEY);
       await sock.waitFor(2, 15_000);
       expect((await http(url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
       await sock.closed;
@@ -87,7 +90,7 @@ describe('the report of two replicas on one Redis', () => {
     let want = await expected();
     let fromB = await report(b.url);
     for (let i = 0; i < 400 && !matches(fromB, want); i++) {
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
       [want, fromB] = [await expected(), await report(b.url)];
     }
     expect(want.inferences).toBeGreaterThanOrEqual(4);
@@ -197,7 +200,7 @@ test('Redis away: counters are kept in the replica and land once Redis is back (
     // Until the reconnected store takes a flush (bounded at ~20 s: reconnecting is slower on a loaded machine).
     for (let i = 0; i < 800 && !(await landed()); i++) {
       await usage.flush();
-      await new Promise((r) => setTimeout(r, 25));
+      await sleep(25);
     }
     expect(await store.hgetall('depr:key:kh')).toEqual({ 'inferences:ok': 5, output_tokens: 50 });
   } finally {

@@ -5,6 +5,7 @@
 import { MAX_TIMER_MS, setLongInterval, setLongTimeout } from '../../src/lib/timers';
 import { FakeClock } from '../helpers/fake-clock';
 import { Ticker } from '../../src/gateway/legacy/sessions/ticker';
+import { sleep } from '../helpers/time';
 
 describe('setLongTimeout / setLongInterval (fake clock)', () => {
   beforeEach(() => jest.useFakeTimers());
@@ -74,7 +75,7 @@ describe('no TimeoutOverflowWarning (real timers)', () => {
     const fired = jest.fn();
     const timers = [setLongTimeout(fired, 1e308), setLongTimeout(fired, MAX_TIMER_MS + 1), setLongInterval(fired, 2 ** 40)];
     // An overflowed timer would be a 1 ms one: it would fire before this 20 ms one.
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
     timers.forEach((t) => t.clear());
     process.off('warning', onWarning);
     expect(fired).not.toHaveBeenCalled();
