@@ -28,11 +28,21 @@ export interface Child {
   kill(): Promise<void>;
 }
 
-/** Starts a node child process with line-oriented stdout (`nodeArgs` before the script; `ipc` adds a channel). */
+/** Children started here and still running: SIGKILLed when the bench exits, even on a failure. */
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
+
+/** Starts a node child process with line-oriented stdout (`nodeArgs` before the script; `ipc` adds a channel); killed when this process exits. */
 export function child(script: string, args: string[], env: NodeJS.ProcessEnv = {}, opts: { nodeArgs?: string[]; ipc?: boolean } = {}): Child {
   const stdio: ('pipe' | 'inherit' | 'ipc')[] = ['pipe', 'pipe', 'inherit'];
   if (opts.ipc) stdio.push('ipc');
   const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), script, ...args], { env: { ...process.env, ...env }, stdio });
+  live.add(proc);
+  proc.once('exit', () => live.delete(proc));
+  // A child that died took its stdin with it: a line sent later is dropped, not an EPIPE crash here.
+  proc.stdin!.on('error', () => undefined);
   let buf = '';
   const waiters: { prefix: string; resolve: (s: string) => void }[] = [];
   proc.stdout!.on('data', (d: Buffer) => {
