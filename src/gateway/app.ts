@@ -15,6 +15,8 @@ import { adminRouter } from './admin';
 import { Fleet } from './fleet/fleet';
 import { browserCors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { IngestRelay } from './ingest';
+import { Lifecycle } from './lifecycle';
+import type { LifecycleView } from './lifecycle';
 import { FailedAuthLimiter, fanOut, LEGACY_CLOSES, legacyEndReasons, legacyRouter, LegacySessions, ResultsSockets, socketAuthorizer, SunsetPolicy, UpstreamCatalog } from './legacy';
 import type { LegacyObserver, MediaRelay } from './legacy';
 import { createPassthrough } from './passthrough';
@@ -67,29 +69,27 @@ export interface Gateway {
   metricsApp?: Express;
   /** HTTP requests whose response has not closed yet. */
   readonly inFlight: number;
-  /** The final drain began: streams handed over or ended, sockets closing. */
-  readonly draining: boolean;
-  /** A connection drain runs: connections stay, and are closed after their response when idle. */
-  readonly holdingConnections: boolean;
+  /** Where this replica is on its way out (./lifecycle.ts); the steps below move it. */
+  lifecycle: LifecycleView;
   handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean;
-  /**
-   * Starts the shutdown: /readyz answers 503, legacy creates are refused (503). In a fleet with
-   * other replicas alive, live legacy streams are handed over to them (webrtc ones end); otherwise
-   * they end (sockets close with 1001 `server_shutdown`, upstream streams deleted).
-   */
-  drain(why?: string): Promise<void>;
-  /** /readyz answers 503 while everything else keeps serving (the SIGTERM delay before `drain`). */
+  /** `unready`: /readyz answers 503 while everything else keeps serving (the wait before the drain or the close). */
   markUnready(): void;
   /**
-   * A connection drain (a fleet's SIGTERM): no new legacy streams here, streams whose media does
-   * not live here are handed to replicas not draining, and this replica stays a fleet member so
+   * The drain (a fleet replica's SIGTERM), `holding`: no new legacy streams here, streams whose
+   * media does not live here go to replicas not draining, and this replica stays a fleet member so
    * its results sockets and media relays keep working until they end. False (nothing held) without a
    * fleet or as its last replica alive: nobody could take the streams, so they end as on any shutdown.
    */
-  drainConnections(): Promise<boolean>;
-  /** What a draining replica still holds: open results sockets and running media relays. */
+  holdConnections(): Promise<boolean>;
+  /** What a holding replica still holds: open results sockets and running media relays. */
   held(): { sockets: number; relays: number };
-  /** Ends live streams (sockets close with 1001), flushes telemetry, releases everything. */
+  /**
+   * `leaving`: legacy creates and new results sockets are refused; in a fleet with replicas alive that
+   * are not draining, live legacy streams are handed over to them (webrtc ones end); otherwise they
+   * end (sockets close with 1001 `server_shutdown`, upstream streams deleted).
+   */
+  handOverOrEnd(why?: string): Promise<void>;
+  /** `closed`: ends what is left (sockets close), flushes telemetry, releases everything. */
   close(): Promise<void>;
 }
 
@@ -224,10 +224,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   });
 
   const inFlight = { count: 0 };
-  let draining = false;
-  /** A connection drain runs (fleet SIGTERM): see `drainConnections`. */
-  let holding = false;
-  let unready = false;
+  const lifecycle = new Lifecycle();
   const logRequest = accessLog(logger, cfg.telemetry.requestLog, clientAddress);
   const countRequest = requestMetrics(cfg.telemetry.metrics ? metrics : undefined, inFlight);
 
@@ -243,7 +240,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const corsStep = browserCors(cfg.cors);
   app.use('/v0.2', corsStep);
   app.use('/healthz', corsStep);
-  mountHealth(app, { store, upstreamHealth, leaving: () => draining || unready });
+  mountHealth(app, { store, upstreamHealth, leaving: () => !lifecycle.ready });
   const metricsApp = mountMetrics(app, cfg.telemetry, metrics, logger);
   if (cfg.admin.token) app.use('/admin', adminRouter({ token: cfg.admin.token, usage, deprecation }));
   mountDocs(app, brand, cfg.deprecation);
@@ -274,8 +271,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
    * (`onSettled`).
    */
   const handler: http.RequestListener = (req, res) => {
-    // Draining: every connection closes after its response, so the client's next call goes elsewhere.
-    if (holding || draining) res.shouldKeepAlive = false;
+    // Holding or leaving: every connection closes after its response, so the client's next call goes elsewhere.
+    if (!lifecycle.keepAlive) res.shouldKeepAlive = false;
     if (!passthrough.proxy(req, res)) void app(req, res);
   };
 
@@ -287,7 +284,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   // Awaited by startGateway; a gateway built alone must not crash on an unhandled rejection.
   joined.catch((err: unknown) => logger.error({ err }, 'could not join the fleet'));
   let closed: Promise<void> | undefined;
-  /** The drain handed this replica's streams to others: its sockets close so that clients reconnect. */
+  /** The hand-over moved this replica's streams to others: their sockets close so that clients reconnect. */
   let handedOver = false;
   /** Streams this replica ended on its way out (`server_shutdown`): their sockets say so, not 1012. */
   const endedAtShutdown = new Set<string>();
@@ -315,32 +312,28 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     get inFlight() {
       return inFlight.count + passthrough.inFlight;
     },
-    get draining() {
-      return draining;
-    },
-    get holdingConnections() {
-      return holding;
-    },
+    lifecycle,
     handleUpgrade: (req, socket, head) => sockets.handleUpgrade(req, socket, head),
     markUnready() {
-      unready = true;
+      lifecycle.advance('unready');
     },
-    async drainConnections() {
-      unready = true;
+    async holdConnections() {
+      lifecycle.advance('unready');
       sessions.stopCreating();
-      holding = (await fleet?.beginDrain()) ?? false;
+      const holding = (await fleet?.beginDrain()) ?? false;
+      if (holding) lifecycle.advance('holding');
       return holding;
     },
     held: () => ({ sockets: sockets.connections, relays: media?.activeCount ?? 0 }),
-    async drain(why?: string) {
-      draining = true;
+    async handOverOrEnd(why?: string) {
+      lifecycle.advance('leaving');
       // Handed-over streams leave this replica; what is left (webrtc, or no other replica) ends.
-      handedOver = (await fleet?.drain(why)) ?? false;
+      handedOver = (await fleet?.handOver(why)) ?? false;
       await endAll();
     },
     close() {
       closed ??= (async () => {
-        draining = true;
+        lifecycle.advance('closed');
         upstreamHealth.stop();
         await fleet?.stop();
         await endAll();

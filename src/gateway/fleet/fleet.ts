@@ -197,11 +197,11 @@ export class Fleet {
   }
 
   /**
-   * The end of a drain (or a stop without one): with replicas alive that are not draining, hands every
-   * stream here to them (rendezvous pick; pinned ones end), then leaves the membership. False when no
-   * such replica is left (streams end as on any shutdown).
+   * The hand-over on the way out (after a drain, or without one): with replicas alive that are not
+   * draining, hands every stream here to them (rendezvous pick; pinned ones end), then leaves the
+   * membership. False when no such replica is left (streams end as on any shutdown).
    */
-  async drain(why?: string): Promise<boolean> {
+  async handOver(why?: string): Promise<boolean> {
     const { store, cfg, logger, sessions } = this.opts;
     this.stopLoops();
     let others: string[];

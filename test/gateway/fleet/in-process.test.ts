@@ -621,8 +621,8 @@ describe('failover and drain', () => {
     const onC = await create(c);
     const onA = await openResults(a.url, ids[0]!);
     await driveUntil(f, () => onA.messages.length >= 1);
-    expect(await a.gw.gateway.drainConnections()).toBe(true);
-    expect(a.gw.gateway.holdingConnections).toBe(true);
+    expect(await a.gw.gateway.holdConnections()).toBe(true);
+    expect(a.gw.gateway.lifecycle.state).toBe('holding');
     const n = onA.messages.length;
     // Past deadAfterMs of fake time: A still heartbeats, so nobody fails its streams over.
     await driveUntil(f, () => onA.messages.length >= n + 4);
@@ -653,7 +653,7 @@ describe('failover and drain', () => {
 
   test('a draining replica that holds no stream refuses creates too (503), and creates go on elsewhere', async () => {
     const [a, b] = f.replicas as [Replica, Replica, Replica];
-    expect(await a.gw.gateway.drainConnections()).toBe(true);
+    expect(await a.gw.gateway.holdConnections()).toBe(true);
     expect((await call(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 1 }) })).status).toBe(503);
     await create(b);
   });
