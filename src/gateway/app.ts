@@ -6,13 +6,13 @@ import { brandOf } from '../brand';
 import type { Config } from '../config';
 import { clientAddresses, compileTrust } from '../lib/client-address';
 import type { Logger } from '../lib/logger';
-import { Sealer } from '../lib/seal';
 import { realClock } from '../lib/timers';
 import type { Clock } from '../lib/timers';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
 import { adminRouter } from './admin';
-import { Fleet } from './fleet/fleet';
+import { fleetMember, sessionsLink } from './fleet/member';
+import type { FleetMember } from './fleet/member';
 import { browserCors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { IngestRelay } from './ingest';
 import { Lifecycle } from './lifecycle';
@@ -61,9 +61,9 @@ export interface Gateway {
   rollup: DeprecationRollup;
   sunset: SunsetPolicy;
   upstreamHealth: UpstreamHealth;
-  /** This replica's fleet membership (a `store.secret` is configured); absent: one replica. */
-  fleet?: Fleet;
-  /** Settles once the replica joined its fleet (at once without one). */
+  /** This replica's part in a fleet: a member when `store.secret` is configured, else `solo`. */
+  fleet: FleetMember;
+  /** Settles once the replica joined its fleet (at once when solo). */
   joined: Promise<void>;
   /** `/metrics` alone, when `telemetry.metricsPort` moves it off the public port (the server listens). */
   metricsApp?: Express;
@@ -171,9 +171,6 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   // The default media relay (webrtc and customer-room sources); an injected one is closed by its owner.
   const ingest = opts.media ? undefined : new IngestRelay({ cfg: cfg.legacy, logger: logger.child({ component: 'ingest' }) });
   const observer = fanOut([telemetryObserver(metrics, usage), opts.observer]);
-  // A secret makes this gateway a fleet member: records carry the sealed key another replica needs.
-  const sealer = cfg.store.secret ? new Sealer(cfg.store.secret) : undefined;
-  const fleetRef: { fleet?: Fleet } = {};
   const sessions = new LegacySessions({
     cfg: cfg.legacy,
     brand,
@@ -185,19 +182,15 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     observer,
     clock: opts.clock,
     storeHealth,
-    fleet: sealer && { replicaId: cfg.store.gatewayId, sealer, tell: (replica, msg) => fleetRef.fleet!.tell(replica, msg) },
+    fleet: sessionsLink(cfg.store, store),
   });
-  const fleet = (fleetRef.fleet =
-    sealer &&
-    new Fleet({
-      store,
-      replicaId: cfg.store.gatewayId,
-      cfg: cfg.store.fleet,
-      sessions: sessions.fleet,
-      logger: logger.child({ component: 'fleet' }),
-      clock: opts.clock,
-      onMembership: (alive) => observer.fleetReplicas?.(alive),
-    }));
+  const fleet = fleetMember(cfg.store, {
+    store,
+    sessions: sessions.fleet,
+    logger: logger.child({ component: 'fleet' }),
+    clock: opts.clock,
+    onMembership: (alive) => observer.fleetReplicas?.(alive),
+  });
 
   const admission = countedAdmission(sunset, metrics, usage);
   const sockets = new ResultsSockets({
@@ -280,7 +273,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   parts.sockets = sockets;
   rollup.start();
   upstreamHealth.start();
-  const joined = fleet?.start() ?? Promise.resolve();
+  const joined = fleet.start();
   // Awaited by startGateway; a gateway built alone must not crash on an unhandled rejection.
   joined.catch((err: unknown) => logger.error({ err }, 'could not join the fleet'));
   let closed: Promise<void> | undefined;
@@ -320,7 +313,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     async holdConnections() {
       lifecycle.advance('unready');
       sessions.stopCreating();
-      const holding = (await fleet?.beginDrain()) ?? false;
+      const holding = await fleet.beginDrain();
       if (holding) lifecycle.advance('holding');
       return holding;
     },
@@ -328,14 +321,14 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     async handOverOrEnd(why?: string) {
       lifecycle.advance('leaving');
       // Handed-over streams leave this replica; what is left (webrtc, or no other replica) ends.
-      handedOver = (await fleet?.handOver(why)) ?? false;
+      handedOver = await fleet.handOver(why);
       await endAll();
     },
     close() {
       closed ??= (async () => {
         lifecycle.advance('closed');
         upstreamHealth.stop();
-        await fleet?.stop();
+        await fleet.stop();
         await endAll();
         await ingest?.close();
         await sockets.close(handedOver ? LEGACY_CLOSES.replicaLeaving : undefined, endedAtShutdown);

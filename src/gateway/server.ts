@@ -197,7 +197,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     metricsUrl,
     close,
     drainAndClose(drainMs = cfg.server.drainTimeoutMs, graceMs = cfg.shutdownGraceMs) {
-      if (!gateway.fleet) return close(graceMs);
+      if (gateway.fleet.solo) return close(graceMs);
       draining ??= drain(drainMs).then((why) => close(graceMs, { why }));
       return draining;
     },

@@ -486,7 +486,7 @@ describe('failover and drain', () => {
     await driveUntil(f, () => socks[0]!.messages.some((m) => m.prompt === 'After the crash'));
     const before = socks.map((s) => s.messages.length);
 
-    await a.gw.gateway.fleet!.halt();
+    await a.gw.gateway.fleet.halt();
     await driveUntil(f, () => socks.every((s, i) => s.messages.length >= before[i]! + 3));
     expect(await pinnedSock.closed).toEqual({ code: 1001, reason: 'webrtc_disconnected' });
     expect(deletes.get(pinned)).toBe(1);
@@ -538,7 +538,7 @@ describe('failover and drain', () => {
     const id = (res.body as { stream_id: string }).stream_id;
     const sock = await openResults(b.url, id);
     await driveUntil(f, () => sock.messages.length >= 1);
-    await a.gw.gateway.fleet!.halt();
+    await a.gw.gateway.fleet.halt();
     expect(stops).toEqual([`A:${id}`]);
     const n = sock.messages.length;
     await driveUntil(f, () => sock.messages.length >= n + 2);
@@ -643,7 +643,7 @@ describe('failover and drain', () => {
     expect(a.gw.gateway.held()).toEqual({ sockets: 1, relays: 0 });
     // C crashes: its streams (its own, and any of A's it took) fail over to B, the one replica not draining.
     const onCnow = [onC, ...ids.filter((id) => f.adopted.includes(`C:handover:${id}`))];
-    await c.gw.gateway.fleet!.halt();
+    await c.gw.gateway.fleet.halt();
     await driveUntil(f, () => onCnow.every((id) => f.adopted.includes(`B:failover:${id}`)));
     expect(f.adopted.filter((x) => x.includes(':failover:')).sort()).toEqual(onCnow.map((id) => `B:failover:${id}`).sort());
     expect(f.ended).toEqual([]);
