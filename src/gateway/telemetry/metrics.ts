@@ -279,7 +279,7 @@ export class GatewayMetrics {
   /** Creates the gauge of each source given (each source once). */
   observe(sources: ScrapedSources): void {
     const registers = [this.registry];
-    const count = (name: string, help: string, read: () => number) =>
+    const countGauge = (name: string, help: string, read: () => number) =>
       new Gauge({
         name,
         help,
@@ -288,8 +288,8 @@ export class GatewayMetrics {
           this.set(read());
         },
       });
-    if (sources.activeStreams) count('gateway_legacy_streams_active', 'Legacy streams running in this process', sources.activeStreams);
-    if (sources.socketConnections) count('gateway_ws_connections', 'Open results sockets (/v0.2/ws/streams/{id}) in this process', sources.socketConnections);
+    if (sources.activeStreams) countGauge('gateway_legacy_streams_active', 'Legacy streams running in this process', sources.activeStreams);
+    if (sources.socketConnections) countGauge('gateway_ws_connections', 'Open results sockets (/v0.2/ws/streams/{id}) in this process', sources.socketConnections);
     if (sources.upstreamUp) {
       const up = sources.upstreamUp;
       new Gauge({
