@@ -167,7 +167,7 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
       store: cfg.store.redisUrl ? 'redis' : 'memory',
       gatewayId: cfg.store.gatewayId,
       // A fleet member (heartbeat, failover, drain handover) when a secret is configured.
-      fleet: gw.gateway.fleet !== undefined,
+      fleet: !gw.gateway.fleet.solo,
       tracing: traced.enabled ? { protocol: traced.protocol, endpoint: traced.endpoint, sampler: traced.sampler } : null,
     },
     [
@@ -188,7 +188,7 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
       await tracing.shutdown();
     },
     cfg.shutdownGraceMs,
-    gw.gateway.fleet ? { drainMs, hurry: () => gw.hurry() } : undefined,
+    gw.gateway.fleet.solo ? undefined : { drainMs, hurry: () => gw.hurry() },
   );
 }
 

@@ -226,7 +226,7 @@ describe('readiness and upstream health', () => {
       expect(created.status).toBe(201);
       const sock = await openResults(s.url, (created.body as { stream_id: string }).stream_id, KEY);
       await sock.waitFor(1);
-      expect(s.gateway.gateway.draining).toBe(false);
+      expect(s.gateway.gateway.lifecycle.state).toBe('unready');
       release();
       expect(await sock.closed).toEqual({ code: 1001, reason: 'server_shutdown' });
       await closing;

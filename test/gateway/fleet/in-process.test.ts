@@ -475,7 +475,7 @@ describe('failover and drain', () => {
     await driveUntil(f, () => socks[0]!.messages.some((m) => m.prompt === 'After the crash'));
     const before = socks.map((s) => s.messages.length);
 
-    await a.gw.gateway.fleet!.halt();
+    await a.gw.gateway.fleet.halt();
     await driveUntil(f, () => socks.every((s, i) => s.messages.length >= before[i]! + 3));
     expect(await pinnedSock.closed).toEqual({ code: 1001, reason: 'webrtc_disconnected' });
     expect(deletes.get(pinned)).toBe(1);
@@ -527,7 +527,7 @@ describe('failover and drain', () => {
     const id = (res.body as { stream_id: string }).stream_id;
     const sock = await openResults(b.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
-    await a.gw.gateway.fleet!.halt();
+    await a.gw.gateway.fleet.halt();
     expect(stops).toEqual([`A:${id}`]);
     const n = sock.messages.length;
     await driveUntil(f, () => sock.messages.length >= n + 2);
@@ -610,8 +610,8 @@ describe('failover and drain', () => {
     const onC = await create(c);
     const onA = await openResults(a.url, ids[0]!, KEY);
     await driveUntil(f, () => onA.messages.length >= 1);
-    expect(await a.gw.gateway.drainConnections()).toBe(true);
-    expect(a.gw.gateway.holdingConnections).toBe(true);
+    expect(await a.gw.gateway.holdConnections()).toBe(true);
+    expect(a.gw.gateway.lifecycle.state).toBe('holding');
     const n = onA.messages.length;
     // Past deadAfterMs of fake time: A still heartbeats, so nobody fails its streams over.
     await driveUntil(f, () => onA.messages.length >= n + 4);
@@ -632,7 +632,7 @@ describe('failover and drain', () => {
     expect(a.gw.gateway.held()).toEqual({ sockets: 1, relays: 0 });
     // C crashes: its streams (its own, and any of A's it took) fail over to B, the one replica not draining.
     const onCnow = [onC, ...ids.filter((id) => f.adopted.includes(`C:handover:${id}`))];
-    await c.gw.gateway.fleet!.halt();
+    await c.gw.gateway.fleet.halt();
     await driveUntil(f, () => onCnow.every((id) => f.adopted.includes(`B:failover:${id}`)));
     expect(f.adopted.filter((x) => x.includes(':failover:')).sort()).toEqual(onCnow.map((id) => `B:failover:${id}`).sort());
     expect(f.ended).toEqual([]);
@@ -642,7 +642,7 @@ describe('failover and drain', () => {
 
   test('a draining replica that holds no stream refuses creates too (503), and creates go on elsewhere', async () => {
     const [a, b] = f.replicas as [Replica, Replica, Replica];
-    expect(await a.gw.gateway.drainConnections()).toBe(true);
+    expect(await a.gw.gateway.holdConnections()).toBe(true);
     expect((await call(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 1 }) })).status).toBe(503);
     await create(b);
   });

@@ -22,6 +22,7 @@ import { UpstreamClient } from '../../../src/upstream/client';
 import { FakeClock, callsInFlight, driveUntil, quiesce, settle } from '../../helpers/fake-clock';
 import { KEY, frameBody, http } from '../../helpers/stack';
 import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
+import { SOLO_LINK } from '../../../src/gateway/fleet/member';
 
 const POLL_MS = 50;
 const INTERVAL_MS = 500;
@@ -74,6 +75,7 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
     upstream,
     catalog,
     clock,
+    fleet: SOLO_LINK,
     observer: {
       streamEnded: (_k, reason) => void ended.push(reason),
       upstreamError: (status) => void upstreamErrors.push(status),

@@ -107,9 +107,6 @@ export interface FleetLink {
   tell(replica: string, msg: OwnerMessage): Promise<void>;
 }
 
-/** The replica id of a gateway that is not part of a fleet (memory store, no secret). */
-export const SOLO_REPLICA = 'solo';
-
 export interface SessionDeps {
   cfg: LegacyConfig;
   brand: Brand;
@@ -124,22 +121,19 @@ export interface SessionDeps {
   clock?: Clock;
   /** Store outages seen by this replica (../store/outage.ts): when a lapsed lease may end. */
   storeHealth?: Pick<StoreHealth, 'leaseDeadline'>;
-  /** The fleet this replica belongs to (absent: one replica, `SOLO_REPLICA`, nothing sealed). */
-  fleet?: FleetLink;
+  /** How the sessions reach the rest of the fleet (a replica alone has a solo link: ../../fleet/member.ts). */
+  fleet: FleetLink;
 }
 
 /** A session record as the legacy adapter writes it: its `spec` is a `SessionSpec`. */
 export type LegacyRecord = SessionRecord<SessionSpec>;
 
 /**
- * The deps as every part of sessions sees them: the clock resolved (the real one unless injected),
- * the fleet link (a solo one outside a fleet: `SOLO_REPLICA`, nothing sealed, nobody to tell) and
- * this replica's id (the owner in the records it writes).
+ * The deps as every part of sessions sees them: the clock resolved (the real one unless injected)
+ * and this replica's id (the owner in the records it writes).
  */
-export type SessionContext = SessionDeps & { clock: Clock; fleet: FleetLink; replicaId: string };
+export type SessionContext = SessionDeps & { clock: Clock; replicaId: string };
 
-/** The fleet link of a replica alone: its records name `SOLO_REPLICA`, and there is no other owner to tell. */
-export const SOLO_LINK: FleetLink = { replicaId: SOLO_REPLICA, tell: () => Promise.resolve() };
 
 export interface CreateInput {
   apiKey: string;

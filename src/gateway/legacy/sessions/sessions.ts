@@ -15,7 +15,6 @@ import type { EndOptions } from './end';
 import { LiveStream } from './live-stream';
 import { StreamMoves } from './moves';
 import { legacyRecord, streamAccess } from './ownership';
-import { SOLO_LINK } from './ports';
 import type { CreateInput, CreateOutput, LegacyRecord, SessionContext, SessionDeps } from './ports';
 import { RecordSync } from './record-sync';
 import { StreamRegistry } from './registry';
@@ -50,8 +49,7 @@ export class LegacySessions {
   private readonly sync: RecordSync;
 
   constructor(deps: SessionDeps) {
-    const fleet = deps.fleet ?? SOLO_LINK;
-    const ctx: SessionContext = { ...deps, clock: deps.clock ?? realClock, fleet, replicaId: fleet.replicaId };
+    const ctx: SessionContext = { ...deps, clock: deps.clock ?? realClock, replicaId: deps.fleet.replicaId };
     this.deps = ctx;
     this.replicaId = ctx.replicaId;
     this.reasons = legacyEndReasons(deps.brand);
