@@ -31,12 +31,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
-import type { Logger } from '../../lib/logger';
-import { parseClusterUrl } from '../../lib/redis-url';
-import { parseResultWindow } from './result-windows';
-import type { ResultWindow } from './result-windows';
-import { StoreUnavailableError } from './store';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, TickCommitInput, Unsubscribe } from './store';
+import type { Logger } from '../../../lib/logger';
+import { parseClusterUrl } from '../../../lib/redis-url';
+import { parseResultWindow } from '../result-windows';
+import type { ResultWindow } from '../result-windows';
+import { StoreUnavailableError } from '../store';
+import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, TickCommitInput, Unsubscribe } from '../store';
 
 const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
