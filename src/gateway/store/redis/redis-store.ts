@@ -2,31 +2,7 @@
  * The shared store of a fleet of replicas (`REDIS_URL` / `store.redisUrl`), with the semantics of
  * `MemoryStore`: whatever one replica writes, every replica reads; slots are exact across replicas.
  * One server (`redis://`) or a Cluster (`redis+cluster://host:port,…`). A call Redis cannot answer
- * throws StoreUnavailableError (503 `store_unavailable`).
- *
- * Keys (`P` is the prefix, `lg:` by default). Every multi-key script keeps its keys on one hash tag
- * (`{…}`), so a Redis Cluster serves them unchanged.
- *   P slots:{keyHash}          ZSET  member slot id, score acquire time (ms). One slot per member.
- *   P slotinfo:{keyHash}       HASH  r:<slot id> → replica that acquired it, s:<slot id> → stream bound.
- *   P session:{streamId}       HASH  SessionRecord, each field JSON-encoded. PEXPIREAT = tombstone end.
- *                                    Fleet scripts (end, renew, prompt, claim, commitTick) touch only it.
- *   P owned:{replica}          SET   stream ids owned by the replica: an index added to before a put/claim
- *                                    and removed from after a claim/end (not atomically; the record's
- *                                    owner is the truth, sessionsOf filters by it).
- *   P replicas                 ZSET  replica id, score its last heartbeat (Redis TIME, ms).
- *   P draining                 SET   replica ids draining (no handover or failover targets).
- *   P once:{key}               STRING claimOnce marker (SET NX PX).
- *   P rw:{resultId}            STRING a result's window (ResultWindow JSON) for reinfer, PX = its TTL.
- *   P fb:{acct}                ZSET  feedback seq (member = score), the account's entries oldest first.
- *   P fbe:{acct}               HASH  seq → FeedbackRecord JSON.
- *   P fbn:{acct}               HASH  streamId → entries of that stream (the per-stream cap).
- *   P fbs:{acct}:streamId      SET   seqs of one stream's entries (dropped with the stream).
- *   P fbprune:{acct}           ZSET  streamId, score = when its feedback goes (its tombstone's end).
- *   P fbseq:{acct}             STRING the account's feedback counter (page cursor).
- *   P h:<key>                  HASH  telemetry counters (usage report), numbers as decimal strings.
- *   P ch:<channel>             pub/sub channel (results fan-out, and commitTick's PUBLISH), not a key. On a
- *                                    Cluster published from the node of session:{<last ':' segment>}.
- * Times compared inside scripts are Redis's (`TIME`), so clock skew between replicas does not matter.
+ * throws StoreUnavailableError (503 `store_unavailable`). Key layout: ./keys.ts.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
@@ -36,6 +12,7 @@ import { parseClusterUrl } from '../../../lib/redis-url';
 import { parseResultWindow } from '../result-windows';
 import type { ResultWindow } from '../result-windows';
 import { StoreUnavailableError } from '../store';
+import { RedisKeys } from './keys';
 import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, TickCommitInput, Unsubscribe } from '../store';
 
 const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
@@ -299,7 +276,7 @@ function decode(flat: string[] | Record<string, string>): SessionRecord {
 }
 
 export class RedisStore implements Store {
-  private readonly p: string;
+  private readonly key: RedisKeys;
   /** Local subscribers per channel; one Redis subscription per channel however many sockets listen. */
   private readonly channels = new Map<string, { handlers: Set<(m: string) => void>; subscribed: Promise<unknown> }>();
   /** The last Redis error reply logged (one line per distinct reply, not one per call). */
@@ -311,9 +288,9 @@ export class RedisStore implements Store {
     prefix: string,
     private readonly log?: Logger,
   ) {
-    this.p = prefix;
+    this.key = new RedisKeys(prefix);
     sub.on('message', (channel: string, message: string) => {
-      for (const fn of this.channels.get(channel.slice(this.p.length + 3))?.handlers ?? []) fn(message);
+      for (const fn of this.channels.get(this.key.channelName(channel))?.handlers ?? []) fn(message);
     });
   }
 
@@ -404,20 +381,8 @@ export class RedisStore implements Store {
     }
   }
 
-  private slotsKey(keyHash: string): string {
-    return `${this.p}slots:{${keyHash}}`;
-  }
-  private sessionKey(streamId: string): string {
-    return `${this.p}session:{${streamId}}`;
-  }
-  private feedbackKeys(acct: string): { keys: string[]; fbs: string } {
-    const t = `{${acct}}`;
-    const p = this.p;
-    return { keys: [`${p}fb:${t}`, `${p}fbe:${t}`, `${p}fbn:${t}`, `${p}fbprune:${t}`, `${p}fbseq:${t}`], fbs: `${p}fbs:${t}:` };
-  }
-
   private slotKeysOf(keyHash: string): string[] {
-    return [this.slotsKey(keyHash), `${this.p}slotinfo:{${keyHash}}`];
+    return [this.key.slots(keyHash), this.key.slotInfo(keyHash)];
   }
 
   async acquireSlot(keyHash: string, slotId: string, limit: number, replica?: string): Promise<boolean> {
@@ -447,9 +412,8 @@ export class RedisStore implements Store {
   /** SCAN for slot sets (an empty ZSET does not exist, so a key found holds a slot); the reconciler's walk. */
   async slotKeys(): Promise<string[]> {
     return this.guard('slotKeys', async () => {
-      const base = `${this.p}slots:{`;
-      const found = await this.scan(`${escapeGlob(base)}*`);
-      return found.filter((k) => k.endsWith('}')).map((k) => k.slice(base.length, -1));
+      const found = await this.scan(this.key.slotsPattern());
+      return found.map((k) => this.key.keyHashOfSlots(k)).filter((h) => h !== undefined);
     });
   }
 
@@ -459,7 +423,7 @@ export class RedisStore implements Store {
 
   async putSession(rec: SessionRecord): Promise<void> {
     return this.guard('putSession', async () => {
-      const key = this.sessionKey(rec.streamId);
+      const key = this.key.session(rec.streamId);
       if (rec.state === 'active') await this.indexOwner(rec.streamId, rec.owner);
       await this.redis.multi().del(key).hset(key, ...encode(rec)).exec();
     });
@@ -469,13 +433,13 @@ export class RedisStore implements Store {
     return this.guard('restoreSession', async () => {
       // Indexed first: an index entry without its record is filtered by sessionsOf.
       if (rec.state === 'active') await this.indexOwner(rec.streamId, rec.owner);
-      return (await this.redis.restoreLua(this.sessionKey(rec.streamId), ...encode(rec))) === 1;
+      return (await this.redis.restoreLua(this.key.session(rec.streamId), ...encode(rec))) === 1;
     });
   }
 
   async getSession(streamId: string): Promise<SessionRecord | undefined> {
     return this.guard('getSession', async () => {
-      const h = await this.redis.hgetall(this.sessionKey(streamId));
+      const h = await this.redis.hgetall(this.key.session(streamId));
       return Object.keys(h).length ? decode(h) : undefined;
     });
   }
@@ -485,35 +449,34 @@ export class RedisStore implements Store {
       const fields = encode(patch);
       if (!fields.length) return this.getSession(streamId);
       if (patch.owner) await this.indexOwner(streamId, patch.owner);
-      const flat = (await this.redis.updateLua(this.sessionKey(streamId), ...fields)) as string[] | null;
+      const flat = (await this.redis.updateLua(this.key.session(streamId), ...fields)) as string[] | null;
       return flat ? decode(flat) : undefined;
     });
   }
 
   async expireSession(streamId: string, afterMs: number): Promise<void> {
     return this.guard('expireSession', async () => {
-      const key = this.sessionKey(streamId);
+      const key = this.key.session(streamId);
       const acct = await this.redis.hget(key, 'accountId');
       if (acct === null) return;
       // The feedback drop is scheduled first and the record expires at that same instant (Redis's
       // clock), so once the record is gone its feedback is due too.
-      const at = (await this.redis.schedulePruneLua(this.feedbackKeys(JSON.parse(acct) as string).keys[3], streamId, afterMs)) as number;
+      const at = (await this.redis.schedulePruneLua(this.key.feedbackPrune(JSON.parse(acct) as string), streamId, afterMs)) as number;
       await this.redis.pexpireat(key, at);
     });
   }
 
   async addFeedback(rec: FeedbackRecord, limits: FeedbackLimits): Promise<FeedbackAdd> {
     return this.guard('addFeedback', async () => {
-      const { keys, fbs } = this.feedbackKeys(rec.accountId);
-      return (await this.redis.addFeedbackLua(...keys, fbs, rec.stream_id, limits.perStream, limits.perAccount, JSON.stringify(rec))) as FeedbackAdd;
+      return (await this.redis.addFeedbackLua(...this.key.feedback(rec.accountId), this.key.feedbackStreamPrefix(rec.accountId), rec.stream_id, limits.perStream, limits.perAccount, JSON.stringify(rec))) as FeedbackAdd;
     });
   }
 
   async feedbackOf(accountId: string, page: { limit: number; after?: string | null }): Promise<FeedbackPage> {
     return this.guard('feedbackOf', async () => {
-      const { keys, fbs } = this.feedbackKeys(accountId);
       const after = Number(page.after ?? 0) || 0;
-      const [next, ...items] = (await this.redis.feedbackPageLua(...keys.slice(0, 4), fbs, after, page.limit)) as string[];
+      const keys = this.key.feedback(accountId).slice(0, 4);
+      const [next, ...items] = (await this.redis.feedbackPageLua(...keys, this.key.feedbackStreamPrefix(accountId), after, page.limit)) as string[];
       return { items: items.map((j) => JSON.parse(j) as FeedbackRecord), next: next || null };
     });
   }
@@ -525,17 +488,13 @@ export class RedisStore implements Store {
   // caller would retry and lose: an end's winner would never release the slot). The record's owner
   // field is the truth; sessionsOf filters by it.
 
-  private ownedKey(replica: string): string {
-    return `${this.p}owned:{${replica}}`;
-  }
-
   private async indexOwner(streamId: string, owner: string | null): Promise<void> {
-    if (owner !== null) await this.redis.sadd(this.ownedKey(owner), streamId);
+    if (owner !== null) await this.redis.sadd(this.key.owned(owner), streamId);
   }
 
   private async unindexOwner(streamId: string, owner: string | null): Promise<void> {
     if (owner === null) return;
-    await this.redis.srem(this.ownedKey(owner), streamId).catch((err: unknown) => {
+    await this.redis.srem(this.key.owned(owner), streamId).catch((err: unknown) => {
       this.log?.warn({ err: err instanceof Error ? err.message : String(err), streamId }, 'owner index not updated (sessionsOf filters it)');
     });
   }
@@ -544,7 +503,7 @@ export class RedisStore implements Store {
     return this.guard('endSession', async () => {
       const ended = encode({ state: 'ended', endReason: reason, endedAtMs, owner: null, sealedKey: '' });
       const fenceArgs = fence ? [JSON.stringify(fence.owner), String(fence.epoch)] : ['', ''];
-      const flat = (await this.redis.endLua(this.sessionKey(streamId), ...fenceArgs, ...ended)) as string[] | null;
+      const flat = (await this.redis.endLua(this.key.session(streamId), ...fenceArgs, ...ended)) as string[] | null;
       if (!flat) return undefined;
       const before = decode(flat);
       await this.unindexOwner(streamId, before.owner);
@@ -554,7 +513,7 @@ export class RedisStore implements Store {
 
   async renewLease(streamId: string, leaseExpiresAtMs: number, nowMs: number): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined> {
     return this.guard('renewLease', async () => {
-      const reply = (await this.redis.renewLua(this.sessionKey(streamId), JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs))) as [string, string, string[]] | null;
+      const reply = (await this.redis.renewLua(this.key.session(streamId), JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs))) as [string, string, string[]] | null;
       if (!reply) return undefined;
       return { costMicrocents: JSON.parse(reply[0]) as number, sinceMs: JSON.parse(reply[1]) as number, record: decode(reply[2]) };
     });
@@ -562,19 +521,19 @@ export class RedisStore implements Store {
 
   async setPrompt(streamId: string, prompt: string, atMs: number): Promise<SessionRecord | undefined> {
     return this.guard('setPrompt', async () => {
-      const flat = (await this.redis.setPromptLua(this.sessionKey(streamId), JSON.stringify(prompt), JSON.stringify(atMs))) as string[] | null;
+      const flat = (await this.redis.setPromptLua(this.key.session(streamId), JSON.stringify(prompt), JSON.stringify(atMs))) as string[] | null;
       return flat ? decode(flat) : undefined;
     });
   }
 
   async addCost(streamId: string, costMicrocents: number): Promise<boolean> {
-    return this.guard('addCost', async () => (await this.redis.addCostLua(this.sessionKey(streamId), costMicrocents)) === 1);
+    return this.guard('addCost', async () => (await this.redis.addCostLua(this.key.session(streamId), costMicrocents)) === 1);
   }
 
   async claimSession(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<SessionRecord | undefined> {
     return this.guard('claimSession', async () => {
       await this.indexOwner(streamId, owner);
-      const flat = (await this.redis.claimLua(this.sessionKey(streamId), JSON.stringify(expect.owner), expect.epoch, JSON.stringify(owner))) as string[] | null;
+      const flat = (await this.redis.claimLua(this.key.session(streamId), JSON.stringify(expect.owner), expect.epoch, JSON.stringify(owner))) as string[] | null;
       if (!flat) return undefined;
       if (expect.owner !== owner) await this.unindexOwner(streamId, expect.owner);
       return decode(flat);
@@ -586,8 +545,8 @@ export class RedisStore implements Store {
     return this.guard('commitTick', async () => {
       const outcome = c.outcome ? (c.outcome.ok ? 'ok' : 'failed') : '';
       const ms = c.outcome ? String(Math.max(0, Math.round(c.outcome.inferenceMs))) : '0';
-      const args = [JSON.stringify(c.owner), c.epoch, c.tick, c.costMicrocents, this.channelName(c.channel), c.message, outcome, ms];
-      const [ok, value] = (await this.redis.commitTickLua(this.sessionKey(streamId), ...args)) as [number, string];
+      const args = [JSON.stringify(c.owner), c.epoch, c.tick, c.costMicrocents, this.key.channel(c.channel), c.message, outcome, ms];
+      const [ok, value] = (await this.redis.commitTickLua(this.key.session(streamId), ...args)) as [number, string];
       return ok === 1 ? { ok: true, promptRev: JSON.parse(value) as number } : { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
     });
   }
@@ -599,38 +558,26 @@ export class RedisStore implements Store {
    */
   async sessionsOf(replica: string): Promise<string[]> {
     return this.guard('sessionsOf', async () => {
-      const key = this.ownedKey(replica);
+      const key = this.key.owned(replica);
       const ids = await this.redis.smembers(key);
       if (!ids.length) return [];
       const owner = JSON.stringify(replica);
-      const rows = await Promise.all(ids.map((id) => this.redis.hmget(this.sessionKey(id), 'state', 'owner')));
+      const rows = await Promise.all(ids.map((id) => this.redis.hmget(this.key.session(id), 'state', 'owner')));
       const ended = ids.filter((_, i) => rows[i][0] === '"ended"');
       if (ended.length) await this.redis.srem(key, ...ended);
       return ids.filter((_, i) => rows[i][0] === '"active"' && rows[i][1] === owner);
     });
   }
 
-  private replicasKey(): string {
-    return `${this.p}replicas`;
-  }
-
   async heartbeat(replica: string): Promise<number> {
-    return this.guard('heartbeat', async () => (await this.redis.heartbeatLua(this.replicasKey(), replica)) as number);
-  }
-
-  private resultWindowKey(resultId: string): string {
-    return `${this.p}rw:{${resultId}}`;
-  }
-
-  private drainingKey(): string {
-    return `${this.p}draining`;
+    return this.guard('heartbeat', async () => (await this.redis.heartbeatLua(this.key.replicas(), replica)) as number);
   }
 
   async membership(deadAfterMs: number): Promise<Membership> {
     return this.guard('membership', async () => {
       const [[nowMs, flat], marked] = await Promise.all([
-        this.redis.membersLua(this.replicasKey()) as Promise<[number, string[]]>,
-        this.redis.smembers(this.drainingKey()),
+        this.redis.membersLua(this.key.replicas()) as Promise<[number, string[]]>,
+        this.redis.smembers(this.key.draining()),
       ]);
       const alive: string[] = [];
       const dead: string[] = [];
@@ -641,22 +588,18 @@ export class RedisStore implements Store {
   }
 
   async markDraining(replica: string): Promise<void> {
-    return this.guard('markDraining', async () => void (await this.redis.sadd(this.drainingKey(), replica)));
+    return this.guard('markDraining', async () => void (await this.redis.sadd(this.key.draining(), replica)));
   }
 
   /** Out of the membership; its owner index goes too (called once it owns nothing). */
   async forgetReplica(replica: string): Promise<void> {
     return this.guard('forgetReplica', async () => {
-      await Promise.all([this.redis.zrem(this.replicasKey(), replica), this.redis.srem(this.drainingKey(), replica), this.redis.del(this.ownedKey(replica))]);
+      await Promise.all([this.redis.zrem(this.key.replicas(), replica), this.redis.srem(this.key.draining(), replica), this.redis.del(this.key.owned(replica))]);
     });
   }
 
   async claimOnce(key: string, ttlMs: number): Promise<boolean> {
-    return this.guard('claimOnce', async () => (await this.redis.set(`${this.p}once:{${key}}`, '1', 'PX', ttlMs, 'NX')) === 'OK');
-  }
-
-  private channelName(channel: string): string {
-    return `${this.p}ch:${channel}`;
+    return this.guard('claimOnce', async () => (await this.redis.set(this.key.once(key), '1', 'PX', ttlMs, 'NX')) === 'OK');
   }
 
   /**
@@ -668,16 +611,16 @@ export class RedisStore implements Store {
   async publish(channel: string, message: string): Promise<void> {
     return this.guard('publish', async () => {
       if (this.redis instanceof Cluster) {
-        const route = this.sessionKey(channel.slice(channel.lastIndexOf(':') + 1));
-        await this.redis.publishFromLua(route, this.channelName(channel), message);
-      } else await this.redis.publish(this.channelName(channel), message);
+        const route = this.key.session(channel.slice(channel.lastIndexOf(':') + 1));
+        await this.redis.publishFromLua(route, this.key.channel(channel), message);
+      } else await this.redis.publish(this.key.channel(channel), message);
     });
   }
 
   /** Resolves once Redis confirmed the subscription: every message published after that arrives. */
   async subscribe(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe> {
     return this.guard('subscribe', async () => {
-      const name = this.channelName(channel);
+      const name = this.key.channel(channel);
       let entry = this.channels.get(channel);
       if (!entry) {
         entry = { handlers: new Set(), subscribed: this.sub.subscribe(name) };
@@ -705,10 +648,6 @@ export class RedisStore implements Store {
     });
   }
 
-  private hashKey(key: string): string {
-    return `${this.p}h:${key}`;
-  }
-
   /** One HBATCH script per hash (chunked past HBATCH_FIELDS), sent together by auto-pipelining. */
   async hbatch(updates: readonly HashUpdate[]): Promise<void> {
     return this.guard('hbatch', () => this.hbatchCalls(updates));
@@ -723,7 +662,7 @@ export class RedisStore implements Store {
         ...Object.entries(u.max ?? {}).flatMap(([f, v]) => ['>', f, v]),
       ];
       for (let i = 0; i < args.length; i += 3 * HBATCH_FIELDS) {
-        calls.push(this.redis.hbatchLua(this.hashKey(u.key), ...args.slice(i, i + 3 * HBATCH_FIELDS)));
+        calls.push(this.redis.hbatchLua(this.key.hash(u.key), ...args.slice(i, i + 3 * HBATCH_FIELDS)));
       }
     }
     await Promise.all(calls);
@@ -731,22 +670,21 @@ export class RedisStore implements Store {
 
   async hgetall(key: string): Promise<Record<string, number>> {
     return this.guard('hgetall', async () => {
-      const h = await this.redis.hgetall(this.hashKey(key));
+      const h = await this.redis.hgetall(this.key.hash(key));
       return Object.fromEntries(Object.entries(h).map(([f, v]) => [f, Number(v)]));
     });
   }
 
   async hdel(key: string, fields: readonly string[]): Promise<void> {
     return this.guard('hdel', async () => {
-      if (fields.length) await this.redis.hdel(this.hashKey(key), ...fields);
+      if (fields.length) await this.redis.hdel(this.key.hash(key), ...fields);
     });
   }
 
   /** SCAN (the report's few calls, never a hot path). */
   async keys(prefix: string): Promise<string[]> {
     return this.guard('keys', async () => {
-      const base = this.hashKey('');
-      return (await this.scan(`${escapeGlob(base + prefix)}*`)).map((k) => k.slice(base.length));
+      return (await this.scan(this.key.hashPattern(prefix))).map((k) => this.key.hashName(k));
     });
   }
 
@@ -766,12 +704,12 @@ export class RedisStore implements Store {
 
   async putResultWindow(resultId: string, window: ResultWindow, ttlMs: number): Promise<void> {
     return this.guard('putResultWindow', async () => {
-      await this.redis.set(this.resultWindowKey(resultId), JSON.stringify(window), 'PX', Math.max(1, Math.round(ttlMs)));
+      await this.redis.set(this.key.resultWindow(resultId), JSON.stringify(window), 'PX', Math.max(1, Math.round(ttlMs)));
     });
   }
 
   async getResultWindow(resultId: string): Promise<ResultWindow | undefined> {
-    return this.guard('getResultWindow', async () => parseResultWindow(await this.redis.get(this.resultWindowKey(resultId))));
+    return this.guard('getResultWindow', async () => parseResultWindow(await this.redis.get(this.key.resultWindow(resultId))));
   }
 
   async ready(): Promise<boolean> {
@@ -810,11 +748,6 @@ function open(url: string, common: RedisOptions): Conn {
 /** The connections to scan or check one by one: each primary of a Cluster, or the one server. */
 function primaries(conn: Conn): Redis[] {
   return conn instanceof Cluster ? conn.nodes('master') : [conn];
-}
-
-/** A literal for a SCAN MATCH glob. */
-function escapeGlob(s: string): string {
-  return s.replace(/[*?[\]\\]/g, '\\$&');
 }
 
 /** The URL without its password, for messages. */
