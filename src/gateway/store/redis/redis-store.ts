@@ -4,47 +4,20 @@
  * One server (`redis://`) or a Cluster (`redis+cluster://host:port,…`). A call Redis cannot answer
  * throws StoreUnavailableError (503 `store_unavailable`). Key layout: ./keys.ts.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Cluster, Redis } from 'ioredis';
-import type { RedisOptions } from 'ioredis';
+import { Cluster } from 'ioredis';
 import type { Logger } from '../../../lib/logger';
-import { parseClusterUrl } from '../../../lib/redis-url';
 import { parseResultWindow } from '../result-windows';
 import type { ResultWindow } from '../result-windows';
 import { StoreUnavailableError } from '../store';
 import { RedisKeys } from './keys';
-import { HBATCH_FIELDS, defineScripts } from './scripts';
-import type { WithScripts } from './scripts';
+import { closeConnections, connect, isReady, scan } from './connection';
+import type { Conn, ConnectOptions, ScriptConn } from './connection';
+import { HBATCH_FIELDS } from './scripts';
 import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, TickCommitInput, Unsubscribe } from '../store';
 
-export interface RedisStoreOptions {
+export interface RedisStoreOptions extends ConnectOptions {
   /** Key and channel prefix (tests use one per store so stores on one server do not meet). */
   prefix?: string;
-  /** How long boot waits for the first connection. */
-  connectTimeoutMs?: number;
-  /** A command not answered within this fails (the caller answers 503, nothing hangs). */
-  commandTimeoutMs?: number;
-  logger?: Logger;
-}
-
-/** Redis refused or could not be reached at boot: the message names the setting to fix. */
-export class RedisStoreError extends Error {}
-
-/** One server or a Cluster (`redis+cluster://`): the same commands, routed by key on a Cluster. */
-type Conn = Redis | Cluster;
-type ScriptConn = WithScripts<Conn>;
-
-const EVICTING = /^(allkeys|volatile)-/;
-
-/**
- * Refuses an evicting `maxmemory-policy`: an evicted slot member would grant a sixth stream, an
- * evicted session would end one. `noeviction` makes Redis refuse writes instead (creates fail closed).
- */
-export function checkMaxmemoryPolicy(policy: string | undefined): string | undefined {
-  if (policy && EVICTING.test(policy)) {
-    return `refusing to start: Redis maxmemory-policy is ${policy}, which evicts keys (slots and sessions would vanish). Set maxmemory-policy noeviction on the Redis server (CONFIG SET maxmemory-policy noeviction, or in redis.conf).`;
-  }
-  return undefined;
 }
 
 function encode(rec: Partial<SessionRecord>): string[] {
@@ -75,68 +48,10 @@ export class RedisStore implements Store {
     });
   }
 
-  /**
-   * Connects (a command connection with auto-pipelining and no offline queue, so a command fails
-   * fast while Redis is away; and a subscriber connection, which ioredis resubscribes after a
-   * reconnect) and checks `maxmemory-policy`. Throws RedisStoreError naming what to fix.
-   */
+  /** Connects (./connection.ts); throws RedisStoreError naming what to fix. */
   static async connect(url: string, opts: RedisStoreOptions = {}): Promise<RedisStore> {
-    const log = opts.logger;
-    const common = {
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      enableAutoPipelining: true,
-      maxRetriesPerRequest: 1,
-      connectTimeout: opts.connectTimeoutMs ?? 5_000,
-      commandTimeout: opts.commandTimeoutMs ?? 2_000,
-      retryStrategy: (times: number) => Math.min(100 * times, 2_000),
-      // ioredis's guard timer after disconnect (untyped option, default 2 s): it outlives a socket
-      // that was already dead and would hold the process that long after close().
-      disconnectTimeout: 200,
-    };
-    const redis = defineScripts(open(url, common));
-    // The subscriber fails fast too: a results socket is refused (1011) rather than left waiting.
-    const sub = open(url, common);
-    // One line per state change, not one per retry: an outage must not flood the log.
-    let lastError = '';
-    for (const [name, conn] of [['command', redis as Conn], ['subscriber', sub]] as const) {
-      let down = false;
-      conn.on('error', (err: Error) => {
-        lastError = err.message;
-        if (!down) log?.warn({ err: err.message, connection: name }, 'redis connection error');
-        down = true;
-      });
-      conn.on('ready', () => {
-        if (down) log?.info({ connection: name }, 'redis connection restored');
-        down = false;
-      });
-    }
-    const where = safeUrl(url);
-    try {
-      await Promise.all([redis.connect(), sub.connect()]);
-    } catch (err) {
-      redis.disconnect();
-      sub.disconnect();
-      throw new RedisStoreError(`cannot reach Redis at ${where} (REDIS_URL / store.redisUrl): ${lastError || (err instanceof Error ? err.message : String(err))}`);
-    }
-    let policy: string | undefined;
-    try {
-      // Every primary of a Cluster: one evicting node is enough to lose slots.
-      for (const node of primaries(redis)) {
-        const reply = (await node.call('CONFIG', 'GET', 'maxmemory-policy')) as string[];
-        if (!policy || checkMaxmemoryPolicy(reply[1])) policy = reply[1];
-      }
-    } catch (err) {
-      // Managed services may rename CONFIG: say so, and that the policy must be set there.
-      log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'cannot read Redis maxmemory-policy (CONFIG GET refused): make sure it is noeviction');
-    }
-    const refused = checkMaxmemoryPolicy(policy);
-    if (refused) {
-      redis.disconnect();
-      sub.disconnect();
-      throw new RedisStoreError(refused);
-    }
-    return new RedisStore(redis, sub, opts.prefix ?? 'lg:', log);
+    const { redis, sub } = await connect(url, opts);
+    return new RedisStore(redis, sub, opts.prefix ?? 'lg:', opts.logger);
   }
 
   /**
@@ -193,7 +108,7 @@ export class RedisStore implements Store {
   /** SCAN for slot sets (an empty ZSET does not exist, so a key found holds a slot); the reconciler's walk. */
   async slotKeys(): Promise<string[]> {
     return this.guard('slotKeys', async () => {
-      const found = await this.scan(this.key.slotsPattern());
+      const found = await scan(this.redis, this.key.slotsPattern());
       return found.map((k) => this.key.keyHashOfSlots(k)).filter((h) => h !== undefined);
     });
   }
@@ -465,22 +380,17 @@ export class RedisStore implements Store {
   /** SCAN (the report's few calls, never a hot path). */
   async keys(prefix: string): Promise<string[]> {
     return this.guard('keys', async () => {
-      return (await this.scan(this.key.hashPattern(prefix))).map((k) => this.key.hashName(k));
+      return (await scan(this.redis, this.key.hashPattern(prefix))).map((k) => this.key.hashName(k));
     });
   }
 
-  /** Every key matching a glob, on every primary of a Cluster (deduplicated: SCAN may return one twice). */
-  private async scan(pattern: string): Promise<string[]> {
-    const found = new Set<string>();
-    for (const node of primaries(this.redis)) {
-      let cursor = '0';
-      do {
-        const [next, batch] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-        for (const k of batch) found.add(k);
-        cursor = next;
-      } while (cursor !== '0');
-    }
-    return [...found];
+  async ready(): Promise<boolean> {
+    return isReady(this.redis);
+  }
+
+  async close(): Promise<void> {
+    this.channels.clear();
+    await closeConnections({ redis: this.redis, sub: this.sub });
   }
 
   async putResultWindow(resultId: string, window: ResultWindow, ttlMs: number): Promise<void> {
@@ -492,53 +402,5 @@ export class RedisStore implements Store {
   async getResultWindow(resultId: string): Promise<ResultWindow | undefined> {
     return this.guard('getResultWindow', async () => parseResultWindow(await this.redis.get(this.key.resultWindow(resultId))));
   }
-
-  async ready(): Promise<boolean> {
-    try {
-      return (await this.redis.ping()) === 'PONG';
-    } catch {
-      return false;
-    }
-  }
-
-  /** QUIT (replies in flight finish), bounded: with Redis away it would wait; then no reconnecting. */
-  async close(): Promise<void> {
-    this.channels.clear();
-    const timer = new AbortController();
-    await Promise.race([Promise.allSettled([this.redis.quit(), this.sub.quit()]), sleep(1_000, undefined, { signal: timer.signal }).catch(() => undefined)]);
-    timer.abort();
-    this.redis.disconnect();
-    this.sub.disconnect();
-  }
 }
 
-/** A connection for `url`: a Cluster client for `redis+cluster://`, else one server. */
-function open(url: string, common: RedisOptions): Conn {
-  const cluster = parseClusterUrl(url);
-  if (!cluster) return new Redis(url, common);
-  const { lazyConnect, enableOfflineQueue, enableAutoPipelining, retryStrategy, ...perNode } = common;
-  return new Cluster(cluster.nodes, {
-    lazyConnect,
-    enableOfflineQueue,
-    enableAutoPipelining,
-    clusterRetryStrategy: retryStrategy,
-    redisOptions: { ...perNode, username: cluster.username, password: cluster.password, ...(cluster.tls ? { tls: {} } : {}) },
-  });
-}
-
-/** The connections to scan or check one by one: each primary of a Cluster, or the one server. */
-function primaries(conn: Conn): Redis[] {
-  return conn instanceof Cluster ? conn.nodes('master') : [conn];
-}
-
-/** The URL without its password, for messages. */
-function safeUrl(url: string): string {
-  if (parseClusterUrl(url)) return url.replace(/^([^/]+\/\/[^:@/]*:)[^@/]*@/, '$1***@');
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(unparseable URL)';
-  }
-}
