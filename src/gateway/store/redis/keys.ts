@@ -27,6 +27,9 @@
  *                                     On a Cluster published from the node of session:{<last ':' segment>}.
  * Times compared inside scripts are Redis's (`TIME`), so clock skew between replicas does not matter.
  */
+/** The prefix of every key and channel unless the store is given another. */
+export const DEFAULT_PREFIX = 'lg:';
+
 export class RedisKeys {
   constructor(readonly prefix: string) {}
 

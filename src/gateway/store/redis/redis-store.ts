@@ -14,7 +14,7 @@ import { closeConnections, connect, isReady } from './connection';
 import type { ConnectOptions, Connections } from './connection';
 import { RedisCounters } from './counters';
 import { RedisFeedback } from './feedback';
-import { RedisKeys } from './keys';
+import { DEFAULT_PREFIX, RedisKeys } from './keys';
 import { RedisMembership } from './membership';
 import { RedisResultWindows } from './result-windows';
 import { RedisContext } from './role';
@@ -39,7 +39,7 @@ export class RedisStore implements Store {
     private readonly connections: Connections,
     opts: RedisStoreOptions,
   ) {
-    const context = new RedisContext(connections.redis, new RedisKeys(opts.prefix ?? 'lg:'), opts.logger);
+    const context = new RedisContext(connections.redis, new RedisKeys(opts.prefix ?? DEFAULT_PREFIX), opts.logger);
     this.slots = new RedisSlots(context);
     this.sessions = new RedisSessions(context);
     this.members = new RedisMembership(context);
