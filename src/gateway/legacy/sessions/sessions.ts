@@ -73,7 +73,7 @@ export class LegacySessions {
 
   /** A connection drain: no new streams here (503 `shutting_down`); the ones here go on or move. */
   stopCreating(): void {
-    this.registry.drain();
+    this.registry.refuseCreates();
   }
 
   /** The upstream's model ids (the default fallback list), upstream failures mapped. */
