@@ -22,7 +22,11 @@ import { MAIN, bucketQuantile, commandDeltas, scrapeMetrics, seriesDelta, waitUn
 const KEY = (cfg: Config) => `${cfg.brand}-local-dev`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const seconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
-const body = { mode: 'frame', processing: { interval_seconds: 1 }, inference: { prompt: 'Describe the frame', model: 'local/analyzer-mini', max_output_tokens: 32 } };
+const body = {
+  mode: 'frame',
+  processing: { interval_seconds: 1 },
+  inference: { prompt: 'Describe the frame', model: 'local/analyzer-mini', max_output_tokens: 32 },
+};
 
 /** A create, retried a few times on 503 (a loaded 2-core machine: the emulator may shed a create). */
 async function create(url: string, key: string): Promise<string> {
@@ -62,7 +66,11 @@ async function streamsWithSockets(fleet: Fleet, cfg: Config, n: number, on: stri
 }
 
 /** A 3-replica fleet with BENCH_FLEET_FAILOVER streams owned by `owner`, sockets elsewhere; stopped after `run`. */
-async function withOwnedStreams(cfg: Config, owner: string, run: (fleet: Fleet, sockets: ResultsSocket[], n: number) => Promise<void>): Promise<void> {
+async function withOwnedStreams(
+  cfg: Config,
+  owner: string,
+  run: (fleet: Fleet, sockets: ResultsSocket[], n: number) => Promise<void>,
+): Promise<void> {
   const n = Number(process.env.BENCH_FLEET_FAILOVER ?? 24);
   const fleet = await startFleet(fleetOptions(n));
   try {
@@ -87,8 +95,10 @@ function benchFailover(cfg: Config): Promise<void> {
     });
     const dups = sockets.reduce((k, s) => k + duplicateIds(s.received).length, 0);
     console.log(`failover after SIGKILL of the owner, ${n} streams at 1 Hz, sockets on the survivors:`);
-    console.log(`  gap (last result before → first after)  p50 ${seconds(quantile(gaps, 0.5))}  p99 ${seconds(quantile(gaps, 0.99))}  max ${seconds(Math.max(...gaps))}` +
-      `${resumed ? '' : '  (some streams never resumed within 60 s)'}`);
+    console.log(
+      `  gap (last result before → first after)  p50 ${seconds(quantile(gaps, 0.5))}  p99 ${seconds(quantile(gaps, 0.99))}  max ${seconds(Math.max(...gaps))}` +
+        `${resumed ? '' : '  (some streams never resumed within 60 s)'}`,
+    );
     console.log(`  duplicate result ids ${dups}; sockets still open ${sockets.filter((s) => s.isOpen()).length}/${n}`);
   });
 }
@@ -102,8 +112,12 @@ function benchDrain(cfg: Config): Promise<void> {
     await waitUntil(() => sockets.every((s) => s.received.filter((r) => r.atMs > termAt).length >= 4), 30_000);
     const missed = sockets.map((s) => missedTicks(s.received, s.streamId).length);
     const dups = sockets.reduce((k, s) => k + duplicateIds(s.received).length, 0);
-    console.log(`drain (SIGTERM of the owner), ${n} streams at 1 Hz: ${exit ? `exit ${exit.code ?? exit.signal} after ${seconds(exit.ms)}` : 'no exit within 30 s'}`);
-    console.log(`  missed ticks per stream  p50 ${quantile(missed, 0.5)}  max ${Math.max(...missed)}; duplicates ${dups}; sockets open ${sockets.filter((s) => s.isOpen()).length}/${n}`);
+    console.log(
+      `drain (SIGTERM of the owner), ${n} streams at 1 Hz: ${exit ? `exit ${exit.code ?? exit.signal} after ${seconds(exit.ms)}` : 'no exit within 30 s'}`,
+    );
+    console.log(
+      `  missed ticks per stream  p50 ${quantile(missed, 0.5)}  max ${Math.max(...missed)}; duplicates ${dups}; sockets open ${sockets.filter((s) => s.isOpen()).length}/${n}`,
+    );
   });
 }
 
@@ -146,14 +160,25 @@ async function benchLoad(cfg: Config, store: 'redis' | 'memory', streams: number
     const cmds = perCmd.reduce((k, [, n]) => k + n, 0);
     const got = sockets.reduce((k, s) => k + s.received.length, 0) - got0;
     const streamSeconds = streams * wall;
-    console.log(`${store} store: ${streams} streams at 1 Hz over 3 replicas for ${wall.toFixed(1)} s (${sockets.filter((s) => s.isOpen()).length} sockets open)`);
+    console.log(
+      `${store} store: ${streams} streams at 1 Hz over 3 replicas for ${wall.toFixed(1)} s (${sockets.filter((s) => s.isOpen()).length} sockets open)`,
+    );
     console.log(`  results/s received     ${(got / wall).toFixed(0)}`);
-    console.log(`  replica CPU            ${((cpu / wall) * 100).toFixed(0)} % of one core in all → ${((cpu * 1000) / streamSeconds).toFixed(3)} ms CPU per stream-second`);
+    console.log(
+      `  replica CPU            ${((cpu / wall) * 100).toFixed(0)} % of one core in all → ${((cpu * 1000) / streamSeconds).toFixed(3)} ms CPU per stream-second`,
+    );
     console.log(`  tick lateness p50      ${latenessQuantile(lat0, lat1, 0.5)}`);
     console.log(`  tick lateness p99      ${latenessQuantile(lat0, lat1, 0.99)}`);
     if (store === 'redis') {
-      console.log(`  Redis commands         ${(cmds / wall).toFixed(0)}/s → ${(cmds / streamSeconds).toFixed(2)} per stream-second (script inner calls included)`);
-      console.log(`    by command           ${perCmd.slice(0, 8).map(([name, n]) => `${name} ${(n / streamSeconds).toFixed(2)}`).join(', ')}`);
+      console.log(
+        `  Redis commands         ${(cmds / wall).toFixed(0)}/s → ${(cmds / streamSeconds).toFixed(2)} per stream-second (script inner calls included)`,
+      );
+      console.log(
+        `    by command           ${perCmd
+          .slice(0, 8)
+          .map(([name, n]) => `${name} ${(n / streamSeconds).toFixed(2)}`)
+          .join(', ')}`,
+      );
     }
     for (const s of sockets) s.close();
   } finally {
@@ -169,7 +194,9 @@ export async function benchFleet(cfg: Config): Promise<void> {
   }
   const streams = Number(process.env.BENCH_FLEET_STREAMS ?? 150);
   const secs = Number(process.env.BENCH_SECONDS ?? 20);
-  console.log(`steady load (BENCH_FLEET_STREAMS=${streams}; the specified 1,000 saturates a 2-core machine with the emulator and Redis on it):`);
+  console.log(
+    `steady load (BENCH_FLEET_STREAMS=${streams}; the specified 1,000 saturates a 2-core machine with the emulator and Redis on it):`,
+  );
   await benchLoad(cfg, 'redis', streams, secs);
   await benchLoad(cfg, 'memory', streams, secs);
 }

@@ -40,9 +40,11 @@ const KEEPALIVE_MS = 20_000;
 
 async function pool<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: limit }, async () => {
-    while (next < items.length) await fn(items[next++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (next < items.length) await fn(items[next++]!);
+    }),
+  );
 }
 
 async function main(): Promise<void> {
@@ -64,39 +66,51 @@ async function main(): Promise<void> {
       },
       () => (counts.keepaliveFailures += 1),
     );
-  await pool(Array.from({ length: args.streams }, (_, i) => (args.first ?? 0) + i), 32, async (i) => {
-    const url = urls[i % urls.length]!;
-    const key = keys[i % keys.length]!;
-    const res = await fetch(`${url}/v0.2/streams`, { method: 'POST', headers: headers(key), body: JSON.stringify(args.body) });
-    if (res.status !== 201) throw new Error(`create failed: ${res.status} ${await res.text()}`);
-    const stream = { id: ((await res.json()) as { stream_id: string }).stream_id, url, key };
-    streams.push(stream);
-    const ws = new WebSocket(`${urls[(i + 1) % urls.length]!.replace(/^http/, 'ws')}/v0.2/ws/streams/${stream.id}`);
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => {
-        ws.send(JSON.stringify({ api_key: key }));
-        resolve();
+  await pool(
+    Array.from({ length: args.streams }, (_, i) => (args.first ?? 0) + i),
+    32,
+    async (i) => {
+      const url = urls[i % urls.length]!;
+      const key = keys[i % keys.length]!;
+      const res = await fetch(`${url}/v0.2/streams`, { method: 'POST', headers: headers(key), body: JSON.stringify(args.body) });
+      if (res.status !== 201) throw new Error(`create failed: ${res.status} ${await res.text()}`);
+      const stream = { id: ((await res.json()) as { stream_id: string }).stream_id, url, key };
+      streams.push(stream);
+      const ws = new WebSocket(`${urls[(i + 1) % urls.length]!.replace(/^http/, 'ws')}/v0.2/ws/streams/${stream.id}`);
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => {
+          ws.send(JSON.stringify({ api_key: key }));
+          resolve();
+        });
+        ws.once('error', reject);
       });
-      ws.once('error', reject);
-    });
-    ws.on('message', (data) => {
-      const message = JSON.parse(data.toString()) as { id?: string; ok?: boolean };
-      counts.results += 1;
-      if (!message.ok) counts.failures += 1;
-      if (message.id !== undefined) {
-        if (seen.has(message.id)) counts.duplicates += 1;
-        else seen.add(message.id);
-      }
-    });
-    sockets.push(ws);
-    // Renewed every 20 s from its own create, the first at a random point: spread, and never near the lease.
-    timers.push(setTimeout(() => (keepalive(stream), timers.push(setInterval(() => keepalive(stream), KEEPALIVE_MS))), Math.random() * KEEPALIVE_MS));
-  });
+      ws.on('message', (data) => {
+        const message = JSON.parse(data.toString()) as { id?: string; ok?: boolean };
+        counts.results += 1;
+        if (!message.ok) counts.failures += 1;
+        if (message.id !== undefined) {
+          if (seen.has(message.id)) counts.duplicates += 1;
+          else seen.add(message.id);
+        }
+      });
+      sockets.push(ws);
+      // Renewed every 20 s from its own create, the first at a random point: spread, and never near the lease.
+      timers.push(
+        setTimeout(
+          () => (keepalive(stream), timers.push(setInterval(() => keepalive(stream), KEEPALIVE_MS))),
+          Math.random() * KEEPALIVE_MS,
+        ),
+      );
+    },
+  );
   process.stdout.write(`READY ${JSON.stringify(streams.map((s) => s.id))}\n`);
 
   const rl = readline.createInterface({ input: process.stdin });
   for await (const line of rl) {
-    if (line === 'COUNT') process.stdout.write(`COUNT ${JSON.stringify({ ...counts, open: sockets.filter((ws) => ws.readyState === WebSocket.OPEN).length })}\n`);
+    if (line === 'COUNT')
+      process.stdout.write(
+        `COUNT ${JSON.stringify({ ...counts, open: sockets.filter((ws) => ws.readyState === WebSocket.OPEN).length })}\n`,
+      );
     if (line === 'STOP') break;
   }
   for (const t of timers) clearTimeout(t);

@@ -65,7 +65,9 @@ async function runBench(cfg: Config, only: string[], flags: BenchFlags = {}): Pr
   const names = only.length ? only : Object.keys(SECTIONS).filter((n) => !ON_REQUEST.has(n));
   for (const name of names) {
     console.log(`\n== ${name} ==`);
-    await (await SECTIONS[name]!())(cfg, flags);
+    await (
+      await SECTIONS[name]!()
+    )(cfg, flags);
   }
   // wrtc/rtc-node handles may keep the loop alive; the figures are printed, so leave.
   process.exit(process.exitCode ?? 0);
@@ -115,9 +117,11 @@ function parseBenchArgs(argv: string[]): { sections: string[]; flags: BenchFlags
   }
   for (const flag of ['duration', 'seed', 'interval', 'streams']) {
     const v = flags[flag];
-    if (v !== undefined && !(Number.isInteger(Number(v)) && Number(v) > 0)) fail(`--${flag} must be a whole number > 0, got '${String(v)}'`);
+    if (v !== undefined && !(Number.isInteger(Number(v)) && Number(v) > 0))
+      fail(`--${flag} must be a whole number > 0, got '${String(v)}'`);
   }
-  if (flags.replicas !== undefined && !/^[1-9]\d*(,[1-9]\d*)*$/.test(String(flags.replicas))) fail(`--replicas must be whole numbers > 0 separated by commas, got '${String(flags.replicas)}'`);
+  if (flags.replicas !== undefined && !/^[1-9]\d*(,[1-9]\d*)*$/.test(String(flags.replicas)))
+    fail(`--replicas must be whole numbers > 0 separated by commas, got '${String(flags.replicas)}'`);
   const unknown = parsed.positionals.filter((n) => !Object.hasOwn(SECTIONS, n));
   if (unknown.length) fail(`unknown section ${unknown.join(', ')}`);
   return { sections: parsed.positionals, flags, config: flags.config as string | undefined };

@@ -35,7 +35,12 @@ process.once('exit', () => {
 });
 
 /** Starts a node child process with line-oriented stdout (`nodeArgs` before the script; `ipc` adds a channel); killed when this process exits. */
-export function child(script: string, args: string[], env: NodeJS.ProcessEnv = {}, opts: { nodeArgs?: string[]; ipc?: boolean } = {}): Child {
+export function child(
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  opts: { nodeArgs?: string[]; ipc?: boolean } = {},
+): Child {
   const stdio: ('pipe' | 'inherit' | 'ipc')[] = ['pipe', 'pipe', 'inherit'];
   if (opts.ipc) stdio.push('ipc');
   const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), script, ...args], { env: { ...process.env, ...env }, stdio });
@@ -83,7 +88,11 @@ export async function waitUntil(check: () => boolean | Promise<boolean>, ms: num
 
 /** Waits until GET url answers 2xx. */
 export async function waitHealthy(url: string, timeoutMs = 20_000): Promise<void> {
-  const up = () => fetch(url).then((r) => r.ok, () => false);
+  const up = () =>
+    fetch(url).then(
+      (r) => r.ok,
+      () => false,
+    );
   if (!(await waitUntil(up, timeoutMs))) throw new Error(`${url} not healthy after ${timeoutMs} ms`);
 }
 
@@ -139,7 +148,10 @@ export async function measure(pid: number, ticks: number, seconds: number): Prom
 export async function scrapeMetrics(urls: readonly string[]): Promise<Map<string, number>> {
   const sum = new Map<string, number>();
   for (const url of urls) {
-    const text = await fetch(`${url}/metrics`).then((r) => r.text(), () => '');
+    const text = await fetch(`${url}/metrics`).then(
+      (r) => r.text(),
+      () => '',
+    );
     for (const m of text.matchAll(/^([a-zA-Z_:][\w:]*(?:\{[^}]*\})?) (\S+)$/gm)) {
       const v = Number(m[2]);
       if (Number.isFinite(v)) sum.set(m[1]!, (sum.get(m[1]!) ?? 0) + v);
@@ -149,7 +161,8 @@ export async function scrapeMetrics(urls: readonly string[]): Promise<Map<string
 }
 
 /** A series' growth between two scrapes. */
-export const seriesDelta = (before: Map<string, number>, after: Map<string, number>, series: string): number => (after.get(series) ?? 0) - (before.get(series) ?? 0);
+export const seriesDelta = (before: Map<string, number>, after: Map<string, number>, series: string): number =>
+  (after.get(series) ?? 0) - (before.get(series) ?? 0);
 
 /**
  * The q-quantile of an unlabelled histogram's observations between two scrapes, as the smallest
@@ -159,7 +172,10 @@ export function bucketQuantile(before: Map<string, number>, after: Map<string, n
   const prefix = `${histogram}_bucket{le="`;
   const buckets = [...after.keys()]
     .filter((k) => k.startsWith(prefix))
-    .map((k) => ({ le: k.slice(prefix.length, -2) === '+Inf' ? Infinity : Number(k.slice(prefix.length, -2)), n: seriesDelta(before, after, k) }))
+    .map((k) => ({
+      le: k.slice(prefix.length, -2) === '+Inf' ? Infinity : Number(k.slice(prefix.length, -2)),
+      n: seriesDelta(before, after, k),
+    }))
     .sort((x, y) => x.le - y.le);
   const total = buckets.at(-1)?.n ?? 0;
   if (total <= 0) return 'no samples';

@@ -81,7 +81,13 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     timeouts: { headersMs: cfg.requestTimeoutMs, bodyMs: cfg.requestTimeoutMs },
     breaker: { ...cfg.upstreamBreaker, clock },
   });
-  const telemetry = gatewayTelemetry(cfg, logger, { brand, store: opts.store ?? new MemoryStore({ clock }), upstream, observer: opts.observer, clock });
+  const telemetry = gatewayTelemetry(cfg, logger, {
+    brand,
+    store: opts.store ?? new MemoryStore({ clock }),
+    upstream,
+    observer: opts.observer,
+    clock,
+  });
   const { metrics, store, usage } = telemetry;
   const callers = callerChecks(cfg, logger, upstream, clock);
   const { catalog } = callers;
@@ -89,7 +95,19 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const ingest = opts.media ? undefined : new IngestRelay({ cfg: cfg.legacy, logger: logger.child({ component: 'ingest' }) });
   const media = opts.media ?? ingest;
   const fleetLink = sessionsLink(cfg.store, store);
-  const sessions = new LegacySessions({ cfg: cfg.legacy, brand, logger, store, upstream, catalog, media, observer: telemetry.observer, clock, storeHealth: telemetry.storeHealth, fleet: fleetLink });
+  const sessions = new LegacySessions({
+    cfg: cfg.legacy,
+    brand,
+    logger,
+    store,
+    upstream,
+    catalog,
+    media,
+    observer: telemetry.observer,
+    clock,
+    storeHealth: telemetry.storeHealth,
+    fleet: fleetLink,
+  });
   const fleet = fleetMember(cfg.store, {
     store,
     sessions: sessions.moves,
@@ -110,7 +128,18 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
 
   const lifecycle = new Lifecycle();
   const web = httpApp(cfg, logger, { upstreamUrl: opts.upstreamUrl, brand, store, upstream, sessions, callers, telemetry, lifecycle });
-  const shutdown = gatewayShutdown(lifecycle, { sessions, fleet, sockets, media, ingest, telemetry, upstream, passthrough: web.passthrough, ownStore: opts.store ? undefined : store, clock });
+  const shutdown = gatewayShutdown(lifecycle, {
+    sessions,
+    fleet,
+    sockets,
+    media,
+    ingest,
+    telemetry,
+    upstream,
+    passthrough: web.passthrough,
+    ownStore: opts.store ? undefined : store,
+    clock,
+  });
 
   telemetry.rollup.start();
   telemetry.upstreamHealth.start();

@@ -53,7 +53,12 @@ export function httpApp(cfg: Config, logger: Logger, deps: HttpAppDeps): HttpApp
   const { catalog, authLimiter, clientAddress } = deps.callers;
   const { metrics, usage, upstreamHealth, headers, admission } = deps.telemetry;
   // Access line, HTTP and passthrough metrics: the passthrough skips Express and its edge steps.
-  const proxied = passthroughTelemetry(logger, { log: cfg.telemetry.requestLog, metrics, httpMetrics: cfg.telemetry.metrics, clientAddress });
+  const proxied = passthroughTelemetry(logger, {
+    log: cfg.telemetry.requestLog,
+    metrics,
+    httpMetrics: cfg.telemetry.metrics,
+    clientAddress,
+  });
   const migration = passthroughMigration(usage, brand.keyPrefix);
   const passthrough = createPassthrough({
     upstreamUrl: deps.upstreamUrl,

@@ -121,7 +121,8 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     const deadline = Date.now() + drainMs;
     gateway.markUnready();
     await serveUnready(Math.min(cfg.shutdownDelayMs, drainMs / 2), log);
-    if (!(await gateway.holdConnections())) return void log.info('no other replica alive to take the streams: ending them as at any shutdown');
+    if (!(await gateway.holdConnections()))
+      return void log.info('no other replica alive to take the streams: ending them as at any shutdown');
     let nextLogAt = 0;
     for (;;) {
       server.closeIdleConnections();
@@ -168,8 +169,12 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     const waitUntil = deadline - Math.min(1000, (deadline - Date.now()) / 4);
     const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
-    log.info({ graceMs, legacyStreams: gateway.sessions.activeCount, inFlight: gateway.inFlight }, `draining: ${gateway.sessions.activeCount} legacy streams to hand over (fleet) or end`);
-    if (!(await within(gateway.handOverOrEnd(afterDrain?.why), waitUntil - Date.now(), log))) log.warn('legacy streams did not all end in time');
+    log.info(
+      { graceMs, legacyStreams: gateway.sessions.activeCount, inFlight: gateway.inFlight },
+      `draining: ${gateway.sessions.activeCount} legacy streams to hand over (fleet) or end`,
+    );
+    if (!(await within(gateway.handOverOrEnd(afterDrain?.why), waitUntil - Date.now(), log)))
+      log.warn('legacy streams did not all end in time');
     let reported = -1;
     while (gateway.inFlight > 0 && Date.now() < waitUntil) {
       if (gateway.inFlight !== reported) {

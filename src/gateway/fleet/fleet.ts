@@ -74,11 +74,15 @@ export class Fleet implements FleetMember {
     this.unsubscribe = await store.subscribe(controlChannel(this.id), (text) => {
       const msg = parseControl(text);
       if (!msg) return void logger.warn({ channel: controlChannel(this.id) }, 'ignored a malformed control message');
-      this.opts.sessions.onOwnerMessage(msg).catch((err: unknown) => logger.warn({ err, op: msg.op, streamId: msg.streamId }, 'control message failed'));
+      this.opts.sessions
+        .onOwnerMessage(msg)
+        .catch((err: unknown) => logger.warn({ err, op: msg.op, streamId: msg.streamId }, 'control message failed'));
     });
     await this.beat();
     const every = (ms: number, fn: () => Promise<unknown>) =>
-      this.timers.push(setLongInterval(() => void fn().catch((err: unknown) => logger.warn({ err }, 'fleet loop step failed')), ms, { clock: this.clock }));
+      this.timers.push(
+        setLongInterval(() => void fn().catch((err: unknown) => logger.warn({ err }, 'fleet loop step failed')), ms, { clock: this.clock }),
+      );
     every(cfg.heartbeatMs, () => this.beat());
     every(cfg.sweepMs, () => this.sweep());
     every(OWNED_RECONCILE_MS, () => this.reconcileOwned());
@@ -111,7 +115,10 @@ export class Fleet implements FleetMember {
     try {
       if (!sessions.selfFenced && this.clock.now() - this.lastBeatAtMs > cfg.fenceAfterMs) {
         sessions.selfFenced = true;
-        logger.warn({ fenceAfterMs: cfg.fenceAfterMs }, 'own heartbeat failing: ticking paused until it succeeds (a survivor may take the streams)');
+        logger.warn(
+          { fenceAfterMs: cfg.fenceAfterMs },
+          'own heartbeat failing: ticking paused until it succeeds (a survivor may take the streams)',
+        );
       }
       const m = await store.membership(cfg.deadAfterMs);
       this.alive = m.alive;

@@ -68,7 +68,11 @@ export class SoloFleet implements FleetMember {
  */
 export function sessionsLink(cfg: Pick<StoreConfig, 'secret' | 'gatewayId'>, store: Pick<Broker, 'publish'>): FleetLink {
   if (!cfg.secret) return SOLO_LINK;
-  return { replicaId: cfg.gatewayId, sealer: new Sealer(cfg.secret), tell: (replica, msg) => store.publish(controlChannel(replica), encodeControl(msg)) };
+  return {
+    replicaId: cfg.gatewayId,
+    sealer: new Sealer(cfg.secret),
+    tell: (replica, msg) => store.publish(controlChannel(replica), encodeControl(msg)),
+  };
 }
 
 /** This replica's part in a fleet: a member of the fleet sharing its store when `store.secret` is set, else solo. */

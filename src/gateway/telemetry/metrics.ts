@@ -184,7 +184,7 @@ export class GatewayMetrics {
     });
     this.rateLimited = new Counter({
       name: 'gateway_legacy_rate_limited_total',
-      help: "Upstream 429s met by ticks (limited), and ticks skipped while their key was held back by one (tick_skipped)",
+      help: 'Upstream 429s met by ticks (limited), and ticks skipped while their key was held back by one (tick_skipped)',
       labelNames: ['event'],
       registers,
     });
@@ -228,7 +228,7 @@ export class GatewayMetrics {
     });
     this.fleetFencedTicks = new Counter({
       name: 'gateway_fleet_fenced_ticks_total',
-      help: "Tick results the store refused to publish: fenced (another owner or epoch), duplicate, ended, missing (the store lost the record)",
+      help: 'Tick results the store refused to publish: fenced (another owner or epoch), duplicate, ended, missing (the store lost the record)',
       labelNames: ['reason'],
       registers,
     });
@@ -289,7 +289,8 @@ export class GatewayMetrics {
         },
       });
     if (sources.activeStreams) countGauge('gateway_legacy_streams_active', 'Legacy streams running in this process', sources.activeStreams);
-    if (sources.socketConnections) countGauge('gateway_ws_connections', 'Open results sockets (/v0.2/ws/streams/{id}) in this process', sources.socketConnections);
+    if (sources.socketConnections)
+      countGauge('gateway_ws_connections', 'Open results sockets (/v0.2/ws/streams/{id}) in this process', sources.socketConnections);
     if (sources.upstreamUp) {
       const up = sources.upstreamUp;
       new Gauge({
@@ -322,7 +323,10 @@ export class GatewayMetrics {
       // One store read per MIGRATION_REFRESH_MS shared by concurrent scrapes; a failed read keeps the last figures.
       const refresh = () =>
         (reading ??= read()
-          .then((counts) => void (last = { ...last, ...counts }), () => undefined)
+          .then(
+            (counts) => void (last = { ...last, ...counts }),
+            () => undefined,
+          )
           .finally(() => {
             readAt = Date.now();
             reading = undefined;

@@ -207,7 +207,8 @@ export class UsageRecorder {
           this.failedFlushes = 0;
         },
         (err: unknown) => {
-          if (this.failedFlushes++ === 0) this.logger.warn({ err, hashes: updates.length }, 'deprecation counter write failed (counters kept for the next flush)');
+          if (this.failedFlushes++ === 0)
+            this.logger.warn({ err, hashes: updates.length }, 'deprecation counter write failed (counters kept for the next flush)');
           // Kept for the next flush (a batch that timed out may have landed: its increments would
           // count twice; first/last seen stay exact). Past the bound, dropped.
           if (this.buffer.size + updates.length <= RETAINED_HASHES) this.buffer.restore(updates);

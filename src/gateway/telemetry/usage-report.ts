@@ -120,7 +120,10 @@ export class UsageReport {
     const byStatus = countByStatus(all.map((k) => k.migration.status));
     const keys = opts.status ? all.filter((k) => opts.status!.includes(k.migration.status)) : all;
     sortKeys(keys, opts.sort ?? 'last_seen', opts.order);
-    const dayKeys = (await this.store.keys(PER_DAY)).sort().reverse().slice(0, opts.days ?? 31);
+    const dayKeys = (await this.store.keys(PER_DAY))
+      .sort()
+      .reverse()
+      .slice(0, opts.days ?? 31);
     const daily = await Promise.all(dayKeys.map((k) => this.dayUsage(k.slice(PER_DAY.length))));
     const sum = (f: (k: KeyUsage) => number) => all.reduce((n, k) => n + f(k), 0);
     return {

@@ -238,7 +238,8 @@ describe('LegacySessions on fake time', () => {
     // One tick a minute: after tick 0 nothing asks the upstream for a completion (or a keepalive,
     // every 60 s) within the 45 s lease, so only the lease can end the stream.
     const r = rig({ leaseTtlSeconds: 45 });
-    const setBalance = (balance_microcents: number) => http(emulator.url, 'POST', '/_emulator/balance', { body: { api_key: KEY, balance_microcents } });
+    const setBalance = (balance_microcents: number) =>
+      http(emulator.url, 'POST', '/_emulator/balance', { body: { api_key: KEY, balance_microcents } });
     try {
       const id = await create(r, 60_000);
       const seen = results(r, id);
@@ -256,7 +257,11 @@ describe('LegacySessions on fake time', () => {
       await setBalance(1_000_000_000);
       const ka = await r.sessions.keepalive(id, KEY, accountId);
       expect(ka.creditsRemainingCents).toBeGreaterThan(0);
-      expect(await r.store.getSession(id)).toMatchObject({ state: 'active', leaseExpiresAtMs: r.clock.now() + 45_000, creditsRefusedAtMs: null });
+      expect(await r.store.getSession(id)).toMatchObject({
+        state: 'active',
+        leaseExpiresAtMs: r.clock.now() + 45_000,
+        creditsRefusedAtMs: null,
+      });
 
       await setBalance(0);
       await expect(r.sessions.keepalive(id, KEY, accountId)).rejects.toMatchObject({ status: 402 });

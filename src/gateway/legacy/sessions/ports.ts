@@ -19,7 +19,15 @@ import type { SessionSpec } from '../contract/spec';
 export interface LegacyObserver {
   streamCreated?(keyHash: string, spec: SessionSpec): void;
   streamEnded?(keyHash: string, reason: string): void;
-  inference?(e: { keyHash: string; model: string; ok: boolean; tokens: number; inferenceMs: number; totalMs: number; overheadMs: number }): void;
+  inference?(e: {
+    keyHash: string;
+    model: string;
+    ok: boolean;
+    tokens: number;
+    inferenceMs: number;
+    totalMs: number;
+    overheadMs: number;
+  }): void;
   tickSkipped?(streamId: string): void;
   /** A tick met an upstream 429 (`event: 'limited'`), or was skipped while its key was held back. */
   rateLimited?(event: 'limited' | 'tick_skipped'): void;
@@ -134,7 +142,6 @@ export type LegacyRecord = SessionRecord<SessionSpec>;
  */
 export type SessionContext = SessionDeps & { clock: Clock; replicaId: string };
 
-
 export interface CreateInput {
   apiKey: string;
   accountId: string;
@@ -150,4 +157,3 @@ export interface CreateOutput {
   ttlSeconds: number;
   media: LegacyMedia;
 }
-

@@ -69,7 +69,10 @@ export async function connect(url: string, opts: ConnectOptions = {}): Promise<C
   const sub = open(url, common);
   // One line per state change, not one per retry: an outage must not flood the log.
   let lastError = '';
-  for (const [name, conn] of [['command', redis as Conn], ['subscriber', sub]] as const) {
+  for (const [name, conn] of [
+    ['command', redis as Conn],
+    ['subscriber', sub],
+  ] as const) {
     let down = false;
     conn.on('error', (err: Error) => {
       lastError = err.message;
@@ -87,7 +90,9 @@ export async function connect(url: string, opts: ConnectOptions = {}): Promise<C
   } catch (err) {
     redis.disconnect();
     sub.disconnect();
-    throw new RedisStoreError(`cannot reach Redis at ${where} (REDIS_URL / store.redisUrl): ${lastError || (err instanceof Error ? err.message : String(err))}`);
+    throw new RedisStoreError(
+      `cannot reach Redis at ${where} (REDIS_URL / store.redisUrl): ${lastError || (err instanceof Error ? err.message : String(err))}`,
+    );
   }
   const refused = checkMaxmemoryPolicy(await maxmemoryPolicy(redis, log));
   if (refused) {
@@ -108,7 +113,10 @@ async function maxmemoryPolicy(conn: Conn, log: Logger | undefined): Promise<str
     }
   } catch (err) {
     // Managed services may rename CONFIG: say so, and that the policy must be set there.
-    log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'cannot read Redis maxmemory-policy (CONFIG GET refused): make sure it is noeviction');
+    log?.warn(
+      { err: err instanceof Error ? err.message : String(err) },
+      'cannot read Redis maxmemory-policy (CONFIG GET refused): make sure it is noeviction',
+    );
   }
   return policy;
 }
@@ -124,7 +132,10 @@ export async function isReady(conn: Conn): Promise<boolean> {
 /** QUIT (replies in flight finish), bounded: with Redis away it would wait; then no reconnecting. */
 export async function closeConnections({ redis, sub }: Connections): Promise<void> {
   const timer = new AbortController();
-  await Promise.race([Promise.allSettled([redis.quit(), sub.quit()]), sleep(1_000, undefined, { signal: timer.signal }).catch(() => undefined)]);
+  await Promise.race([
+    Promise.allSettled([redis.quit(), sub.quit()]),
+    sleep(1_000, undefined, { signal: timer.signal }).catch(() => undefined),
+  ]);
   timer.abort();
   redis.disconnect();
   sub.disconnect();

@@ -7,7 +7,14 @@ export class RedisFeedback extends RedisRole implements Feedback {
     return this.guard('addFeedback', async () => {
       const keys = this.key.feedback(rec.accountId);
       const streamSets = this.key.feedbackStreamPrefix(rec.accountId);
-      return (await this.redis.addFeedbackLua(...keys, streamSets, rec.stream_id, limits.perStream, limits.perAccount, JSON.stringify(rec))) as FeedbackAdd;
+      return (await this.redis.addFeedbackLua(
+        ...keys,
+        streamSets,
+        rec.stream_id,
+        limits.perStream,
+        limits.perAccount,
+        JSON.stringify(rec),
+      )) as FeedbackAdd;
     });
   }
 

@@ -28,7 +28,11 @@ export class RedisMembership extends RedisRole implements Members, Claims {
   /** Out of the membership; its owner index goes too (called once it owns nothing). */
   async forgetReplica(replica: string): Promise<void> {
     return this.guard('forgetReplica', async () => {
-      await Promise.all([this.redis.zrem(this.key.replicas(), replica), this.redis.srem(this.key.draining(), replica), this.redis.del(this.key.owned(replica))]);
+      await Promise.all([
+        this.redis.zrem(this.key.replicas(), replica),
+        this.redis.srem(this.key.draining(), replica),
+        this.redis.del(this.key.owned(replica)),
+      ]);
     });
   }
 

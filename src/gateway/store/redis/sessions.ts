@@ -15,7 +15,11 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     return this.guard('putSession', async () => {
       const key = this.key.session(rec.streamId);
       if (rec.state === 'active') await this.indexOwner(rec.streamId, rec.owner);
-      await this.redis.multi().del(key).hset(key, ...encode(rec)).exec();
+      await this.redis
+        .multi()
+        .del(key)
+        .hset(key, ...encode(rec))
+        .exec();
     });
   }
 
@@ -68,9 +72,14 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     });
   }
 
-  async renewLease(streamId: string, leaseExpiresAtMs: number, nowMs: number): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined> {
+  async renewLease(
+    streamId: string,
+    leaseExpiresAtMs: number,
+    nowMs: number,
+  ): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined> {
     return this.guard('renewLease', async () => {
-      const reply = (await this.redis.renewLua(this.key.session(streamId), JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs))) as [string, string, string[]] | null;
+      const reply = (await this.redis.renewLua(this.key.session(streamId), JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs))) as
+        [string, string, string[]] | null;
       if (!reply) return undefined;
       return { costMicrocents: JSON.parse(reply[0]) as number, sinceMs: JSON.parse(reply[1]) as number, record: decode(reply[2]) };
     });
@@ -78,7 +87,8 @@ export class RedisSessions extends RedisRole implements SessionRecords {
 
   async setPrompt(streamId: string, prompt: string, atMs: number): Promise<SessionRecord | undefined> {
     return this.guard('setPrompt', async () => {
-      const flat = (await this.redis.setPromptLua(this.key.session(streamId), JSON.stringify(prompt), JSON.stringify(atMs))) as string[] | null;
+      const flat = (await this.redis.setPromptLua(this.key.session(streamId), JSON.stringify(prompt), JSON.stringify(atMs))) as
+        string[] | null;
       return flat ? decode(flat) : undefined;
     });
   }
@@ -90,7 +100,12 @@ export class RedisSessions extends RedisRole implements SessionRecords {
   async claimSession(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<SessionRecord | undefined> {
     return this.guard('claimSession', async () => {
       await this.indexOwner(streamId, owner);
-      const flat = (await this.redis.claimLua(this.key.session(streamId), JSON.stringify(expect.owner), expect.epoch, JSON.stringify(owner))) as string[] | null;
+      const flat = (await this.redis.claimLua(
+        this.key.session(streamId),
+        JSON.stringify(expect.owner),
+        expect.epoch,
+        JSON.stringify(owner),
+      )) as string[] | null;
       if (!flat) return undefined;
       if (expect.owner !== owner) await this.unindexOwner(streamId, expect.owner);
       return decode(flat);
@@ -104,7 +119,9 @@ export class RedisSessions extends RedisRole implements SessionRecords {
       const ms = c.outcome ? String(Math.max(0, Math.round(c.outcome.inferenceMs))) : '0';
       const args = [JSON.stringify(c.owner), c.epoch, c.tick, c.costMicrocents, this.key.channel(c.channel), c.message, outcome, ms];
       const [ok, value] = (await this.redis.commitTickLua(this.key.session(streamId), ...args)) as [number, string];
-      return ok === 1 ? { ok: true, promptRev: JSON.parse(value) as number } : { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
+      return ok === 1
+        ? { ok: true, promptRev: JSON.parse(value) as number }
+        : { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
     });
   }
 
@@ -133,7 +150,10 @@ export class RedisSessions extends RedisRole implements SessionRecords {
   private async unindexOwner(streamId: string, owner: string | null): Promise<void> {
     if (owner === null) return;
     await this.redis.srem(this.key.owned(owner), streamId).catch((err: unknown) => {
-      this.log?.warn({ err: err instanceof Error ? err.message : String(err), streamId }, 'owner index not updated (sessionsOf filters it)');
+      this.log?.warn(
+        { err: err instanceof Error ? err.message : String(err), streamId },
+        'owner index not updated (sessionsOf filters it)',
+      );
     });
   }
 }
@@ -144,6 +164,8 @@ function encode(rec: Partial<SessionRecord>): string[] {
 }
 
 function decode(flat: string[] | Record<string, string>): SessionRecord {
-  const entries = Array.isArray(flat) ? Array.from({ length: flat.length / 2 }, (_, i) => [flat[2 * i], flat[2 * i + 1]]) : Object.entries(flat);
+  const entries = Array.isArray(flat)
+    ? Array.from({ length: flat.length / 2 }, (_, i) => [flat[2 * i], flat[2 * i + 1]])
+    : Object.entries(flat);
   return Object.fromEntries(entries.map(([k, v]) => [k, JSON.parse(v) as unknown])) as unknown as SessionRecord;
 }

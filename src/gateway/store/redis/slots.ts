@@ -9,7 +9,10 @@ export class RedisSlots extends RedisRole implements Slots {
   }
 
   async acquireSlot(keyHash: string, slotId: string, limit: number, replica?: string): Promise<boolean> {
-    return this.guard('acquireSlot', async () => (await this.redis.acquireLua(...this.slotKeysOf(keyHash), limit, slotId, replica ?? '')) === 1);
+    return this.guard(
+      'acquireSlot',
+      async () => (await this.redis.acquireLua(...this.slotKeysOf(keyHash), limit, slotId, replica ?? '')) === 1,
+    );
   }
 
   async bindSlot(keyHash: string, slotId: string, streamId: string): Promise<void> {
@@ -26,7 +29,12 @@ export class RedisSlots extends RedisRole implements Slots {
       const out: SlotHolder[] = [];
       for (let i = 0; i < zset.length; i += 2) {
         const slotId = zset[i];
-        out.push({ slotId, replica: fields.get(`r:${slotId}`) ?? null, streamId: fields.get(`s:${slotId}`) ?? null, acquiredAtMs: Number(zset[i + 1]) });
+        out.push({
+          slotId,
+          replica: fields.get(`r:${slotId}`) ?? null,
+          streamId: fields.get(`s:${slotId}`) ?? null,
+          acquiredAtMs: Number(zset[i + 1]),
+        });
       }
       return out;
     });
