@@ -15,7 +15,13 @@ const shared = {
 module.exports = {
   projects: [
     { ...shared, displayName: 'unit', testEnvironment: '<rootDir>/test/unit-environment.js', testMatch: ['**/*.unit.test.ts'] },
-    { ...shared, displayName: 'integration', testEnvironment: 'node', testMatch: ['**/*.test.ts'], testPathIgnorePatterns: ['/node_modules/', '\\.unit\\.test\\.ts$'] },
+    {
+      ...shared,
+      displayName: 'integration',
+      testEnvironment: 'node',
+      testMatch: ['**/*.test.ts'],
+      testPathIgnorePatterns: ['/node_modules/', '\\.unit\\.test\\.ts$'],
+    },
   ],
   testTimeout: 30000,
   // Integration tests bind real sockets and timers; two workers match the 2-core machines.

@@ -11,10 +11,13 @@ export function startBareProxy(port: number, upstream: string): http.Server {
   const target = new URL(upstream);
   const agent = new http.Agent({ keepAlive: true, timeout: 4000, scheduling: 'lifo', noDelay: true });
   const server = http.createServer((req, res) => {
-    const up = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (upRes) => {
-      res.writeHead(upRes.statusCode ?? 502, upRes.headers);
-      upRes.pipe(res);
-    });
+    const up = http.request(
+      { hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent },
+      (upRes) => {
+        res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+        upRes.pipe(res);
+      },
+    );
     up.on('error', () => {
       if (res.headersSent) res.destroy();
       else res.writeHead(502).end();

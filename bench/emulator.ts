@@ -108,8 +108,13 @@ export async function benchCompletion(ops = 200): Promise<BenchFigures[]> {
     type: 'video_url',
     video_url: { url: `${ctx.brand.scheme}://streams/${stream.id}?start_offset_ms=-10000&max_fps=1` },
   });
-  const jpeg = await sharp(Buffer.from(renderPatternRgb(7, 640, 480)), { raw: { width: 640, height: 480, channels: 3 } }).jpeg().toBuffer();
-  const imageBody = ask('What is in this picture?', { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${jpeg.toString('base64')}` } });
+  const jpeg = await sharp(Buffer.from(renderPatternRgb(7, 640, 480)), { raw: { width: 640, height: 480, channels: 3 } })
+    .jpeg()
+    .toBuffer();
+  const imageBody = ask('What is in this picture?', {
+    type: 'image_url',
+    image_url: { url: `data:image/jpeg;base64,${jpeg.toString('base64')}` },
+  });
   const post = (payload: string) => async () => {
     const res = await fetch(`http://127.0.0.1:${port}/v1beta/chat/completions`, {
       method: 'POST',
@@ -123,7 +128,11 @@ export async function benchCompletion(ops = 200): Promise<BenchFigures[]> {
   try {
     const cold = await measure('completion: first call (frames decoded)', 1, complete);
     const warm = await measure('completion: -10 s @ max_fps=1 on 10 fps (10 frames)', ops, complete);
-    const image = await measure(`completion: data: JPEG 640x480 (${Math.round(jpeg.length / 1024)} KiB)`, Math.max(1, ops / 4), post(imageBody));
+    const image = await measure(
+      `completion: data: JPEG 640x480 (${Math.round(jpeg.length / 1024)} KiB)`,
+      Math.max(1, ops / 4),
+      post(imageBody),
+    );
     return [cold, warm, image];
   } finally {
     await emu.close();

@@ -17,12 +17,16 @@ import { openResults } from '../test/helpers/results-socket';
 import type { Fleet, FleetOptions } from '../test/helpers/fleet';
 import type { ResultsSocket } from '../test/helpers/results-socket';
 import { quantile } from '../test/helpers/util';
-import { MAIN, waitUntil } from './util';
+import { MAIN, bucketQuantile, commandDeltas, scrapeMetrics, seriesDelta, waitUntil } from './util';
 
 const KEY = (cfg: Config) => `${cfg.brand}-local-dev`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const seconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
-const body = { mode: 'frame', processing: { interval_seconds: 1 }, inference: { prompt: 'Describe the frame', model: 'local/analyzer-mini', max_output_tokens: 32 } };
+const body = {
+  mode: 'frame',
+  processing: { interval_seconds: 1 },
+  inference: { prompt: 'Describe the frame', model: 'local/analyzer-mini', max_output_tokens: 32 },
+};
 
 /** A create, retried a few times on 503 (a loaded 2-core machine: the emulator may shed a create). */
 async function create(url: string, key: string): Promise<string> {
@@ -62,7 +66,11 @@ async function streamsWithSockets(fleet: Fleet, cfg: Config, n: number, on: stri
 }
 
 /** A 3-replica fleet with BENCH_FLEET_FAILOVER streams owned by `owner`, sockets elsewhere; stopped after `run`. */
-async function withOwnedStreams(cfg: Config, owner: string, run: (fleet: Fleet, sockets: ResultsSocket[], n: number) => Promise<void>): Promise<void> {
+async function withOwnedStreams(
+  cfg: Config,
+  owner: string,
+  run: (fleet: Fleet, sockets: ResultsSocket[], n: number) => Promise<void>,
+): Promise<void> {
   const n = Number(process.env.BENCH_FLEET_FAILOVER ?? 24);
   const fleet = await startFleet(fleetOptions(n));
   try {
@@ -87,8 +95,10 @@ function benchFailover(cfg: Config): Promise<void> {
     });
     const dups = sockets.reduce((k, s) => k + duplicateIds(s.received).length, 0);
     console.log(`failover after SIGKILL of the owner, ${n} streams at 1 Hz, sockets on the survivors:`);
-    console.log(`  gap (last result before → first after)  p50 ${seconds(quantile(gaps, 0.5))}  p99 ${seconds(quantile(gaps, 0.99))}  max ${seconds(Math.max(...gaps))}` +
-      `${resumed ? '' : '  (some streams never resumed within 60 s)'}`);
+    console.log(
+      `  gap (last result before → first after)  p50 ${seconds(quantile(gaps, 0.5))}  p99 ${seconds(quantile(gaps, 0.99))}  max ${seconds(Math.max(...gaps))}` +
+        `${resumed ? '' : '  (some streams never resumed within 60 s)'}`,
+    );
     console.log(`  duplicate result ids ${dups}; sockets still open ${sockets.filter((s) => s.isOpen()).length}/${n}`);
   });
 }
@@ -102,31 +112,20 @@ function benchDrain(cfg: Config): Promise<void> {
     await waitUntil(() => sockets.every((s) => s.received.filter((r) => r.atMs > termAt).length >= 4), 30_000);
     const missed = sockets.map((s) => missedTicks(s.received, s.streamId).length);
     const dups = sockets.reduce((k, s) => k + duplicateIds(s.received).length, 0);
-    console.log(`drain (SIGTERM of the owner), ${n} streams at 1 Hz: ${exit ? `exit ${exit.code ?? exit.signal} after ${seconds(exit.ms)}` : 'no exit within 30 s'}`);
-    console.log(`  missed ticks per stream  p50 ${quantile(missed, 0.5)}  max ${Math.max(...missed)}; duplicates ${dups}; sockets open ${sockets.filter((s) => s.isOpen()).length}/${n}`);
+    console.log(
+      `drain (SIGTERM of the owner), ${n} streams at 1 Hz: ${exit ? `exit ${exit.code ?? exit.signal} after ${seconds(exit.ms)}` : 'no exit within 30 s'}`,
+    );
+    console.log(
+      `  missed ticks per stream  p50 ${quantile(missed, 0.5)}  max ${Math.max(...missed)}; duplicates ${dups}; sockets open ${sockets.filter((s) => s.isOpen()).length}/${n}`,
+    );
   });
 }
 
-/** Sums one histogram's cumulative buckets over every replica's /metrics: le → count. */
-async function latenessBuckets(fleet: Fleet): Promise<Map<number, number>> {
-  const sum = new Map<number, number>();
-  for (const r of fleet.replicas) {
-    const text = await fetch(`${r.url}/metrics`).then((x) => x.text(), () => '');
-    for (const m of text.matchAll(/^gateway_legacy_tick_lateness_seconds_bucket\{le="([^"]+)"\} (\d+)/gm)) {
-      const le = m[1] === '+Inf' ? Infinity : Number(m[1]);
-      sum.set(le, (sum.get(le) ?? 0) + Number(m[2]));
-    }
-  }
-  return sum;
-}
+const LATENESS = 'gateway_legacy_tick_lateness_seconds';
 
-/** The smallest bucket bound holding the q-quantile of the samples between two scrapes. */
-function bucketQuantile(before: Map<number, number>, after: Map<number, number>, q: number): string {
-  const les = [...after.keys()].sort((x, y) => x - y);
-  const total = (after.get(Infinity) ?? 0) - (before.get(Infinity) ?? 0);
-  if (total <= 0) return 'no ticks';
-  const le = les.find((l) => (after.get(l) ?? 0) - (before.get(l) ?? 0) >= q * total)!;
-  return `≤ ${le === Infinity ? '∞' : `${le * 1000} ms`} (${total} ticks)`;
+/** The lateness quantile between two scrapes of every replica's /metrics, and the ticks behind it. */
+function latenessQuantile(before: Map<string, number>, after: Map<string, number>, q: number): string {
+  return `${bucketQuantile(before, after, LATENESS, q)} (${seriesDelta(before, after, `${LATENESS}_count`)} ticks)`;
 }
 
 async function benchLoad(cfg: Config, store: 'redis' | 'memory', streams: number, secs: number): Promise<void> {
@@ -148,27 +147,38 @@ async function benchLoad(cfg: Config, store: 'redis' | 'memory', streams: number
     await waitUntil(() => sockets.every((s) => s.received.length >= 2), 60_000);
     await sleep(3000);
     const cpu0 = fleet.replicas.map((r) => r.cpuSeconds());
-    const lat0 = await latenessBuckets(fleet);
+    const lat0 = await scrapeMetrics(fleet.replicas.map((r) => r.url));
     const cmd0 = store === 'redis' ? await fleet.redisCommands() : new Map<string, number>();
     const got0 = sockets.reduce((k, s) => k + s.received.length, 0);
     const t0 = Date.now();
     await sleep(secs * 1000);
     const wall = (Date.now() - t0) / 1000;
     const cpu = fleet.replicas.reduce((k, r, i) => k + r.cpuSeconds() - cpu0[i]!, 0);
-    const lat1 = await latenessBuckets(fleet);
+    const lat1 = await scrapeMetrics(fleet.replicas.map((r) => r.url));
     const cmd1 = store === 'redis' ? await fleet.redisCommands() : new Map<string, number>();
-    const perCmd = [...cmd1].map(([name, calls]) => [name, calls - (cmd0.get(name) ?? 0)] as const).filter(([, n]) => n > 0).sort((x, y) => y[1] - x[1]);
+    const perCmd = commandDeltas(cmd0, cmd1);
     const cmds = perCmd.reduce((k, [, n]) => k + n, 0);
     const got = sockets.reduce((k, s) => k + s.received.length, 0) - got0;
     const streamSeconds = streams * wall;
-    console.log(`${store} store: ${streams} streams at 1 Hz over 3 replicas for ${wall.toFixed(1)} s (${sockets.filter((s) => s.isOpen()).length} sockets open)`);
+    console.log(
+      `${store} store: ${streams} streams at 1 Hz over 3 replicas for ${wall.toFixed(1)} s (${sockets.filter((s) => s.isOpen()).length} sockets open)`,
+    );
     console.log(`  results/s received     ${(got / wall).toFixed(0)}`);
-    console.log(`  replica CPU            ${((cpu / wall) * 100).toFixed(0)} % of one core in all → ${((cpu * 1000) / streamSeconds).toFixed(3)} ms CPU per stream-second`);
-    console.log(`  tick lateness p50      ${bucketQuantile(lat0, lat1, 0.5)}`);
-    console.log(`  tick lateness p99      ${bucketQuantile(lat0, lat1, 0.99)}`);
+    console.log(
+      `  replica CPU            ${((cpu / wall) * 100).toFixed(0)} % of one core in all → ${((cpu * 1000) / streamSeconds).toFixed(3)} ms CPU per stream-second`,
+    );
+    console.log(`  tick lateness p50      ${latenessQuantile(lat0, lat1, 0.5)}`);
+    console.log(`  tick lateness p99      ${latenessQuantile(lat0, lat1, 0.99)}`);
     if (store === 'redis') {
-      console.log(`  Redis commands         ${(cmds / wall).toFixed(0)}/s → ${(cmds / streamSeconds).toFixed(2)} per stream-second (script inner calls included)`);
-      console.log(`    by command           ${perCmd.slice(0, 8).map(([name, n]) => `${name} ${(n / streamSeconds).toFixed(2)}`).join(', ')}`);
+      console.log(
+        `  Redis commands         ${(cmds / wall).toFixed(0)}/s → ${(cmds / streamSeconds).toFixed(2)} per stream-second (script inner calls included)`,
+      );
+      console.log(
+        `    by command           ${perCmd
+          .slice(0, 8)
+          .map(([name, n]) => `${name} ${(n / streamSeconds).toFixed(2)}`)
+          .join(', ')}`,
+      );
     }
     for (const s of sockets) s.close();
   } finally {
@@ -184,7 +194,9 @@ export async function benchFleet(cfg: Config): Promise<void> {
   }
   const streams = Number(process.env.BENCH_FLEET_STREAMS ?? 150);
   const secs = Number(process.env.BENCH_SECONDS ?? 20);
-  console.log(`steady load (BENCH_FLEET_STREAMS=${streams}; the specified 1,000 saturates a 2-core machine with the emulator and Redis on it):`);
+  console.log(
+    `steady load (BENCH_FLEET_STREAMS=${streams}; the specified 1,000 saturates a 2-core machine with the emulator and Redis on it):`,
+  );
   await benchLoad(cfg, 'redis', streams, secs);
   await benchLoad(cfg, 'memory', streams, secs);
 }

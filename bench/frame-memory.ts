@@ -9,7 +9,10 @@ import { PatternRenderer } from '../src/emulator/frames/pattern';
 
 const mib = (b: number) => `${(b / 1024 / 1024).toFixed(1)} MiB`;
 
-export async function benchFrameMemory(cfg: Config, opts: { seconds?: number; fps?: number; width?: number; height?: number } = {}): Promise<void> {
+export async function benchFrameMemory(
+  cfg: Config,
+  opts: { seconds?: number; fps?: number; width?: number; height?: number } = {},
+): Promise<void> {
   const seconds = opts.seconds ?? cfg.emulator.frameRetentionSeconds;
   const fps = opts.fps ?? 10;
   const width = opts.width ?? 640;
@@ -42,7 +45,9 @@ export async function benchFrameMemory(cfg: Config, opts: { seconds?: number; fp
   const elapsed = performance.now() - started;
   global.gc?.();
   const after = process.memoryUsage();
-  console.log(`stream of ${seconds} s × ${fps} fps × ${width}×${height} (${n} frames, stored ≤ ${cfg.emulator.frameStoreWidth} px wide, JPEG q${cfg.emulator.jpegQuality})`);
+  console.log(
+    `stream of ${seconds} s × ${fps} fps × ${width}×${height} (${n} frames, stored ≤ ${cfg.emulator.frameStoreWidth} px wide, JPEG q${cfg.emulator.jpegQuality})`,
+  );
   console.log(`  retained ${buffer.retainedCount} frames, evicted ${buffer.evictedCount}`);
   console.log(`  stored JPEG bytes        ${mib(buffer.storedBytes)} (${(buffer.storedBytes / n / 1024).toFixed(1)} KiB/frame)`);
   console.log(`  heap+external growth     ${mib(after.heapUsed + after.external - before.heapUsed - before.external)}`);

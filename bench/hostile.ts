@@ -27,7 +27,12 @@ export async function benchHostile(base: Config): Promise<void> {
     port: 0,
     host: '127.0.0.1',
     logLevel: 'warn',
-    emulator: { ...base.emulator, port: 0, controlApi: true, autoPublish: { ...base.emulator.autoPublish, enabled: true, fps: 5, width: 160, height: 120 } },
+    emulator: {
+      ...base.emulator,
+      port: 0,
+      controlApi: true,
+      autoPublish: { ...base.emulator.autoPublish, enabled: true, fps: 5, width: 160, height: 120 },
+    },
     legacy: { ...base.legacy, firstFramePollMs: 50, tombstoneSeconds: 1 },
   };
   const logger = createLogger('error');
@@ -111,7 +116,9 @@ export async function benchHostile(base: Config): Promise<void> {
       if (r.status === 201) await call('DELETE', `/v0.2/streams/${(JSON.parse(r.text) as { stream_id: string }).stream_id}`);
       return String(r.status);
     };
-    await phase('2b distinct schemas at the node cap', () => cycle({ output_schema_json: { type: 'object', properties: props(120, ++salt) } }));
+    await phase('2b distinct schemas at the node cap', () =>
+      cycle({ output_schema_json: { type: 'object', properties: props(120, ++salt) } }),
+    );
     await phase('2c the same creates without a schema', () => cycle({}));
 
     // Case 3: ReDoS. A stream validating every answer against ^(x+x+)+y$, and the gateway's
@@ -124,22 +131,32 @@ export async function benchHostile(base: Config): Promise<void> {
       await new Promise((r) => setImmediate(r));
       return 'x100';
     });
-    if (redosStream.status === 201) await call('DELETE', `/v0.2/streams/${(JSON.parse(redosStream.text) as { stream_id: string }).stream_id}`);
+    if (redosStream.status === 201)
+      await call('DELETE', `/v0.2/streams/${(JSON.parse(redosStream.text) as { stream_id: string }).stream_id}`);
     benchRegexEngines();
 
     // Case 4: 300 × max-size feedback over five streams, then the list, then the tombstone.
     globalThis.gc?.();
     const heapBefore = process.memoryUsage().heapUsed;
     const ids: string[] = [];
-    for (let s = 0; s < 5; s++) ids.push((JSON.parse((await call('POST', '/v0.2/streams', clip({ delay_seconds: 60 }))).text) as { stream_id: string }).stream_id);
-    const fb = JSON.stringify({ rating: 3, category: 'c'.repeat(LEGACY_LIMITS.maxCategoryChars), feedback: 'f'.repeat(LEGACY_LIMITS.maxFeedbackChars) });
+    for (let s = 0; s < 5; s++)
+      ids.push((JSON.parse((await call('POST', '/v0.2/streams', clip({ delay_seconds: 60 }))).text) as { stream_id: string }).stream_id);
+    const fb = JSON.stringify({
+      rating: 3,
+      category: 'c'.repeat(LEGACY_LIMITS.maxCategoryChars),
+      feedback: 'f'.repeat(LEGACY_LIMITS.maxFeedbackChars),
+    });
     const oneMiB = JSON.stringify({ rating: 3, category: 'c', feedback: 'f'.repeat(1024 * 1024 - 64) });
     let sent = 0;
-    await phase('4 feedback: 300 × max-size, then 1 MiB bodies', async () => {
-      const body = sent < 300 ? fb : oneMiB;
-      const r = await call('POST', `/v0.2/streams/${ids[sent++ % ids.length]}/feedback`, body);
-      return String(r.status);
-    }, 310);
+    await phase(
+      '4 feedback: 300 × max-size, then 1 MiB bodies',
+      async () => {
+        const body = sent < 300 ? fb : oneMiB;
+        const r = await call('POST', `/v0.2/streams/${ids[sent++ % ids.length]}/feedback`, body);
+        return String(r.status);
+      },
+      310,
+    );
     globalThis.gc?.();
     const heapAfter = process.memoryUsage().heapUsed;
     const list = await call('GET', '/v0.2/streams/feedback');
@@ -165,7 +182,12 @@ export async function benchHostile(base: Config): Promise<void> {
       if (r.status === 201) await call('DELETE', `/v0.2/streams/${(JSON.parse(r.text) as { stream_id: string }).stream_id}`);
       return r.status >= 500 ? '5xx' : r.status < 300 ? '2xx' : '4xx';
     });
-    console.log(`fuzz statuses: ${[...fuzzStatuses].sort().map(([k, v]) => `${k}×${v}`).join(' ')}`);
+    console.log(
+      `fuzz statuses: ${[...fuzzStatuses]
+        .sort()
+        .map(([k, v]) => `${k}×${v}`)
+        .join(' ')}`,
+    );
   } finally {
     await gw.close();
     await emulator.close();
@@ -199,7 +221,14 @@ function benchRegexEngines(): void {
   const v = new JsonSchemaValidators({ maxEntries: 100 });
   v.compile({ type: 'string' }); // the ajv instance itself
   const compiles = Array.from({ length: 20 }, (_, k) =>
-    time(() => v.compile({ type: 'object', properties: Object.fromEntries(Array.from({ length: 120 }, (_, j) => [`f${j}-${k}`, { type: 'string' }])) })),
+    time(() =>
+      v.compile({
+        type: 'object',
+        properties: Object.fromEntries(Array.from({ length: 120 }, (_, j) => [`f${j}-${k}`, { type: 'string' }])),
+      }),
+    ),
   );
-  console.log(`2 compile at the node cap (120 properties), 20 distinct: p50 ${ms(quantile(compiles, 0.5))}, max ${ms(Math.max(...compiles))}`);
+  console.log(
+    `2 compile at the node cap (120 properties), 20 distinct: p50 ${ms(quantile(compiles, 0.5))}, max ${ms(Math.max(...compiles))}`,
+  );
 }

@@ -71,8 +71,10 @@ export async function benchLegacy(cfg: Config, opts: { streams?: number; seconds
     const ids = JSON.parse(await clients.line('READY', 300_000)) as string[];
     global.gc?.();
     const idle = process.memoryUsage();
-    console.log(`idle: ${ids.length} streams, gateway RSS +${mib(idle.rss - rss0.rss)}, heap +${mib(idle.heapUsed - rss0.heapUsed)}` +
-      ` → ${kib((idle.rss - rss0.rss) / ids.length)} RSS, ${kib((idle.heapUsed - rss0.heapUsed) / ids.length)} heap per idle stream`);
+    console.log(
+      `idle: ${ids.length} streams, gateway RSS +${mib(idle.rss - rss0.rss)}, heap +${mib(idle.heapUsed - rss0.heapUsed)}` +
+        ` → ${kib((idle.rss - rss0.rss) / ids.length)} RSS, ${kib((idle.heapUsed - rss0.heapUsed) / ids.length)} heap per idle stream`,
+    );
 
     // Frames start flowing: the first-frame polls see them and the schedulers start ticking.
     let started = 0;
@@ -104,11 +106,15 @@ export async function benchLegacy(cfg: Config, opts: { streams?: number; seconds
     const counted = JSON.parse(await clients.line('COUNT')) as { results: number; failures: number };
     const mem = process.memoryUsage();
     console.log(`\n${streams} streams × 1 Hz for ${wall.toFixed(1)} s (emulator and clients in other processes)`);
-    console.log(`  results/s            ${(results / wall).toFixed(0)} (clients received ${counted.results} in total, ${counted.failures} not ok)`);
+    console.log(
+      `  results/s            ${(results / wall).toFixed(0)} (clients received ${counted.results} in total, ${counted.failures} not ok)`,
+    );
     console.log(`  tick lateness ms     ${summary(lateness)}`);
     console.log(`  skipped ticks        ${skipped}`);
     console.log(`  overhead/result ms   ${summary(overhead, 3)}  (upstream answer → WebSocket write)`);
-    console.log(`  gateway CPU          ${(cpuFrac * 100).toFixed(0)} % of one core (${((cpuFrac * 1000) / streams).toFixed(2)} ms CPU per stream-second)`);
+    console.log(
+      `  gateway CPU          ${(cpuFrac * 100).toFixed(0)} % of one core (${((cpuFrac * 1000) / streams).toFixed(2)} ms CPU per stream-second)`,
+    );
     console.log(`  gateway RSS          ${mib(mem.rss)} (${kib((mem.rss - rss0.rss) / streams)} per stream over the baseline)`);
   } finally {
     clients.send('STOP');

@@ -55,6 +55,7 @@ registerSection('store', async () => (await import('./store')).benchStore);
 registerSection('fleet', async () => (await import('./fleet-bench')).benchFleet);
 registerSection('rolling', async () => (await import('./rolling-bench')).benchRolling);
 registerSection('hostile', async () => (await import('./hostile')).benchHostile);
+registerSection('scale', async () => (await import('./scale')).benchScale);
 registerSection('chaos', async () => (await import('./chaos')).benchChaos);
 
 /** Sections that run only when named (long: `chaos` takes its --duration). */
@@ -64,7 +65,9 @@ async function runBench(cfg: Config, only: string[], flags: BenchFlags = {}): Pr
   const names = only.length ? only : Object.keys(SECTIONS).filter((n) => !ON_REQUEST.has(n));
   for (const name of names) {
     console.log(`\n== ${name} ==`);
-    await (await SECTIONS[name]!())(cfg, flags);
+    await (
+      await SECTIONS[name]!()
+    )(cfg, flags);
   }
   // wrtc/rtc-node handles may keep the loop alive; the figures are printed, so leave.
   process.exit(process.exitCode ?? 0);
@@ -76,7 +79,8 @@ const USAGE = `usage: npm run bench -- [SECTION...] [--duration S] [--seed N] [-
   --duration S        chaos: seconds of faults (default 600)
   --seed N            chaos: seed of the fault sequence (default 42)
   --interval S        chaos: seconds between faults (default 15)
-  --streams N         chaos: streams, 5 per API key (default 40)
+  --streams N         chaos: streams, 5 per API key (default 40); scale: streams (BENCH_SCALE_STREAMS, a list, default 300)
+  --replicas LIST     scale: replica counts, 1 = one process on the memory store (BENCH_SCALE_REPLICAS, default 1,3)
   -c, --config FILE   JSON config layered over config/default.json (docs/configuration.md)
   -h, --help          this help
 `;
@@ -100,6 +104,7 @@ function parseBenchArgs(argv: string[]): { sections: string[]; flags: BenchFlags
         seed: { type: 'string' },
         interval: { type: 'string' },
         streams: { type: 'string' },
+        replicas: { type: 'string' },
       },
     });
   } catch (err) {
@@ -112,8 +117,11 @@ function parseBenchArgs(argv: string[]): { sections: string[]; flags: BenchFlags
   }
   for (const flag of ['duration', 'seed', 'interval', 'streams']) {
     const v = flags[flag];
-    if (v !== undefined && !(Number.isInteger(Number(v)) && Number(v) > 0)) fail(`--${flag} must be a whole number > 0, got '${String(v)}'`);
+    if (v !== undefined && !(Number.isInteger(Number(v)) && Number(v) > 0))
+      fail(`--${flag} must be a whole number > 0, got '${String(v)}'`);
   }
+  if (flags.replicas !== undefined && !/^[1-9]\d*(,[1-9]\d*)*$/.test(String(flags.replicas)))
+    fail(`--replicas must be whole numbers > 0 separated by commas, got '${String(flags.replicas)}'`);
   const unknown = parsed.positionals.filter((n) => !Object.hasOwn(SECTIONS, n));
   if (unknown.length) fail(`unknown section ${unknown.join(', ')}`);
   return { sections: parsed.positionals, flags, config: flags.config as string | undefined };

@@ -74,7 +74,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function once(t: Target, s: Scenario): Promise<[number, number]> {
   const t0 = performance.now();
   const res = await t.pool.request({ method: s.method, path: s.path, headers: s.headers, body: s.body });
-  if (res.statusCode >= 300) throw new Error(`${t.name} ${s.method} ${s.path}: HTTP ${res.statusCode} ${(await res.body.text()).slice(0, 300)}`);
+  if (res.statusCode >= 300)
+    throw new Error(`${t.name} ${s.method} ${s.path}: HTTP ${res.statusCode} ${(await res.body.text()).slice(0, 300)}`);
   let first = 0;
   for await (const _chunk of res.body) if (!first) first = performance.now() - t0;
   return [performance.now() - t0, first];
@@ -153,7 +154,15 @@ async function cpuPerRequest(targets: Target[], n: number, run: () => Promise<vo
  * interleaves them (`run` gets both). Either way a neighbour's load shifts both sides of a round's
  * ratio. The median ratio over rounds and its spread (min–max), and the median µs of each.
  */
-async function compareCpu(label: string, bare: Target, gw: Target, rounds: number, n: number, schedule: 'alternate' | 'together', run: (t: Target[]) => Promise<void>) {
+async function compareCpu(
+  label: string,
+  bare: Target,
+  gw: Target,
+  rounds: number,
+  n: number,
+  schedule: 'alternate' | 'together',
+  run: (t: Target[]) => Promise<void>,
+) {
   const us: Record<'bare' | 'gateway', number[]> = { bare: [], gateway: [] };
   for (let r = 0; r < rounds; r++) {
     progress(`${label}: round ${r + 1}/${rounds}…`);
@@ -163,7 +172,8 @@ async function compareCpu(label: string, bare: Target, gw: Target, rounds: numbe
       us.gateway.push(g!);
       continue;
     }
-    for (const t of r % 2 ? [gw, bare] : [bare, gw]) us[t.name as 'bare' | 'gateway'].push((await cpuPerRequest([t], n, () => run([t])))[0]!);
+    for (const t of r % 2 ? [gw, bare] : [bare, gw])
+      us[t.name as 'bare' | 'gateway'].push((await cpuPerRequest([t], n, () => run([t])))[0]!);
   }
   progress('');
   const ratios = us.gateway.map((g, r) => g / us.bare[r]!);
@@ -179,7 +189,10 @@ async function compareCpu(label: string, bare: Target, gw: Target, rounds: numbe
 
 /** Latency at 1 in flight, the targets alternating per request (rotating who goes first). */
 async function latency(targets: Target[], s: Scenario, n: number): Promise<Record<Name, { total: number[]; first: number[] }>> {
-  const out = { direct: { total: [], first: [] }, bare: { total: [], first: [] }, gateway: { total: [], first: [] } } as Record<Name, { total: number[]; first: number[] }>;
+  const out = { direct: { total: [], first: [] }, bare: { total: [], first: [] }, gateway: { total: [], first: [] } } as Record<
+    Name,
+    { total: number[]; first: number[] }
+  >;
   for (let i = 0; i < n; i++) {
     if (i % 100 === 0) progress(`${s.label}: latency ${i}/${n}…`);
     for (let k = 0; k < targets.length; k++) {
@@ -265,7 +278,12 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
           proc.kill('SIGTERM');
         }),
     });
-    const bareProc = child(path.join(__dirname, 'bare-proxy.js'), [String(barePort), emuUrl], {}, { nodeArgs: ['-r', PROBE, ...nodeArgs('BENCH_PT_BARE_NODE_ARGS')], ipc: true });
+    const bareProc = child(
+      path.join(__dirname, 'bare-proxy.js'),
+      [String(barePort), emuUrl],
+      {},
+      { nodeArgs: ['-r', PROBE, ...nodeArgs('BENCH_PT_BARE_NODE_ARGS')], ipc: true },
+    );
     children.push(bareProc);
     await bareProc.line('listening');
     const gwUrl = `http://127.0.0.1:${gwPort}`;
@@ -327,7 +345,10 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
       completion: completion(false),
       sse: completion(true),
     };
-    const scenarios = (process.env.BENCH_PT_SCENARIOS ?? 'models,completion,sse').split(',').map((name) => all[name.trim()]!).filter(Boolean);
+    const scenarios = (process.env.BENCH_PT_SCENARIOS ?? 'models,completion,sse')
+      .split(',')
+      .map((name) => all[name.trim()]!)
+      .filter(Boolean);
 
     console.log(
       `emulator, gateway and a bare node:http pipe proxy in child processes on ${os.cpus().length} cores ` +
@@ -344,7 +365,9 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
       for (let w = 0; w < 2; w++) for (const t of [bare, gw]) await closedLoop(t, s, Math.min(1000, n), c);
       const closed = await compareCpu(`${s.label} closed loop`, bare, gw, rounds, n, 'alternate', ([t]) => closedLoop(t!, s, n, c));
       const fixedN = Math.min(n, rate * 5);
-      const fixed = await compareCpu(`${s.label} fixed rate`, bare, gw, rounds, fixedN, 'together', (ts) => fixedRate(ts, s, fixedN, s.sse ? Math.min(rate, 100) : rate));
+      const fixed = await compareCpu(`${s.label} fixed rate`, bare, gw, rounds, fixedN, 'together', (ts) =>
+        fixedRate(ts, s, fixedN, s.sse ? Math.min(rate, 100) : rate),
+      );
       const lat = await latency([direct, bare, gw], s, s.sse ? Math.min(latencyRequests, 200) : latencyRequests);
       const pick = (name: Name) => (s.sse ? lat[name].first : lat[name].total);
       const p50 = (name: Name) => quantile(pick(name), 0.5);

@@ -16,7 +16,12 @@ declare global {
   interface Window {
     relayBench: {
       /** Offers, POSTs the legacy create, applies the answer; returns the status and stream id. */
-      start(gateway: string, key: string, body: object, opts: SenderOptions): Promise<{ status: number; streamId?: string; error?: string }>;
+      start(
+        gateway: string,
+        key: string,
+        body: object,
+        opts: SenderOptions,
+      ): Promise<{ status: number; streamId?: string; error?: string }>;
       /** [index, painted at (Unix ms)] since the last call. */
       drainSent(): [number, number][];
       /** Frames the browser encoded and sent so far, and why its quality is limited (if it is). */

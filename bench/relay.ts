@@ -69,14 +69,24 @@ function clipBody(targetFps: number) {
 }
 
 async function serveSenderPage(): Promise<{ url: string; close(): Promise<void> }> {
-  const bundle = await build({ entryPoints: [PAGE_ENTRY], bundle: true, format: 'iife', platform: 'browser', target: 'chrome110', write: false, logLevel: 'silent' });
+  const bundle = await build({
+    entryPoints: [PAGE_ENTRY],
+    bundle: true,
+    format: 'iife',
+    platform: 'browser',
+    target: 'chrome110',
+    write: false,
+    logLevel: 'silent',
+  });
   const script = bundle.outputFiles[0]!.text;
   const server = http.createServer((req, res) => {
     if (req.url === '/relay.js') {
       res.writeHead(200, { 'content-type': 'text/javascript' }).end(script);
       return;
     }
-    res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><html><head><link rel="icon" href="data:,"><script src="/relay.js"></script></head><body></body></html>');
+    res
+      .writeHead(200, { 'content-type': 'text/html' })
+      .end('<!doctype html><html><head><link rel="icon" href="data:,"><script src="/relay.js"></script></head><body></body></html>');
   });
   const port = await listen(server, 0, '127.0.0.1');
   return { url: `http://127.0.0.1:${port}/`, close: () => closeServer(server) };
@@ -93,7 +103,13 @@ export async function benchRelay(cfg: Config): Promise<void> {
   const emuCfg: Config = {
     ...cfg,
     logLevel: 'warn',
-    emulator: { ...cfg.emulator, port: 0, host: '127.0.0.1', controlApi: true, autoPublish: { ...cfg.emulator.autoPublish, enabled: false } },
+    emulator: {
+      ...cfg.emulator,
+      port: 0,
+      host: '127.0.0.1',
+      controlApi: true,
+      autoPublish: { ...cfg.emulator.autoPublish, enabled: false },
+    },
   };
   const emulator = await startEmulator(emuCfg, createLogger('warn', 'emulator'));
   emulator.emulator.ctx.streams.onCreate((s) => watchBuffer(s, seen));
@@ -133,7 +149,12 @@ export async function benchRelay(cfg: Config): Promise<void> {
       open.push(page);
       await page.goto(pages.url);
       const opts: SenderOptions = { source, width: WIDTH, height: HEIGHT, fps: CAMERA_FPS };
-      const r = await page.evaluate(([gw, k, body, o]) => window.relayBench.start(gw, k, body, o), [gwUrl, key, clipBody(targetFps), opts] as const);
+      const r = await page.evaluate(([gw, k, body, o]) => window.relayBench.start(gw, k, body, o), [
+        gwUrl,
+        key,
+        clipBody(targetFps),
+        opts,
+      ] as const);
       if (r.status !== 201 || !r.streamId) throw new Error(`legacy create failed: ${r.status} ${r.error ?? ''}`);
       return { page, streamId: r.streamId };
     };
@@ -158,7 +179,9 @@ export async function benchRelay(cfg: Config): Promise<void> {
         .join('; ');
     };
     const line = (label: string, m: { cpuPct: number; rssKb: number }, extra: string) =>
-      console.log(`${label.padEnd(44)} gateway CPU ${m.cpuPct.toFixed(1).padStart(5)} % of a core   RSS ${mib(m.rssKb).padStart(9)}   ${extra}`);
+      console.log(
+        `${label.padEnd(44)} gateway CPU ${m.cpuPct.toFixed(1).padStart(5)} % of a core   RSS ${mib(m.rssKb).padStart(9)}   ${extra}`,
+      );
 
     const idle = await measure(pid, ticks, 3);
     line('idle (no stream)', idle, '');

@@ -92,7 +92,11 @@ class Client {
 }
 
 async function openClients(fleet: Fleet, lb: Balancer, key: string, n: number): Promise<Client[]> {
-  const body = { mode: 'frame', processing: { interval_seconds: INTERVAL_S }, inference: { prompt: 'Describe the frame', model: 'local/analyzer-mini', max_output_tokens: 32 } };
+  const body = {
+    mode: 'frame',
+    processing: { interval_seconds: INTERVAL_S },
+    inference: { prompt: 'Describe the frame', model: 'local/analyzer-mini', max_output_tokens: 32 },
+  };
   const clients: Client[] = [];
   for (let i = 0; i < n; i++) {
     const webrtc = i % 2 === 0;
@@ -119,7 +123,10 @@ function keepAlive(lb: Balancer, key: string, clients: readonly Client[]): { fai
     while (on) {
       for (const c of clients) {
         if (c.ended !== undefined || !on) continue;
-        const r = await fetch(`${lb.url}/v0.2/streams/${c.id}/keepalive`, { method: 'POST', headers: { authorization: `Bearer ${key}` } }).catch(() => undefined);
+        const r = await fetch(`${lb.url}/v0.2/streams/${c.id}/keepalive`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}` },
+        }).catch(() => undefined);
         if (!r?.ok && c.ended === undefined) failures.push(String(r?.status ?? 'network error'));
         await r?.text();
       }
@@ -152,7 +159,12 @@ function lifetimes(steps: readonly ReplacedReplica[], leftAtMs?: number): string
     .map((s) => {
       const e = s.exited();
       if (!e) return `${s.old.id} still running`;
-      const after = leftAtMs === undefined ? '' : e.atMs >= leftAtMs ? `, ${seconds(e.atMs - leftAtMs)} after its clients left` : ', before its clients left';
+      const after =
+        leftAtMs === undefined
+          ? ''
+          : e.atMs >= leftAtMs
+            ? `, ${seconds(e.atMs - leftAtMs)} after its clients left`
+            : ', before its clients left';
       return `${s.old.id} ${seconds(e.atMs - s.termAtMs)} (exit ${e.code ?? e.signal}${after})`;
     })
     .join('; ');
@@ -187,11 +199,19 @@ export async function benchRolling(cfg: Config): Promise<void> {
 
     // With live connections: every socket and relay is on A, B or C when the deploy starts.
     const deployAt = Date.now();
-    const steps = await deploy(fleet, lb, [['A', 'D'], ['B', 'E'], ['C', 'F']]);
+    const steps = await deploy(fleet, lb, [
+      ['A', 'D'],
+      ['B', 'E'],
+      ['C', 'F'],
+    ]);
     const deployedAt = Date.now();
     await waitUntil(() => clients.every((c) => c.ended !== undefined || c.arrivals.filter((t) => t > deployedAt).length >= 3), 30_000);
     await sleep(holdMs);
-    const gaps = (kind?: string) => clients.filter((c) => !kind || c.kind === kind).map((c) => c.gapSince(deployAt)).filter(Number.isFinite);
+    const gaps = (kind?: string) =>
+      clients
+        .filter((c) => !kind || c.kind === kind)
+        .map((c) => c.gapSince(deployAt))
+        .filter(Number.isFinite);
     const ended = clients.filter((c) => c.ended !== undefined);
     const stillRunning = steps.filter((s) => !s.exited()).length;
 
@@ -201,30 +221,45 @@ export async function benchRolling(cfg: Config): Promise<void> {
       if (c.kind === 'native') c.leave(true);
       else {
         c.leave(false);
-        if (c.ended === undefined) await fetch(`${lb.url}/v0.2/streams/${c.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } }).then((r) => r.text()).catch(() => undefined);
+        if (c.ended === undefined)
+          await fetch(`${lb.url}/v0.2/streams/${c.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })
+            .then((r) => r.text())
+            .catch(() => undefined);
         c.sender?.close();
       }
     }
     await Promise.race([Promise.all(steps.map((s) => s.exit)), sleep(60_000)]);
     await ka.stop();
 
-    console.log(`rolling deploy A,B,C → D,E,F behind haproxy: ${n} streams at 1 Hz (${clients.filter((c) => c.kind === 'webrtc').length} webrtc, ${clients.filter((c) => c.kind === 'native').length} native), one socket each through the balancer${ready ? '' : ' (some never got 3 results before the deploy)'}`);
+    console.log(
+      `rolling deploy A,B,C → D,E,F behind haproxy: ${n} streams at 1 Hz (${clients.filter((c) => c.kind === 'webrtc').length} webrtc, ${clients.filter((c) => c.kind === 'native').length} native), one socket each through the balancer${ready ? '' : ' (some never got 3 results before the deploy)'}`,
+    );
     console.log(`  deploy took ${seconds(deployedAt - deployAt)} (new replica up in the balancer, old one SIGTERMed and counted down, ×3)`);
     console.log(`  result gap per stream across the deploy   all    ${summary(gaps())}`);
     console.log(`                                             native ${summary(gaps('native'))}`);
     console.log(`                                             webrtc ${summary(gaps('webrtc'))}`);
-    console.log(`  sockets closed by the server: ${counted(clients.flatMap((c) => c.closes))}; reconnects ${clients.reduce((k, c) => k + c.reconnects, 0)}`);
-    console.log(`  streams ended by the deploy: ${ended.length}/${n}${ended.length ? ` (${counted(ended.map((c) => `${c.kind} ${c.ended}`))})` : ''}; keepalive failures through the balancer: ${ka.failures.length ? counted(ka.failures) : '0'}`);
+    console.log(
+      `  sockets closed by the server: ${counted(clients.flatMap((c) => c.closes))}; reconnects ${clients.reduce((k, c) => k + c.reconnects, 0)}`,
+    );
+    console.log(
+      `  streams ended by the deploy: ${ended.length}/${n}${ended.length ? ` (${counted(ended.map((c) => `${c.kind} ${c.ended}`))})` : ''}; keepalive failures through the balancer: ${ka.failures.length ? counted(ka.failures) : '0'}`,
+    );
     console.log(`  old replicas with live connections, SIGTERM → exit: ${lifetimes(steps, leftAt)}`);
     console.log(`    (still running ${seconds(holdMs)} after the deploy, while their clients stayed: ${stillRunning}/3)`);
 
     // Without live connections: the clients close their sockets; the new replicas still schedule the native streams.
     for (const c of clients) c.leave(false);
     await sleep(1000);
-    const bare = await deploy(fleet, lb, [['D', 'G'], ['E', 'H'], ['F', 'I']]);
+    const bare = await deploy(fleet, lb, [
+      ['D', 'G'],
+      ['E', 'H'],
+      ['F', 'I'],
+    ]);
     await Promise.race([Promise.all(bare.map((s) => s.exit)), sleep(60_000)]);
     const live = (await fleet.upstreamStreams()).length;
-    console.log(`  old replicas without live connections (each scheduling native streams), SIGTERM → exit: ${lifetimes(bare)}; upstream streams still active after both deploys: ${live}`);
+    console.log(
+      `  old replicas without live connections (each scheduling native streams), SIGTERM → exit: ${lifetimes(bare)}; upstream streams still active after both deploys: ${live}`,
+    );
   } finally {
     for (const c of clients) {
       c.leave(false);

@@ -39,7 +39,10 @@ class NativePublisher {
   async start(publish: { url: string; token: string }): Promise<void> {
     await this.room.connect(publish.url, publish.token, { autoSubscribe: false, dynacast: false });
     const track = rtc.LocalVideoTrack.createVideoTrack('camera', this.source);
-    await this.room.localParticipant!.publishTrack(track, new rtc.TrackPublishOptions({ source: rtc.TrackSource.SOURCE_CAMERA, simulcast: false }));
+    await this.room.localParticipant!.publishTrack(
+      track,
+      new rtc.TrackPublishOptions({ source: rtc.TrackSource.SOURCE_CAMERA, simulcast: false }),
+    );
     this.timer = setInterval(() => {
       const index = this.next++;
       const data = this.renderer.renderI420(index);
@@ -173,7 +176,9 @@ export async function benchRoomViewer(cfg: Config): Promise<void> {
     NODE_ENV: 'production',
   });
   const api: Api = { url: `http://127.0.0.1:${port}`, key: `${cfg.brand}-local-dev` };
-  console.log(`${WIDTH}x${HEIGHT} at ${FPS} fps, ${SECONDS} s windows; emulator = a child process (dist/main.js emulator), publisher and viewer rtc-node in this one`);
+  console.log(
+    `${WIDTH}x${HEIGHT} at ${FPS} fps, ${SECONDS} s windows; emulator = a child process (dist/main.js emulator), publisher and viewer rtc-node in this one`,
+  );
   try {
     await waitHealthy(`${api.url}/healthz`);
     const pid = emulator.proc.pid!;

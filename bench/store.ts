@@ -38,7 +38,11 @@ async function commandsProcessed(redis: RedisServer): Promise<number> {
 }
 
 /** Latency of `op` (ms) at one in flight, and how many Redis commands each call cost. */
-async function measure(store: Store, redis: RedisServer | undefined, op: (i: number) => Promise<unknown>): Promise<{ p50: number; p99: number; cmds: number }> {
+async function measure(
+  store: Store,
+  redis: RedisServer | undefined,
+  op: (i: number) => Promise<unknown>,
+): Promise<{ p50: number; p99: number; cmds: number }> {
   for (let i = 0; i < 100; i++) await op(N + i); // warm-up (scripts loaded, JIT)
   const before = redis ? await commandsProcessed(redis) : 0;
   const samples: number[] = [];
@@ -61,18 +65,47 @@ async function benchOne(name: string, store: Store, redis?: RedisServer): Promis
     ['putSession', (i) => store.putSession(record(`st${i}`))],
     ['getSession', (i) => store.getSession(`st${i}`)],
     ['updateSession', (i) => store.updateSession(`st${i}`, { leaseExpiresAtMs: Date.now() + 60_000 })],
-    ['addFeedback', (i) => store.addFeedback({ id: `f${i}`, stream_id: `st${i % 100}`, accountId: 'bench-acct', rating: 4, category: 'accuracy', feedback: 'ok', created_at: '', updated_at: '' }, { perStream: 1e9, perAccount: 1e9 })],
+    [
+      'addFeedback',
+      (i) =>
+        store.addFeedback(
+          {
+            id: `f${i}`,
+            stream_id: `st${i % 100}`,
+            accountId: 'bench-acct',
+            rating: 4,
+            category: 'accuracy',
+            feedback: 'ok',
+            created_at: '',
+            updated_at: '',
+          },
+          { perStream: 1e9, perAccount: 1e9 },
+        ),
+    ],
     ['feedbackOf (page of 50)', (i) => store.feedbackOf('bench-acct', { limit: 50, after: String(i) })],
     ['hincr (one-field hbatch)', (i) => hincr(store, 'bench:h', `f${i % 50}`)],
     // The fleet's per-tick path (one EVALSHA round trip) and its per-second/keepalive companions.
-    ['commitTick', (i) => store.commitTick('bench-owned', { owner: 'bench-gw', epoch: 1, tick: ticks++, costMicrocents: i, channel: 'bench-results', message: 'r{"ok":true}' })],
+    [
+      'commitTick',
+      (i) =>
+        store.commitTick('bench-owned', {
+          owner: 'bench-gw',
+          epoch: 1,
+          tick: ticks++,
+          costMicrocents: i,
+          channel: 'bench-results',
+          message: 'r{"ok":true}',
+        }),
+    ],
     ['renewLease', (i) => store.renewLease('bench-owned', Date.now() + 60_000, i)],
     ['heartbeat', () => store.heartbeat('bench-gw')],
     ['membership', () => store.membership(3_000)],
   ];
   for (const [label, op] of ops) {
     const r = await measure(store, redis, op);
-    console.log(`${name} ${label.padEnd(24)} p50 ${r.p50.toFixed(3)} ms  p99 ${r.p99.toFixed(3)} ms${redis ? `  ${r.cmds.toFixed(2)} Redis commands/op` : ''}`);
+    console.log(
+      `${name} ${label.padEnd(24)} p50 ${r.p50.toFixed(3)} ms  p99 ${r.p99.toFixed(3)} ms${redis ? `  ${r.cmds.toFixed(2)} Redis commands/op` : ''}`,
+    );
   }
   // Publish → delivery to a subscriber of the same store (the results fan-out path).
   let resolve: () => void = () => {};
@@ -83,7 +116,9 @@ async function benchOne(name: string, store: Store, redis?: RedisServer): Promis
     await got;
   });
   unsub();
-  console.log(`${name} ${'publish → delivered'.padEnd(24)} p50 ${r.p50.toFixed(3)} ms  p99 ${r.p99.toFixed(3)} ms${redis ? `  ${r.cmds.toFixed(2)} Redis commands/op` : ''}`);
+  console.log(
+    `${name} ${'publish → delivered'.padEnd(24)} p50 ${r.p50.toFixed(3)} ms  p99 ${r.p99.toFixed(3)} ms${redis ? `  ${r.cmds.toFixed(2)} Redis commands/op` : ''}`,
+  );
   // 60 concurrent acquires of one key (the exact-limit path under contention).
   const rounds: number[] = [];
   for (let round = 0; round < 50; round++) {
@@ -92,7 +127,9 @@ async function benchOne(name: string, store: Store, redis?: RedisServer): Promis
     rounds.push(Number(process.hrtime.bigint() - t) / 1e6);
     await Promise.all(got.map((ok, i) => (ok ? store.releaseSlot('bench-60', `r${round}-${i}`) : undefined)));
   }
-  console.log(`${name} ${'60 concurrent acquires'.padEnd(24)} p50 ${quantile(rounds, 0.5).toFixed(3)} ms  p99 ${quantile(rounds, 0.99).toFixed(3)} ms per round of 60`);
+  console.log(
+    `${name} ${'60 concurrent acquires'.padEnd(24)} p50 ${quantile(rounds, 0.5).toFixed(3)} ms  p99 ${quantile(rounds, 0.99).toFixed(3)} ms per round of 60`,
+  );
 }
 
 export async function benchStore(): Promise<void> {

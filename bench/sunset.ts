@@ -36,10 +36,18 @@ export async function benchSunset(): Promise<void> {
   const t = process.hrtime.bigint();
   await usage.flush();
   const flushMs = Number(process.hrtime.bigint() - t) / 1e6;
-  console.log(`passthrough migration hook: ${hookNs.toFixed(0)} ns/request (100 keys); batch write of ${keys.length} keys: ${flushMs.toFixed(2)} ms`);
-  console.log(`key hash: memo ${nsPer(N, (i) => memoKeyHash(keys[i % keys.length]!)).toFixed(0)} ns, sha256 ${nsPer(N, (i) => keyHash(keys[i % keys.length]!)).toFixed(0)} ns`);
+  console.log(
+    `passthrough migration hook: ${hookNs.toFixed(0)} ns/request (100 keys); batch write of ${keys.length} keys: ${flushMs.toFixed(2)} ms`,
+  );
+  console.log(
+    `key hash: memo ${nsPer(N, (i) => memoKeyHash(keys[i % keys.length]!)).toFixed(0)} ns, sha256 ${nsPer(N, (i) => keyHash(keys[i % keys.length]!)).toFixed(0)} ns`,
+  );
 
-  const cfg = loadConfig({ env: {}, skipDefaultFile: true, overrides: { deprecation: { brownouts: { schedule: [{ cron: '0 15 * * 2', durationMinutes: 240 }] } } } });
+  const cfg = loadConfig({
+    env: {},
+    skipDefaultFile: true,
+    overrides: { deprecation: { brownouts: { schedule: [{ cron: '0 15 * * 2', durationMinutes: 240 }] } } },
+  });
   let now = Date.parse('2026-03-10T12:00:00Z');
   const b = process.hrtime.bigint();
   const policy = new SunsetPolicy(cfg.deprecation, { now: () => now });
@@ -50,7 +58,9 @@ export async function benchSunset(): Promise<void> {
     now += 60_000;
     policy.admitCreate('0123456789abcdef');
   });
-  console.log(`brownout check: boot scan of a 240-minute schedule ${bootMs.toFixed(1)} ms; per create ${warm.toFixed(0)} ns warm, ${(nextMinute / 1000).toFixed(1)} µs on a new minute`);
+  console.log(
+    `brownout check: boot scan of a 240-minute schedule ${bootMs.toFixed(1)} ms; per create ${warm.toFixed(0)} ns warm, ${(nextMinute / 1000).toFixed(1)} µs on a new minute`,
+  );
   await policy.close();
   await store.close();
 }

@@ -41,7 +41,12 @@ function unbuffered(store: Store): Sink {
       const k = `depr:key:${kh}`;
       const d = `depr:day:${utcDay(t)}`;
       if (kind === 'inference') {
-        inFlight.push(hincr(store, k, 'inferences:ok'), hincr(store, d, 'inferences'), hincr(store, k, 'output_tokens', 20), hincr(store, d, 'output_tokens', 20));
+        inFlight.push(
+          hincr(store, k, 'inferences:ok'),
+          hincr(store, d, 'inferences'),
+          hincr(store, k, 'output_tokens', 20),
+          hincr(store, d, 'output_tokens', 20),
+        );
       } else {
         inFlight.push(
           hsetMin(store, k, 'first_seen_ms', t),

@@ -30,7 +30,13 @@ async function setup(base: Config, overrides: Record<string, unknown>): Promise<
       port: 0,
       host: '127.0.0.1',
       logLevel: 'silent',
-      emulator: { port: 0, controlApi: true, accounts: base.emulator.accounts, models: base.emulator.models, autoPublish: { enabled: true, fps: 2, width: 160, height: 120 } },
+      emulator: {
+        port: 0,
+        controlApi: true,
+        accounts: base.emulator.accounts,
+        models: base.emulator.models,
+        autoPublish: { enabled: true, fps: 2, width: 160, height: 120 },
+      },
       legacy: { firstFramePollMs: 50, maxStreamsPerKey: 1000, ...(overrides.legacy as object) },
       upstreamBreaker: overrides.upstreamBreaker,
     },
@@ -66,7 +72,11 @@ async function faultAttempts(emulatorUrl: string): Promise<number> {
 async function createStreams(gatewayUrl: string, n: number): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
-    const r = await post(`${gatewayUrl}/v0.2/streams`, { mode: 'frame', processing: { interval_seconds: 1 }, inference: { prompt: 'p', model: MODEL } }, KEY);
+    const r = await post(
+      `${gatewayUrl}/v0.2/streams`,
+      { mode: 'frame', processing: { interval_seconds: 1 }, inference: { prompt: 'p', model: MODEL } },
+      KEY,
+    );
     if (r.status !== 201) throw new Error(`create answered ${r.status}: ${JSON.stringify(r.body)}`);
     ids.push((r.body as { stream_id: string }).stream_id);
   }

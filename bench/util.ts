@@ -1,4 +1,8 @@
-/** Bench-only helpers: a summary line, the built CLI's path, node children with line-oriented stdout, health polling, a CPU meter, the pattern index of an I420 frame. */
+/**
+ * Bench-only helpers: a summary line, the built CLI's path, node children with line-oriented stdout,
+ * health polling, CPU meters, the pattern index of an I420 frame, /metrics scrapes and Redis
+ * commandstats deltas.
+ */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -24,11 +28,26 @@ export interface Child {
   kill(): Promise<void>;
 }
 
-/** Starts a node child process with line-oriented stdout (`nodeArgs` before the script; `ipc` adds a channel). */
-export function child(script: string, args: string[], env: NodeJS.ProcessEnv = {}, opts: { nodeArgs?: string[]; ipc?: boolean } = {}): Child {
+/** Children started here and still running: SIGKILLed when the bench exits, even on a failure. */
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
+
+/** Starts a node child process with line-oriented stdout (`nodeArgs` before the script; `ipc` adds a channel); killed when this process exits. */
+export function child(
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  opts: { nodeArgs?: string[]; ipc?: boolean } = {},
+): Child {
   const stdio: ('pipe' | 'inherit' | 'ipc')[] = ['pipe', 'pipe', 'inherit'];
   if (opts.ipc) stdio.push('ipc');
   const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), script, ...args], { env: { ...process.env, ...env }, stdio });
+  live.add(proc);
+  proc.once('exit', () => live.delete(proc));
+  // A child that died took its stdin with it: a line sent later is dropped, not an EPIPE crash here.
+  proc.stdin!.on('error', () => undefined);
   let buf = '';
   const waiters: { prefix: string; resolve: (s: string) => void }[] = [];
   proc.stdout!.on('data', (d: Buffer) => {
@@ -69,7 +88,11 @@ export async function waitUntil(check: () => boolean | Promise<boolean>, ms: num
 
 /** Waits until GET url answers 2xx. */
 export async function waitHealthy(url: string, timeoutMs = 20_000): Promise<void> {
-  const up = () => fetch(url).then((r) => r.ok, () => false);
+  const up = () =>
+    fetch(url).then(
+      (r) => r.ok,
+      () => false,
+    );
   if (!(await waitUntil(up, timeoutMs))) throw new Error(`${url} not healthy after ${timeoutMs} ms`);
 }
 
@@ -104,7 +127,7 @@ export function patternOf(raw: RawFrame): number | null {
 }
 
 /** CPU time (ms) and RSS (kB) of a process, from /proc. */
-function procSample(pid: number, ticksPerSecond: number): { cpuMs: number; rssKb: number } {
+export function procSample(pid: number, ticksPerSecond: number): { cpuMs: number; rssKb: number } {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime
@@ -119,4 +142,51 @@ export async function measure(pid: number, ticks: number, seconds: number): Prom
   await new Promise((r) => setTimeout(r, seconds * 1000));
   const b = procSample(pid, ticks);
   return { cpuPct: ((b.cpuMs - a.cpuMs) / (performance.now() - t0)) * 100, rssKb: b.rssKb };
+}
+
+/** Every sample of a Prometheus text exposition, keyed by its series (name and labels as written), summed over `urls` (replicas). */
+export async function scrapeMetrics(urls: readonly string[]): Promise<Map<string, number>> {
+  const sum = new Map<string, number>();
+  for (const url of urls) {
+    const text = await fetch(`${url}/metrics`).then(
+      (r) => r.text(),
+      () => '',
+    );
+    for (const m of text.matchAll(/^([a-zA-Z_:][\w:]*(?:\{[^}]*\})?) (\S+)$/gm)) {
+      const v = Number(m[2]);
+      if (Number.isFinite(v)) sum.set(m[1]!, (sum.get(m[1]!) ?? 0) + v);
+    }
+  }
+  return sum;
+}
+
+/** A series' growth between two scrapes. */
+export const seriesDelta = (before: Map<string, number>, after: Map<string, number>, series: string): number =>
+  (after.get(series) ?? 0) - (before.get(series) ?? 0);
+
+/**
+ * The q-quantile of an unlabelled histogram's observations between two scrapes, as the smallest
+ * bucket bound holding it (an upper bound: per-observation values stay in the replicas).
+ */
+export function bucketQuantile(before: Map<string, number>, after: Map<string, number>, histogram: string, q: number): string {
+  const prefix = `${histogram}_bucket{le="`;
+  const buckets = [...after.keys()]
+    .filter((k) => k.startsWith(prefix))
+    .map((k) => ({
+      le: k.slice(prefix.length, -2) === '+Inf' ? Infinity : Number(k.slice(prefix.length, -2)),
+      n: seriesDelta(before, after, k),
+    }))
+    .sort((x, y) => x.le - y.le);
+  const total = buckets.at(-1)?.n ?? 0;
+  if (total <= 0) return 'no samples';
+  const le = buckets.find((b) => b.n >= q * total)!.le;
+  return `≤ ${le === Infinity ? '∞' : `${+(le * 1000).toFixed(3)} ms`}`;
+}
+
+/** Calls per Redis command between two `INFO commandstats` reads, busiest first (a script's inner calls under their own names). */
+export function commandDeltas(before: Map<string, number>, after: Map<string, number>): [string, number][] {
+  return [...after]
+    .map(([name, calls]): [string, number] => [name, calls - (before.get(name) ?? 0)])
+    .filter(([, n]) => n > 0)
+    .sort((x, y) => y[1] - x[1]);
 }

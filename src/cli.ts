@@ -57,7 +57,8 @@ export const COMMANDS = {
   },
   conformance: {
     summary: 'check that a /v1beta + /billing upstream does everything the gateway relies on (one stream, at most 10 completions)',
-    usage: 'conformance --upstream URL --key KEY [--model ID] [--publish auto|always|never] [--frame-timeout S] [--skip IDS] [--config FILE]',
+    usage:
+      'conformance --upstream URL --key KEY [--model ID] [--publish auto|always|never] [--frame-timeout S] [--skip IDS] [--config FILE]',
     flags: `  --upstream URL      the upstream's base URL (default: the configured upstreamUrl)
   --key KEY           API key of the account to test with (default API_KEY); it is billed
   --model ID          model to ask (default: the first ready one listed)
@@ -131,9 +132,11 @@ export function parseCommandLine(argv: string[]): Parsed {
   const values = parsed.values as Record<string, string | boolean | undefined>;
   if (values.help) return { kind: 'help', text: commandHelp(command) };
   if (command === 'demo') {
-    if (values.mode !== 'clip' && values.mode !== 'frame') throw new UsageError(`${NAME} demo: --mode must be clip or frame, got '${String(values.mode)}'`);
+    if (values.mode !== 'clip' && values.mode !== 'frame')
+      throw new UsageError(`${NAME} demo: --mode must be clip or frame, got '${String(values.mode)}'`);
     const seconds = Number(values.seconds);
-    if (!Number.isFinite(seconds) || seconds < 0) throw new UsageError(`${NAME} demo: --seconds must be a number >= 0, got '${String(values.seconds)}'`);
+    if (!Number.isFinite(seconds) || seconds < 0)
+      throw new UsageError(`${NAME} demo: --seconds must be a number >= 0, got '${String(values.seconds)}'`);
   }
   if (command === 'conformance') checkConformanceFlags(values);
   return { kind: 'run', command, config: values.config as string | undefined, values };
@@ -141,14 +144,22 @@ export function parseCommandLine(argv: string[]): Parsed {
 
 function checkConformanceFlags(values: Record<string, string | boolean | undefined>): void {
   const publish = values.publish;
-  if (publish !== 'auto' && publish !== 'always' && publish !== 'never') throw new UsageError(`${NAME} conformance: --publish must be auto, always or never, got '${String(publish)}'`);
+  if (publish !== 'auto' && publish !== 'always' && publish !== 'never')
+    throw new UsageError(`${NAME} conformance: --publish must be auto, always or never, got '${String(publish)}'`);
   const timeout = Number(values['frame-timeout']);
-  if (!Number.isFinite(timeout) || timeout <= 0) throw new UsageError(`${NAME} conformance: --frame-timeout must be a number of seconds > 0, got '${String(values['frame-timeout'])}'`);
+  if (!Number.isFinite(timeout) || timeout <= 0)
+    throw new UsageError(`${NAME} conformance: --frame-timeout must be a number of seconds > 0, got '${String(values['frame-timeout'])}'`);
   const unknown = skipList(values.skip).filter((id) => !isCheckId(id));
-  if (unknown.length) throw new UsageError(`${NAME} conformance: --skip names no check: ${unknown.join(', ')} (checks: ${CHECK_IDS.join(', ')})`);
+  if (unknown.length)
+    throw new UsageError(`${NAME} conformance: --skip names no check: ${unknown.join(', ')} (checks: ${CHECK_IDS.join(', ')})`);
 }
 
 /** The ids of `--skip a,b`. */
 export function skipList(value: string | boolean | undefined): string[] {
-  return typeof value === 'string' ? value.split(',').map((s) => s.trim()).filter(Boolean) : [];
+  return typeof value === 'string'
+    ? value
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : [];
 }

@@ -20,7 +20,10 @@ const hostName = z
   .string()
   .min(1)
   .transform((h) => h.toLowerCase())
-  .refine((h) => /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/.test(h), 'must be a host name, an IP address or host:port (IPv6 in brackets)');
+  .refine(
+    (h) => /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/.test(h),
+    'must be a host name, an IP address or host:port (IPv6 in brackets)',
+  );
 const brandToken = z.string().regex(/^[a-z][a-z0-9]*$/, 'lowercase letters and digits, starting with a letter');
 
 const pricingSchema = z.strictObject({
@@ -168,7 +171,13 @@ const relaySchema = z.strictObject({
   peerSilenceMs: positiveInt.min(1000).default(5000),
   /** ICE servers of the gateway's own peer connections (host candidates only when empty). */
   iceServers: z
-    .array(z.strictObject({ urls: z.union([z.string(), z.array(z.string())]), username: z.string().optional(), credential: z.string().optional() }))
+    .array(
+      z.strictObject({
+        urls: z.union([z.string(), z.array(z.string())]),
+        username: z.string().optional(),
+        credential: z.string().optional(),
+      }),
+    )
     .default([]),
 });
 
@@ -213,9 +222,7 @@ const legacySchema = z.strictObject({
       authFailuresPerMinute: z.number().int().min(0).default(30),
     })
     .prefault({}),
-  turnServers: z
-    .array(z.strictObject({ urls: z.string(), username: z.string(), credential: z.string() }))
-    .default([]),
+  turnServers: z.array(z.strictObject({ urls: z.string(), username: z.string(), credential: z.string() })).default([]),
   /** The gateway's media relay (webrtc and customer-room sources → the upstream room); see src/gateway/ingest/README.md. */
   relay: relaySchema.prefault({}),
   /** Feedback one tenant may keep (entries are at most 4 KiB of text) and the list endpoint's page size (default = the account cap, so an unchanged legacy client still sees every entry; pages are opt-in). */
@@ -259,7 +266,11 @@ const brownoutSchema = z.strictObject({
     .default([]),
   /** One-off windows, `start` inclusive, `end` exclusive. */
   windows: z
-    .array(z.strictObject({ start: instant, end: instant }).refine((w) => Date.parse(w.end) > Date.parse(w.start), { message: 'end must be after start', path: ['end'] }))
+    .array(
+      z
+        .strictObject({ start: instant, end: instant })
+        .refine((w) => Date.parse(w.end) > Date.parse(w.start), { message: 'end must be after start', path: ['end'] }),
+    )
     .max(500)
     .default([]),
   /** Also refuse new results-socket connections (close 1013); running streams keep theirs. */
@@ -351,7 +362,10 @@ const corsSchema = z.strictObject({
 
 const telemetrySchema = z.strictObject({
   /** When the deprecation counters are rolled up and a summary is logged (node-cron syntax). */
-  rollupCron: z.string().refine((e) => validCron(e), 'not a valid cron expression').default('5 0 * * *'),
+  rollupCron: z
+    .string()
+    .refine((e) => validCron(e), 'not a valid cron expression')
+    .default('5 0 * * *'),
   rollupTimezone: timezone.default('UTC'),
   /** Serve Prometheus metrics at /metrics. */
   metrics: z.boolean().default(true),
@@ -390,7 +404,10 @@ const storeSchema = z.strictObject({
       reconcileMs: positiveInt.default(10_000),
     })
     .prefault({})
-    .refine((f) => f.fenceAfterMs < f.deadAfterMs, 'fenceAfterMs must be below deadAfterMs: a replica stops ticking before the fleet takes its streams'),
+    .refine(
+      (f) => f.fenceAfterMs < f.deadAfterMs,
+      'fenceAfterMs must be below deadAfterMs: a replica stops ticking before the fleet takes its streams',
+    ),
 });
 
 export const configSchema = z.strictObject({
@@ -412,9 +429,7 @@ export const configSchema = z.strictObject({
   requestTimeoutMs: positiveInt.default(30_000),
   shutdownGraceMs: positiveInt.default(10_000),
   /** Circuit breaker of the upstream client (src/upstream/breaker.ts). threshold 0 disables it. */
-  upstreamBreaker: z
-    .strictObject({ threshold: z.number().int().min(0).default(5), openMs: positiveInt.default(5_000) })
-    .prefault({}),
+  upstreamBreaker: z.strictObject({ threshold: z.number().int().min(0).default(5), openMs: positiveInt.default(5_000) }).prefault({}),
   /**
    * On SIGTERM, how long the gateway keeps serving with /readyz answering 503 before it drains, so
    * load balancers take it out of rotation first (5000 when NODE_ENV=production). Part of the grace period.
@@ -569,7 +584,10 @@ function envLayer(env: NodeJS.ProcessEnv): Json {
         throw new ConfigError(`${name}: cannot read ${raw}: ${(err as Error).message}`);
       }
     } else if (spec.type === 'list') {
-      value = raw.split(',').map((v) => v.trim()).filter(Boolean);
+      value = raw
+        .split(',')
+        .map((v) => v.trim())
+        .filter(Boolean);
     }
     let node = out;
     spec.path.slice(0, -1).forEach((key) => {

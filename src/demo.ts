@@ -57,7 +57,11 @@ export async function runDemo(cfg: Config, args: DemoArgs): Promise<void> {
   console.log(bold(`legacy demo → ${o.url}/v0.2 (mode ${o.mode}, model ${o.model})`));
   const body =
     o.mode === 'clip'
-      ? { mode: 'clip', processing: { target_fps: 2, clip_length_seconds: 2, delay_seconds: 2 }, inference: { prompt: o.prompt, model: o.model } }
+      ? {
+          mode: 'clip',
+          processing: { target_fps: 2, clip_length_seconds: 2, delay_seconds: 2 },
+          inference: { prompt: o.prompt, model: o.model },
+        }
       : { mode: 'frame', processing: { interval_seconds: 1 }, inference: { prompt: o.prompt, model: o.model } };
   let created;
   try {
@@ -78,23 +82,35 @@ export async function runDemo(cfg: Config, args: DemoArgs): Promise<void> {
   ws.on('open', () => ws.send(JSON.stringify({ api_key: o.key })));
   let n = 0;
   ws.on('message', (data) => {
-    const r = JSON.parse(data.toString()) as { ok: boolean; result: string; error: string | null; model_name: string; inference_latency_ms: number; total_latency_ms: number };
+    const r = JSON.parse(data.toString()) as {
+      ok: boolean;
+      result: string;
+      error: string | null;
+      model_name: string;
+      inference_latency_ms: number;
+      total_latency_ms: number;
+    };
     n += 1;
     const head = dim(`#${n} ${new Date().toISOString().slice(11, 19)} ${r.model_name} ${r.inference_latency_ms}/${r.total_latency_ms} ms`);
     console.log(`${head}\n  ${r.ok ? r.result.replace(/\n/g, '\n  ') : `error: ${r.error}`}`);
   });
 
-  const keepalive = setInterval(() => {
-    call(o, 'POST', `/v0.2/streams/${id}/keepalive`)
-      .then(({ status, json }) => {
-        if (status !== 200) console.error(`keepalive failed: ${status} ${JSON.stringify(json)}`);
-        else {
-          const k = json as { state: string; credits_remaining_cents: number; cost_cents: number };
-          console.log(dim(`keepalive: state ${k.state}, credits ${k.credits_remaining_cents}¢, cost since last ${k.cost_cents.toFixed(4)}¢`));
-        }
-      })
-      .catch((err: unknown) => console.error(`keepalive failed: ${(err as Error).message}`));
-  }, (res.lease.ttl_seconds * 1000) / 2);
+  const keepalive = setInterval(
+    () => {
+      call(o, 'POST', `/v0.2/streams/${id}/keepalive`)
+        .then(({ status, json }) => {
+          if (status !== 200) console.error(`keepalive failed: ${status} ${JSON.stringify(json)}`);
+          else {
+            const k = json as { state: string; credits_remaining_cents: number; cost_cents: number };
+            console.log(
+              dim(`keepalive: state ${k.state}, credits ${k.credits_remaining_cents}¢, cost since last ${k.cost_cents.toFixed(4)}¢`),
+            );
+          }
+        })
+        .catch((err: unknown) => console.error(`keepalive failed: ${(err as Error).message}`));
+    },
+    (res.lease.ttl_seconds * 1000) / 2,
+  );
 
   let finishing = false;
   const finish = async (why: string) => {

@@ -56,7 +56,12 @@ function onSignals(logger: Logger, stop: Stopper, graceMs: number, drain?: Drain
       process.exit(1);
     }
     const started = Date.now();
-    logger.info({ signal, graceMs, drainMs: drain?.drainMs }, drain ? `${signal}: draining connections (up to ${drain.drainMs} ms), then shutting down (grace ${graceMs} ms)` : `${signal}: shutting down (grace ${graceMs} ms)`);
+    logger.info(
+      { signal, graceMs, drainMs: drain?.drainMs },
+      drain
+        ? `${signal}: draining connections (up to ${drain.drainMs} ms), then shutting down (grace ${graceMs} ms)`
+        : `${signal}: shutting down (grace ${graceMs} ms)`,
+    );
     exitAfter((drain?.drainMs ?? 0) + graceMs);
     // Keep a slice of the grace period for what runs after the stop (log flush, exit).
     stop(Math.max(100, graceMs - Math.min(500, graceMs / 10)))
@@ -127,7 +132,13 @@ async function openStore(cfg: Config, logger: Logger) {
   }
 }
 
-async function runServe(cfg: Config, logger: Logger, configFile: string | undefined, tracing: Tracing, traced: TracingSettings): Promise<void> {
+async function runServe(
+  cfg: Config,
+  logger: Logger,
+  configFile: string | undefined,
+  tracing: Tracing,
+  traced: TracingSettings,
+): Promise<void> {
   const checks = bootChecks(cfg, process.env);
   for (const w of checks.warnings) logger.warn(w);
   if (checks.refuse) {
@@ -147,7 +158,12 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
     const emu = await startEmulator(embedded, logger.child({ component: 'emulator' }));
     upstreamUrl = emu.url;
     stopEmulator = () => emu.close();
-    emulator = { url: emu.url, port: emu.port, controlApi: embedded.emulator.controlApi === true, autoPublish: embedded.emulator.autoPublish.enabled === true };
+    emulator = {
+      url: emu.url,
+      port: emu.port,
+      controlApi: embedded.emulator.controlApi === true,
+      autoPublish: embedded.emulator.autoPublish.enabled === true,
+    };
   }
   const gw = await startGateway(cfg, logger, upstreamUrl, { store });
   const sources = configSources(configFile);
@@ -167,7 +183,7 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
       store: cfg.store.redisUrl ? 'redis' : 'memory',
       gatewayId: cfg.store.gatewayId,
       // A fleet member (heartbeat, failover, drain handover) when a secret is configured.
-      fleet: gw.gateway.fleet !== undefined,
+      fleet: !gw.gateway.fleet.solo,
       tracing: traced.enabled ? { protocol: traced.protocol, endpoint: traced.endpoint, sampler: traced.sampler } : null,
     },
     [
@@ -188,7 +204,7 @@ async function runServe(cfg: Config, logger: Logger, configFile: string | undefi
       await tracing.shutdown();
     },
     cfg.shutdownGraceMs,
-    gw.gateway.fleet ? { drainMs, hurry: () => gw.hurry() } : undefined,
+    gw.gateway.fleet.solo ? undefined : { drainMs, hurry: () => gw.hurry() },
   );
 }
 

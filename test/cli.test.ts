@@ -13,7 +13,10 @@ describe('parseCommandLine', () => {
     expect(parseCommandLine([])).toMatchObject({ kind: 'run', command: 'serve' });
     expect(parseCommandLine(['-c', 'x.json'])).toMatchObject({ kind: 'run', command: 'serve', config: 'x.json' });
     expect(parseCommandLine(['emulator', '--config=y.json'])).toMatchObject({ command: 'emulator', config: 'y.json' });
-    expect(parseCommandLine(['demo', '--mode', 'frame', '--seconds', '3'])).toMatchObject({ command: 'demo', values: { mode: 'frame', seconds: '3', model: 'local/analyzer' } });
+    expect(parseCommandLine(['demo', '--mode', 'frame', '--seconds', '3'])).toMatchObject({
+      command: 'demo',
+      values: { mode: 'frame', seconds: '3', model: 'local/analyzer' },
+    });
   });
 
   test('help: general and per command', () => {
@@ -53,7 +56,10 @@ describe('bootChecks', () => {
   });
 
   test('a fleet (Redis store) with server.trustProxy unset draws a warning naming it; set (even to false) or no fleet, none', () => {
-    const fleet = { store: { redisUrl: 'redis://r:6379', secret: 'a-fleet-secret-of-at-least-32-characters' }, deprecation: { date: '2026-03-01', sunset: '2027-03-01' } };
+    const fleet = {
+      store: { redisUrl: 'redis://r:6379', secret: 'a-fleet-secret-of-at-least-32-characters' },
+      deprecation: { date: '2026-03-01', sunset: '2027-03-01' },
+    };
     expect(bootChecks(cfg(fleet), {}).warnings).toEqual([expect.stringMatching(/^server\.trustProxy \(TRUST_PROXY\) is unset in a fleet/)]);
     expect(bootChecks(cfg(mergeDeep(fleet, { server: { trustProxy: 1 } })), {}).warnings).toEqual([]);
     expect(bootChecks(cfg(mergeDeep(fleet, { server: { trustProxy: false } })), {}).warnings).toEqual([]);
@@ -90,12 +96,25 @@ describe('the real process', () => {
   });
 
   test('NODE_ENV=production with EMULATOR_EMBEDDED=true boots, warning about the default deprecation dates', async () => {
-    const p = runMain(bundle(), ['serve'], { NODE_ENV: 'production', EMULATOR_EMBEDDED: 'true', PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0' });
+    const p = runMain(bundle(), ['serve'], {
+      NODE_ENV: 'production',
+      EMULATOR_EMBEDDED: 'true',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      EMULATOR_PORT: '0',
+    });
     try {
       const boot = await deadline(p.line('gateway listening'), 20_000, `boot (stderr: ${p.stderr()})`);
       expect(boot.embeddedEmulator).toMatchObject({ controlApi: true });
       // The effective brand tokens of the seed profile.
-      expect(boot.brand).toEqual({ keyPrefix: 'svc-', scheme: 'svc://', backends: ['svc', 'thirdparty'], responseField: 'svc', regionHeader: 'X-Svc-Region', roomVendor: 'room' });
+      expect(boot.brand).toEqual({
+        keyPrefix: 'svc-',
+        scheme: 'svc://',
+        backends: ['svc', 'thirdparty'],
+        responseField: 'svc',
+        regionHeader: 'X-Svc-Region',
+        roomVendor: 'room',
+      });
       const warning = p.lines.find((l) => String(l.msg).startsWith('deprecation dates are the shipped defaults'));
       expect(warning).toMatchObject({ level: 40 });
       expect((await fetch(`${String(boot.url)}/healthz`)).status).toBe(200);
@@ -123,13 +142,17 @@ describe('the real process', () => {
     } finally {
       p.child.kill('SIGKILL');
       await p.exited;
-      }
-    });
+    }
+  });
 
   test('LOG_PRETTY=true prints lines for a person even on a pipe; unset, a pipe gets JSON', async () => {
     const pretty = runMain(bundle(), ['serve'], { PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0', LOG_PRETTY: 'true' });
     try {
-      await deadline(until(() => /\] INFO \(gateway\): gateway listening on http:\/\/127\.0\.0\.1:\d+/.test(pretty.stdout())), 20_000, `a pretty boot line (stderr: ${pretty.stderr()})`);
+      await deadline(
+        until(() => /\] INFO \(gateway\): gateway listening on http:\/\/127\.0\.0\.1:\d+/.test(pretty.stdout())),
+        20_000,
+        `a pretty boot line (stderr: ${pretty.stderr()})`,
+      );
       // Not one JSON log object (a pretty field's own lines may parse as JSON values).
       expect(pretty.lines.filter((l) => typeof l === 'object' && l !== null && 'msg' in l)).toEqual([]);
     } finally {

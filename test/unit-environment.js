@@ -33,7 +33,9 @@ class UnitEnvironment extends TestEnvironment {
       const original = target[name];
       this.originals.push([target, name, original]);
       target[name] = function guarded() {
-        throw new Error(`${file} ${what}: a *.unit.test.ts file opens no socket and starts no process; name it *.test.ts (the integration project, test/README.md)`);
+        throw new Error(
+          `${file} ${what}: a *.unit.test.ts file opens no socket and starts no process; name it *.test.ts (the integration project, test/README.md)`,
+        );
       };
     }
   }

@@ -14,11 +14,17 @@ import { formatReport } from './report';
 import { runConformance } from './run';
 import type { PublishMode } from './run';
 
-export async function runConformanceCommand(cfg: Config, values: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv): Promise<number> {
+export async function runConformanceCommand(
+  cfg: Config,
+  values: Record<string, string | boolean | undefined>,
+  env: NodeJS.ProcessEnv,
+): Promise<number> {
   const upstreamUrl = (typeof values.upstream === 'string' ? values.upstream : undefined) ?? cfg.upstreamUrl;
   const apiKey = (typeof values.key === 'string' ? values.key : undefined) ?? env.API_KEY;
   if (!upstreamUrl || !apiKey) {
-    process.stderr.write(`legacy-gateway conformance: give ${!upstreamUrl ? '--upstream URL (or UPSTREAM_URL)' : '--key KEY (or API_KEY)'}\n`);
+    process.stderr.write(
+      `legacy-gateway conformance: give ${!upstreamUrl ? '--upstream URL (or UPSTREAM_URL)' : '--key KEY (or API_KEY)'}\n`,
+    );
     return 2;
   }
   try {
@@ -43,7 +49,9 @@ export async function runConformanceCommand(cfg: Config, values: Record<string, 
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
-  out(`conformance of ${upstreamUrl} (reference scheme ${brand.scheme}://, key prefix ${brand.keyPrefix}, region header ${brand.regionHeaderDisplay}, room ${brand.room})`);
+  out(
+    `conformance of ${upstreamUrl} (reference scheme ${brand.scheme}://, key prefix ${brand.keyPrefix}, region header ${brand.regionHeaderDisplay}, room ${brand.room})`,
+  );
   const report = await runConformance({
     upstreamUrl,
     apiKey,

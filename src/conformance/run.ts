@@ -11,7 +11,15 @@ import { createLogger } from '../lib/logger';
 import type { Logger } from '../lib/logger';
 import { costMicrocents } from '../lib/wire';
 import { UpstreamClient, UpstreamError, cacheInfo } from '../upstream/client';
-import type { ChatCompletionRequest, ChatCompletionResponse, ContentPart, CreateStreamResponse, ModelPricing, Stream, UpstreamTimeouts } from '../upstream/client';
+import type {
+  ChatCompletionRequest,
+  ChatCompletionResponse,
+  ContentPart,
+  CreateStreamResponse,
+  ModelPricing,
+  Stream,
+  UpstreamTimeouts,
+} from '../upstream/client';
 import { describeBody, httpError } from '../upstream/errors';
 import { sleep } from '../upstream/retry';
 import { CHECK_IDS } from './checks';
@@ -206,16 +214,35 @@ class Run {
   /** Model list and pricing: no key, no cost. Ends with the cost estimate. */
   private async keyless(): Promise<void> {
     await this.check('key.prefix', async () => ({
-      problems: problem(this.key.startsWith(this.brand.keyPrefix), `the key does not start with ${JSON.stringify(this.brand.keyPrefix)}: the gateway refuses such keys on /v0.2 (check the brand configuration)`),
+      problems: problem(
+        this.key.startsWith(this.brand.keyPrefix),
+        `the key does not start with ${JSON.stringify(this.brand.keyPrefix)}: the gateway refuses such keys on /v0.2 (check the brand configuration)`,
+      ),
       detail: `${this.brand.keyPrefix}…`,
     }));
     await this.check('models.list', () => this.models());
     this.model ??= this.opts.model;
     await this.check('pricing.list', async () => {
       const all = await this.client.allPricing(this.call);
-      const problems = all.flatMap((p, i) => shapeProblems(p, { model: 'string', input_microcents_per_token: 'int', output_microcents_per_token: 'int', cached_input_microcents_per_token: 'int' }, `[${i}].`)).slice(0, 3);
+      const problems = all
+        .flatMap((p, i) =>
+          shapeProblems(
+            p,
+            {
+              model: 'string',
+              input_microcents_per_token: 'int',
+              output_microcents_per_token: 'int',
+              cached_input_microcents_per_token: 'int',
+            },
+            `[${i}].`,
+          ),
+        )
+        .slice(0, 3);
       const listed = this.model !== undefined && all.some((p) => isRecord(p) && p.model === this.model);
-      return { problems, detail: `${all.length} pricing objects${this.model === undefined ? '' : listed ? `, ${this.model} among them` : `, ${this.model} not among them (not public?)`}` };
+      return {
+        problems,
+        detail: `${all.length} pricing objects${this.model === undefined ? '' : listed ? `, ${this.model} among them` : `, ${this.model} not among them (not public?)`}`,
+      };
     });
     if (this.model === undefined) this.record('pricing.model', 'skip', 'no model to price');
     else {
@@ -223,11 +250,19 @@ class Run {
       await this.check('pricing.model', async () => {
         const p = await this.client.pricing(model, this.call);
         const problems = [
-          ...shapeProblems(p, { model: 'string', input_microcents_per_token: 'int', output_microcents_per_token: 'int', cached_input_microcents_per_token: 'int' }),
+          ...shapeProblems(p, {
+            model: 'string',
+            input_microcents_per_token: 'int',
+            output_microcents_per_token: 'int',
+            cached_input_microcents_per_token: 'int',
+          }),
           ...problem(p.model === model, `model should be ${JSON.stringify(model)}, got ${describe(p.model)}`),
         ];
         if (problems.length === 0) this.price = p;
-        return { problems, detail: `input ${p.input_microcents_per_token}, cached input ${p.cached_input_microcents_per_token}, output ${p.output_microcents_per_token} µ¢/token` };
+        return {
+          problems,
+          detail: `input ${p.input_microcents_per_token}, cached input ${p.cached_input_microcents_per_token}, output ${p.output_microcents_per_token} µ¢/token`,
+        };
       });
     }
     if (this.model !== undefined && this.price) {
@@ -257,7 +292,10 @@ class Run {
       this.model = ready[0];
     }
     const extra = odd.size ? `; statuses the gateway shows as unavailable: ${[...odd].join(', ')}` : '';
-    return { problems: problems.slice(0, 4), detail: `${list.data.length} models, ${ready.length} ready; using ${this.model ?? 'none'}${extra}` };
+    return {
+      problems: problems.slice(0, 4),
+      detail: `${list.data.length} models, ${ready.length} ready; using ${this.model ?? 'none'}${extra}`,
+    };
   }
 
   /** Key checks and the balance (keyed reads, no cost). */
@@ -276,7 +314,8 @@ class Run {
         );
         if (err === undefined) problems.push(`${what} accepted a wrong key`);
         else if (!(err instanceof UpstreamError) || err.status !== 401) problems.push(`${what}: expected 401, got ${errorText(err)}`);
-        else if (!describeBody(err.body).message) problems.push(`${what}: the 401 body has no message the gateway reads: ${describe(err.body)}`);
+        else if (!describeBody(err.body).message)
+          problems.push(`${what}: the 401 body has no message the gateway reads: ${describe(err.body)}`);
       }
       return { problems, detail: '401 on the balance and on a stream read' };
     });
@@ -285,7 +324,10 @@ class Run {
       const problems = shapeProblems(b, { user_id: 'string', balance_microcents: 'int', balance_cents: 'int|number' });
       if (typeof b.balance_microcents === 'number') this.balanceBefore = b.balance_microcents;
       const short = this.estimate && typeof b.balance_microcents === 'number' && b.balance_microcents < this.estimate.microcents;
-      return { problems, detail: `${formatCents(b.balance_microcents)} available${short ? ' (less than the estimate: completions may get 402)' : ''}` };
+      return {
+        problems,
+        detail: `${formatCents(b.balance_microcents)} available${short ? ' (less than the estimate: completions may get 402)' : ''}`,
+      };
     });
     await this.check('errors.read-not-found', async () => {
       const err = await this.client.getStream(this.key, randomUUID(), this.call).then(
@@ -312,7 +354,22 @@ class Run {
 
   /** Everything that needs the one stream; the stream is deleted by `cleanUp` whatever happens here. */
   private async withStream(): Promise<void> {
-    const streamChecks: CheckId[] = ['stream.create', 'stream.read', 'region.echo', 'region.wrong', 'stream.keepalive', 'viewer-token', 'frames.first', 'completion.clip', 'completion.frame', 'prompt-cache', 'completion.sse', 'reference.future-frame', 'stream.delete', 'stream.after-delete'];
+    const streamChecks: CheckId[] = [
+      'stream.create',
+      'stream.read',
+      'region.echo',
+      'region.wrong',
+      'stream.keepalive',
+      'viewer-token',
+      'frames.first',
+      'completion.clip',
+      'completion.frame',
+      'prompt-cache',
+      'completion.sse',
+      'reference.future-frame',
+      'stream.delete',
+      'stream.after-delete',
+    ];
     this.checkAborted();
     this.progress('creating one stream');
     let created: CreateStreamResponse;
@@ -328,7 +385,11 @@ class Run {
     this.streamId = id;
     this.created = created;
     if (id) this.progress(`stream ${id} created`);
-    const createOk = this.verdict('stream.create', createProblems(created, this.brand), `ttl ${describe(created.ttl_seconds)} s, publish ${describe(created.publish?.type)}`);
+    const createOk = this.verdict(
+      'stream.create',
+      createProblems(created, this.brand),
+      `ttl ${describe(created.ttl_seconds)} s, publish ${describe(created.publish?.type)}`,
+    );
     if (!id) return this.skipAll(streamChecks, 'the create response has no usable id');
     this.checkAborted();
 
@@ -345,11 +406,20 @@ class Run {
       const ka = await this.client.keepalive(this.key, id, this.call);
       const problems = [
         ...shapeProblems(ka, { expires_at_ms: 'int', publish: 'object' }),
-        ...problem(isRecord(ka.publish) && typeof ka.publish.token === 'string' && ka.publish.token !== '', 'publish.token should be a non-empty string'),
-        ...problem(ka.stream_time_ms === undefined || typeof ka.stream_time_ms === 'number', `stream_time_ms should be a number, got ${describe(ka.stream_time_ms)}`),
+        ...problem(
+          isRecord(ka.publish) && typeof ka.publish.token === 'string' && ka.publish.token !== '',
+          'publish.token should be a non-empty string',
+        ),
+        ...problem(
+          ka.stream_time_ms === undefined || typeof ka.stream_time_ms === 'number',
+          `stream_time_ms should be a number, got ${describe(ka.stream_time_ms)}`,
+        ),
         ...problem(typeof created.expires_at_ms !== 'number' || ka.expires_at_ms >= created.expires_at_ms, 'expires_at_ms moved backwards'),
       ];
-      return { problems, detail: `expires_at_ms +${typeof created.expires_at_ms === 'number' ? ka.expires_at_ms - created.expires_at_ms : '?'} ms` };
+      return {
+        problems,
+        detail: `expires_at_ms +${typeof created.expires_at_ms === 'number' ? ka.expires_at_ms - created.expires_at_ms : '?'} ms`,
+      };
     });
     await this.check('viewer-token', () => this.viewerToken(id));
 
@@ -365,7 +435,10 @@ class Run {
     try {
       const d = await this.client.deleteStream(this.key, id, this.call);
       this.deleted = true;
-      this.verdict('stream.delete', [...problem(!d.alreadyGone, 'answered 404: the stream was already gone'), ...problem(d.id === id, `id should be ${id}, got ${describe(d.id)}`)]);
+      this.verdict('stream.delete', [
+        ...problem(!d.alreadyGone, 'answered 404: the stream was already gone'),
+        ...problem(d.id === id, `id should be ${id}, got ${describe(d.id)}`),
+      ]);
     } catch (err) {
       this.checkAborted();
       this.record('stream.delete', 'fail', errorText(err));
@@ -383,10 +456,15 @@ class Run {
       if (value === null) {
         let other: string | undefined;
         res.headers.forEach((_v, h) => (other ??= /^x-.+-region$/i.test(h) ? h : undefined));
-        return [`no ${this.brand.regionHeaderDisplay} header${other ? ` (the upstream sends ${other}: check the brand configuration)` : ''}`];
+        return [
+          `no ${this.brand.regionHeaderDisplay} header${other ? ` (the upstream sends ${other}: check the brand configuration)` : ''}`,
+        ];
       }
       serving = value;
-      return { problems: problem((REGIONS as readonly string[]).includes(value), `unknown region ${JSON.stringify(value)}`), detail: `${this.brand.regionHeaderDisplay}: ${value}` };
+      return {
+        problems: problem((REGIONS as readonly string[]).includes(value), `unknown region ${JSON.stringify(value)}`),
+        detail: `${this.brand.regionHeaderDisplay}: ${value}`,
+      };
     });
     await this.check('region.wrong', async () => {
       const outcomes = [];
@@ -400,11 +478,16 @@ class Run {
       const ok = outcomes.filter((o) => o.err === undefined);
       const refused = outcomes.filter((o) => o.err !== undefined);
       const problems: string[] = [];
-      if (ok.length !== 1) problems.push(ok.length === 0 ? 'no region was accepted' : `every region was accepted (${REGIONS.join(', ')}): no 409 for a wrong region`);
-      if (serving && ok.length === 1 && ok[0]!.region !== serving) problems.push(`${ok[0]!.region} was accepted but the echoed region is ${serving}`);
+      if (ok.length !== 1)
+        problems.push(
+          ok.length === 0 ? 'no region was accepted' : `every region was accepted (${REGIONS.join(', ')}): no 409 for a wrong region`,
+        );
+      if (serving && ok.length === 1 && ok[0]!.region !== serving)
+        problems.push(`${ok[0]!.region} was accepted but the echoed region is ${serving}`);
       for (const { region, err } of refused) {
         const parsed = err instanceof UpstreamError ? describeBody(err.body) : undefined;
-        if (!(err instanceof UpstreamError) || err.status !== 409 || parsed?.code !== 'region_error') problems.push(`${region}: expected 409 region_error, got ${errorText(err)}`);
+        if (!(err instanceof UpstreamError) || err.status !== 409 || parsed?.code !== 'region_error')
+          problems.push(`${region}: expected 409 region_error, got ${errorText(err)}`);
       }
       return { problems, detail: `${ok.map((o) => o.region).join('') || '-'} 200, ${refused.map((o) => o.region).join(', ') || '-'} 409` };
     });
@@ -415,14 +498,22 @@ class Run {
     if (res.status === 404 || res.status === 405) {
       return { problems: [`not served: HTTP ${res.status} ${describeBody(parseLenient(res.text)).message ?? ''}`.trim()], detail: '' };
     }
-    if (res.status < 200 || res.status > 299) return { problems: [errorText(httpError(res.status, parseLenient(res.text), undefined))], detail: '' };
+    if (res.status < 200 || res.status > 299)
+      return { problems: [errorText(httpError(res.status, parseLenient(res.text), undefined))], detail: '' };
     const body = parseLenient(res.text);
     if (!isRecord(body)) return { problems: ['the body is not a JSON object'], detail: '' };
     const view = body.view;
     const problems = [...shapeProblems(view, { url: 'string', token: 'string', expires_in_seconds: 'int' }, 'view.')];
     if (isRecord(view)) {
-      problems.push(...problem(typeof view.url !== 'string' || /^wss?:\/\//.test(view.url), `view.url should be ws(s)://, got ${describe(view.url)}`));
-      problems.push(...problem(typeof view.expires_in_seconds !== 'number' || view.expires_in_seconds > 0, 'view.expires_in_seconds should be positive'));
+      problems.push(
+        ...problem(typeof view.url !== 'string' || /^wss?:\/\//.test(view.url), `view.url should be ws(s)://, got ${describe(view.url)}`),
+      );
+      problems.push(
+        ...problem(
+          typeof view.expires_in_seconds !== 'number' || view.expires_in_seconds > 0,
+          'view.expires_in_seconds should be positive',
+        ),
+      );
     }
     return { problems, detail: isRecord(view) ? `expires in ${describe(view.expires_in_seconds)} s` : '' };
   }
@@ -460,18 +551,42 @@ class Run {
       }
       const now = Date.now();
       if (first && (typeof s.stream_time_ms !== 'number' || s.stream_time_ms >= CLIP_MS || now >= deadline)) {
-        const source = this.publisher ? `published by the kit (${this.publisher.framesPublished} frames sent)` : "the upstream's own publisher";
+        const source = this.publisher
+          ? `published by the kit (${this.publisher.framesPublished} frames sent)`
+          : "the upstream's own publisher";
         const problems = [
-          ...shapeProblems(s, { first_frame_at_ms: 'int', last_frame_at_ms: 'int', last_frame_index: 'int', first_available_frame_index: 'int', first_available_frame_at_ms: 'int', stream_time_ms: 'number' }),
-          ...problem(typeof s.last_frame_index !== 'number' || typeof s.first_available_frame_index !== 'number' || s.first_available_frame_index <= s.last_frame_index, 'first_available_frame_index is after last_frame_index'),
+          ...shapeProblems(s, {
+            first_frame_at_ms: 'int',
+            last_frame_at_ms: 'int',
+            last_frame_index: 'int',
+            first_available_frame_index: 'int',
+            first_available_frame_at_ms: 'int',
+            stream_time_ms: 'number',
+          }),
+          ...problem(
+            typeof s.last_frame_index !== 'number' ||
+              typeof s.first_available_frame_index !== 'number' ||
+              s.first_available_frame_index <= s.last_frame_index,
+            'first_available_frame_index is after last_frame_index',
+          ),
         ];
         const ok = this.verdict('frames.first', problems, `after ${firstAfterMs} ms, ${source}; last_frame_index ${s.last_frame_index}`);
         return ok ? s : undefined;
       }
       if (!first && now >= deadline) {
         const waited = Math.round((now - started) / 1000);
-        if (this.publisher) this.record('frames.first', 'fail', `the kit published ${this.publisher.framesPublished} frames into the room, but no frame was reported within ${waited} s`);
-        else this.record('frames.first', 'skip', `no frame within ${waited} s and no publisher: ${publishError ?? `publishing is off (--publish ${mode})`}`);
+        if (this.publisher)
+          this.record(
+            'frames.first',
+            'fail',
+            `the kit published ${this.publisher.framesPublished} frames into the room, but no frame was reported within ${waited} s`,
+          );
+        else
+          this.record(
+            'frames.first',
+            'skip',
+            `no frame within ${waited} s and no publisher: ${publishError ?? `publishing is off (--publish ${mode})`}`,
+          );
         return undefined;
       }
       if (!first && now >= publishAt && !this.publisher && publishError === undefined) {
@@ -479,7 +594,11 @@ class Run {
         else {
           this.progress(`publishing a test pattern into ${created.publish.url}`);
           try {
-            this.publisher = await publishTestPattern(created.publish.url, created.publish.token, this.opts.logger ?? createLogger('silent'));
+            this.publisher = await publishTestPattern(
+              created.publish.url,
+              created.publish.token,
+              this.opts.logger ?? createLogger('silent'),
+            );
           } catch (err) {
             publishError = `could not publish into the room: ${errorText(err)}`;
             this.progress(publishError);
@@ -497,7 +616,15 @@ class Run {
     await this.check('completion.clip', async () => {
       const req: ChatCompletionRequest = {
         model: this.model!,
-        messages: [{ role: 'user', content: [{ type: 'text', text: PROMPT }, { type: 'video_url', video_url: { url: ref(`start_offset_ms=-${CLIP_MS}&max_fps=${CLIP_FPS}`) } }] }],
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: PROMPT },
+              { type: 'video_url', video_url: { url: ref(`start_offset_ms=-${CLIP_MS}&max_fps=${CLIP_FPS}`) } },
+            ],
+          },
+        ],
         max_completion_tokens: OUTPUT_CAP,
         thread_id: threadId,
         stream: false,
@@ -528,8 +655,12 @@ class Run {
     const choice: unknown = Array.isArray(r.choices) ? r.choices[0] : undefined;
     const usage = r.usage as unknown;
     const cost = this.charge(r);
-    const content = isRecord(choice) && isRecord(choice.message) && typeof choice.message.content === 'string' ? choice.message.content : '';
-    return { problems, detail: `${isRecord(usage) ? `${describe(usage.prompt_tokens)} in / ${describe(usage.completion_tokens)} out tokens, ${cost} µ¢` : ''}; "${content.slice(0, 40)}${content.length > 40 ? '…' : ''}"` };
+    const content =
+      isRecord(choice) && isRecord(choice.message) && typeof choice.message.content === 'string' ? choice.message.content : '';
+    return {
+      problems,
+      detail: `${isRecord(usage) ? `${describe(usage.prompt_tokens)} in / ${describe(usage.completion_tokens)} out tokens, ${cost} µ¢` : ''}; "${content.slice(0, 40)}${content.length > 40 ? '…' : ''}"`,
+    };
   }
 
   private cacheVerdict(r: ChatCompletionResponse, threadId: string): Finding {
@@ -537,13 +668,22 @@ class Run {
     const cache = cacheInfo(r, this.brand);
     if (!cache) {
       const elsewhere = Object.keys(r).find((k) => isRecord(r[k]) && isRecord((r[k] as Record<string, unknown>).cache));
-      if (elsewhere) return { problems: [`the cache details are under ${JSON.stringify(elsewhere)}, not ${JSON.stringify(field)}: check the brand configuration`], detail: '' };
+      if (elsewhere)
+        return {
+          problems: [
+            `the cache details are under ${JSON.stringify(elsewhere)}, not ${JSON.stringify(field)}: check the brand configuration`,
+          ],
+          detail: '',
+        };
       // The contract lets a response leave them out: nothing to hold the upstream to.
       return { problems: [], skip: `no ${field}.cache in the response (the contract allows that)` };
     }
     const problems = [
       ...shapeProblems(cache, { thread_id: 'string|null', cache_hit: 'boolean', cached_input_tokens: 'int' }, `${field}.cache.`),
-      ...problem(cache.thread_id === threadId, `${field}.cache.thread_id should echo ${JSON.stringify(threadId)}, got ${describe(cache.thread_id)}`),
+      ...problem(
+        cache.thread_id === threadId,
+        `${field}.cache.thread_id should echo ${JSON.stringify(threadId)}, got ${describe(cache.thread_id)}`,
+      ),
     ];
     return { problems, detail: `${field}.cache: hit ${describe(cache.cache_hit)}, ${describe(cache.cached_input_tokens)} cached tokens` };
   }
@@ -555,7 +695,10 @@ class Run {
     if (res.status !== 200) return { problems: [errorText(httpError(res.status, parseLenient(res.text), undefined))], detail: '' };
     const v = checkSse(res.headers.get('content-type'), res.text);
     if (v.usage && this.price) this.spent += costMicrocents(this.price, v.usage);
-    return { problems: v.problems, detail: `${v.chunks} chunks${v.usage ? ', usage chunk' : ''}; "${v.text.slice(0, 30)}${v.text.length > 30 ? '…' : ''}"` };
+    return {
+      problems: v.problems,
+      detail: `${v.chunks} chunks${v.usage ? ', usage chunk' : ''}; "${v.text.slice(0, 30)}${v.text.length > 30 ? '…' : ''}"`,
+    };
   }
 
   private async afterDelete(id: string): Promise<string[]> {
@@ -568,9 +711,11 @@ class Run {
     else if (!(ka instanceof UpstreamError) || ka.status !== 404) problems.push(`keepalive: expected 404, got ${errorText(ka)}`);
     try {
       const s = await this.client.getStream(this.key, id, this.call);
-      if (s.state !== 'ended' || s.end_reason !== 'deleted') problems.push(`read: expected state ended, end_reason deleted, got ${describe(s.state)}, ${describe(s.end_reason)}`);
+      if (s.state !== 'ended' || s.end_reason !== 'deleted')
+        problems.push(`read: expected state ended, end_reason deleted, got ${describe(s.state)}, ${describe(s.end_reason)}`);
     } catch (err) {
-      if (!(err instanceof UpstreamError) || err.status !== 404) problems.push(`read: expected the ended stream or 404, got ${errorText(err)}`);
+      if (!(err instanceof UpstreamError) || err.status !== 404)
+        problems.push(`read: expected the ended stream or 404, got ${errorText(err)}`);
     }
     if (this.model !== undefined) {
       const err = await this.complete(this.imageRequest(id, 'frame_index=-1')).then(
@@ -592,7 +737,12 @@ class Run {
 
   private imageRequest(id: string, query: string): ChatCompletionRequest {
     const image: ContentPart = { type: 'image_url', image_url: { url: `${this.brand.scheme}://streams/${id}?${query}` } };
-    return { model: this.model!, messages: [{ role: 'user', content: [{ type: 'text', text: PROMPT }, image] }], max_completion_tokens: OUTPUT_CAP, stream: false };
+    return {
+      model: this.model!,
+      messages: [{ role: 'user', content: [{ type: 'text', text: PROMPT }, image] }],
+      max_completion_tokens: OUTPUT_CAP,
+      stream: false,
+    };
   }
 
   private count(): void {
@@ -608,7 +758,8 @@ class Run {
   }
 
   private charge(r: ChatCompletionResponse): number {
-    if (!this.price || !isRecord(r.usage) || typeof r.usage.prompt_tokens !== 'number' || typeof r.usage.completion_tokens !== 'number') return 0;
+    if (!this.price || !isRecord(r.usage) || typeof r.usage.prompt_tokens !== 'number' || typeof r.usage.completion_tokens !== 'number')
+      return 0;
     const cost = costMicrocents(this.price, r.usage, cacheInfo(r, this.brand)?.cached_input_tokens ?? 0);
     this.spent += cost;
     return cost;
@@ -619,7 +770,11 @@ class Run {
     const base = this.opts.upstreamUrl.replace(/\/+$/, '');
     const res = await fetch(`${base}${path}`, {
       method,
-      headers: { authorization: `Bearer ${this.key}`, accept: 'application/json, text/event-stream', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        authorization: `Bearer ${this.key}`,
+        accept: 'application/json, text/event-stream',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: this.signal ? AbortSignal.any([this.signal, AbortSignal.timeout(60_000)]) : AbortSignal.timeout(60_000),
     });
@@ -644,7 +799,9 @@ class Run {
         await this.client.deleteStream(this.key, this.streamId);
         this.deleted = true;
       } catch (err) {
-        this.progress(`could not delete stream ${this.streamId}: ${errorText(err)} (its lease ends it within ${describe(this.created?.ttl_seconds)} s)`);
+        this.progress(
+          `could not delete stream ${this.streamId}: ${errorText(err)} (its lease ends it within ${describe(this.created?.ttl_seconds)} s)`,
+        );
       }
     }
     if (this.streamId && this.deleted) this.progress(`stream ${this.streamId} deleted`);

@@ -17,7 +17,8 @@ export interface SseVerdict {
 /** Checks a complete event-stream body (and its content type). */
 export function checkSse(contentType: string | null, body: string): SseVerdict {
   const problems: string[] = [];
-  if (!/^text\/event-stream\b/i.test(contentType ?? '')) problems.push(`content-type should be text/event-stream, got ${JSON.stringify(contentType)}`);
+  if (!/^text\/event-stream\b/i.test(contentType ?? ''))
+    problems.push(`content-type should be text/event-stream, got ${JSON.stringify(contentType)}`);
   const events = body
     .replace(/\r\n?/g, '\n')
     .split(/\n\n+/)

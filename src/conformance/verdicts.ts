@@ -31,15 +31,35 @@ export function createProblems(c: CreateStreamResponse, brand: Brand): string[] 
   ];
   if (isRecord(c.publish)) {
     problems.push(...shapeProblems(c.publish, { type: 'string', url: 'string', token: 'string' }, 'publish.'));
-    problems.push(...problem(c.publish.type === undefined || c.publish.type === brand.room, `publish.type should be ${JSON.stringify(brand.room)} (the room vendor setting), got ${describe(c.publish.type)}`));
-    problems.push(...problem(typeof c.publish.url !== 'string' || /^wss?:\/\//.test(c.publish.url), `publish.url should be ws(s)://, got ${describe(c.publish.url)}`));
+    problems.push(
+      ...problem(
+        c.publish.type === undefined || c.publish.type === brand.room,
+        `publish.type should be ${JSON.stringify(brand.room)} (the room vendor setting), got ${describe(c.publish.type)}`,
+      ),
+    );
+    problems.push(
+      ...problem(
+        typeof c.publish.url !== 'string' || /^wss?:\/\//.test(c.publish.url),
+        `publish.url should be ws(s)://, got ${describe(c.publish.url)}`,
+      ),
+    );
   }
   return problems;
 }
 
 export function readProblems(s: Stream, id: string): string[] {
   const problems = [
-    ...shapeProblems(s, { id: 'string', state: 'string', created_at_ms: 'int', expires_at_ms: 'int', ttl_seconds: 'int', last_frame_at_ms: 'int|null', first_frame_at_ms: 'int|null', last_frame_index: 'int|null', stream_time_ms: 'number|null' }),
+    ...shapeProblems(s, {
+      id: 'string',
+      state: 'string',
+      created_at_ms: 'int',
+      expires_at_ms: 'int',
+      ttl_seconds: 'int',
+      last_frame_at_ms: 'int|null',
+      first_frame_at_ms: 'int|null',
+      last_frame_index: 'int|null',
+      stream_time_ms: 'number|null',
+    }),
     ...problem(s.id === id, `id should be ${id}, got ${describe(s.id)}`),
     ...problem(s.state === 'active', `state should be "active", got ${describe(s.state)}`),
   ];
@@ -67,9 +87,16 @@ export function completionProblems(r: ChatCompletionResponse): string[] {
   problems.push(...shapeProblems(usage, { prompt_tokens: 'int', completion_tokens: 'int', total_tokens: 'int' }, 'usage.'));
   if (isRecord(usage) && problems.length === 0) {
     const u = r.usage;
-    problems.push(...problem(u.total_tokens === u.prompt_tokens + u.completion_tokens, 'usage.total_tokens is not prompt_tokens + completion_tokens'));
+    problems.push(
+      ...problem(u.total_tokens === u.prompt_tokens + u.completion_tokens, 'usage.total_tokens is not prompt_tokens + completion_tokens'),
+    );
     problems.push(...problem(u.prompt_tokens > 0, 'usage.prompt_tokens is 0 for a request with frames'));
-    problems.push(...problem(u.completion_tokens <= OUTPUT_CAP, `usage.completion_tokens ${u.completion_tokens} exceeds max_completion_tokens ${OUTPUT_CAP}`));
+    problems.push(
+      ...problem(
+        u.completion_tokens <= OUTPUT_CAP,
+        `usage.completion_tokens ${u.completion_tokens} exceeds max_completion_tokens ${OUTPUT_CAP}`,
+      ),
+    );
   }
   return problems;
 }

@@ -78,7 +78,12 @@ export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => st
   });
   // The test pattern is the room's video too while no client publishes there (viewers see it).
   const publishers = new SyntheticPublishers(streams, logger, cfg.emulator.autoPublish, (stream, opts) =>
-    room.publishServerVideo(stream.id, { identity: SYNTHETIC_IDENTITY, name: 'Synthetic test pattern', width: opts.width, height: opts.height }),
+    room.publishServerVideo(stream.id, {
+      identity: SYNTHETIC_IDENTITY,
+      name: 'Synthetic test pattern',
+      width: opts.width,
+      height: opts.height,
+    }),
   );
   // A stream that ends takes its room down (publisher and subscribers are told to leave).
   streams.onEnd((s) => room.closeRoom(s.id));

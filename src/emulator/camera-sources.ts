@@ -35,7 +35,8 @@ const bodySchema = z.looseObject({
 
 /** The create body's `source`, or null for a client-published stream; 422 in the validation shape when malformed. */
 export function parseCreateBody(body: unknown): { type: CameraSourceType; url: string } | null {
-  if (body === undefined || body === null || (typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0)) return null;
+  if (body === undefined || body === null || (typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0))
+    return null;
   const r = bodySchema.safeParse(body);
   if (!r.success) {
     const details = r.error.issues.map((i) => ({ loc: ['body', ...i.path.map(String)], msg: i.message, type: i.code }));
@@ -129,7 +130,9 @@ export async function checkCameraSource(
   const started = Date.now();
   let addresses: string[];
   try {
-    addresses = net.isIP(hostname) ? [hostname] : (await withTimeout(lookup(hostname, { all: true }), cfg.connectTimeoutMs)).map((a) => a.address);
+    addresses = net.isIP(hostname)
+      ? [hostname]
+      : (await withTimeout(lookup(hostname, { all: true }), cfg.connectTimeoutMs)).map((a) => a.address);
   } catch (err) {
     throw refuse(`${hostname} does not resolve (${(err as Error).message})`);
   }

@@ -76,9 +76,15 @@ export function checkoutRouter(ctx: EmulatorContext): Router {
     if (!s) return page(res, 404, 'Unknown checkout', 'No checkout session has this address.');
     const now = ctx.now();
     if (s.paidAtMs !== null) {
-      return page(res, 200, 'Already paid', `This checkout of ${dollars(s.amountCents)} was already paid; nothing more was charged or credited.`);
+      return page(
+        res,
+        200,
+        'Already paid',
+        `This checkout of ${dollars(s.amountCents)} was already paid; nothing more was charged or credited.`,
+      );
     }
-    if (now - s.createdAtMs > cfg.sessionTtlSeconds * 1000) return page(res, 410, 'Checkout expired', 'This checkout session has expired; create a new one.');
+    if (now - s.createdAtMs > cfg.sessionTtlSeconds * 1000)
+      return page(res, 410, 'Checkout expired', 'This checkout session has expired; create a new one.');
     if (req.method === 'HEAD') return page(res, 200, 'Checkout', `Checkout of ${dollars(s.amountCents)}.`);
     s.paidAtMs = now;
     ctx.accounts.credit(s.accountId, s.amountCents * MICROCENTS_PER_CENT);

@@ -132,10 +132,7 @@ export function completionRequestParser(opts: RequestParserOptions): (body: unkn
     const parsed = requestSchema.safeParse(body);
     const tpfParsed = tpfSchema.safeParse(body);
     if (!parsed.success || !tpfParsed.success) {
-      const details = [
-        ...(parsed.success ? [] : zodDetails(parsed.error)),
-        ...(tpfParsed.success ? [] : zodDetails(tpfParsed.error)),
-      ];
+      const details = [...(parsed.success ? [] : zodDetails(parsed.error)), ...(tpfParsed.success ? [] : zodDetails(tpfParsed.error))];
       throw validationError(`Invalid chat completion request: ${details[0]?.loc.join('.')}: ${details[0]?.msg}`, details);
     }
     const b = parsed.data;

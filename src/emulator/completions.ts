@@ -136,7 +136,11 @@ export function completionsRouter(ctx: EmulatorContext): Router {
 
     const { text, truncated } = truncate(result.text, creq.maxOutputTokens, cfg.charsPerToken);
     const completionTokens = tokensOfChars(text.length);
-    const usage: Usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+    const usage: Usage = {
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
+    };
     const toolCalls = result.toolCalls ?? [];
     const finishReason = truncated ? 'length' : toolCalls.length ? 'tool_calls' : (result.finishReason ?? 'stop');
 
@@ -153,7 +157,11 @@ export function completionsRouter(ctx: EmulatorContext): Router {
       usage,
       extra:
         creq.threadId || cfg.dialect === 'provider'
-          ? { [ctx.brand.responseField]: { cache: { thread_id: creq.threadId ?? null, cache_hit: cachedTokens > 0, cached_input_tokens: cachedTokens } } }
+          ? {
+              [ctx.brand.responseField]: {
+                cache: { thread_id: creq.threadId ?? null, cache_hit: cachedTokens > 0, cached_input_tokens: cachedTokens },
+              },
+            }
           : {},
     };
     if (creq.stream) await sendSse(res, answer, creq.includeUsage, abort.signal);
@@ -164,7 +172,11 @@ export function completionsRouter(ctx: EmulatorContext): Router {
 }
 
 const billingDenied = (needed: number) =>
-  streamError(402, 'billing_denied', needed > 0 ? `Insufficient credits: this request needs ${needed} microcents of input` : 'Insufficient credits');
+  streamError(
+    402,
+    'billing_denied',
+    needed > 0 ? `Insufficient credits: this request needs ${needed} microcents of input` : 'Insufficient credits',
+  );
 
 /**
  * Applies an injected fault. Returns true when the request should go on (latency only),
@@ -223,7 +235,13 @@ async function loadRequestImages(ctx: EmulatorContext, creq: CompletionRequest, 
       if (p.type !== 'image' || signal.aborted) continue;
       out.set(
         p,
-        await loadImage(p.source, p.loc, { ...cfg.imageFetch, storeWidth: cfg.frameStoreWidth, jpegQuality: cfg.jpegQuality, now: ctx.now(), signal }),
+        await loadImage(p.source, p.loc, {
+          ...cfg.imageFetch,
+          storeWidth: cfg.frameStoreWidth,
+          jpegQuality: cfg.jpegQuality,
+          now: ctx.now(),
+          signal,
+        }),
       );
     }
   }
@@ -260,12 +278,14 @@ function resolveReferences(ctx: EmulatorContext, account: Account, creq: Complet
       const stream = ctx.streams.require(ref.streamId, account);
       if (stream.state !== 'active') throw streamError(404, 'stream_not_found', `Stream ${ref.streamId} has ended`);
       const opts = { dialect: ctx.cfg.emulator.dialect };
-      const frames = ref.kind === 'image' ? [resolveImage(ref, stream.frames, now, opts)] : resolveVideo(ref, stream.frames, now, p.loc, opts);
+      const frames =
+        ref.kind === 'image' ? [resolveImage(ref, stream.frames, now, opts)] : resolveVideo(ref, stream.frames, now, p.loc, opts);
       const context: VisualContext = { streamId: ref.streamId, kind: ref.kind, frames };
       parts.push({ type: 'visual', context });
       out.contexts.push(context);
       out.frameCount += frames.length;
-      for (const f of frames) out.units.push({ kind: 'frame', streamId: ref.streamId, index: f.index, tokensPerFrame: creq.tokensPerFrame });
+      for (const f of frames)
+        out.units.push({ kind: 'frame', streamId: ref.streamId, index: f.index, tokensPerFrame: creq.tokensPerFrame });
     }
     out.messages.push({ role: m.role, parts });
   }
@@ -331,7 +351,10 @@ async function sendSse(res: Response, a: Answer, includeUsage: boolean, signal: 
   res.flushHeaders();
 
   const base = { id: a.id, object: 'chat.completion.chunk', created: a.created, model: a.model };
-  const chunk = (delta: Record<string, unknown>, finish: string | null) => ({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] });
+  const chunk = (delta: Record<string, unknown>, finish: string | null) => ({
+    ...base,
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  });
   const events: unknown[] = [chunk({ role: 'assistant', content: '' }, null)];
   for (const piece of splitContent(a.content)) events.push(chunk({ content: piece }, null));
   if (a.toolCalls.length) {

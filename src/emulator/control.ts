@@ -52,7 +52,9 @@ export function controlRouter(ctx: EmulatorContext, publishers: SyntheticPublish
   r.get('/state', (_req, res) => {
     res.json({
       region: ctx.cfg.emulator.region,
-      streams: ctx.streams.active().map((s) => ({ ...ctx.streams.view(s), account_id: s.accountId, publishing: publishers.isRunning(s.id) })),
+      streams: ctx.streams
+        .active()
+        .map((s) => ({ ...ctx.streams.view(s), account_id: s.accountId, publishing: publishers.isRunning(s.id) })),
       faults: ctx.faults.list(),
       models: ctx.models.list().data,
     });

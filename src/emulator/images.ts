@@ -63,8 +63,12 @@ export function parseImageUrl(
     const m = DATA_RE.exec(raw);
     if (!m) return fail('a data URL must look like data:image/png;base64,<data>', 'url_parsing');
     const mime = m[1]!.trim().toLowerCase();
-    const params = m[2]!.toLowerCase().split(';').map((p) => p.trim());
-    if (!IMAGE_TYPES.has(mime)) return fail(`a data URL image must be image/jpeg or image/png, got ${JSON.stringify(mime || 'text/plain')}`, 'image_type');
+    const params = m[2]!
+      .toLowerCase()
+      .split(';')
+      .map((p) => p.trim());
+    if (!IMAGE_TYPES.has(mime))
+      return fail(`a data URL image must be image/jpeg or image/png, got ${JSON.stringify(mime || 'text/plain')}`, 'image_type');
     if (!params.includes('base64')) return fail('a data URL image must be base64-encoded (data:<type>;base64,<data>)', 'url_parsing');
     const data = m[3]!.replace(/\s+/g, '');
     if (!BASE64_RE.test(data) || data.length % 4 === 1) return fail('the data URL is not valid base64', 'url_parsing');
@@ -117,7 +121,11 @@ async function fetchBytes(url: URL, limits: ImageLimits, loc: string[], signal: 
   const timeout = AbortSignal.timeout(limits.timeoutMs);
   try {
     // A redirect could lead off the allowed hosts: it is refused, not followed.
-    const res = await fetch(url, { redirect: 'error', signal: AbortSignal.any([signal, timeout]), headers: { accept: 'image/jpeg, image/png' } });
+    const res = await fetch(url, {
+      redirect: 'error',
+      signal: AbortSignal.any([signal, timeout]),
+      headers: { accept: 'image/jpeg, image/png' },
+    });
     if (!res.ok) {
       await res.body?.cancel();
       throw fail(`fetching ${url.host} answered HTTP ${res.status}`, 'url_fetch');
@@ -143,7 +151,8 @@ export async function loadImage(
   opts: ImageLimits & { storeWidth: number; jpegQuality: number; now: number; signal: AbortSignal },
 ): Promise<RequestImage> {
   const bytes = source.kind === 'data' ? source.bytes : await fetchBytes(source.url, opts, loc, opts.signal);
-  if (bytes.length > opts.maxBytes) throw validationError('Image too large', [{ loc, msg: `the image is larger than ${opts.maxBytes} bytes`, type: 'image_too_large' }]);
+  if (bytes.length > opts.maxBytes)
+    throw validationError('Image too large', [{ loc, msg: `the image is larger than ${opts.maxBytes} bytes`, type: 'image_too_large' }]);
   const bad = (msg: string, type: string) => validationError(`Image: ${msg}`, [{ loc, msg, type }]);
   let width: number;
   let height: number;
@@ -151,7 +160,8 @@ export async function loadImage(
   try {
     const img = sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS, failOn: 'error' });
     const meta = await img.metadata();
-    if (meta.format !== 'jpeg' && meta.format !== 'png') throw bad(`must be a JPEG or PNG image, got ${meta.format ?? 'an unknown format'}`, 'image_type');
+    if (meta.format !== 'jpeg' && meta.format !== 'png')
+      throw bad(`must be a JPEG or PNG image, got ${meta.format ?? 'an unknown format'}`, 'image_type');
     width = meta.autoOrient?.width ?? meta.width ?? 0;
     height = meta.autoOrient?.height ?? meta.height ?? 0;
     const target = storedSize(width, height, opts.storeWidth);

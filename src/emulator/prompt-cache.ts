@@ -6,7 +6,8 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 
-export type PromptUnit = { kind: 'text'; role: string; text: string } | { kind: 'frame'; streamId: string; index: number; tokensPerFrame: number };
+export type PromptUnit =
+  { kind: 'text'; role: string; text: string } | { kind: 'frame'; streamId: string; index: number; tokensPerFrame: number };
 
 /** Units are remembered as short digests: the cache holds no prompt text. */
 export function unitKey(u: PromptUnit): string {

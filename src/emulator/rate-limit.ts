@@ -61,7 +61,11 @@ export function rateLimit(ctx: EmulatorContext) {
   const cfg = ctx.cfg.emulator.rateLimit;
   const limiter = new RateLimiter(cfg.completionsPerSecond, () => ctx.now());
   const keyOf = (req: Request, res: Response): string =>
-    cfg.per === 'key' ? `k:${createHash('sha256').update(parseBearer(req.headers.authorization) ?? '').digest('base64')}` : `a:${accountOf(res).id}`;
+    cfg.per === 'key'
+      ? `k:${createHash('sha256')
+          .update(parseBearer(req.headers.authorization) ?? '')
+          .digest('base64')}`
+      : `a:${accountOf(res).id}`;
   return (req: Request, res: Response, next: NextFunction): void => {
     if (limiter.limit <= 0) return next();
     const w = limiter.take(keyOf(req, res));

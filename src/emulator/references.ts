@@ -85,7 +85,10 @@ export function parseReference(url: string, kind: PartKind, scheme: string, loc:
   for (const key of params.keys()) {
     if (!allowed.has(key)) {
       const hint = kind === 'image' && VIDEO_PARAMS.has(key) ? ' (a video reference belongs in a video_url part)' : '';
-      fail(`unknown parameter ${JSON.stringify(key)} for an ${kind === 'image' ? 'image_url' : 'video_url'} reference${hint}`, 'extra_forbidden');
+      fail(
+        `unknown parameter ${JSON.stringify(key)} for an ${kind === 'image' ? 'image_url' : 'video_url'} reference${hint}`,
+        'extra_forbidden',
+      );
     }
   }
 
@@ -98,7 +101,10 @@ export function parseReference(url: string, kind: PartKind, scheme: string, loc:
       return undefined;
     }
     if (min !== undefined && n < min) {
-      fail(`${key} must be ${min === 1 ? 'greater than 0' : `at least ${min}`}, got ${n}`, min === 1 ? 'greater_than' : 'greater_than_equal');
+      fail(
+        `${key} must be ${min === 1 ? 'greater than 0' : `at least ${min}`}, got ${n}`,
+        min === 1 ? 'greater_than' : 'greater_than_equal',
+      );
       return undefined;
     }
     return n === 0 ? 0 : n; // no -0
@@ -296,7 +302,13 @@ const boundText = (b: Bound): string => (b.axis === 'index' ? `frame ${b.index}`
  * back by 1/max_fps to the window start, taking the nearest frame at each step: max_fps caps frames
  * per second and the newest frame is always in.
  */
-export function resolveVideo(ref: VideoReference, buf: FrameBuffer, now: number, loc: string[] = ['url'], opts: ResolveOptions = {}): StoredFrame[] {
+export function resolveVideo(
+  ref: VideoReference,
+  buf: FrameBuffer,
+  now: number,
+  loc: string[] = ['url'],
+  opts: ResolveOptions = {},
+): StoredFrame[] {
   const r = new Resolver(opts.dialect ?? 'contract', ref.streamId);
   const { oldest, last } = r.frames(buf, now);
   const streamNow = buf.streamTimeMs(now);
@@ -336,7 +348,9 @@ export function resolveVideo(ref: VideoReference, buf: FrameBuffer, now: number,
   // Intersected with the retained buffer: the first and the last frame inside the window.
   const startT = start.axis === 'time' ? Math.max(start.t, oldest.streamTimeMs) : undefined;
   const first =
-    start.axis === 'index' ? frameAtIndex(buf, Math.max(start.index, oldest.index), 'forward') : buf.atStreamTime(startT!, Infinity, 'forward');
+    start.axis === 'index'
+      ? frameAtIndex(buf, Math.max(start.index, oldest.index), 'forward')
+      : buf.atStreamTime(startT!, Infinity, 'forward');
   let newest: StoredFrame | undefined = last;
   if (end?.axis === 'index') newest = end.index - 1 < oldest.index ? undefined : frameAtIndex(buf, end.index - 1, 'backward');
   else if (end) newest = buf.lastBefore(end.t);

@@ -24,7 +24,10 @@ function publishToken(ctx: EmulatorContext, stream: EmulatedStream): Promise<str
  */
 async function viewerToken(ctx: EmulatorContext, id: string, account: Account): Promise<string> {
   const stream = ctx.streams.get(id);
-  const gone = (why: string) => (ctx.cfg.emulator.dialect === 'provider' ? detailError(404, 'stream_not_found', 'Stream not found') : streamError(404, 'stream_not_found', why));
+  const gone = (why: string) =>
+    ctx.cfg.emulator.dialect === 'provider'
+      ? detailError(404, 'stream_not_found', 'Stream not found')
+      : streamError(404, 'stream_not_found', why);
   if (!stream || stream.accountId !== account.id) throw gone(`Stream ${id} not found`);
   if (stream.state !== 'active') throw gone(`Stream ${id} has ended`);
   return mintSubscribeToken(ctx.roomKeys, stream.id, `viewer-${randomUUID()}`, VIEWER_TOKEN_TTL_SECONDS);
@@ -56,7 +59,9 @@ export function streamsRouter(ctx: EmulatorContext): Router {
       throw streamError(402, 'billing_denied', 'Insufficient credits to create a stream');
     }
     if (source) {
-      await checkCameraSource(source, ctx.cfg.emulator.cameraSources, (why) => ctx.logger.info({ type: source.type, why }, 'camera source refused'));
+      await checkCameraSource(source, ctx.cfg.emulator.cameraSources, (why) =>
+        ctx.logger.info({ type: source.type, why }, 'camera source refused'),
+      );
       // A camera stream has no client publisher: `publish: null`, its source type echoed.
       const stream = ctx.streams.create(account, { source });
       res.status(201).json({
@@ -87,7 +92,8 @@ export function streamsRouter(ctx: EmulatorContext): Router {
 
   r.post('/streams/:id/keepalive', async (req, res) => {
     const stream = lifecycleStream(ctx, req.params.id, accountOf(res));
-    if (stream.state !== 'active' && ctx.cfg.emulator.dialect === 'provider') throw detailError(404, 'stream_not_found', 'Stream not found');
+    if (stream.state !== 'active' && ctx.cfg.emulator.dialect === 'provider')
+      throw detailError(404, 'stream_not_found', 'Stream not found');
     ctx.streams.keepalive(stream);
     res.json({
       id: stream.id,

@@ -77,7 +77,8 @@ function reportOptions(query: Request['query']): ReportOptions {
   if (status !== undefined) {
     const list = status.split(',').map((s) => s.trim());
     const bad = list.find((s) => !(MIGRATION_STATUSES as readonly string[]).includes(s));
-    if (bad !== undefined) throw detailError(400, 'bad_request', `status must be a comma-separated list of ${MIGRATION_STATUSES.join(', ')}`);
+    if (bad !== undefined)
+      throw detailError(400, 'bad_request', `status must be a comma-separated list of ${MIGRATION_STATUSES.join(', ')}`);
     opts.status = list as MigrationStatus[];
   }
   const sort = one('sort');

@@ -1,36 +1,33 @@
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
-import express from 'express';
 import type { Express } from 'express';
 import { brandOf } from '../brand';
 import type { Config } from '../config';
-import { clientAddresses, compileTrust } from '../lib/client-address';
 import type { Logger } from '../lib/logger';
-import { Sealer } from '../lib/seal';
-import { realClock } from '../lib/timers';
 import type { Clock } from '../lib/timers';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
-import { adminRouter } from './admin';
-import { Fleet } from './fleet/fleet';
-import { browserCors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
+import { callerChecks } from './callers';
+import { fleetMember, sessionsLink } from './fleet/member';
+import type { FleetMember } from './fleet/member';
+import { httpApp } from './http-app';
 import { IngestRelay } from './ingest';
-import { FailedAuthLimiter, fanOut, LEGACY_CLOSES, legacyEndReasons, legacyRouter, LegacySessions, ResultsSockets, socketAuthorizer, SunsetPolicy, UpstreamCatalog } from './legacy';
-import type { LegacyObserver, MediaRelay } from './legacy';
-import { createPassthrough } from './passthrough';
+import { LegacySessions, ResultsSockets, socketAuthorizer } from './legacy';
+import type { LegacyObserver, MediaRelay, SunsetPolicy } from './legacy';
+import { Lifecycle } from './lifecycle';
+import type { LifecycleView } from './lifecycle';
 import type { Passthrough } from './passthrough';
-import { mountDocs, mountHealth, mountMetrics } from './operator';
+import { gatewayShutdown } from './shutdown';
+import type { GatewayShutdown } from './shutdown';
 import { MemoryStore } from './store/memory';
-import { measuredStore } from './store/measured';
-import { StoreHealth } from './store/outage';
 import type { Store } from './store/store';
-import { announceDeprecation, deprecationHeaderLines, deprecationHeaders } from './telemetry/deprecation';
-import { accessLog, passthroughTelemetry, requestMetrics } from './telemetry/http';
-import { GatewayMetrics } from './telemetry/metrics';
-import { countedAdmission, passthroughMigration, requestTelemetry, socketTelemetry, telemetryObserver } from './telemetry/observer';
-import { DeprecationRollup } from './telemetry/rollup';
-import { DeprecationUsage, utcDay } from './telemetry/usage';
-import { UpstreamHealth } from './telemetry/upstream-health';
+import { deprecationHeaderLines } from './telemetry/deprecation';
+import { gatewayTelemetry } from './telemetry/gateway-telemetry';
+import type { GatewayMetrics } from './telemetry/metrics';
+import { socketTelemetry } from './telemetry/observer';
+import type { DeprecationRollup } from './telemetry/rollup';
+import type { DeprecationUsage } from './telemetry/usage';
+import type { UpstreamHealth } from './telemetry/upstream-health';
 
 export interface GatewayOptions {
   upstreamUrl: string;
@@ -44,7 +41,7 @@ export interface GatewayOptions {
   clock?: Clock;
 }
 
-export interface Gateway {
+export interface Gateway extends GatewayShutdown {
   /** The server's request listener: /v1beta and /billing straight to the proxy, the rest to `app`. */
   handler: http.RequestListener;
   /** Everything, the passthrough included (what supertest drives). */
@@ -59,121 +56,45 @@ export interface Gateway {
   rollup: DeprecationRollup;
   sunset: SunsetPolicy;
   upstreamHealth: UpstreamHealth;
-  /** This replica's fleet membership (a `store.secret` is configured); absent: one replica. */
-  fleet?: Fleet;
-  /** Settles once the replica joined its fleet (at once without one). */
+  /** This replica's part in a fleet: a member when `store.secret` is configured, else `solo`. */
+  fleet: FleetMember;
+  /** Settles once the replica joined its fleet (at once when solo). */
   joined: Promise<void>;
   /** `/metrics` alone, when `telemetry.metricsPort` moves it off the public port (the server listens). */
   metricsApp?: Express;
   /** HTTP requests whose response has not closed yet. */
   readonly inFlight: number;
-  /** The final drain began: streams handed over or ended, sockets closing. */
-  readonly draining: boolean;
-  /** A connection drain runs: connections stay, and are closed after their response when idle. */
-  readonly holdingConnections: boolean;
+  /** Where this replica is on its way out (./lifecycle.ts); the `GatewayShutdown` steps move it. */
+  lifecycle: LifecycleView;
   handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean;
-  /**
-   * Starts the shutdown: /readyz answers 503, legacy creates are refused (503). In a fleet with
-   * other replicas alive, live legacy streams are handed over to them (webrtc ones end); otherwise
-   * they end (sockets close with 1001 `server_shutdown`, upstream streams deleted).
-   */
-  drain(why?: string): Promise<void>;
-  /** /readyz answers 503 while everything else keeps serving (the SIGTERM delay before `drain`). */
-  markUnready(): void;
-  /**
-   * A connection drain (a fleet's SIGTERM): no new legacy streams here, streams whose media does
-   * not live here are handed to replicas not draining, and this replica stays a fleet member so
-   * its results sockets and media relays keep working until they end. False (nothing held) without a
-   * fleet or as its last replica alive: nobody could take the streams, so they end as on any shutdown.
-   */
-  drainConnections(): Promise<boolean>;
-  /** What a draining replica still holds: open results sockets and running media relays. */
-  held(): { sockets: number; relays: number };
-  /** Ends live streams (sockets close with 1001), flushes telemetry, releases everything. */
-  close(): Promise<void>;
 }
-
 
 /** Builds the gateway (no listen): /v0.2 adapter, /v1beta + /billing passthrough, telemetry, health. */
 export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions): Gateway {
   const brand = brandOf(cfg);
-  // Every store call timed and its failures counted (gateway_store_*); `metrics` is built below and
-  // no store call happens before it is.
-  // Outages as this replica sees them: the lease check never ends a stream because the store was away.
-  const storeHealth = new StoreHealth({ clock: opts.clock });
-  const store = measuredStore(opts.store ?? new MemoryStore({ clock: opts.clock }), {
-    call: (op, seconds, failed) => {
-      metrics.store.call(op, seconds, failed);
-      storeHealth.call(op, seconds, failed);
-    },
-  });
+  const { clock } = opts;
   const upstream = new UpstreamClient({
     baseUrl: opts.upstreamUrl,
     brand,
     logger,
     retry: opts.retry,
     timeouts: { headersMs: cfg.requestTimeoutMs, bodyMs: cfg.requestTimeoutMs },
-    breaker: { ...cfg.upstreamBreaker, clock: opts.clock },
+    breaker: { ...cfg.upstreamBreaker, clock },
   });
-  const failures = cfg.legacy.upstreamFailures;
-  const catalog = new UpstreamCatalog(upstream, {
-    modelsCacheMs: cfg.legacy.modelsCacheMs,
-    accountCacheMs: 60_000,
-    negativeKeyCacheMs: failures.negativeKeyCacheMs,
-    negativeKeyCacheSize: failures.negativeKeyCacheSize,
-    logger,
-    clock: opts.clock,
+  const telemetry = gatewayTelemetry(cfg, logger, {
+    brand,
+    store: opts.store ?? new MemoryStore({ clock }),
+    upstream,
+    observer: opts.observer,
+    clock,
   });
-  // The one client address of a request (`server.trustProxy`, compiled once): the failed-auth
-  // budget and access lines use it, and Express is told the same trust so `req.ip` would agree.
-  const trust = compileTrust(cfg.server.trustProxy ?? false);
-  const clientAddress = clientAddresses(trust);
-  const authLimiter = new FailedAuthLimiter({
-    perMinute: failures.authFailuresPerMinute,
-    clock: opts.clock,
-    onOverBudget: (ip) =>
-      logger.warn(
-        { clientAddress: ip, perMinute: failures.authFailuresPerMinute },
-        `failed-authentication budget used up by ${ip}: its unknown keys are refused for the rest of the minute${trust ? '' : ' (server.trustProxy is off: behind a load balancer this is the balancer\'s address)'}`,
-      ),
-  });
-  const usage = new DeprecationUsage(store, logger.child({ component: 'telemetry' }), opts.clock);
-  const deprecation = { date: cfg.deprecation.date, sunset: cfg.deprecation.sunset, link: cfg.deprecation.link };
-  const headers = deprecationHeaders(cfg.deprecation);
-  const rollup = new DeprecationRollup({
-    usage,
-    store,
-    logger: logger.child({ component: 'deprecation' }),
-    deprecation,
-    cron: cfg.telemetry.rollupCron,
-    timezone: cfg.telemetry.rollupTimezone,
-    clock: opts.clock,
-  });
-
-  const sunset = new SunsetPolicy(cfg.deprecation, opts.clock);
-
-  // The gauges read sessions and sockets, which are built after the metrics they report to.
-  const parts: { sessions?: LegacySessions; sockets?: ResultsSockets } = {};
-  const upstreamHealth = new UpstreamHealth(() => upstream.listModels(), {
-    intervalMs: cfg.telemetry.upstreamProbeMs,
-    clock: opts.clock,
-    onChange: (up) => (up ? logger.info('upstream probe: reachable') : logger.warn('upstream probe: unreachable (readiness unaffected)')),
-  });
-  const metrics = new GatewayMetrics({
-    endReasons: Object.values(legacyEndReasons(brand)),
-    upstreamUp: () => (upstreamHealth.up === undefined ? undefined : Number(upstreamHealth.up)),
-    activeStreams: () => parts.sessions?.activeCount ?? 0,
-    socketConnections: () => parts.sockets?.connections ?? 0,
-    deprecatedKeys: () => usage.keyCount(),
-    migrationStatuses: () => usage.statusCounts(),
-    sunsetMs: Date.parse(cfg.deprecation.sunset),
-  });
+  const { metrics, store, usage } = telemetry;
+  const callers = callerChecks(cfg, logger, upstream, clock);
+  const { catalog } = callers;
   // The default media relay (webrtc and customer-room sources); an injected one is closed by its owner.
   const ingest = opts.media ? undefined : new IngestRelay({ cfg: cfg.legacy, logger: logger.child({ component: 'ingest' }) });
-  const observer = fanOut([telemetryObserver(metrics, usage), opts.observer]);
-  // A secret makes this gateway a fleet member: records carry the sealed key another replica needs.
-  const sealer = cfg.store.secret ? new Sealer(cfg.store.secret) : undefined;
-  const fleetRef: { fleet?: Fleet } = {};
+  const media = opts.media ?? ingest;
+  const fleetLink = sessionsLink(cfg.store, store);
   const sessions = new LegacySessions({
     cfg: cfg.legacy,
     brand,
@@ -181,181 +102,72 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     store,
     upstream,
     catalog,
-    media: opts.media ?? ingest,
-    observer,
-    clock: opts.clock,
-    storeHealth,
-    fleet: sealer && { replicaId: cfg.store.gatewayId, sealer, tell: (replica, msg) => fleetRef.fleet!.tell(replica, msg) },
+    media,
+    observer: telemetry.observer,
+    clock,
+    storeHealth: telemetry.storeHealth,
+    fleet: fleetLink,
   });
-  const fleet = (fleetRef.fleet =
-    sealer &&
-    new Fleet({
-      store,
-      replicaId: cfg.store.gatewayId,
-      cfg: cfg.store.fleet,
-      sessions: sessions.moves,
-      logger: logger.child({ component: 'fleet' }),
-      clock: opts.clock,
-      onMembership: (alive) => observer.fleetReplicas?.(alive),
-    }));
-
-  const admission = countedAdmission(sunset, metrics, usage);
+  const fleet = fleetMember(cfg.store, {
+    store,
+    sessions: sessions.moves,
+    logger: logger.child({ component: 'fleet' }),
+    clock,
+    onMembership: (alive) => telemetry.observer.fleetReplicas?.(alive),
+  });
   const sockets = new ResultsSockets({
     cfg: cfg.legacy,
     logger,
     store,
-    authorize: socketAuthorizer({ brand, store, catalog, authLimiter, admitSocket: admission.admitSocket }),
-    clientAddress,
-    upgradeHeaders: () => deprecationHeaderLines(headers),
+    authorize: socketAuthorizer({ brand, store, catalog, authLimiter: callers.authLimiter, admitSocket: telemetry.admission.admitSocket }),
+    clientAddress: callers.clientAddress,
+    upgradeHeaders: () => deprecationHeaderLines(telemetry.headers),
     hooks: socketTelemetry(metrics, usage),
   });
+  metrics.observe({ activeStreams: () => sessions.activeCount, socketConnections: () => sockets.connections });
 
-  // Access line, HTTP and passthrough metrics: the passthrough skips Express and its edge steps.
-  const proxied = passthroughTelemetry(logger, { log: cfg.telemetry.requestLog, metrics, httpMetrics: cfg.telemetry.metrics, clientAddress });
-  const migration = passthroughMigration(usage, brand.keyPrefix);
-  const passthrough = createPassthrough({
-    upstreamUrl: opts.upstreamUrl,
-    logger,
-    timeoutMs: cfg.requestTimeoutMs,
-    onSettled(e) {
-      proxied(e);
-      migration(e);
-    },
+  const lifecycle = new Lifecycle();
+  const web = httpApp(cfg, logger, { upstreamUrl: opts.upstreamUrl, brand, store, upstream, sessions, callers, telemetry, lifecycle });
+  const shutdown = gatewayShutdown(lifecycle, {
+    sessions,
+    fleet,
+    sockets,
+    media,
+    ingest,
+    telemetry,
+    upstream,
+    passthrough: web.passthrough,
+    ownStore: opts.store ? undefined : store,
+    clock,
   });
 
-  const inFlight = { count: 0 };
-  let draining = false;
-  /** A connection drain runs (fleet SIGTERM): see `drainConnections`. */
-  let holding = false;
-  let unready = false;
-  const logRequest = accessLog(logger, cfg.telemetry.requestLog, clientAddress);
-  const countRequest = requestMetrics(cfg.telemetry.metrics ? metrics : undefined, inFlight);
-
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('etag', false);
-  app.set('trust proxy', trust ?? false);
-  // First, before any body parser and Express's own steps: the proxy streams bodies through untouched.
-  app.use(passthrough.handle);
-  app.use(requestId, logRequest, countRequest);
-  app.use(foldSlashes);
-  app.use('/v0.2', announceDeprecation(headers));
-  const corsStep = browserCors(cfg.cors);
-  app.use('/v0.2', corsStep);
-  app.use('/healthz', corsStep);
-  mountHealth(app, { store, upstreamHealth, leaving: () => draining || unready });
-  const metricsApp = mountMetrics(app, cfg.telemetry, metrics, logger);
-  if (cfg.admin.token) app.use('/admin', adminRouter({ token: cfg.admin.token, usage, deprecation }));
-  mountDocs(app, brand, cfg.deprecation);
-  app.use(
-    '/v0.2',
-    express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] }),
-    legacyRouter({
-      cfg: cfg.legacy,
-      brand,
-      store,
-      sessions,
-      catalog,
-      authLimiter,
-      clientAddress,
-      onRequest: requestTelemetry(metrics, usage),
-      admitCreate: admission.admitCreate,
-      upstream,
-    }),
-    legacyErrorHandler(logger),
-  );
-  app.use((req, res) => {
-    res.status(404).json({ detail: `No route for ${req.method} ${req.path}` });
-  });
-  app.use(detailErrorHandler(logger));
-
-  /**
-   * Proxied requests skip Express: request id, access line and metrics are the passthrough's own
-   * (`onSettled`).
-   */
-  const handler: http.RequestListener = (req, res) => {
-    // Draining: every connection closes after its response, so the client's next call goes elsewhere.
-    if (holding || draining) res.shouldKeepAlive = false;
-    if (!passthrough.proxy(req, res)) void app(req, res);
-  };
-
-  parts.sessions = sessions;
-  parts.sockets = sockets;
-  rollup.start();
-  upstreamHealth.start();
-  const joined = fleet?.start() ?? Promise.resolve();
+  telemetry.rollup.start();
+  telemetry.upstreamHealth.start();
+  const joined = fleet.start();
   // Awaited by startGateway; a gateway built alone must not crash on an unhandled rejection.
   joined.catch((err: unknown) => logger.error({ err }, 'could not join the fleet'));
-  let closed: Promise<void> | undefined;
-  /** The drain handed this replica's streams to others: its sockets close so that clients reconnect. */
-  let handedOver = false;
-  /** Streams this replica ended on its way out (`server_shutdown`): their sockets say so, not 1012. */
-  const endedAtShutdown = new Set<string>();
-  const endAll = async () => {
-    for (const id of await sessions.closeAll()) endedAtShutdown.add(id);
-  };
-  const media = opts.media ?? ingest;
 
   return {
-    handler,
-    app,
+    ...shutdown,
+    handler: web.handler,
+    app: web.app,
+    metricsApp: web.metricsApp,
+    passthrough: web.passthrough,
     sessions,
     sockets,
     store,
     upstream,
-    passthrough,
     metrics,
     usage,
-    rollup,
-    sunset,
-    upstreamHealth,
+    rollup: telemetry.rollup,
+    sunset: telemetry.sunset,
+    upstreamHealth: telemetry.upstreamHealth,
     fleet,
     joined,
-    metricsApp,
+    lifecycle,
     get inFlight() {
-      return inFlight.count + passthrough.inFlight;
-    },
-    get draining() {
-      return draining;
-    },
-    get holdingConnections() {
-      return holding;
+      return web.inFlight();
     },
     handleUpgrade: (req, socket, head) => sockets.handleUpgrade(req, socket, head),
-    markUnready() {
-      unready = true;
-    },
-    async drainConnections() {
-      unready = true;
-      sessions.stopCreating();
-      holding = (await fleet?.beginDrain()) ?? false;
-      return holding;
-    },
-    held: () => ({ sockets: sockets.connections, relays: media?.activeCount ?? 0 }),
-    async drain(why?: string) {
-      draining = true;
-      // Handed-over streams leave this replica; what is left (webrtc, or no other replica) ends.
-      handedOver = (await fleet?.drain(why)) ?? false;
-      await endAll();
-    },
-    close() {
-      closed ??= (async () => {
-        draining = true;
-        upstreamHealth.stop();
-        await fleet?.stop();
-        await endAll();
-        await ingest?.close();
-        await sockets.close(handedOver ? LEGACY_CLOSES.replicaLeaving : undefined, endedAtShutdown);
-        await rollup.stop();
-        await sunset.close();
-        await usage.close();
-        // The day so far, so a restart never loses the last summary.
-        await rollup.run(utcDay((opts.clock ?? realClock).now()), { partial: true });
-        await upstream.close();
-        passthrough.close();
-        if (!opts.store) await store.close();
-      })();
-      return closed;
-    },
   };
 }

@@ -40,7 +40,9 @@ export function mountHealth(app: Express, deps: { store: Pick<Store, 'ready'>; u
  */
 export function mountMetrics(app: Express, telemetry: Config['telemetry'], metrics: GatewayMetrics, logger: Logger): Express | undefined {
   if (!telemetry.metrics) return undefined;
-  const guard = telemetry.metricsToken ? [requireBearer(telemetry.metricsToken, 'metrics', 'Metrics need Authorization: Bearer <metrics token>')] : [];
+  const guard = telemetry.metricsToken
+    ? [requireBearer(telemetry.metricsToken, 'metrics', 'Metrics need Authorization: Bearer <metrics token>')]
+    : [];
   const own = telemetry.metricsPort === undefined ? undefined : express();
   (own ?? app).get('/metrics', ...guard, async (_req, res) => {
     res.type(metrics.contentType()).send(await metrics.text());

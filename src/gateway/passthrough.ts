@@ -97,11 +97,35 @@ export function hasDotSegment(path: string): boolean {
 }
 
 /** Hop-by-hop (RFC 9110 §7.6.1), plus what the pipe sets itself on the upstream leg. */
-const DROP_UPSTREAM = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'host', 'x-request-id', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']);
+const DROP_UPSTREAM = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'upgrade',
+  'host',
+  'x-request-id',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+]);
 /** With tracing on the propagator writes the trace context of the upstream leg's own span: the caller's is not copied. */
 const DROP_UPSTREAM_TRACED = new Set([...DROP_UPSTREAM, 'traceparent', 'tracestate', 'baggage']);
 /** Hop-by-hop, plus the framing Node re-chooses for the client connection. */
-const DROP_DOWNSTREAM = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'transfer-encoding']);
+const DROP_DOWNSTREAM = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'upgrade',
+  'transfer-encoding',
+]);
 /** Connection values that name no other header (the common case: no second pass). */
 const PLAIN_CONNECTION = /^\s*(keep-alive|close)\s*$/i;
 /** End-to-end headers a client may not strip by naming them in Connection. */
@@ -109,7 +133,12 @@ const NEVER_NAMED = new Set(['authorization', 'content-length', 'content-type'])
 
 /** Drops from a raw header list the headers a Connection value names (rare: only when it names any). */
 function dropNamed(raw: string[], connection: string): string[] {
-  const named = new Set(connection.split(',').map((n) => n.trim().toLowerCase()).filter((n) => n && !NEVER_NAMED.has(n)));
+  const named = new Set(
+    connection
+      .split(',')
+      .map((n) => n.trim().toLowerCase())
+      .filter((n) => n && !NEVER_NAMED.has(n)),
+  );
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) if (!named.has(raw[i]!.toLowerCase())) out.push(raw[i]!, raw[i + 1]!);
   return out;
@@ -213,7 +242,14 @@ class SilenceWatch {
 /** A `{detail}` answer from the gateway itself (the upstream never answered). */
 function reply(f: Flight, status: number, detail: string): void {
   const body = JSON.stringify({ detail });
-  f.res.writeHead(status, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'x-request-id', f.requestId]);
+  f.res.writeHead(status, [
+    'content-type',
+    'application/json',
+    'content-length',
+    String(Buffer.byteLength(body)),
+    'x-request-id',
+    f.requestId,
+  ]);
   f.res.end(body);
 }
 
@@ -440,7 +476,8 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
 /** Ends the upstream leg's span: failed when the upstream did not answer, timed out, cut the response or answered 5xx. */
 function endLeg(span: Span, outcome: PassthroughOutcome, status: number): void {
   span.setAttribute(ATTR.passthroughOutcome, outcome);
-  if (outcome === 'upstream_unreachable' || outcome === 'upstream_timeout' || outcome === 'upstream_reset') failSpan(span, { code: outcome });
+  if (outcome === 'upstream_unreachable' || outcome === 'upstream_timeout' || outcome === 'upstream_reset')
+    failSpan(span, { code: outcome });
   else if (status >= 500) failSpan(span, { code: String(status) });
   span.end();
 }

@@ -17,20 +17,20 @@ export interface RunningGateway {
   metricsUrl?: string;
   /**
    * Graceful shutdown, finished within `graceMs` (default `shutdownGraceMs`): first `shutdownDelayMs`
-   * (at most half the grace period) of normal service with /readyz 503, then stop accepting
-   * connections, end legacy streams (results sockets close with 1001), let requests in flight
-   * finish, flush telemetry, then cut whatever is left.
+   * (at most half the grace period) `unready`, then stop accepting connections, hand over or end
+   * legacy streams (`leaving`; ended streams' results sockets close with 1001), let requests in
+   * flight finish, release everything (`closed`), then cut whatever is left.
    */
   close(graceMs?: number): Promise<void>;
   /**
-   * A fleet replica's SIGTERM (docs/scaling.md "Deploys"): /readyz 503 at once; after
-   * `shutdownDelayMs` no new legacy streams here, movable streams handed to replicas not draining,
-   * idle connections closed; open results sockets and media relays are kept, serving, until none is
-   * left or `drainMs` (`server.drainTimeoutMs`) has passed or `hurry()` is called; then `close(graceMs)`.
-   * Without a fleet it is `close(graceMs)`: nobody could take the streams over.
+   * A fleet replica's SIGTERM (docs/scaling.md "Deploys"): `unready` at once; after
+   * `shutdownDelayMs` the drain (`holding`): no new legacy streams here, movable streams handed to
+   * replicas not draining, idle connections closed; open results sockets and media relays are kept,
+   * serving, until none is left or `drainMs` (`server.drainTimeoutMs`) has passed or `hurry()` is
+   * called; then `close(graceMs)`. A solo replica skips the drain: nobody could take the streams over.
    */
   drainAndClose(drainMs?: number, graceMs?: number): Promise<void>;
-  /** Ends a connection drain now (a second signal): what is left is handed over or ended by `close`. */
+  /** Ends the drain now (a second signal): what is left is handed over or ended by `close`. */
   hurry(): void;
 }
 
@@ -77,7 +77,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
   server.on('upgrade', (req, socket, head) => {
     // An upgrade error has no `res`: without this handler it would crash the process.
     socket.on('error', (err) => logger.debug({ err }, 'upgrade socket error'));
-    if (gateway.draining) {
+    if (!gateway.lifecycle.acceptsUpgrades) {
       socket.end('HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
       return;
     }
@@ -113,15 +113,16 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
   };
 
   /**
-   * The connection drain: returns once nothing is held, at the deadline, or when hurried, with the
-   * words the close logs for each stream still here (undefined: nothing was held).
+   * The drain (the replica `holding`): returns once nothing is held, at the deadline, or when
+   * hurried, with the words the close logs for each stream still here (undefined: nothing was held).
    */
-  const holdConnections = async (drainMs: number): Promise<string | undefined> => {
+  const drain = async (drainMs: number): Promise<string | undefined> => {
     const log = logger.child({ component: 'drain' });
     const deadline = Date.now() + drainMs;
     gateway.markUnready();
     await serveUnready(Math.min(cfg.shutdownDelayMs, drainMs / 2), log);
-    if (!(await gateway.drainConnections())) return void log.info('no other replica alive to take the streams: ending them as at any shutdown');
+    if (!(await gateway.holdConnections()))
+      return void log.info('no other replica alive to take the streams: ending them as at any shutdown');
     let nextLogAt = 0;
     for (;;) {
       server.closeIdleConnections();
@@ -150,7 +151,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     }
   };
 
-  /** The final close; `afterDrain`: a connection drain already waited out `shutdownDelayMs` (and why it ended). */
+  /** The final close; `afterDrain`: a drain already waited out `shutdownDelayMs` (and why it ended). */
   const close = (graceMs: number = cfg.shutdownGraceMs, afterDrain?: { why?: string }): Promise<void> => {
     closing ??= shutdown(graceMs, afterDrain);
     return closing;
@@ -168,8 +169,12 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     const waitUntil = deadline - Math.min(1000, (deadline - Date.now()) / 4);
     const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
-    log.info({ graceMs, legacyStreams: gateway.sessions.activeCount, inFlight: gateway.inFlight }, `draining: ${gateway.sessions.activeCount} legacy streams to hand over (fleet) or end`);
-    if (!(await within(gateway.drain(afterDrain?.why), waitUntil - Date.now(), log))) log.warn('legacy streams did not all end in time');
+    log.info(
+      { graceMs, legacyStreams: gateway.sessions.activeCount, inFlight: gateway.inFlight },
+      `draining: ${gateway.sessions.activeCount} legacy streams to hand over (fleet) or end`,
+    );
+    if (!(await within(gateway.handOverOrEnd(afterDrain?.why), waitUntil - Date.now(), log)))
+      log.warn('legacy streams did not all end in time');
     let reported = -1;
     while (gateway.inFlight > 0 && Date.now() < waitUntil) {
       if (gateway.inFlight !== reported) {
@@ -197,8 +202,8 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     metricsUrl,
     close,
     drainAndClose(drainMs = cfg.server.drainTimeoutMs, graceMs = cfg.shutdownGraceMs) {
-      if (!gateway.fleet) return close(graceMs);
-      draining ??= holdConnections(drainMs).then((why) => close(graceMs, { why }));
+      if (gateway.fleet.solo) return close(graceMs);
+      draining ??= drain(drainMs).then((why) => close(graceMs, { why }));
       return draining;
     },
     hurry() {

@@ -27,7 +27,12 @@ export function parseTrustProxy(value: unknown): TrustProxy {
     const s = v.trim();
     if (/^(false|off|no|none)$/i.test(s) || s === '') return false;
     if (/^(true|on|yes)$/i.test(s)) throw new Error(TRUST_ALL);
-    v = /^\d+$/.test(s) ? Number(s) : s.split(',').map((p) => p.trim()).filter(Boolean);
+    v = /^\d+$/.test(s)
+      ? Number(s)
+      : s
+          .split(',')
+          .map((p) => p.trim())
+          .filter(Boolean);
   }
   if (v === false) return false;
   if (v === true) throw new Error(TRUST_ALL);
@@ -35,7 +40,8 @@ export function parseTrustProxy(value: unknown): TrustProxy {
     if (!Number.isSafeInteger(v) || v < 0) throw new Error(`a hop count must be a whole number of 0 or more, got ${v}`);
     return v === 0 ? false : v;
   }
-  if (!Array.isArray(v) || !v.every((p) => typeof p === 'string')) throw new Error('expected false, a hop count, or a list of addresses, CIDRs or named ranges');
+  if (!Array.isArray(v) || !v.every((p) => typeof p === 'string'))
+    throw new Error('expected false, a hop count, or a list of addresses, CIDRs or named ranges');
   const list = v.map((p) => p.trim()).filter(Boolean);
   if (list.length === 0) return false;
   try {
@@ -58,7 +64,8 @@ function forwardedFor(req: IncomingMessage): string | undefined {
   const raw = req.rawHeaders;
   let xff: string | undefined;
   for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i]!.length === 15 && raw[i]!.toLowerCase() === 'x-forwarded-for') xff = xff === undefined ? raw[i + 1]! : `${xff}, ${raw[i + 1]!}`;
+    if (raw[i]!.length === 15 && raw[i]!.toLowerCase() === 'x-forwarded-for')
+      xff = xff === undefined ? raw[i + 1]! : `${xff}, ${raw[i + 1]!}`;
   }
   return xff;
 }
@@ -82,7 +89,10 @@ export function clientAddresses(trust: TrustFn | undefined): ClientAddress {
     const peer = req.socket.remoteAddress;
     const xff = peer === undefined ? undefined : forwardedFor(req);
     // proxy-addr reads only the socket and this one header.
-    const addr = xff === undefined ? peer : proxyaddr({ socket: req.socket, headers: { 'x-forwarded-for': xff } } as unknown as IncomingMessage, trust);
+    const addr =
+      xff === undefined
+        ? peer
+        : proxyaddr({ socket: req.socket, headers: { 'x-forwarded-for': xff } } as unknown as IncomingMessage, trust);
     return (memo[MEMO] = addr ?? 'unknown');
   };
 }

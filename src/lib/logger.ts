@@ -84,7 +84,12 @@ export interface LoggerOptions {
 }
 
 /** A logger writing to `destination`, by default the process's buffered standard output. */
-export function createLogger(level: string, name = 'gateway', destination: pino.DestinationStream = stdoutDestination(), opts: LoggerOptions = {}): Logger {
+export function createLogger(
+  level: string,
+  name = 'gateway',
+  destination: pino.DestinationStream = stdoutDestination(),
+  opts: LoggerOptions = {},
+): Logger {
   return pino(
     {
       name,

@@ -9,7 +9,18 @@
  * span id (`childTraceparent`), as the W3C propagator would write them.
  */
 import { randomBytes } from 'node:crypto';
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, context, defaultTextMapGetter, defaultTextMapSetter, isSpanContextValid, propagation, trace } from '@opentelemetry/api';
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  TraceFlags,
+  context,
+  defaultTextMapGetter,
+  defaultTextMapSetter,
+  isSpanContextValid,
+  propagation,
+  trace,
+} from '@opentelemetry/api';
 import type { Attributes, Context, Link, Span, SpanContext } from '@opentelemetry/api';
 
 export type { Span };
@@ -113,7 +124,11 @@ export function failSpan(span: Span, err: unknown): void {
 function start(name: string, opts: SpanOptions): { span: Span; ctx: Context } {
   const active = context.active();
   const parent = opts.parent === 'root' || !trace.getSpan(active) ? ROOT_CONTEXT : active;
-  const span = tracer().startSpan(name, { kind: opts.kind ?? SpanKind.INTERNAL, attributes: opts.attributes, links: linkTo(opts.link) }, parent);
+  const span = tracer().startSpan(
+    name,
+    { kind: opts.kind ?? SpanKind.INTERNAL, attributes: opts.attributes, links: linkTo(opts.link) },
+    parent,
+  );
   return { span, ctx: trace.setSpan(parent === ROOT_CONTEXT ? active : parent, span) };
 }
 

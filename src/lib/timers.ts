@@ -65,11 +65,15 @@ export function setLongInterval(fn: () => void, ms: number, opts: TimerOptions =
   let current: LongTimer;
   let cleared = false;
   const arm = () => {
-    current = setLongTimeout(() => {
-      if (cleared) return;
-      arm();
-      fn();
-    }, ms, opts);
+    current = setLongTimeout(
+      () => {
+        if (cleared) return;
+        arm();
+        fn();
+      },
+      ms,
+      opts,
+    );
   };
   arm();
   return {

@@ -26,15 +26,21 @@ import { ATTR, markTracingOn } from './spans';
 export type TraceProtocol = 'http/protobuf' | 'http/json';
 
 export type TracingSettings =
-  | { enabled: false; why: string }
-  | { enabled: true; protocol: TraceProtocol; endpoint: string; sampler: string };
+  { enabled: false; why: string } | { enabled: true; protocol: TraceProtocol; endpoint: string; sampler: string };
 
 /** A tracing variable the gateway cannot honour: the boot stops with this message (exit 2). */
 export class TracingConfigError extends Error {
   override name = 'TracingConfigError';
 }
 
-const SAMPLERS = new Set(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']);
+const SAMPLERS = new Set([
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+]);
 
 const value = (env: NodeJS.ProcessEnv, name: string): string | undefined => {
   const v = env[name]?.trim();
@@ -49,7 +55,8 @@ export function tracingSettings(env: NodeJS.ProcessEnv = process.env): TracingSe
   if (exporter !== 'otlp') throw new TracingConfigError(`OTEL_TRACES_EXPORTER=${exporter} is not supported: otlp or none`);
   const tracesEndpoint = value(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
   const baseEndpoint = value(env, 'OTEL_EXPORTER_OTLP_ENDPOINT');
-  if (!tracesEndpoint && !baseEndpoint) return { enabled: false, why: 'no OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' };
+  if (!tracesEndpoint && !baseEndpoint)
+    return { enabled: false, why: 'no OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' };
   const endpoint = tracesEndpoint ?? `${baseEndpoint!.replace(/\/+$/, '')}/v1/traces`;
   const name = tracesEndpoint ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT';
   let url: URL;
@@ -58,8 +65,11 @@ export function tracingSettings(env: NodeJS.ProcessEnv = process.env): TracingSe
   } catch {
     throw new TracingConfigError(`${name} is not a URL`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TracingConfigError(`${name} must be an http(s) URL, got ${url.protocol}`);
-  const protocolName = value(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new TracingConfigError(`${name} must be an http(s) URL, got ${url.protocol}`);
+  const protocolName = value(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL')
+    ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'
+    : 'OTEL_EXPORTER_OTLP_PROTOCOL';
   const protocol = value(env, protocolName) ?? 'http/protobuf';
   if (protocol !== 'http/protobuf' && protocol !== 'http/json') {
     throw new TracingConfigError(`${protocolName}=${protocol} is not supported: http/protobuf or http/json`);
@@ -69,7 +79,8 @@ export function tracingSettings(env: NodeJS.ProcessEnv = process.env): TracingSe
   const arg = value(env, 'OTEL_TRACES_SAMPLER_ARG');
   if (arg !== undefined && sampler.endsWith('traceidratio')) {
     const ratio = Number(arg);
-    if (!(ratio >= 0 && ratio <= 1)) throw new TracingConfigError(`OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, got ${JSON.stringify(arg)}`);
+    if (!(ratio >= 0 && ratio <= 1))
+      throw new TracingConfigError(`OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, got ${JSON.stringify(arg)}`);
   }
   // The endpoint as it may be logged: no credentials, no query.
   const shown = `${url.origin}${url.pathname}`;
@@ -137,7 +148,16 @@ function queryAttributes(url: string | undefined): Record<string, string> {
  */
 export async function startTracing(settings: TracingSettings, opts: TracingOptions): Promise<Tracing> {
   if (!settings.enabled) return { enabled: false, shutdown: async () => {} };
-  const [api, { NodeTracerProvider, BatchSpanProcessor }, resources, { registerInstrumentations }, { HttpInstrumentation }, express, { UndiciInstrumentation }, { IORedisInstrumentation }] = await Promise.all([
+  const [
+    api,
+    { NodeTracerProvider, BatchSpanProcessor },
+    resources,
+    { registerInstrumentations },
+    { HttpInstrumentation },
+    express,
+    { UndiciInstrumentation },
+    { IORedisInstrumentation },
+  ] = await Promise.all([
     import('@opentelemetry/api'),
     import('@opentelemetry/sdk-trace-node'),
     import('@opentelemetry/resources'),
@@ -205,14 +225,19 @@ export async function startTracing(settings: TracingSettings, opts: TracingOptio
 /** The SDK's diagnostics as log lines: warnings and errors only, each distinct message at most once a minute. */
 function diagToLog(log: Logger) {
   const last = new Map<string, number>();
-  const write = (level: 'warn' | 'error') => (message: string, ...args: unknown[]) => {
-    const now = Date.now();
-    if ((last.get(message) ?? -Infinity) > now - 60_000) return;
-    if (last.size > 100) last.clear();
-    last.set(message, now);
-    const detail = args.map((a) => (a instanceof Error ? a.message : typeof a === 'string' ? a : '')).filter(Boolean).join('; ');
-    log[level](detail ? { detail } : {}, `opentelemetry: ${message}`);
-  };
+  const write =
+    (level: 'warn' | 'error') =>
+    (message: string, ...args: unknown[]) => {
+      const now = Date.now();
+      if ((last.get(message) ?? -Infinity) > now - 60_000) return;
+      if (last.size > 100) last.clear();
+      last.set(message, now);
+      const detail = args
+        .map((a) => (a instanceof Error ? a.message : typeof a === 'string' ? a : ''))
+        .filter(Boolean)
+        .join('; ');
+      log[level](detail ? { detail } : {}, `opentelemetry: ${message}`);
+    };
   const none = () => undefined;
   return { error: write('error'), warn: write('warn'), info: none, debug: none, verbose: none };
 }

@@ -135,7 +135,10 @@ export class UpstreamClient {
     this.log = opts.logger?.child({ component: 'upstream' });
     if (opts.breaker && opts.breaker.threshold > 0) {
       const log = this.log;
-      this.breaker = new CircuitBreaker({ ...opts.breaker, onChange: (state) => log?.warn({ state }, 'upstream circuit breaker changed state') });
+      this.breaker = new CircuitBreaker({
+        ...opts.breaker,
+        onChange: (state) => log?.warn({ state }, 'upstream circuit breaker changed state'),
+      });
     }
     this.agent = new Agent({
       connections: opts.connections ?? DEFAULT_CONNECTIONS,
@@ -172,9 +175,7 @@ export class UpstreamClient {
   /** Renews the upstream lease; retried on network errors and 503, then fatal. */
   async keepalive(apiKey: string, id: string, opts: CallOptions = {}): Promise<KeepaliveResponse> {
     const path = `/v1beta/streams/${encodeURIComponent(id)}/keepalive`;
-    const body = await this.withRetry('keepalive', 'keepalive', apiKey, opts, () =>
-      this.send('POST', path, apiKey, '{}', opts),
-    );
+    const body = await this.withRetry('keepalive', 'keepalive', apiKey, opts, () => this.send('POST', path, apiKey, '{}', opts));
     return expectObject<KeepaliveResponse>(body, 'keepalive');
   }
 
@@ -214,7 +215,8 @@ export class UpstreamClient {
           continue;
         }
         // The contract's last wait (2 s) follows the last failed attempt, before the next model.
-        if (isRetryable(policy, lastError)) await sleep(this.retrier.delayMs('completion', policy.maxAttempts ?? policy.delaysMs.length + 1), opts.signal);
+        if (isRetryable(policy, lastError))
+          await sleep(this.retrier.delayMs('completion', policy.maxAttempts ?? policy.delaysMs.length + 1), opts.signal);
         this.log?.warn(
           { op: 'chatCompletion', model, failedModel: models[i - 1], code: codeOf(lastError), key: keyHash(apiKey) },
           'upstream completion falling back to the next model',
@@ -285,7 +287,15 @@ export class UpstreamClient {
     const onRetry = log?.isLevelEnabled('debug')
       ? (r: RetryInfo) =>
           log.debug(
-            { op, attempt: r.attempt, delayMs: r.delayMs, status: r.error.status, code: r.error.code, kind: r.error.kind, key: keyHash(apiKey) },
+            {
+              op,
+              attempt: r.attempt,
+              delayMs: r.delayMs,
+              status: r.error.status,
+              code: r.error.code,
+              kind: r.error.kind,
+              key: keyHash(apiKey),
+            },
             'upstream call failed, retrying',
           )
       : undefined;
@@ -298,7 +308,13 @@ export class UpstreamClient {
   }
 
   /** One HTTP exchange through the breaker: the parsed 2xx body, or a thrown UpstreamError. */
-  private async send(method: Method, path: string, apiKey: string | undefined, body: string | undefined, opts: CallOptions): Promise<unknown> {
+  private async send(
+    method: Method,
+    path: string,
+    apiKey: string | undefined,
+    body: string | undefined,
+    opts: CallOptions,
+  ): Promise<unknown> {
     if (this.closed) throw closedError();
     if (!this.breaker) return this.exchange(method, path, apiKey, body, opts);
     // Deletes always go out (their outcome still counts): an orphaned stream costs more than a call.
@@ -313,7 +329,13 @@ export class UpstreamClient {
     }
   }
 
-  private async exchange(method: Method, path: string, apiKey: string | undefined, body: string | undefined, opts: CallOptions): Promise<unknown> {
+  private async exchange(
+    method: Method,
+    path: string,
+    apiKey: string | undefined,
+    body: string | undefined,
+    opts: CallOptions,
+  ): Promise<unknown> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (opts.requestId) headers['x-request-id'] = opts.requestId;
     if (opts.traceId && !activeSpanContext()) headers.traceparent = childTraceparent(opts.traceId);
@@ -386,7 +408,6 @@ export class UpstreamClient {
   }
 }
 
-
 /** The cache details of a completion, read from its brand-named field (e.g. `svc.cache`). */
 export function cacheInfo(response: ChatCompletionResponse, brand: Brand): CacheInfo | undefined {
   const field = response[brand.responseField];
@@ -432,4 +453,3 @@ function closedError(cause?: unknown): ServiceError {
 function codeOf(err: unknown): string | undefined {
   return err instanceof ServiceError ? err.code : undefined;
 }
-

@@ -38,8 +38,7 @@ export class UpstreamError extends ServiceError {
     super(init.status, init.code ?? init.upstreamCode ?? fallbackCode(init.kind, init.status), init.message, {
       shape: init.shape ?? 'detail',
       cause: init.cause,
-      headers:
-        init.retryAfterMs === undefined ? undefined : { 'retry-after': String(Math.ceil(init.retryAfterMs / 1000)) },
+      headers: init.retryAfterMs === undefined ? undefined : { 'retry-after': String(Math.ceil(init.retryAfterMs / 1000)) },
     });
     this.kind = init.kind;
     this.upstreamCode = init.upstreamCode;
@@ -95,7 +94,6 @@ export function describeBody(body: unknown): { code?: string; message?: string; 
   if (typeof body.error === 'string') return { code: body.error, message: str(body.message) ?? body.error, stream: false };
   return { stream: false };
 }
-
 
 function str(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;

@@ -178,7 +178,8 @@ export function retryHintMs(headers: Record<string, string | string[] | undefine
   const after = parseRetryAfter(headers['retry-after'], headers['retry-after-ms'], now);
   const remaining = first(headers['x-ratelimit-remaining'])?.trim();
   const reset = first(headers['x-ratelimit-reset'])?.trim();
-  const resetMs = remaining === '0' && reset && /^\d+(\.\d+)?$/.test(reset) ? Math.max(0, Math.round(Number(reset) * 1000 - now)) : undefined;
+  const resetMs =
+    remaining === '0' && reset && /^\d+(\.\d+)?$/.test(reset) ? Math.max(0, Math.round(Number(reset) * 1000 - now)) : undefined;
   if (after === undefined) return resetMs;
   return resetMs === undefined ? after : Math.max(after, resetMs);
 }

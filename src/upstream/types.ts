@@ -23,7 +23,6 @@ export interface CreateStreamResponse {
   ttl_seconds: number;
 }
 
-
 /** The contract names three fields; the others are optional and may be absent. */
 export interface KeepaliveResponse {
   expires_at_ms: number;
@@ -48,9 +47,7 @@ export interface DeleteStreamResult {
 }
 
 export type ContentPart =
-  | { type: 'text'; text: string }
-  | { type: 'image_url'; image_url: { url: string } }
-  | { type: 'video_url'; video_url: { url: string } };
+  { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } } | { type: 'video_url'; video_url: { url: string } };
 
 export interface ChatMessage {
   role: string;
@@ -59,9 +56,7 @@ export interface ChatMessage {
 }
 
 export type ResponseFormat =
-  | { type: 'json_schema'; json_schema: { name: string; schema: object; strict?: boolean } }
-  | { type: 'json_object' }
-  | { type: 'text' };
+  { type: 'json_schema'; json_schema: { name: string; schema: object; strict?: boolean } } | { type: 'json_object' } | { type: 'text' };
 
 /** Non-streaming chat-completion request. Unknown fields pass through unchanged. */
 export interface ChatCompletionRequest {
@@ -114,5 +109,3 @@ export interface ModelList {
   object: string;
   data: ModelEntry[];
 }
-
-

@@ -86,6 +86,10 @@ export function servePage(app: express.Express, route: string, script: string): 
     res.type('text/javascript').send(script);
   });
   app.get(route, (_req, res) => {
-    res.type('text/html').send(`<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,"><script src="${route}.js"></script></head><body></body></html>`);
+    res
+      .type('text/html')
+      .send(
+        `<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,"><script src="${route}.js"></script></head><body></body></html>`,
+      );
   });
 }

@@ -71,7 +71,11 @@ test('native: livekit-client publishes the camera into the room from the create 
   const page = await openPage();
   try {
     const t0 = Date.now();
-    const created = await page.evaluate(([gw, key, body]) => window.legacyTest.createNative(gw, key, body), [stack.url, KEY, clipBody()] as const);
+    const created = await page.evaluate(([gw, key, body]) => window.legacyTest.createNative(gw, key, body), [
+      stack.url,
+      KEY,
+      clipBody(),
+    ] as const);
     expect(created.status).toBe(201);
     expect(created.body.webrtc).toBeNull();
     const { url, token } = created.body.room as { url: string; token: string };
@@ -94,10 +98,11 @@ test('webrtc (source): the page offers, the gateway answers and relays at the cl
   let closed = false;
   try {
     const t0 = Date.now();
-    const created = await page.evaluate(
-      ([gw, key, body]) => window.legacyTest.createWebrtc(gw, key, body, { deprecatedField: false }),
-      [stack.url, KEY, clipBody({ target_fps: 2, clip_length_seconds: 1, delay_seconds: 0.5 })] as const,
-    );
+    const created = await page.evaluate(([gw, key, body]) => window.legacyTest.createWebrtc(gw, key, body, { deprecatedField: false }), [
+      stack.url,
+      KEY,
+      clipBody({ target_fps: 2, clip_length_seconds: 1, delay_seconds: 0.5 }),
+    ] as const);
     expect(created.status).toBe(201);
     const answerMs = Date.now() - t0;
     expect(Object.keys(created.body).sort()).toEqual(['lease', 'room', 'stream_id', 'turn_servers', 'webrtc']);
@@ -145,7 +150,11 @@ test('webrtc (deprecated top-level offer, frame mode): results arrive; closing t
       processing: { sampling_ratio: 0.1, fps: 30, clip_length_seconds: 1, delay_seconds: 0.5 },
       inference: { prompt: 'What happens?', backend: 'svc', model: 'local/analyzer' },
     };
-    const created = await page.evaluate(([gw, key, b]) => window.legacyTest.createWebrtc(gw, key, b, { deprecatedField: true }), [stack.url, KEY, body] as const);
+    const created = await page.evaluate(([gw, key, b]) => window.legacyTest.createWebrtc(gw, key, b, { deprecatedField: true }), [
+      stack.url,
+      KEY,
+      body,
+    ] as const);
     expect(created.status).toBe(201);
     expect(created.body.webrtc.sdp).toMatch(/a=candidate:/);
     const clip = await expectResults(created.body.stream_id, 1);
@@ -153,7 +162,11 @@ test('webrtc (deprecated top-level offer, frame mode): results arrive; closing t
 
     const frame = await openPage();
     try {
-      const f = await frame.evaluate(([gw, key, b]) => window.legacyTest.createWebrtc(gw, key, b, { deprecatedField: false }), [stack.url, KEY, frameBody()] as const);
+      const f = await frame.evaluate(([gw, key, b]) => window.legacyTest.createWebrtc(gw, key, b, { deprecatedField: false }), [
+        stack.url,
+        KEY,
+        frameBody(),
+      ] as const);
       expect(f.status).toBe(201);
       const { socket } = await expectResults(f.body.stream_id, 2);
       const tClose = Date.now();
@@ -172,7 +185,8 @@ test('webrtc (deprecated top-level offer, frame mode): results arrive; closing t
 
 test('webrtc: an offer whose video is H264 only, or garbage, is refused with 422 before any stream is left behind', async () => {
   const page = await openPage();
-  const activeIds = async () => ((await call(stack.emulator.url, 'GET', '/_emulator/state')).body as { streams: { id: string }[] }).streams.map((s) => s.id);
+  const activeIds = async () =>
+    ((await call(stack.emulator.url, 'GET', '/_emulator/state')).body as { streams: { id: string }[] }).streams.map((s) => s.id);
   const before = await activeIds();
   try {
     const h264 = await page.evaluate(

@@ -79,8 +79,12 @@ async function sdkResults(page: Page, n: number, what = ''): Promise<Results> {
   for (;;) {
     const { results, errors } = await page.evaluate(() => ({ results: window.sdkTest.results, errors: window.sdkTest.errors }));
     if (errors.length) {
-      const ended = fleet().replicas.flatMap((r) => r.lines.filter((l) => l.msg === 'legacy stream ended').map((l) => `${r.id}: ${String(l.reason)}`));
-      throw new Error(`${what}: the SDK reported ${errors.join('; ')} (SDK log: ${sdkLog.join(' | ')}; streams ended: ${ended.join(', ') || 'none logged'})`);
+      const ended = fleet().replicas.flatMap((r) =>
+        r.lines.filter((l) => l.msg === 'legacy stream ended').map((l) => `${r.id}: ${String(l.reason)}`),
+      );
+      throw new Error(
+        `${what}: the SDK reported ${errors.join('; ')} (SDK log: ${sdkLog.join(' | ')}; streams ended: ${ended.join(', ') || 'none logged'})`,
+      );
     }
     if (results.length >= n) return results;
     await sleep(100);
@@ -102,7 +106,13 @@ test('the browser SDK streams through a rolling deploy of three replicas: no err
     await page.goto(pageUrl);
     const started = await page.evaluate(
       ([apiUrl, apiKey, delay]) =>
-        window.sdkTest.start({ apiUrl, apiKey, prompt: 'What happens?', model: 'local/analyzer-mini', processing: { clip_length_seconds: 1, delay_seconds: delay } }),
+        window.sdkTest.start({
+          apiUrl,
+          apiKey,
+          prompt: 'What happens?',
+          model: 'local/analyzer-mini',
+          processing: { clip_length_seconds: 1, delay_seconds: delay },
+        }),
       [`${lb.url}/v0.2`, KEY, INTERVAL_S] as const,
     );
     expect(started.error).toBeUndefined();
@@ -110,14 +120,20 @@ test('the browser SDK streams through a rolling deploy of three replicas: no err
     await deadline(sdkResults(page, 3), 30_000, 'first SDK results');
 
     // Where the SDK's connections landed: the replica that answered the create relays its camera.
-    const relayOn = fleet().replicas.find((r) => r.lines.some((l) => l.streamId === id && String(l.msg).startsWith('media relay started')))!.id;
+    const relayOn = fleet().replicas.find((r) =>
+      r.lines.some((l) => l.streamId === id && String(l.msg).startsWith('media relay started')),
+    )!.id;
     const socketOn: string[] = [];
     for (const r of fleet().replicas) if ((await socketsOn(r.url)) > 0) socketOn.push(r.id);
     expect(socketOn).toHaveLength(1);
     const holders = new Set([relayOn, socketOn[0]!]);
 
     const steps: ReplacedReplica[] = [];
-    for (const [old, next] of [['A', 'D'], ['B', 'E'], ['C', 'F']] as const) {
+    for (const [old, next] of [
+      ['A', 'D'],
+      ['B', 'E'],
+      ['C', 'F'],
+    ] as const) {
       steps.push(await replaceReplica(fleet(), lb, old, next));
       const what = `after the SIGTERM of ${old} (relay on ${relayOn}, socket on ${socketOn[0]})`;
       await deadline(sdkResults(page, (await sdkResults(page, 0, what)).length + 3, what), 30_000, `SDK results ${what}`);
@@ -129,8 +145,17 @@ test('the browser SDK streams through a rolling deploy of three replicas: no err
     const after = (await fleet().upstreamStreams()).find((u) => u.id === id);
     expect(await page.evaluate(() => window.sdkTest.errors)).toEqual([]);
     expect(await page.evaluate(() => window.sdkTest.active())).toBe(true);
-    expect(longestTickGap(results.map((r) => r[0]), id) * INTERVAL_S * 1000).toBeLessThanOrEqual(GAP_BOUND_MS);
-    console.log(`SDK through the deploy: longest time between two results ${longestGap(results)} ms (this machine's load included; not asserted)`);
+    expect(
+      longestTickGap(
+        results.map((r) => r[0]),
+        id,
+      ) *
+        INTERVAL_S *
+        1000,
+    ).toBeLessThanOrEqual(GAP_BOUND_MS);
+    console.log(
+      `SDK through the deploy: longest time between two results ${longestGap(results)} ms (this machine's load included; not asserted)`,
+    );
     expect(new Set(results.map((r) => r[0])).size).toBe(results.length);
     // Still active upstream, and the camera still arrives through the relay.
     expect(before?.state).toBe('active');
@@ -154,9 +179,17 @@ test('the browser SDK streams through a rolling deploy of three replicas: no err
     }
     // 0.1.x never DELETEs: the stream ends when the gateway notices the camera is gone, or at the
     // lease (10 s here; the relay's 5 s silence limit usually comes first).
-    await deadline(until(async () => (await fleet().session(id))?.state === 'ended'), 60_000, 'the stream ends after the SDK stopped');
+    await deadline(
+      until(async () => (await fleet().session(id))?.state === 'ended'),
+      60_000,
+      'the stream ends after the SDK stopped',
+    );
     expect(['webrtc_disconnected', 'lease_expired']).toContain((await fleet().session(id))?.endReason);
-    await deadline(until(async () => (await slotsOfKey(fleet(), KEY)) === 0), 30_000, 'the slot is released');
+    await deadline(
+      until(async () => (await slotsOfKey(fleet(), KEY)) === 0),
+      30_000,
+      'the slot is released',
+    );
     expect((await fleet().upstreamStreams()).map((u) => u.id)).not.toContain(id);
     expect(await page.evaluate(() => window.sdkTest.errors)).toEqual([]);
   } finally {

@@ -74,10 +74,10 @@ test('the fake camera, published with simulcast at 1280x720, arrives decoded at 
     expect(h.server.stats('browser-pub')).toMatchObject({ publishers: 1, width: 1280, height: 720 });
 
     // Bonus: a browser subscriber (falls back from /rtc/v1 to /rtc) sees the video.
-    await viewer.evaluate(
-      ([url, t]) => window.roomTest.subscribe(url, t),
-      [h.wsUrl, await mintSubscribeToken(TEST_KEYS, 'browser-pub', 'browser-viewer', 60)] as const,
-    );
+    await viewer.evaluate(([url, t]) => window.roomTest.subscribe(url, t), [
+      h.wsUrl,
+      await mintSubscribeToken(TEST_KEYS, 'browser-pub', 'browser-viewer', 60),
+    ] as const);
     const seen = await pollReceived(viewer, 10, 10000);
     expect(seen.trackSid).toBe(result.trackSid);
     expect(seen.participantIdentity).toBe('browser-cam');

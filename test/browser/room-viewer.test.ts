@@ -30,7 +30,10 @@ let browser: TestBrowser;
 
 beforeAll(async () => {
   const cfg = testConfig({ emulator: { autoPublish: { ...TEST_PUBLISHER, width: 320, height: 240 } } });
-  const [running, script] = await Promise.all([startEmulator(cfg, createLogger('silent')), bundleScript(path.join(__dirname, 'pages/room-client.ts'))]);
+  const [running, script] = await Promise.all([
+    startEmulator(cfg, createLogger('silent')),
+    bundleScript(path.join(__dirname, 'pages/room-client.ts')),
+  ]);
   emu = running;
   // The page comes from another origin than the emulator, as a customer's dashboard would.
   const app = express();
@@ -85,8 +88,13 @@ test('a livekit-client page joined with a viewer token renders the stream’s te
       10_000,
       'a decodable pattern on the page',
     );
-    const stream = async () => (await request(emu.url, 'GET', `/v1beta/streams/${id}`)).body as { first_available_frame_index: number; last_frame_index: number };
-    await deadline(until(async () => (await stream()).last_frame_index >= index!), 10_000, `frame ${index} stored`);
+    const stream = async () =>
+      (await request(emu.url, 'GET', `/v1beta/streams/${id}`)).body as { first_available_frame_index: number; last_frame_index: number };
+    await deadline(
+      until(async () => (await stream()).last_frame_index >= index!),
+      10_000,
+      `frame ${index} stored`,
+    );
     expect(index!).toBeGreaterThanOrEqual((await stream()).first_available_frame_index);
     const later = await pollReceived(page, seen.frames + 10, 10_000);
     expect(later.frames).toBeGreaterThan(seen.frames);

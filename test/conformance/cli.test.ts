@@ -21,7 +21,10 @@ let double: Double | undefined;
 
 beforeAll(async () => {
   // The emulator alone: no synthetic publisher (its default), the shipped accounts and models.
-  emulator = runMain(bundle(), ['emulator', '--config', path.join(ROOT, 'config', 'default.json')], { EMULATOR_PORT: '0', LOG_LEVEL: 'info' });
+  emulator = runMain(bundle(), ['emulator', '--config', path.join(ROOT, 'config', 'default.json')], {
+    EMULATOR_PORT: '0',
+    LOG_LEVEL: 'info',
+  });
   const boot = await deadline(emulator.line('emulator listening'), 30_000, `emulator boot (stderr: ${emulator.stderr()})`);
   emulatorUrl = String(boot.url);
 }, 60_000);
@@ -46,7 +49,11 @@ function streamIdOf(stdout: string): string {
 }
 
 test('every check passes: exit 0; the kit publishes the frames itself; the stream is deleted', async () => {
-  const p = runMain(bundle(), ['conformance', '--upstream', emulatorUrl, '--key', KEY, '--publish', 'always', '--frame-timeout', '120'], {});
+  const p = runMain(
+    bundle(),
+    ['conformance', '--upstream', emulatorUrl, '--key', KEY, '--publish', 'always', '--frame-timeout', '120'],
+    {},
+  );
   expect(await deadline(p.exited, 120_000, `conformance (stdout: ${p.stdout()})`)).toEqual({ code: 0, signal: null });
   const out = p.stdout();
   expect(out).toMatch(/^· cost: at most about .* on local\/analyzer/m);
@@ -69,14 +76,20 @@ test('an upstream that breaks one assumption: exit 1 naming the check; the strea
   expect(await deadline(p.exited, 120_000, `conformance (stdout: ${p.stdout()})`)).toEqual({ code: 1, signal: null });
   const out = p.stdout();
   expect(out).toMatch(/^FAIL +stream\.create +api-reference\/create-stream\.mdx +publish\.token should be string, got nothing$/m);
-  expect(out).toMatch(/^skip +frames\.first +api-reference\/stream-lifecycle\.mdx +no frame within \d+ s and no publisher: publishing is off \(--publish never\)$/m);
+  expect(out).toMatch(
+    /^skip +frames\.first +api-reference\/stream-lifecycle\.mdx +no frame within \d+ s and no publisher: publishing is off \(--publish never\)$/m,
+  );
   expect(out).toMatch(/^NOT CONFORMANT: stream\.create$/m);
   expect(await readStream(streamIdOf(out))).toMatchObject({ state: 'ended', end_reason: 'deleted' });
 }, 150_000);
 
 test('Ctrl-C while it waits for frames: the stream is deleted, exit 130', async () => {
   const p = runMain(bundle(), ['conformance', '--upstream', emulatorUrl, '--key', KEY, '--publish', 'never', '--frame-timeout', '600'], {});
-  await deadline(until(() => /^· waiting for the first frame$/m.test(p.stdout())), 60_000, `waiting (stdout: ${p.stdout()})`);
+  await deadline(
+    until(() => /^· waiting for the first frame$/m.test(p.stdout())),
+    60_000,
+    `waiting (stdout: ${p.stdout()})`,
+  );
   const id = streamIdOf(p.stdout());
   expect(await readStream(id)).toMatchObject({ state: 'active' });
   p.child.kill('SIGINT');

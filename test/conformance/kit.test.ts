@@ -98,10 +98,14 @@ test('a create response without ttl_seconds fails stream.create alone; the strea
 
 test('an SSE answer without data: [DONE] fails completion.sse; the stream is deleted', async () => {
   const url = await through((ex) =>
-    ex.path === '/v1beta/chat/completions' && ex.headers['content-type']?.startsWith('text/event-stream') ? { ...ex, body: ex.body.replace('data: [DONE]\n\n', '') } : ex,
+    ex.path === '/v1beta/chat/completions' && ex.headers['content-type']?.startsWith('text/event-stream')
+      ? { ...ex, body: ex.body.replace('data: [DONE]\n\n', '') }
+      : ex,
   );
   const r = await run(url, { skip: ['viewer-token'] });
-  expect(r.results.filter((x) => x.outcome === 'fail')).toEqual([{ id: 'completion.sse', outcome: 'fail', detail: 'no data: [DONE] event' }]);
+  expect(r.results.filter((x) => x.outcome === 'fail')).toEqual([
+    { id: 'completion.sse', outcome: 'fail', detail: 'no data: [DONE] event' },
+  ]);
   // A check skipped on request is reported so, never as passed.
   expect(outcomes(r)['viewer-token']).toBe('skip');
   expectDeleted(r);
@@ -139,11 +143,23 @@ test('passes against an emulator on the provider profile (ovs- key, ovs:// refer
   });
   const ovs = await startEmulator(profile, createLogger('silent'));
   try {
-    const r = await runConformance({ upstreamUrl: ovs.url, apiKey: 'ovs-local-dev', brand: brandOf(profile), publish: 'never', frameTimeoutMs: 120_000 });
+    const r = await runConformance({
+      upstreamUrl: ovs.url,
+      apiKey: 'ovs-local-dev',
+      brand: brandOf(profile),
+      publish: 'never',
+      frameTimeoutMs: 120_000,
+    });
     expectConformant(r);
     expect(r.results.map((x) => x.id)).toEqual(CHECK_IDS);
     // The seed profile's brand against it fails where the tokens differ, naming the check.
-    const wrong = await runConformance({ upstreamUrl: ovs.url, apiKey: 'ovs-local-dev', brand: brandOf(cfg), publish: 'never', frameTimeoutMs: 120_000 });
+    const wrong = await runConformance({
+      upstreamUrl: ovs.url,
+      apiKey: 'ovs-local-dev',
+      brand: brandOf(cfg),
+      publish: 'never',
+      frameTimeoutMs: 120_000,
+    });
     expect(wrong.ok).toBe(false);
     expect(wrong.results.find((x) => x.id === 'key.prefix')!.outcome).toBe('fail');
   } finally {

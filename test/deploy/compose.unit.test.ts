@@ -21,7 +21,10 @@ test('every replica traces to the otel-collector service over OTLP/HTTP, which s
   const replicas = Object.entries(compose.services).filter(([name]) => name.startsWith('gateway-'));
   expect(replicas.map(([name]) => name)).toEqual(['gateway-a', 'gateway-b', 'gateway-c']);
   for (const [name, svc] of replicas) {
-    expect([name, tracingSettings(svc.environment ?? {})]).toEqual([name, { enabled: true, protocol: 'http/protobuf', endpoint: 'http://otel-collector:4318/v1/traces', sampler: 'parentbased_always_on' }]);
+    expect([name, tracingSettings(svc.environment ?? {})]).toEqual([
+      name,
+      { enabled: true, protocol: 'http/protobuf', endpoint: 'http://otel-collector:4318/v1/traces', sampler: 'parentbased_always_on' },
+    ]);
     expect(svc.depends_on).toHaveProperty('otel-collector');
     // Each replica keeps its own id: the spans' gateway.replica_id and service.instance.id.
     expect(svc.environment?.GATEWAY_ID).toBe(name);

@@ -49,7 +49,12 @@ test('ids unique, panels inside the 24-column grid and not overlapping', () => {
 
 test('every query uses the data-source variable and the job filter', () => {
   const vars = d.templating.list.map((v) => [v.name, v.type]);
-  expect(vars).toEqual(expect.arrayContaining([['datasource', 'datasource'], ['job', 'query']]));
+  expect(vars).toEqual(
+    expect.arrayContaining([
+      ['datasource', 'datasource'],
+      ['job', 'query'],
+    ]),
+  );
   for (const p of panels) {
     expect([p.title, p.datasource]).toEqual([p.title, { type: 'prometheus', uid: '${datasource}' }]);
     expect(p.targets?.length).toBeGreaterThan(0);

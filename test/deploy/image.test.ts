@@ -10,7 +10,10 @@ import path from 'node:path';
 import { ROOT } from './deploy-files';
 
 const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
-const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { engines: { node: string }; devDependencies: Record<string, string> };
+const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+  engines: { node: string };
+  devDependencies: Record<string, string>;
+};
 const devDeps = Object.keys(pkg.devDependencies);
 
 /** Stages by name: the instructions after each `FROM … AS name`. */
@@ -41,18 +44,31 @@ test('the runtime stage holds production dependencies, dist, config and docs, an
   expect(runtime).toMatch(/^USER node$/m);
   expect(runtime).not.toMatch(/^RUN npm/m);
   const copies = [...runtime.matchAll(/^COPY (.+)$/gm)].map((m) => m[1]);
-  expect(copies).toEqual(['package.json ./', '--from=deps /app/node_modules ./node_modules', '--from=build /app/dist ./dist', 'config ./config', 'docs ./docs']);
+  expect(copies).toEqual([
+    'package.json ./',
+    '--from=deps /app/node_modules ./node_modules',
+    '--from=build /app/dist ./dist',
+    'config ./config',
+    'docs ./docs',
+  ]);
 });
 
 test('no dev dependency is in the production dependency tree', () => {
   const r = spawnSync('npm', ['ls', '--omit=dev', '--all', '--parseable'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
-  const prod = new Set(r.stdout.split('\n').filter(Boolean).map((p) => p.split(`node_modules${path.sep}`).pop()!));
+  const prod = new Set(
+    r.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((p) => p.split(`node_modules${path.sep}`).pop()!),
+  );
   expect(prod.size).toBeGreaterThan(20);
   expect(devDeps.filter((d) => prod.has(d))).toEqual([]);
 });
 
 function sourceFiles(dir: string): string[] {
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sourceFiles(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : []));
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .flatMap((e) => (e.isDirectory() ? sourceFiles(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : []));
 }
 
 test('the compiled code imports no dev dependency and nothing outside src/ (bench/ and test/ never ship)', () => {

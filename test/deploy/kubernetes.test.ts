@@ -42,7 +42,9 @@ interface Obj {
 }
 
 const files = fs.readdirSync(KUBERNETES_DIR).filter((f) => /\.ya?ml$/.test(f));
-const objects = files.filter((f) => f !== 'kustomization.yaml').flatMap((f) => manifests(path.join(KUBERNETES_DIR, f)).map((o) => ({ file: f, obj: o as unknown as Obj })));
+const objects = files
+  .filter((f) => f !== 'kustomization.yaml')
+  .flatMap((f) => manifests(path.join(KUBERNETES_DIR, f)).map((o) => ({ file: f, obj: o as unknown as Obj })));
 const one = <T = Obj>(kind: string): T => {
   const found = objects.filter((o) => o.obj.kind === kind);
   expect(found).toHaveLength(1);
@@ -61,7 +63,9 @@ test('every object is valid against the Kubernetes (or Prometheus Operator) sche
 });
 
 test('the validators reject what the API server would (the check can fail)', () => {
-  const d = structuredClone(one('Deployment')) as unknown as { spec: { template: { spec: { containers: { ports: { containerPort: unknown }[] }[] } } } };
+  const d = structuredClone(one('Deployment')) as unknown as {
+    spec: { template: { spec: { containers: { ports: { containerPort: unknown }[] }[] } } };
+  };
   d.spec.template.spec.containers[0]!.ports[0]!.containerPort = '8080';
   expect(() => new Deployment(d as never).validate()).toThrow(/containerPort must be integer/);
   const sm = structuredClone(one('ServiceMonitor')) as unknown as { spec: { endpoints: { interval: string }[] } };
@@ -80,7 +84,11 @@ interface PodSpec {
   containers: IContainer[];
 }
 
-const deployment = () => one<{ metadata: { name: string }; spec: { selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string> }; spec: PodSpec } } }>('Deployment');
+const deployment = () =>
+  one<{
+    metadata: { name: string };
+    spec: { selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string> }; spec: PodSpec } };
+  }>('Deployment');
 const container = () => deployment().spec.template.spec.containers[0]!;
 
 /** The image's environment (Dockerfile `ENV` lines of the last stage). */
@@ -101,7 +109,11 @@ function podEnv(): Record<string, string> {
     expect(from.configMapRef?.name).toBe(cm.metadata.name);
     Object.assign(env, cm.data);
   }
-  const standIns: Record<string, string> = { 'redis-url': 'redis://redis:6379', 'gateway-secret': 's'.repeat(32), 'admin-token': 't'.repeat(24) };
+  const standIns: Record<string, string> = {
+    'redis-url': 'redis://redis:6379',
+    'gateway-secret': 's'.repeat(32),
+    'admin-token': 't'.repeat(24),
+  };
   for (const e of c.env ?? []) {
     if (e.value !== undefined) env[e.name] = e.value;
     else if (e.valueFrom?.secretKeyRef) env[e.name] = standIns[e.valueFrom.secretKeyRef.key]!;
@@ -129,7 +141,12 @@ test('GATEWAY_SECRET and REDIS_URL come from a Secret; the configuration they ma
 });
 
 test('the replicas send their traces to the collector over OTLP/HTTP, 1 % of new traces sampled', () => {
-  expect(tracingSettings(podEnv())).toEqual({ enabled: true, protocol: 'http/protobuf', endpoint: 'http://otel-collector:4318/v1/traces', sampler: 'parentbased_traceidratio 0.01' });
+  expect(tracingSettings(podEnv())).toEqual({
+    enabled: true,
+    protocol: 'http/protobuf',
+    endpoint: 'http://otel-collector:4318/v1/traces',
+    sampler: 'parentbased_traceidratio 0.01',
+  });
   // The pod's own names as resource attributes; the variables they use come earlier in the list (Kubernetes expands only those).
   const names = (container().env ?? []).map((e) => e.name);
   const attrs = (container().env ?? []).find((e) => e.name === 'OTEL_RESOURCE_ATTRIBUTES')!.value!;
@@ -152,7 +169,8 @@ describe('the probe paths answer on a running gateway', () => {
   const stack = useStack({ telemetry: { metricsPort: 0 } });
   test('/readyz and /healthz 200 on the public port, /metrics on the metrics port only', async () => {
     const base = stack().url;
-    for (const probe of [container().readinessProbe!, container().livenessProbe!]) expect((await fetch(`${base}${probe.httpGet!.path}`)).status).toBe(200);
+    for (const probe of [container().readinessProbe!, container().livenessProbe!])
+      expect((await fetch(`${base}${probe.httpGet!.path}`)).status).toBe(200);
     expect((await fetch(`${base}/metrics`)).status).toBe(404);
     expect((await fetch(`${stack().gateway.metricsUrl}/metrics`)).status).toBe(200);
   });
@@ -180,10 +198,14 @@ test('resources are requested; the image is this version', () => {
 test('Service, PodDisruptionBudget, HPA and ServiceMonitor point at the Deployment and at each other', () => {
   const d = deployment();
   const podLabels = d.spec.template.metadata.labels;
-  const matches = (selector: Record<string, string>, labels: Record<string, string>) => Object.entries(selector).every(([k, v]) => labels[k] === v);
+  const matches = (selector: Record<string, string>, labels: Record<string, string>) =>
+    Object.entries(selector).every(([k, v]) => labels[k] === v);
   expect(matches(d.spec.selector.matchLabels, podLabels)).toBe(true);
 
-  const svc = one<{ metadata: { labels: Record<string, string> }; spec: { selector: Record<string, string>; ports: { name: string; targetPort: string }[] } }>('Service');
+  const svc = one<{
+    metadata: { labels: Record<string, string> };
+    spec: { selector: Record<string, string>; ports: { name: string; targetPort: string }[] };
+  }>('Service');
   expect(matches(svc.spec.selector, podLabels)).toBe(true);
   const containerPorts = new Set(container().ports!.map((p) => p.name));
   for (const p of svc.spec.ports) expect(containerPorts).toContain(p.targetPort);
@@ -192,12 +214,16 @@ test('Service, PodDisruptionBudget, HPA and ServiceMonitor point at the Deployme
   expect(matches(pdb.spec.selector.matchLabels, podLabels)).toBe(true);
   expect(pdb.spec.maxUnavailable).toBe(1);
 
-  const hpa = one<{ spec: { scaleTargetRef: { kind: string; name: string }; minReplicas: number; metrics: { resource?: { name: string } }[] } }>('HorizontalPodAutoscaler');
+  const hpa = one<{
+    spec: { scaleTargetRef: { kind: string; name: string }; minReplicas: number; metrics: { resource?: { name: string } }[] };
+  }>('HorizontalPodAutoscaler');
   expect(hpa.spec.scaleTargetRef).toMatchObject({ kind: 'Deployment', name: d.metadata.name });
   expect(hpa.spec.minReplicas).toBeGreaterThanOrEqual(2); // a failover needs a survivor
   expect(hpa.spec.metrics.map((m) => m.resource?.name)).toEqual(['cpu']);
 
-  const sm = one<{ spec: { selector: { matchLabels: Record<string, string> }; endpoints: { port: string; path: string }[] } }>('ServiceMonitor');
+  const sm = one<{ spec: { selector: { matchLabels: Record<string, string> }; endpoints: { port: string; path: string }[] } }>(
+    'ServiceMonitor',
+  );
   expect(matches(sm.spec.selector.matchLabels, svc.metadata.labels)).toBe(true);
   const ep = sm.spec.endpoints[0]!;
   expect(ep.path).toBe('/metrics');

@@ -34,13 +34,21 @@ async function create(url: string): Promise<string> {
 /** Names the rules and the dashboard read, split into the gateway's and the rules' own. */
 function namesRead(): { exported: string[]; recorded: string[] } {
   const recorded = recordedNames();
-  const all = [...new Set([...rules().map((r) => r.expr), ...dashboard().panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr))].flatMap(metricNames))];
+  const all = [
+    ...new Set(
+      [...rules().map((r) => r.expr), ...dashboard().panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr))].flatMap(metricNames),
+    ),
+  ];
   return { exported: all.filter((n) => !recorded.has(n) && n !== 'up'), recorded: all.filter((n) => recorded.has(n)) };
 }
 
 test('with live streams and passthrough traffic, every metric the rules and the dashboard read is in the scrape', async () => {
   const [a, b] = [fleet().replica('A'), fleet().replica('B')];
-  await deadline(until(async () => (await prom.targets()).filter((t) => t.health === 'up').length === 2), 30_000, 'both replicas scraped');
+  await deadline(
+    until(async () => (await prom.targets()).filter((t) => t.health === 'up').length === 2),
+    30_000,
+    'both replicas scraped',
+  );
 
   // Streams owned by A (the failover test kills it) and by B, results on a socket, one ended by its client.
   const onA = [await create(a.url), await create(a.url)];
@@ -75,7 +83,11 @@ test('with live streams and passthrough traffic, every metric the rules and the 
 test('every rule evaluates healthy; every dashboard query evaluates and every panel shows data', async () => {
   const expected = rules().map((r) => r.alert ?? r.record);
   let loaded: Awaited<ReturnType<PrometheusServer['rules']>> = [];
-  await deadline(until(async () => (loaded = await prom.rules()).every((r) => r.health !== 'unknown')), 30_000, 'every rule evaluated');
+  await deadline(
+    until(async () => (loaded = await prom.rules()).every((r) => r.health !== 'unknown')),
+    30_000,
+    'every rule evaluated',
+  );
   expect(loaded.map((r) => r.name).sort()).toEqual([...expected].sort());
   expect(loaded.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.lastError}`)).toEqual([]);
 
@@ -94,7 +106,9 @@ test('every rule evaluates healthy; every dashboard query evaluates and every pa
   expect(empty).toEqual([]);
   // What a replica weighs with a few streams (resident memory), for sizing notes.
   const rss = await prom.query(`process_resident_memory_bytes{job="${JOB}"}`);
-  console.log(`replica RSS (MiB): ${(rss.result as { value: [number, string] }[]).map((s) => (Number(s.value[1]) / 2 ** 20).toFixed(0)).join(', ')}`);
+  console.log(
+    `replica RSS (MiB): ${(rss.result as { value: [number, string] }[]).map((s) => (Number(s.value[1]) / 2 ** 20).toFixed(0)).join(', ')}`,
+  );
 }, 60_000);
 
 async function alertState(name: string): Promise<string | undefined> {
@@ -105,7 +119,11 @@ test('SIGKILL of the replica owning streams: the survivor adopts them and Gatewa
   expect(await alertState('GatewayFailover')).toBeUndefined();
   const killedAt = Date.now();
   fleet().replica('A').kill('SIGKILL');
-  await deadline(until(async () => (await alertState('GatewayFailover')) === 'firing'), 90_000, 'GatewayFailover firing');
+  await deadline(
+    until(async () => (await alertState('GatewayFailover')) === 'firing'),
+    90_000,
+    'GatewayFailover firing',
+  );
   console.log(`GatewayFailover firing ${((Date.now() - killedAt) / 1000).toFixed(1)} s after SIGKILL of the owner`);
   const alert = (await prom.alerts()).find((a) => a.labels.alertname === 'GatewayFailover')!;
   expect(alert.labels).toMatchObject({ job: JOB, severity: 'warning' });
@@ -114,9 +132,17 @@ test('SIGKILL of the replica owning streams: the survivor adopts them and Gatewa
 
 test('SIGKILL of the upstream: gateway_upstream_up drops to 0 and GatewayUpstreamDown goes pending', async () => {
   expect(await alertState('GatewayUpstreamDown')).toBeUndefined();
-  expect((await prom.query(`max(gateway_upstream_up{job="${JOB}"})`)).result).toEqual([expect.objectContaining({ value: [expect.any(Number), '1'] })]);
+  expect((await prom.query(`max(gateway_upstream_up{job="${JOB}"})`)).result).toEqual([
+    expect.objectContaining({ value: [expect.any(Number), '1'] }),
+  ]);
   const killedAt = Date.now();
   fleet().emulator.child.kill('SIGKILL');
-  await deadline(until(async () => ['pending', 'firing'].includes((await alertState('GatewayUpstreamDown')) ?? '')), 60_000, 'GatewayUpstreamDown pending');
-  console.log(`GatewayUpstreamDown ${await alertState('GatewayUpstreamDown')} ${((Date.now() - killedAt) / 1000).toFixed(1)} s after SIGKILL of the upstream`);
+  await deadline(
+    until(async () => ['pending', 'firing'].includes((await alertState('GatewayUpstreamDown')) ?? '')),
+    60_000,
+    'GatewayUpstreamDown pending',
+  );
+  console.log(
+    `GatewayUpstreamDown ${await alertState('GatewayUpstreamDown')} ${((Date.now() - killedAt) / 1000).toFixed(1)} s after SIGKILL of the upstream`,
+  );
 }, 90_000);

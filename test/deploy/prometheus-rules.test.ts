@@ -18,7 +18,11 @@ function promtool(args: string[]): { status: number | null; out: string } {
 }
 
 const TESTS_DIR = path.join(PROMETHEUS_DIR, 'tests');
-const testFiles = () => fs.readdirSync(TESTS_DIR).filter((f) => f.endsWith('.yml')).map((f) => path.join(TESTS_DIR, f));
+const testFiles = () =>
+  fs
+    .readdirSync(TESTS_DIR)
+    .filter((f) => f.endsWith('.yml'))
+    .map((f) => path.join(TESTS_DIR, f));
 
 test('promtool check rules accepts every rule file', () => {
   const r = promtool(['check', 'rules', ...ruleFiles()]);
@@ -111,5 +115,7 @@ test('every metric the rules and the dashboard read is exported by the gateway o
   const unknown = [...new Set(read)].filter((n) => !exported.has(n) && !recorded.has(n) && n !== 'up');
   expect(unknown).toEqual([]);
   // The reader sees what it should: a sample of the names it finds.
-  expect(read).toEqual(expect.arrayContaining(['gateway_upstream_up', 'gateway_legacy_tick_lateness_seconds_bucket', 'job:gateway_migration_keys:max']));
+  expect(read).toEqual(
+    expect.arrayContaining(['gateway_upstream_up', 'gateway_legacy_tick_lateness_seconds_bucket', 'job:gateway_migration_keys:max']),
+  );
 });

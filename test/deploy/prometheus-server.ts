@@ -68,9 +68,18 @@ export async function startPrometheus(opts: { job: string; targets: string[]; ru
   // A port probed free may be taken before Prometheus binds it (it then exits): another one, a few times.
   for (let attempt = 0; ; attempt++) {
     url = `http://127.0.0.1:${await freePort()}`;
-    const c = spawn('prometheus', [`--config.file=${configFile}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, `--web.listen-address=${url.slice('http://'.length)}`, '--log.level=warn'], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const c = spawn(
+      'prometheus',
+      [
+        `--config.file=${configFile}`,
+        `--storage.tsdb.path=${path.join(dir, 'data')}`,
+        `--web.listen-address=${url.slice('http://'.length)}`,
+        '--log.level=warn',
+      ],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
     child = c;
     live.add(c);
     let stderr = '';
@@ -81,8 +90,17 @@ export async function startPrometheus(opts: { job: string; targets: string[]; ru
       for (const until = Date.now() + 30_000; ; await sleep(100)) {
         const failed = await Promise.race([spawnError, sleep(0)]);
         if (failed) throw new Error(`prometheus could not start (${failed.message}): install Debian's prometheus package (.ci/run does)`);
-        if (c.exitCode !== null) throw Object.assign(new Error(`prometheus exited (${c.exitCode}): ${stderr}`), { portTaken: /address already in use/i.test(stderr) });
-        if (await fetch(`${url}/-/ready`).then((r) => r.ok, () => false)) break;
+        if (c.exitCode !== null)
+          throw Object.assign(new Error(`prometheus exited (${c.exitCode}): ${stderr}`), {
+            portTaken: /address already in use/i.test(stderr),
+          });
+        if (
+          await fetch(`${url}/-/ready`).then(
+            (r) => r.ok,
+            () => false,
+          )
+        )
+          break;
         if (Date.now() > until) throw new Error(`prometheus not ready after 30 s: ${stderr}`);
       }
       break;
@@ -93,7 +111,8 @@ export async function startPrometheus(opts: { job: string; targets: string[]; ru
     }
   }
 
-  const api = async <T>(p: string): Promise<{ status: string; data: T; error?: string }> => (await fetch(`${url}${p}`)).json() as Promise<{ status: string; data: T; error?: string }>;
+  const api = async <T>(p: string): Promise<{ status: string; data: T; error?: string }> =>
+    (await fetch(`${url}${p}`)).json() as Promise<{ status: string; data: T; error?: string }>;
   return {
     url,
     async query(expr) {

@@ -3,7 +3,7 @@ import { uuidV5 } from '../../src/emulator/models/registry';
 import { startHarness } from './harness';
 import type { Harness } from './harness';
 
-type Json = Record<string, any>;  
+type Json = Record<string, any>;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 let h: Harness;

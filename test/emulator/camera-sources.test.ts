@@ -64,7 +64,9 @@ describe('camera sources, host allowed by configuration', () => {
   });
 
   it('hls takes an http(s) playlist url', async () => {
-    const r = await http(emu.url, 'POST', '/v1beta/streams', { body: { source: { type: 'hls', url: `http://127.0.0.1:${camera.port}/live.m3u8` } } });
+    const r = await http(emu.url, 'POST', '/v1beta/streams', {
+      body: { source: { type: 'hls', url: `http://127.0.0.1:${camera.port}/live.m3u8` } },
+    });
     expect(r.status).toBe(201);
     expect(r.body).toMatchObject({ source: { type: 'hls' }, publish: null });
   });
@@ -93,7 +95,10 @@ describe('camera sources, host allowed by configuration', () => {
   });
 
   it('needs credits like any stream', async () => {
-    const r = await http(emu.url, 'POST', '/v1beta/streams', { key: KEY_BROKE, body: { source: { type: 'rtsp', url: `rtsp://127.0.0.1:${camera.port}/` } } });
+    const r = await http(emu.url, 'POST', '/v1beta/streams', {
+      key: KEY_BROKE,
+      body: { source: { type: 'rtsp', url: `rtsp://127.0.0.1:${camera.port}/` } },
+    });
     expect(r.status).toBe(402);
   });
 });
@@ -128,7 +133,19 @@ describe('camera sources, no host allowed (the default)', () => {
   });
 
   it('address ranges', () => {
-    for (const a of ['127.0.0.1', '10.0.0.1', '172.16.5.5', '192.168.0.1', '169.254.1.1', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:10.0.0.1']) {
+    for (const a of [
+      '127.0.0.1',
+      '10.0.0.1',
+      '172.16.5.5',
+      '192.168.0.1',
+      '169.254.1.1',
+      '100.64.0.1',
+      '0.0.0.0',
+      '::1',
+      'fe80::1',
+      'fd00::1',
+      '::ffff:10.0.0.1',
+    ]) {
       expect([a, isPublicAddress(a)]).toEqual([a, false]);
     }
     for (const a of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '::ffff:8.8.8.8']) expect([a, isPublicAddress(a)]).toEqual([a, true]);

@@ -35,7 +35,8 @@ async function call(method: string, path: string, opts: { key?: string | null; b
   return { status: res.status, headers: res.headers, body };
 }
 
-const balanceCents = async (key: string) => ((await call('GET', '/billing/accounts/me/balance', { key })).body as Json).balance_cents as number;
+const balanceCents = async (key: string) =>
+  ((await call('GET', '/billing/accounts/me/balance', { key })).body as Json).balance_cents as number;
 const checkout = async (key: string, amount: number): Promise<string> => {
   const r = await call('POST', '/billing/checkout', { key, body: { amount_cents: amount } });
   expect(r.status).toBe(200);
@@ -65,7 +66,11 @@ describe('POST /billing/checkout', () => {
   ])('422 in the validation shape when amount_cents is %s', async (_what, body, type) => {
     const r = await call('POST', '/billing/checkout', { body });
     expect(r.status).toBe(422);
-    expect(r.body).toMatchObject({ error: 'validation_error', message: 'Request validation failed', details: [{ loc: ['body', 'amount_cents'], type }] });
+    expect(r.body).toMatchObject({
+      error: 'validation_error',
+      message: 'Request validation failed',
+      details: [{ loc: ['body', 'amount_cents'], type }],
+    });
   });
 
   it('needs an API key', async () => {

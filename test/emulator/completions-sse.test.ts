@@ -4,7 +4,7 @@ import { startHarness } from './harness';
 import type { Harness } from './harness';
 
 const DEV = 'svc-local-dev';
-type Json = Record<string, any>;  
+type Json = Record<string, any>;
 
 let h: Harness;
 let stream: EmulatedStream;
@@ -83,7 +83,13 @@ describe('SSE (raw stream)', () => {
   });
 
   it('adds a usage chunk (choices: []) before [DONE] with stream_options.include_usage', async () => {
-    const res = await post({ model: 'local/analyzer', messages: messages(stream.id), stream: true, stream_options: { include_usage: true }, thread_id: 'sse-1' });
+    const res = await post({
+      model: 'local/analyzer',
+      messages: messages(stream.id),
+      stream: true,
+      stream_options: { include_usage: true },
+      thread_id: 'sse-1',
+    });
     const { events } = await readSse(res);
     expect(events.at(-1)).toBe('[DONE]');
     const usageChunk = JSON.parse(events.at(-2)!) as Json;
@@ -106,7 +112,12 @@ describe('SSE (raw stream)', () => {
     const res = await post({
       model: 'local/analyzer',
       stream: true,
-      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'svc://streams/00000000-0000-4000-8000-000000000000?frame_index=-1' } }] }],
+      messages: [
+        {
+          role: 'user',
+          content: [{ type: 'image_url', image_url: { url: 'svc://streams/00000000-0000-4000-8000-000000000000?frame_index=-1' } }],
+        },
+      ],
     });
     expect(res.status).toBe(404);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);

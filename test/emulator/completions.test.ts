@@ -11,7 +11,7 @@ const BROKE = 'svc-local-broke';
 const REVOKED = 'svc-local-revoked';
 const TAIL_RE = /\[frames=(\d+) index=(\d+)\.\.(\d+) span_ms=(\d+) pattern=(\d+)\.\.(\d+)\]/g;
 
-type Json = Record<string, any>;  
+type Json = Record<string, any>;
 
 interface Reply {
   status: number;
@@ -79,15 +79,39 @@ describe('request validation (422, validation shape)', () => {
     ['max_tokens as string', ask([text('hi')], { max_tokens: '5' }), ['body', 'max_tokens']],
     ['stream not boolean', ask([text('hi')], { stream: 'yes' }), ['body', 'stream']],
     ['bad response_format type', ask([text('hi')], { response_format: { type: 'xml' } }), ['body', 'response_format', 'type']],
-    ['json_schema without schema', ask([text('hi')], { response_format: { type: 'json_schema', json_schema: { name: 'x' } } }), ['body', 'response_format', 'json_schema', 'schema']],
+    [
+      'json_schema without schema',
+      ask([text('hi')], { response_format: { type: 'json_schema', json_schema: { name: 'x' } } }),
+      ['body', 'response_format', 'json_schema', 'schema'],
+    ],
     ['per-frame budget 0', ask([text('hi')], { tokens_per_frame: 0 }), ['body', 'tokens_per_frame']],
     ['empty thread_id', ask([text('hi')], { thread_id: '' }), ['body', 'thread_id']],
-    ['video reference under image_url', ask([text('hi'), image(randomUUID(), 'start_offset_ms=-1000')]), ['body', 'messages', '0', 'content', '1', 'image_url', 'url']],
-    ['image reference under video_url', ask([text('hi'), video(randomUUID(), 'frame_index=-1')]), ['body', 'messages', '0', 'content', '1', 'video_url', 'url']],
-    ['repeated key', ask([text('hi'), image(randomUUID(), 'frame_index=1&frame_index=2')]), ['body', 'messages', '0', 'content', '1', 'image_url', 'url']],
-    ['two start anchors', ask([video(randomUUID(), 'start_offset_ms=-1&start_frame_index=2')]), ['body', 'messages', '0', 'content', '0', 'video_url', 'url']],
+    [
+      'video reference under image_url',
+      ask([text('hi'), image(randomUUID(), 'start_offset_ms=-1000')]),
+      ['body', 'messages', '0', 'content', '1', 'image_url', 'url'],
+    ],
+    [
+      'image reference under video_url',
+      ask([text('hi'), video(randomUUID(), 'frame_index=-1')]),
+      ['body', 'messages', '0', 'content', '1', 'video_url', 'url'],
+    ],
+    [
+      'repeated key',
+      ask([text('hi'), image(randomUUID(), 'frame_index=1&frame_index=2')]),
+      ['body', 'messages', '0', 'content', '1', 'image_url', 'url'],
+    ],
+    [
+      'two start anchors',
+      ask([video(randomUUID(), 'start_offset_ms=-1&start_frame_index=2')]),
+      ['body', 'messages', '0', 'content', '0', 'video_url', 'url'],
+    ],
     ['non-UUID stream', ask([image('abc', 'frame_index=1')]), ['body', 'messages', '0', 'content', '0', 'image_url', 'url']],
-    ['wrong scheme', ask([{ type: 'image_url', image_url: { url: 'https://example.com/a.jpg' } }]), ['body', 'messages', '0', 'content', '0', 'image_url', 'url']],
+    [
+      'wrong scheme',
+      ask([{ type: 'image_url', image_url: { url: 'https://example.com/a.jpg' } }]),
+      ['body', 'messages', '0', 'content', '0', 'image_url', 'url'],
+    ],
     ['body is an array', [1, 2], ['body']],
   ];
 
@@ -349,7 +373,9 @@ describe('output controls', () => {
       additionalProperties: false,
     };
     const r = await post(
-      ask([text('Report.'), video(stream.id, 'start_offset_ms=-3000')], { response_format: { type: 'json_schema', json_schema: { name: 'report', schema, strict: true } } }),
+      ask([text('Report.'), video(stream.id, 'start_offset_ms=-3000')], {
+        response_format: { type: 'json_schema', json_schema: { name: 'report', schema, strict: true } },
+      }),
     );
     expect(r.status).toBe(200);
     const validate = new Ajv().compile(schema);

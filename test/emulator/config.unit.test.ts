@@ -1,7 +1,8 @@
 /** The emulator's provider-behaviour settings: defaults, environment, and boot errors that name the key. */
 import { ConfigError, loadConfig } from '../../src/config';
 
-const load = (emulator: Record<string, unknown> = {}, env: Record<string, string> = {}) => loadConfig({ env, overrides: { emulator } }).emulator;
+const load = (emulator: Record<string, unknown> = {}, env: Record<string, string> = {}) =>
+  loadConfig({ env, overrides: { emulator } }).emulator;
 
 describe('emulator settings of the provider behaviours', () => {
   it('defaults: the contract, nothing fetched, no host allowed, no rate limit, no reaping', () => {

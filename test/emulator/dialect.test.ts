@@ -58,24 +58,32 @@ describe.each([
     expect(last.svc.cache).toMatchObject({ thread_id: 't-2' });
   });
 
-  it(provider ? "lifecycle 404s are {detail: 'Stream not found'}, another user's stream included" : "lifecycle 404s are nested stream errors; another user's stream is 403", async () => {
-    const { id } = (await http(emu.url, 'POST', '/v1beta/streams', { body: {} })).body as Json;
-    const missing = await http(emu.url, 'GET', `/v1beta/streams/${MISSING}`);
-    const foreign = await http(emu.url, 'GET', `/v1beta/streams/${id}`, { key: KEY_B });
-    await http(emu.url, 'DELETE', `/v1beta/streams/${id}`);
-    const ended = await http(emu.url, 'POST', `/v1beta/streams/${id}/keepalive`);
-    if (provider) {
-      for (const r of [missing, foreign, ended]) expect([r.status, r.body]).toEqual([404, { detail: 'Stream not found' }]);
-    } else {
-      for (const r of [missing, ended]) expect([r.status, (r.body as Json).detail.error.code]).toEqual([404, 'stream_not_found']);
-      expect(foreign.status).toBe(403);
-    }
-  });
+  it(
+    provider
+      ? "lifecycle 404s are {detail: 'Stream not found'}, another user's stream included"
+      : "lifecycle 404s are nested stream errors; another user's stream is 403",
+    async () => {
+      const { id } = (await http(emu.url, 'POST', '/v1beta/streams', { body: {} })).body as Json;
+      const missing = await http(emu.url, 'GET', `/v1beta/streams/${MISSING}`);
+      const foreign = await http(emu.url, 'GET', `/v1beta/streams/${id}`, { key: KEY_B });
+      await http(emu.url, 'DELETE', `/v1beta/streams/${id}`);
+      const ended = await http(emu.url, 'POST', `/v1beta/streams/${id}/keepalive`);
+      if (provider) {
+        for (const r of [missing, foreign, ended]) expect([r.status, r.body]).toEqual([404, { detail: 'Stream not found' }]);
+      } else {
+        for (const r of [missing, ended]) expect([r.status, (r.body as Json).detail.error.code]).toEqual([404, 'stream_not_found']);
+        expect(foreign.status).toBe(403);
+      }
+    },
+  );
 
   it(provider ? 'a frame not produced yet is 409' : 'a frame not produced yet is 422', async () => {
     const { id } = (await http(emu.url, 'POST', '/v1beta/streams', { body: {} })).body as Json;
     const r = await http(emu.url, 'POST', '/v1beta/chat/completions', {
-      body: { model: 'local/analyzer', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `svc://streams/${id}?frame_index=-1` } }] }] },
+      body: {
+        model: 'local/analyzer',
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `svc://streams/${id}?frame_index=-1` } }] }],
+      },
     });
     expect([r.status, (r.body as Json).detail.error.code]).toEqual([provider ? 409 : 422, 'frame_not_yet_produced']);
   });

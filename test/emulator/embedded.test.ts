@@ -29,7 +29,10 @@ describe('the embedded emulator', () => {
 
   test('EMULATOR_AUTO_PUBLISH=false and EMULATOR_CONTROL_API=false are honoured', async () => {
     expect(await publishingOnCreate({ EMULATOR_AUTO_PUBLISH: 'false' })).toEqual({ publishing: false, control: 200 });
-    expect(await publishingOnCreate({ EMULATOR_AUTO_PUBLISH: 'false', EMULATOR_CONTROL_API: 'false' })).toEqual({ publishing: false, control: 404 });
+    expect(await publishingOnCreate({ EMULATOR_AUTO_PUBLISH: 'false', EMULATOR_CONTROL_API: 'false' })).toEqual({
+      publishing: false,
+      control: 404,
+    });
   });
 
   test('the standalone emulator keeps both off unless set', () => {

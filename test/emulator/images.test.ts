@@ -13,12 +13,22 @@ import type { Harness } from './harness';
 const DEV = 'svc-local-dev';
 type Json = Record<string, any>;
 
-const solid = (r: number, g: number, b: number, format: 'jpeg' | 'png', width = 64, height = 48) =>
-  sharp({ create: { width, height, channels: 3, background: { r, g, b } } })[format]().toBuffer();
+const solid = (r: number, g: number, b: number, format: 'jpeg' | 'png', width = 64, height = 48) => {
+  const image = sharp({ create: { width, height, channels: 3, background: { r, g, b } } });
+  return (format === 'jpeg' ? image.jpeg() : image.png()).toBuffer();
+};
 const dataUrl = (mime: string, bytes: Buffer) => `data:${mime};base64,${bytes.toString('base64')}`;
 const ask = (url: string, extra: Record<string, unknown> = {}) => ({
   model: 'local/analyzer',
-  messages: [{ role: 'user', content: [{ type: 'text', text: 'What colour is it?' }, { type: 'image_url', image_url: { url } }] }],
+  messages: [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'What colour is it?' },
+        { type: 'image_url', image_url: { url } },
+      ],
+    },
+  ],
   ...extra,
 });
 const LOC = ['body', 'messages', '0', 'content', '1', 'image_url', 'url'];
@@ -69,7 +79,11 @@ describe('data: images', () => {
     const r = await post(h, ask(dataUrl('image/png', png), { response_format: { type: 'json_object' } }));
     expect(r.status).toBe(200);
     // stored as JPEG like stream frames: each channel within a few levels of rgb(20, 40, 210)
-    expect(JSON.parse(answer(r))).toMatchObject({ frames: 1, dominant_color: 'blue', dominant_color_hex: expect.stringMatching(/^#1[0-9a-f]2[0-9a-f]d[0-9a-f]$/) });
+    expect(JSON.parse(answer(r))).toMatchObject({
+      frames: 1,
+      dominant_color: 'blue',
+      dominant_color_hex: expect.stringMatching(/^#1[0-9a-f]2[0-9a-f]d[0-9a-f]$/),
+    });
   });
 
   it('the same image under one thread_id is a prompt-cache hit', async () => {

@@ -6,7 +6,12 @@ import { ConfigError, loadConfig } from '../../src/config';
 import { startHarness } from './harness';
 import type { Harness } from './harness';
 
-const PRICING = { input_microcents_per_token: 10, output_microcents_per_token: 40, cached_input_microcents_per_token: 2, version: '2026-06-01' };
+const PRICING = {
+  input_microcents_per_token: 10,
+  output_microcents_per_token: 40,
+  cached_input_microcents_per_token: 2,
+  version: '2026-06-01',
+};
 const BARE = { id: 'gemini-3-flash-preview', provider: 'google', backend: 'analyzer', pricing: PRICING };
 type Json = Record<string, any>;
 
@@ -21,7 +26,11 @@ describe('a model id without a slash', () => {
 
   it('is listed, priced under its provider, and answers completions', async () => {
     expect((await get('/v1beta/models')).data[0]).toMatchObject({ id: 'gemini-3-flash-preview', owned_by: 'google', status: 'ready' });
-    expect(await get('/billing/pricing/gemini-3-flash-preview')).toMatchObject({ model: 'gemini-3-flash-preview', provider: 'google', version: '2026-06-01' });
+    expect(await get('/billing/pricing/gemini-3-flash-preview')).toMatchObject({
+      model: 'gemini-3-flash-preview',
+      provider: 'google',
+      version: '2026-06-01',
+    });
     expect(await get('/billing/pricing/local/analyzer')).toMatchObject({ provider: 'local' });
     const res = await fetch(`${h.url}/v1beta/chat/completions`, {
       method: 'POST',
@@ -38,7 +47,9 @@ describe('model ids at boot', () => {
 
   it('a bare id needs a provider; the error names the key', () => {
     expect(load({ id: 'gemini-3-flash-preview', pricing: PRICING })).toThrow(ConfigError);
-    expect(load({ id: 'gemini-3-flash-preview', pricing: PRICING })).toThrow(/emulator\.models\.0\.provider: a model id without a slash needs `provider`/);
+    expect(load({ id: 'gemini-3-flash-preview', pricing: PRICING })).toThrow(
+      /emulator\.models\.0\.provider: a model id without a slash needs `provider`/,
+    );
   });
 
   it.each(['/leading-slash', 'has space', ''])('%j is refused', (id) => {

@@ -55,9 +55,17 @@ describe('per-user completion rate limit (emulator.rateLimit)', () => {
     expect(seen.every((r) => r.retryAfter === null)).toBe(true);
 
     const limited = await complete(h.url, DEV);
-    expect([limited.status, limited.limit, limited.remaining, limited.reset, limited.retryAfter]).toEqual([429, '3', '0', String(SECOND + 1), '1']);
+    expect([limited.status, limited.limit, limited.remaining, limited.reset, limited.retryAfter]).toEqual([
+      429,
+      '3',
+      '0',
+      String(SECOND + 1),
+      '1',
+    ]);
     expect(JSON.parse(limited.text)).toEqual({
-      detail: { error: { message: expect.stringContaining('3 requests per second'), type: 'rate_limit_error', code: 'rate_limit_exceeded' } },
+      detail: {
+        error: { message: expect.stringContaining('3 requests per second'), type: 'rate_limit_error', code: 'rate_limit_exceeded' },
+      },
     });
 
     // another user has a window of its own
@@ -99,7 +107,11 @@ describe('a 429 armed through the control API', () => {
   afterAll(() => emu.close());
 
   const arm = async (fault: Json) => {
-    const res = await fetch(`${emu.url}/_emulator/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(fault) });
+    const res = await fetch(`${emu.url}/_emulator/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(fault),
+    });
     expect(res.status).toBe(201);
   };
 

@@ -26,7 +26,10 @@ function registry(emulator: Record<string, unknown>) {
 }
 
 async function frameAt(stream: EmulatedStream, capturedAtMs: number): Promise<void> {
-  void stream.frames.ingest({ width: 16, height: 12, format: 'rgb', data: renderPatternRgb(stream.frames.nextIndex, 16, 12) }, capturedAtMs);
+  void stream.frames.ingest(
+    { width: 16, height: 12, format: 'rgb', data: renderPatternRgb(stream.frames.nextIndex, 16, 12) },
+    capturedAtMs,
+  );
   await stream.frames.drain();
 }
 
@@ -38,7 +41,12 @@ describe('StreamRegistry reaping', () => {
     clock.now = T0 + 60_999;
     expect(streams.get(s.id)?.state).toBe('active');
     clock.now = T0 + 61_000;
-    expect(streams.view(streams.get(s.id)!)).toMatchObject({ state: 'ended', end_reason: 'reaped', ended_at_ms: T0 + 61_000, last_frame_index: 0 });
+    expect(streams.view(streams.get(s.id)!)).toMatchObject({
+      state: 'ended',
+      end_reason: 'reaped',
+      ended_at_ms: T0 + 61_000,
+      last_frame_index: 0,
+    });
     expect(ended).toEqual([`${s.id}:reaped`]);
     streams.close();
   });
@@ -84,7 +92,10 @@ describe('reaped over HTTP', () => {
       const got = await http(emu.url, 'GET', `/v1beta/streams/${id}`);
       expect(got.body).toMatchObject({ id, state: 'ended', end_reason: 'reaped', expires_at_ms: null });
       const ask = await http(emu.url, 'POST', '/v1beta/chat/completions', {
-        body: { model: 'local/analyzer', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `svc://streams/${id}?frame_index=-1` } }] }] },
+        body: {
+          model: 'local/analyzer',
+          messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `svc://streams/${id}?frame_index=-1` } }] }],
+        },
       });
       expect(ask.status).toBe(404);
 

@@ -48,8 +48,18 @@ const indices = (frames: { index: number }[]) => frames.map((f) => f.index);
 
 describe('parseReference: valid references', () => {
   it('reads an image anchor with the contract defaults', () => {
-    expect(img('frame_index=-1')).toEqual({ kind: 'image', streamId: ID, anchor: { axis: 'frame_index', value: -1 }, toleranceMs: 100, direction: 'nearest' });
-    expect(img('timestamp_ms=1500&tolerance_ms=40&direction=backward')).toMatchObject({ anchor: { axis: 'timestamp_ms', value: 1500 }, toleranceMs: 40, direction: 'backward' });
+    expect(img('frame_index=-1')).toEqual({
+      kind: 'image',
+      streamId: ID,
+      anchor: { axis: 'frame_index', value: -1 },
+      toleranceMs: 100,
+      direction: 'nearest',
+    });
+    expect(img('timestamp_ms=1500&tolerance_ms=40&direction=backward')).toMatchObject({
+      anchor: { axis: 'timestamp_ms', value: 1500 },
+      toleranceMs: 40,
+      direction: 'backward',
+    });
     expect(img('offset_ms=-250')).toMatchObject({ anchor: { axis: 'offset_ms', value: -250 } });
   });
 
@@ -142,11 +152,18 @@ describe('parseReference: every 422 of the contract', () => {
   });
 
   it('tolerance_ms and direction are ignored (not validated) when frame_index is set, as the contract says', () => {
-    for (const q of ['frame_index=3&tolerance_ms=0', 'frame_index=3&tolerance_ms=abc', 'frame_index=-1&direction=sideways&tolerance_ms=-5']) {
+    for (const q of [
+      'frame_index=3&tolerance_ms=0',
+      'frame_index=3&tolerance_ms=abc',
+      'frame_index=-1&direction=sideways&tolerance_ms=-5',
+    ]) {
       expect(img(q)).toMatchObject({ anchor: { axis: 'frame_index' }, toleranceMs: 100, direction: 'nearest' });
     }
     // A repeated key is still rule 4, whatever it names.
-    expect(parse('frame_index=3&tolerance_ms=5&tolerance_ms=5', 'image')).toMatchObject({ ok: false, problems: [{ type: 'duplicate_parameter' }] });
+    expect(parse('frame_index=3&tolerance_ms=5&tolerance_ms=5', 'image')).toMatchObject({
+      ok: false,
+      problems: [{ type: 'duplicate_parameter' }],
+    });
   });
 });
 
@@ -183,7 +200,11 @@ describe('resolveImage', () => {
     // frame_index ignores tolerance and direction
     expect(at('frame_index=12&tolerance_ms=1&direction=backward')).toBe(12);
     // no frame within tolerance inside the buffer: nothing was produced there
-    for (const q of ['timestamp_ms=1050&tolerance_ms=30', 'timestamp_ms=1040&tolerance_ms=50&direction=forward', 'timestamp_ms=1060&tolerance_ms=50&direction=backward']) {
+    for (const q of [
+      'timestamp_ms=1050&tolerance_ms=30',
+      'timestamp_ms=1040&tolerance_ms=50&direction=forward',
+      'timestamp_ms=1060&tolerance_ms=50&direction=backward',
+    ]) {
       const e = errorOf(() => at(q));
       expect([e.status, e.code, e.shape]).toEqual([422, 'frame_not_yet_produced', 'stream']);
     }
@@ -262,7 +283,9 @@ describe('resolveVideo', () => {
     const { buf, clock } = await bufferWith(50);
     expect(indices(resolveVideo(vid('start_offset_ms=-2000'), buf, clock.now))).toEqual([39, 49]);
     expect(indices(resolveVideo(vid('start_offset_ms=0'), buf, clock.now))).toEqual([9, 19, 29, 39, 49]);
-    expect(indices(resolveVideo(vid('start_frame_index=-10&max_fps=10'), buf, clock.now))).toEqual([40, 41, 42, 43, 44, 45, 46, 47, 48, 49]);
+    expect(indices(resolveVideo(vid('start_frame_index=-10&max_fps=10'), buf, clock.now))).toEqual([
+      40, 41, 42, 43, 44, 45, 46, 47, 48, 49,
+    ]);
     expect(indices(resolveVideo(vid('start_timestamp_ms=4500&max_fps=5'), buf, clock.now))).toEqual([45, 47, 49]);
   });
 
@@ -274,7 +297,9 @@ describe('resolveVideo', () => {
     expect(indices(resolveVideo(vid('start_frame_index=5&end_timestamp_ms=2501'), buf, clock.now))).toEqual([5, 15, 25]);
     expect(indices(resolveVideo(vid('start_timestamp_ms=1000&end_offset_ms=-2920&max_fps=2'), buf, clock.now))).toEqual([14, 19]);
     expect(indices(resolveVideo(vid('start_frame_index=3&end_frame_index=4'), buf, clock.now))).toEqual([3]);
-    expect(indices(resolveVideo(vid('start_frame_index=40&end_frame_index=50&max_fps=10'), buf, clock.now))).toEqual([40, 41, 42, 43, 44, 45, 46, 47, 48, 49]);
+    expect(indices(resolveVideo(vid('start_frame_index=40&end_frame_index=50&max_fps=10'), buf, clock.now))).toEqual([
+      40, 41, 42, 43, 44, 45, 46, 47, 48, 49,
+    ]);
     // non-negative end offsets count from the oldest retained frame, like start offsets
     expect(indices(resolveVideo(vid('start_offset_ms=0&end_offset_ms=2000&max_fps=2'), buf, clock.now))).toEqual([4, 9, 14, 19]);
   });
@@ -314,15 +339,18 @@ describe('resolveVideo', () => {
     [30, 300, 1, 2000, [269, 299]],
     [10, 200, 0.5, 10000, [119, 139, 159, 179, 199]],
     [2, 10, 5, 2000, [6, 7, 8, 9]],
-  ])('a %s fps source (%s frames), max_fps=%s over %s ms: the newest frame is in, max_fps per second', async (srcFps, n, maxFps, windowMs, expected) => {
-    const { buf, clock } = await bufferWith(n, srcFps);
-    const frames = resolveVideo(vid(`start_offset_ms=-${windowMs}&max_fps=${maxFps}`), buf, clock.now);
-    expect(indices(frames)).toEqual(expected);
-    expect(frames.at(-1)!.index).toBe(n - 1);
-    expect(frames.length).toBeLessThanOrEqual(Math.floor((windowMs / 1000) * maxFps) + 1);
-    // At the source's own rate or below, the cap is reached: the rate is max_fps, not less.
-    if (maxFps <= srcFps) expect(frames.length).toBeGreaterThanOrEqual(Math.floor((windowMs / 1000) * maxFps));
-  });
+  ])(
+    'a %s fps source (%s frames), max_fps=%s over %s ms: the newest frame is in, max_fps per second',
+    async (srcFps, n, maxFps, windowMs, expected) => {
+      const { buf, clock } = await bufferWith(n, srcFps);
+      const frames = resolveVideo(vid(`start_offset_ms=-${windowMs}&max_fps=${maxFps}`), buf, clock.now);
+      expect(indices(frames)).toEqual(expected);
+      expect(frames.at(-1)!.index).toBe(n - 1);
+      expect(frames.length).toBeLessThanOrEqual(Math.floor((windowMs / 1000) * maxFps) + 1);
+      // At the source's own rate or below, the cap is reached: the rate is max_fps, not less.
+      if (maxFps <= srcFps) expect(frames.length).toBeGreaterThanOrEqual(Math.floor((windowMs / 1000) * maxFps));
+    },
+  );
 
   it('a window between two frames yields the frame on screen; an end past now is now', async () => {
     const { buf, clock } = await bufferWith(5, 1); // frames at 0..4000 ms, now 4020 ms
@@ -333,7 +361,12 @@ describe('resolveVideo', () => {
 
   it('rule 3: a start in the future or an index past the last frame fails with frame_not_yet_produced', async () => {
     const { buf, clock } = await bufferWith(50);
-    for (const q of ['start_offset_ms=60000', 'start_timestamp_ms=60000', 'start_frame_index=50', 'start_frame_index=0&end_frame_index=51']) {
+    for (const q of [
+      'start_offset_ms=60000',
+      'start_timestamp_ms=60000',
+      'start_frame_index=50',
+      'start_frame_index=0&end_frame_index=51',
+    ]) {
       const e = errorOf(() => resolveVideo(vid(q), buf, clock.now));
       expect([e.status, e.code, e.shape]).toEqual([422, 'frame_not_yet_produced', 'stream']);
     }

@@ -36,7 +36,8 @@ async function start(overrides: Record<string, unknown> = {}): Promise<RunningEm
   return startEmulator(testConfig({ emulator: overrides }), createLogger('silent'));
 }
 
-const create = async (url: string, key = KEY) => (await http(url, 'POST', '/v1beta/streams', { key, body: {} })).body as Record<string, any>;
+const create = async (url: string, key = KEY) =>
+  (await http(url, 'POST', '/v1beta/streams', { key, body: {} })).body as Record<string, any>;
 const publish = (url: string, id: string, body: Record<string, unknown> = { fps: 10, width: 160, height: 120 }) =>
   http(url, 'POST', `/_emulator/streams/${id}/publisher`, { body });
 
@@ -71,10 +72,27 @@ describe('emulator streams', () => {
     expect(r.status).toBe(200);
     const s = r.body as Record<string, any>;
     expect(Object.keys(s).sort()).toEqual(STREAM_FIELDS);
-    for (const f of ['first_frame_at_ms', 'last_frame_at_ms', 'last_frame_index', 'first_available_frame_at_ms', 'first_available_frame_index', 'ended_at_ms', 'end_reason']) {
+    for (const f of [
+      'first_frame_at_ms',
+      'last_frame_at_ms',
+      'last_frame_index',
+      'first_available_frame_at_ms',
+      'first_available_frame_index',
+      'ended_at_ms',
+      'end_reason',
+    ]) {
       expect([f, s[f]]).toEqual([f, null]);
     }
-    expect(s).toMatchObject({ id, state: 'active', stream_time_ms: 0, recent_fps: 0, retained_frame_count: 0, evicted_frame_count: 0, ttl_seconds: 2, audio: false });
+    expect(s).toMatchObject({
+      id,
+      state: 'active',
+      stream_time_ms: 0,
+      recent_fps: 0,
+      retained_frame_count: 0,
+      evicted_frame_count: 0,
+      ttl_seconds: 2,
+      audio: false,
+    });
     expect(typeof s.created_at_ms).toBe('number');
     expect(typeof s.expires_at_ms).toBe('number');
   });
@@ -88,7 +106,11 @@ describe('emulator streams', () => {
       return (await http(emu.url, 'GET', `/v1beta/streams/${id}`)).body as Record<string, any>;
     };
     let s: Record<string, any> = {};
-    await deadline(until(async () => ((s = await read()).last_frame_index ?? -1) >= 4, 50), 10_000, 'five frames');
+    await deadline(
+      until(async () => ((s = await read()).last_frame_index ?? -1) >= 4, 50),
+      10_000,
+      'five frames',
+    );
     expect(s.first_frame_at_ms).toBeGreaterThanOrEqual(s.created_at_ms);
     expect(s.last_frame_at_ms).toBeGreaterThanOrEqual(s.first_frame_at_ms);
     expect(s.first_available_frame_index).toBe(0);
@@ -193,10 +215,15 @@ describe('emulator streams', () => {
   test('unknown and malformed stream ids: 404 stream_not_found, 422 validation', async () => {
     const unknown = await http(emu.url, 'GET', '/v1beta/streams/00000000-0000-4000-8000-000000000000');
     expect(unknown.status).toBe(404);
-    expect(unknown.body).toMatchObject({ detail: { error: { message: expect.any(String), type: 'stream_error', code: 'stream_not_found' } } });
+    expect(unknown.body).toMatchObject({
+      detail: { error: { message: expect.any(String), type: 'stream_error', code: 'stream_not_found' } },
+    });
     const bad = await http(emu.url, 'GET', '/v1beta/streams/not-a-uuid');
     expect(bad.status).toBe(422);
-    expect(bad.body).toMatchObject({ error: 'validation_error', details: [{ loc: ['path', 'stream_id'], msg: expect.any(String), type: expect.any(String) }] });
+    expect(bad.body).toMatchObject({
+      error: 'validation_error',
+      details: [{ loc: ['path', 'stream_id'], msg: expect.any(String), type: expect.any(String) }],
+    });
   });
 
   test('region header: honoured and echoed; another region 409 region_error', async () => {
@@ -235,7 +262,9 @@ describe('emulator streams', () => {
     const badJson = await http(emu.url, 'POST', '/v1beta/chat/completions', { raw: '{"model":' });
     expect(badJson.status).toBe(400);
     expect(badJson.body).toEqual({ detail: expect.stringContaining('JSON') });
-    const big = await http(emu.url, 'POST', '/v1beta/chat/completions', { raw: JSON.stringify({ model: 'x', pad: 'x'.repeat(2 * 1024 * 1024) }) });
+    const big = await http(emu.url, 'POST', '/v1beta/chat/completions', {
+      raw: JSON.stringify({ model: 'x', pad: 'x'.repeat(2 * 1024 * 1024) }),
+    });
     expect(big.status).toBe(413);
     expect((await http(emu.url, 'GET', '/v1beta/nope')).status).toBe(404);
     const badFault = await http(emu.url, 'POST', '/_emulator/faults', { body: { count: -1 } });

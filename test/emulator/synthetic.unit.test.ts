@@ -150,7 +150,11 @@ describe('SyntheticPublisher', () => {
     });
     pub.start();
     // Two frames at least (every other sink call throws): waited for, not assumed of 150 ms.
-    await deadline(until(() => pub.errors > 0 && pub.framesSent > 0, 20), 10_000, 'a thrown and a sent frame');
+    await deadline(
+      until(() => pub.errors > 0 && pub.framesSent > 0, 20),
+      10_000,
+      'a thrown and a sent frame',
+    );
     pub.stop();
     expect(pub.errors).toBeGreaterThan(0);
     expect(pub.framesSent).toBeGreaterThan(0);

@@ -37,9 +37,22 @@ type Doc = {
  */
 const E = 'ErrorResponse';
 const PROVIDER_OPERATIONS: Array<{ path: string; method: string; request?: string; statuses: Record<number, string | null> }> = [
-  { path: '/streams', method: 'post', request: 'StreamCreateRequest', statuses: { 201: 'StreamCreateResponse', 400: E, 401: E, 402: E, 422: E, 429: E, 500: E } },
-  { path: '/streams/{stream_id}/keepalive', method: 'post', statuses: { 200: 'KeepaliveResponse', 400: E, 401: E, 402: E, 404: E, 422: E, 500: E } },
-  { path: '/streams/{stream_id}', method: 'delete', statuses: { 200: 'StatusResponse', 204: null, 400: E, 401: E, 404: E, 422: E, 500: E } },
+  {
+    path: '/streams',
+    method: 'post',
+    request: 'StreamCreateRequest',
+    statuses: { 201: 'StreamCreateResponse', 400: E, 401: E, 402: E, 422: E, 429: E, 500: E },
+  },
+  {
+    path: '/streams/{stream_id}/keepalive',
+    method: 'post',
+    statuses: { 200: 'KeepaliveResponse', 400: E, 401: E, 402: E, 404: E, 422: E, 500: E },
+  },
+  {
+    path: '/streams/{stream_id}',
+    method: 'delete',
+    statuses: { 200: 'StatusResponse', 204: null, 400: E, 401: E, 404: E, 422: E, 500: E },
+  },
   { path: '/streams/{stream_id}/spectate', method: 'post', statuses: { 200: 'SpectateResponse', 400: E, 401: E, 404: E, 422: E, 500: E } },
   { path: '/streams/{stream_id}/info', method: 'get', statuses: { 200: 'StreamInfoResponse', 400: E, 401: E, 404: E, 422: E, 500: E } },
   {
@@ -48,7 +61,12 @@ const PROVIDER_OPERATIONS: Array<{ path: string; method: string; request?: strin
     request: 'PromptUpdateRequest',
     statuses: { 200: 'StreamConfigResponse', 400: E, 401: E, 404: E, 422: E, 500: E },
   },
-  { path: '/streams/{stream_id}/feedback', method: 'post', request: 'FeedbackCreateRequest', statuses: { 200: 'StatusResponse', 400: E, 401: E, 422: E, 500: E } },
+  {
+    path: '/streams/{stream_id}/feedback',
+    method: 'post',
+    request: 'FeedbackCreateRequest',
+    statuses: { 200: 'StatusResponse', 400: E, 401: E, 422: E, 500: E },
+  },
   { path: '/streams/feedback', method: 'get', statuses: { 200: '[FeedbackResponse]', 400: E, 401: E, 422: E, 500: E } },
 ];
 
@@ -66,7 +84,12 @@ const GATEWAY_EXTRAS: Record<string, number[]> = {
 const KEY_CHECK_EXTRAS = [502, 503, 504];
 
 /** A schema's facts: each property's JSON types (`|`-joined; `any`: unconstrained), the required list, enums (const included), keywords. */
-type SchemaFacts = { props: Record<string, string>; required: string[]; enums?: Record<string, unknown[]>; keywords?: Record<string, Record<string, unknown>> };
+type SchemaFacts = {
+  props: Record<string, string>;
+  required: string[];
+  enums?: Record<string, unknown[]>;
+  keywords?: Record<string, Record<string, unknown>>;
+};
 
 /**
  * The provider's schemas, with its vendor and brand names through the brand: `livekit` is
@@ -78,11 +101,23 @@ function providerSchemas(b: Brand): Record<string, SchemaFacts> {
   const state = ['pending', 'active', 'idle'];
   return {
     StreamCreateRequest: {
-      props: { source: 'object|null', webrtc: 'object|null', mode: 'string|null', processing: 'object', inference: 'object', client: 'object|null' },
+      props: {
+        source: 'object|null',
+        webrtc: 'object|null',
+        mode: 'string|null',
+        processing: 'object',
+        inference: 'object',
+        client: 'object|null',
+      },
       required: ['processing', 'inference'],
       enums: { mode: ['clip', 'frame'] },
     },
-    WebRTCSourceConfig: { props: { type: 'string', sdp: 'string' }, required: ['type', 'sdp'], enums: { type: ['webrtc'] }, keywords: { sdp: { minLength: 1 } } },
+    WebRTCSourceConfig: {
+      props: { type: 'string', sdp: 'string' },
+      required: ['type', 'sdp'],
+      enums: { type: ['webrtc'] },
+      keywords: { sdp: { minLength: 1 } },
+    },
     [`${b.room.charAt(0).toUpperCase()}${b.room.slice(1)}SourceConfig`]: {
       props: { type: 'string', url: 'string', token: 'string' },
       required: ['type', 'url', 'token'],
@@ -90,14 +125,34 @@ function providerSchemas(b: Brand): Record<string, SchemaFacts> {
       keywords: { url: { minLength: 1 }, token: { minLength: 1 } },
     },
     NativeSourceConfig: { props: { type: 'string' }, required: ['type'], enums: { type: ['native'] } },
-    WebRtcOffer: { props: { type: 'string', sdp: 'string' }, required: ['type', 'sdp'], enums: { type: ['offer'] }, keywords: { sdp: { minLength: 1 } } },
-    WebRtcAnswer: { props: { type: 'string', sdp: 'string' }, required: ['type', 'sdp'], enums: { type: ['answer'] }, keywords: { sdp: { minLength: 1 } } },
+    WebRtcOffer: {
+      props: { type: 'string', sdp: 'string' },
+      required: ['type', 'sdp'],
+      enums: { type: ['offer'] },
+      keywords: { sdp: { minLength: 1 } },
+    },
+    WebRtcAnswer: {
+      props: { type: 'string', sdp: 'string' },
+      required: ['type', 'sdp'],
+      enums: { type: ['answer'] },
+      keywords: { sdp: { minLength: 1 } },
+    },
     ClipProcessingConfig: {
-      props: { target_fps: 'integer|null', sampling_ratio: 'number|null', fps: 'integer|null', clip_length_seconds: 'number', delay_seconds: 'number' },
+      props: {
+        target_fps: 'integer|null',
+        sampling_ratio: 'number|null',
+        fps: 'integer|null',
+        clip_length_seconds: 'number',
+        delay_seconds: 'number',
+      },
       required: ['clip_length_seconds', 'delay_seconds'],
       keywords: { clip_length_seconds: { minimum: 0.1, maximum: 60 }, delay_seconds: { exclusiveMinimum: 0 } },
     },
-    FrameProcessingConfig: { props: { interval_seconds: 'number' }, required: ['interval_seconds'], keywords: { interval_seconds: { exclusiveMinimum: 0, maximum: 60 } } },
+    FrameProcessingConfig: {
+      props: { interval_seconds: 'number' },
+      required: ['interval_seconds'],
+      keywords: { interval_seconds: { exclusiveMinimum: 0, maximum: 60 } },
+    },
     StreamInferenceConfig: {
       props: { prompt: 'string', model: 'string', backend: 'string', output_schema_json: 'object|null', max_output_tokens: 'integer|null' },
       required: ['prompt', 'model'],
@@ -123,7 +178,11 @@ function providerSchemas(b: Brand): Record<string, SchemaFacts> {
       required: ['status', 'stream_id', 'ttl_seconds', 'credits_remaining_cents', 'cost_cents', 'seconds_charged', 'state'],
       enums: { status: ['ok'], state },
     },
-    SpectateResponse: { props: { [b.room]: 'object' }, required: [b.room], keywords: { [b.room]: { additionalProperties: { type: 'string' } } } },
+    SpectateResponse: {
+      props: { [b.room]: 'object' },
+      required: [b.room],
+      keywords: { [b.room]: { additionalProperties: { type: 'string' } } },
+    },
     StreamInfoResponse: {
       props: {
         stream_id: 'string',
@@ -176,7 +235,15 @@ function providerSchemas(b: Brand): Record<string, SchemaFacts> {
       keywords: { rating: { minimum: 0, maximum: 10 }, category: { minLength: 1 }, feedback: { default: '' } },
     },
     FeedbackResponse: {
-      props: { id: 'string', stream_id: 'string', rating: 'integer', category: 'string', feedback: 'string', created_at: 'string|null', updated_at: 'string|null' },
+      props: {
+        id: 'string',
+        stream_id: 'string',
+        rating: 'integer',
+        category: 'string',
+        feedback: 'string',
+        created_at: 'string|null',
+        updated_at: 'string|null',
+      },
       required: ['id', 'stream_id', 'rating', 'category', 'feedback', 'created_at', 'updated_at'],
     },
     StatusResponse: { props: { status: 'string' }, required: ['status'], enums: { status: ['ok'] } },
@@ -219,7 +286,11 @@ function enumOf(doc: Doc, schema: Schema): unknown[] {
   const collect = (raw: Schema): unknown[] => {
     const s = resolve(doc, raw);
     const branches = (s.anyOf ?? s.oneOf) as Schema[] | undefined;
-    return [...(branches ? branches.flatMap(collect) : []), ...((s.enum as unknown[] | undefined) ?? []), ...('const' in s ? [s.const] : [])];
+    return [
+      ...(branches ? branches.flatMap(collect) : []),
+      ...((s.enum as unknown[] | undefined) ?? []),
+      ...('const' in s ? [s.const] : []),
+    ];
   };
   return [...new Set(collect(schema))].sort();
 }
@@ -245,7 +316,9 @@ function providerMismatches(doc: Doc, brand: Brand): string[] {
     const extras = GATEWAY_EXTRAS[`${want.method} ${want.path}`] ?? KEY_CHECK_EXTRAS;
     const expected = sorted([...Object.keys(want.statuses), ...extras.map(String)]);
     if (JSON.stringify(sorted(Object.keys(op.responses))) !== JSON.stringify(expected)) {
-      out.push(`${where}: statuses ${sorted(Object.keys(op.responses)).join(',')}, want the provider's and the gateway's ${expected.join(',')}`);
+      out.push(
+        `${where}: statuses ${sorted(Object.keys(op.responses)).join(',')}, want the provider's and the gateway's ${expected.join(',')}`,
+      );
     }
     for (const [status, name] of Object.entries(want.statuses)) {
       const response = op.responses[status];
@@ -282,9 +355,11 @@ function providerMismatches(doc: Doc, brand: Brand): string[] {
       }
       if (typesOf(doc, p) !== norm(types)) out.push(`${name}.${prop}: ${typesOf(doc, p)}, want ${norm(types)}`);
       const enums = sorted(want.enums?.[prop] ?? []);
-      if (JSON.stringify(enumOf(doc, p)) !== JSON.stringify(enums)) out.push(`${name}.${prop}: enum ${JSON.stringify(enumOf(doc, p))}, want ${JSON.stringify(enums)}`);
+      if (JSON.stringify(enumOf(doc, p)) !== JSON.stringify(enums))
+        out.push(`${name}.${prop}: enum ${JSON.stringify(enumOf(doc, p))}, want ${JSON.stringify(enums)}`);
       for (const [k, v] of Object.entries(want.keywords?.[prop] ?? {})) {
-        if (JSON.stringify(p[k]) !== JSON.stringify(v)) out.push(`${name}.${prop}: ${k} ${JSON.stringify(p[k])}, want ${JSON.stringify(v)}`);
+        if (JSON.stringify(p[k]) !== JSON.stringify(v))
+          out.push(`${name}.${prop}: ${k} ${JSON.stringify(p[k])}, want ${JSON.stringify(v)}`);
       }
     }
   }
@@ -303,16 +378,29 @@ const OPENAPI_31 = {
       required: ['schema'],
       properties: {
         schema: {
-          anyOf: [{ $ref: '#/$defs/ref' }, { type: 'object', required: ['type', 'items'], properties: { type: { const: 'array' }, items: { $ref: '#/$defs/ref' } } }],
+          anyOf: [
+            { $ref: '#/$defs/ref' },
+            { type: 'object', required: ['type', 'items'], properties: { type: { const: 'array' }, items: { $ref: '#/$defs/ref' } } },
+          ],
         },
       },
     },
     content: { type: 'object', additionalProperties: { $ref: '#/$defs/media' } },
-    response: { type: 'object', required: ['description'], properties: { description: { type: 'string' }, content: { $ref: '#/$defs/content' } }, additionalProperties: false },
+    response: {
+      type: 'object',
+      required: ['description'],
+      properties: { description: { type: 'string' }, content: { $ref: '#/$defs/content' } },
+      additionalProperties: false,
+    },
     parameter: {
       type: 'object',
       required: ['name', 'in', 'schema'],
-      properties: { name: { type: 'string' }, in: { enum: ['path', 'query', 'header', 'cookie'] }, required: { type: 'boolean' }, schema: { type: 'object' } },
+      properties: {
+        name: { type: 'string' },
+        in: { enum: ['path', 'query', 'header', 'cookie'] },
+        required: { type: 'boolean' },
+        schema: { type: 'object' },
+      },
       if: { properties: { in: { const: 'path' } } },
       then: { required: ['required'], properties: { required: { const: true } } },
     },
@@ -324,8 +412,17 @@ const OPENAPI_31 = {
         description: { type: 'string' },
         deprecated: { type: 'boolean' },
         parameters: { type: 'array', items: { $ref: '#/$defs/parameter' } },
-        requestBody: { type: 'object', required: ['content'], properties: { required: { type: 'boolean' }, content: { $ref: '#/$defs/content' } } },
-        responses: { type: 'object', minProperties: 1, propertyNames: { pattern: '^([1-5][0-9X]{2}|default)$' }, additionalProperties: { $ref: '#/$defs/response' } },
+        requestBody: {
+          type: 'object',
+          required: ['content'],
+          properties: { required: { type: 'boolean' }, content: { $ref: '#/$defs/content' } },
+        },
+        responses: {
+          type: 'object',
+          minProperties: 1,
+          propertyNames: { pattern: '^([1-5][0-9X]{2}|default)$' },
+          additionalProperties: { $ref: '#/$defs/response' },
+        },
         security: { type: 'array', items: { type: 'object' } },
       },
       additionalProperties: false,
@@ -365,7 +462,11 @@ describe('/v0.2/openapi.json', () => {
   const validators = new Map<string, ValidateFunction>();
 
   /** The body schema the document names for a path, method and status: a component's validator, or an array of one. */
-  function validatorFor(path: string, method: string, status: number): { name: string; validate: (body: unknown) => boolean; one: ValidateFunction } {
+  function validatorFor(
+    path: string,
+    method: string,
+    status: number,
+  ): { name: string; validate: (body: unknown) => boolean; one: ValidateFunction } {
     const op = doc.paths[path]?.[method];
     expect(op).toBeDefined();
     const schema = op!.responses[String(status)]?.content?.['application/json']?.schema;
@@ -392,7 +493,8 @@ describe('/v0.2/openapi.json', () => {
     doc = (await res.json()) as Doc;
     // Components refer to each other (`#/components/schemas/…`): compiled inside one resource.
     ajv.addSchema({ $id: 'openapi.json', components: { schemas: doc.components.schemas } });
-    for (const name of Object.keys(doc.components.schemas)) validators.set(name, ajv.getSchema(`openapi.json#/components/schemas/${name}`)!);
+    for (const name of Object.keys(doc.components.schemas))
+      validators.set(name, ajv.getSchema(`openapi.json#/components/schemas/${name}`)!);
   });
   afterAll(() => stack.close());
 
@@ -480,7 +582,11 @@ describe('/v0.2/openapi.json', () => {
     // integer, as the provider types it
     expect(validators.get('KeepaliveResponse')!({ ...(keepalive.body as object), credits_remaining_cents: 1.5 })).toBe(false);
     check(path('/config/prompt'), 'patch', await http(url, 'PATCH', `/v0.2/streams/${id}/config/prompt`, { body: { prompt: 'Count' } }));
-    check(path('/feedback'), 'post', await http(url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 5, category: 'accuracy', feedback: 'ok' } }));
+    check(
+      path('/feedback'),
+      'post',
+      await http(url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 5, category: 'accuracy', feedback: 'ok' } }),
+    );
     check('/streams/feedback', 'get', await http(url, 'GET', '/v0.2/streams/feedback'));
     check('/models', 'get', await http(url, 'GET', '/v0.2/models'));
     const info = await http(url, 'GET', `/v0.2/streams/${id}/info`);

@@ -29,7 +29,12 @@ describe('passthrough edge', () => {
   let gw: RunningGateway;
   const seen: { url?: string; headers: http.IncomingHttpHeaders }[] = [];
   const logs: string[] = [];
-  const lines = () => logs.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Line);
+  const lines = () =>
+    logs
+      .join('')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Line);
   /** Waits (bounded) until a log line matches: access lines are written after the response closes. */
   const lineWhere = (pred: (l: Line) => boolean, what: string) =>
     deadline(
@@ -59,7 +64,11 @@ describe('passthrough edge', () => {
     // The gateway's own upstream-health probe (GET /v1beta/models at start, then every
     // upstreamProbeMs) is not passthrough traffic: let the first one land before the tests clear
     // `seen`, and keep the next out of this file's window (the probe is tested in deploy.test.ts).
-    gw = await gatewayOn(up.url, { telemetry: { upstreamProbeMs: 3_600_000 } }, createLogger('info', 'gateway', { write: (s: string) => void logs.push(s) }));
+    gw = await gatewayOn(
+      up.url,
+      { telemetry: { upstreamProbeMs: 3_600_000 } },
+      createLogger('info', 'gateway', { write: (s: string) => void logs.push(s) }),
+    );
     await gw.gateway.upstreamHealth.check();
   });
   afterAll(async () => {
@@ -91,11 +100,23 @@ describe('passthrough edge', () => {
   });
 
   test('dots that are not whole segments, and dots in the query, pass', async () => {
-    for (const path of ['/v1beta/models/...', '/billing/pricing/local/analyzer.v2', '/v1beta/.well-known/x', '/v1beta/a..b', '/v1beta/models?next=../x']) {
+    for (const path of [
+      '/v1beta/models/...',
+      '/billing/pricing/local/analyzer.v2',
+      '/v1beta/.well-known/x',
+      '/v1beta/a..b',
+      '/v1beta/models?next=../x',
+    ]) {
       const r = await rawRequest(gw.url, { path });
       expect({ path, status: r.status }).toEqual({ path, status: 200 });
     }
-    expect(seen.map((s) => s.url)).toEqual(['/v1beta/models/...', '/billing/pricing/local/analyzer.v2', '/v1beta/.well-known/x', '/v1beta/a..b', '/v1beta/models?next=../x']);
+    expect(seen.map((s) => s.url)).toEqual([
+      '/v1beta/models/...',
+      '/billing/pricing/local/analyzer.v2',
+      '/v1beta/.well-known/x',
+      '/v1beta/a..b',
+      '/v1beta/models?next=../x',
+    ]);
   });
 
   test('the request id reaches the upstream and the client: the caller’s own when well-formed, else a generated one', async () => {
@@ -128,7 +149,10 @@ describe('passthrough edge', () => {
     const raw = await deadline(
       (async () => {
         for (;;) {
-          const l = logs.join('').split('\n').find((x) => x.includes('"url":"/v1beta/odd-id'));
+          const l = logs
+            .join('')
+            .split('\n')
+            .find((x) => x.includes('"url":"/v1beta/odd-id'));
           if (l) return l;
           await sleep(10);
         }
@@ -189,11 +213,18 @@ describe('passthrough edge', () => {
     expect(seen[0]!.url).toBe(`/v1beta/models?token=${secret}&limit=5&${secret}`);
     const access = await lineWhere((l) => l.reqId === ok.headers['x-request-id'] && !!l.req, 'passthrough access line');
     expect(access.req!.url).toBe('/v1beta/models?token=[redacted]&limit=[redacted]&[redacted]');
-    expect(access.msg).toBe('GET /v1beta/models?token=[redacted]&limit=[redacted]&[redacted] 200 ' + String((access as { responseTime?: number }).responseTime) + 'ms');
+    expect(access.msg).toBe(
+      'GET /v1beta/models?token=[redacted]&limit=[redacted]&[redacted] 200 ' +
+        String((access as { responseTime?: number }).responseTime) +
+        'ms',
+    );
 
     const reset = await rawRequest(gw.url, { path: `/v1beta/reset?api_key=${secret}` });
     expect(reset.status).toBe(502);
-    const warn = await lineWhere((l) => l.reqId === reset.headers['x-request-id'] && l.msg === 'upstream unreachable', 'passthrough warning');
+    const warn = await lineWhere(
+      (l) => l.reqId === reset.headers['x-request-id'] && l.msg === 'upstream unreachable',
+      'passthrough warning',
+    );
     expect(warn.url).toBe('/v1beta/reset?api_key=[redacted]');
 
     const express = await rawRequest(gw.url, { path: `/no-such-route?token=${secret}` });

@@ -25,7 +25,12 @@ function headerNames(h: Headers): string[] {
   return names.filter((k) => !VOLATILE.has(k)).sort();
 }
 
-async function both(s: Stack, method: string, path: string, opts: { key?: string | null; body?: unknown; headers?: Record<string, string> } = {}) {
+async function both(
+  s: Stack,
+  method: string,
+  path: string,
+  opts: { key?: string | null; body?: unknown; headers?: Record<string, string> } = {},
+) {
   const send = async (base: string) => {
     const headers: Record<string, string> = { 'content-type': 'application/json', ...opts.headers };
     if (opts.key !== null) headers.authorization = `Bearer ${opts.key ?? KEY}`;
@@ -45,7 +50,11 @@ async function streamWithFrames(s: Stack, key = KEY): Promise<string> {
   const id = (created.body as { id: string }).id;
   for (let i = 0; i < 100; i++) {
     const st = await call(s.url, 'GET', `/v1beta/streams/${id}`, { key });
-    if ((st.body as { last_frame_index: number | null }).last_frame_index !== null && (st.body as { last_frame_index: number }).last_frame_index >= 3) return id;
+    if (
+      (st.body as { last_frame_index: number | null }).last_frame_index !== null &&
+      (st.body as { last_frame_index: number }).last_frame_index >= 3
+    )
+      return id;
     await sleep(50);
   }
   throw new Error('no frames arrived');
@@ -100,13 +109,17 @@ describe('passthrough against the emulator', () => {
       call(s.url, 'GET', `/v1beta/streams/${c.id}`),
     ]);
     expect(via.status).toBe(200);
-    expect((via.body as { id: string; created_at_ms: number }).created_at_ms).toBe((direct.body as { created_at_ms: number }).created_at_ms);
+    expect((via.body as { id: string; created_at_ms: number }).created_at_ms).toBe(
+      (direct.body as { created_at_ms: number }).created_at_ms,
+    );
     // Another account cannot see it, through the gateway as directly.
     const other = await both(s, 'GET', `/v1beta/streams/${c.id}`, { key: KEY_B });
     expect(other.via.status).toBe(other.direct.status);
     expect(other.via.body).toEqual(other.direct.body);
 
-    const region = await fetch(`${s.url}/v1beta/streams/${c.id}`, { headers: { authorization: `Bearer ${KEY}`, 'X-Svc-Region': 'us-west1' } });
+    const region = await fetch(`${s.url}/v1beta/streams/${c.id}`, {
+      headers: { authorization: `Bearer ${KEY}`, 'X-Svc-Region': 'us-west1' },
+    });
     expect(region.status).toBe(200);
     expect(region.headers.get('x-svc-region')).toBe('us-west1');
     await region.text();
@@ -148,7 +161,12 @@ describe('passthrough against the emulator', () => {
     expect(tail(answer).frames).toBe(1);
     expect(json.usage!.total_tokens).toBeGreaterThan(0);
 
-    const stream = await client.chat.completions.create({ model: 'local/analyzer', messages, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: 'local/analyzer',
+      messages,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = '';
     let chunks = 0;
     let usage: unknown;
@@ -172,7 +190,9 @@ describe('passthrough against the emulator', () => {
       model: 'local/analyzer',
       messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `svc://streams/${id}?frame_index=-1` } }] }],
     };
-    const balance = async () => ((await call(s.url, 'GET', '/billing/accounts/me/balance', { key: KEY_B })).body as { balance_microcents: number }).balance_microcents;
+    const balance = async () =>
+      ((await call(s.url, 'GET', '/billing/accounts/me/balance', { key: KEY_B })).body as { balance_microcents: number })
+        .balance_microcents;
     const before = await balance();
     await call(s.emulator.url, 'POST', '/_emulator/faults', { body: { count: 1, latencyMs: 600 } });
     const abort = new AbortController();
@@ -199,7 +219,9 @@ describe('passthrough against the emulator', () => {
       model: 'local/analyzer',
       messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `svc://streams/${id}?frame_index=-1` } }] }],
     };
-    await call(s.emulator.url, 'POST', '/_emulator/faults', { body: { model: '*', count: 2, status: 429, code: 'rate_limited', retryAfterSeconds: 2 } });
+    await call(s.emulator.url, 'POST', '/_emulator/faults', {
+      body: { model: '*', count: 2, status: 429, code: 'rate_limited', retryAfterSeconds: 2 },
+    });
     const { direct, via } = await both(s, 'POST', '/v1beta/chat/completions', { body });
     expect(direct.status).toBe(429);
     expect(via.status).toBe(429);
@@ -271,7 +293,11 @@ describe('passthrough against scripted upstreams', () => {
 
   /** A passthrough outcome's count on `g` (`gateway_passthrough_requests_total`). */
   const outcomes = async (g: RunningGateway, outcome: string) =>
-    Number(new RegExp(`^gateway_passthrough_requests_total\\{prefix="v1beta",outcome="${outcome}"\\} (\\d+)$`, 'm').exec(await g.gateway.metrics.text())?.[1] ?? 0);
+    Number(
+      new RegExp(`^gateway_passthrough_requests_total\\{prefix="v1beta",outcome="${outcome}"\\} (\\d+)$`, 'm').exec(
+        await g.gateway.metrics.text(),
+      )?.[1] ?? 0,
+    );
 
   test('method, raw path, query, end-to-end headers and body arrive unchanged; hop-by-hop headers do not', async () => {
     let seen: { method?: string; url?: string; headers: http.IncomingHttpHeaders; body: string } | undefined;
@@ -400,7 +426,9 @@ describe('passthrough against scripted upstreams', () => {
     handler = (req, res) => {
       req.resume();
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write(`data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'partial' }, finish_reason: null }] })}\n\n`);
+      res.write(
+        `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'partial' }, finish_reason: null }] })}\n\n`,
+      );
       setTimeout(() => res.socket?.destroy(), 50);
     };
     const client = new OpenAI({ baseURL: `${gw.url}/v1beta`, apiKey: KEY, maxRetries: 0 });
@@ -471,11 +499,14 @@ describe('passthrough against scripted upstreams', () => {
     const r = await deadline(
       new Promise<{ status: number; body: string }>((resolve, reject) => {
         const u = new URL(`${roomy.url}/v1beta/chat/completions`);
-        const req = http.request({ hostname: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'transfer-encoding': 'chunked' } }, (res) => {
-          let body = '';
-          res.on('data', (c: Buffer) => (body += c.toString()));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-        });
+        const req = http.request(
+          { hostname: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'transfer-encoding': 'chunked' } },
+          (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => (body += c.toString()));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          },
+        );
         req.on('error', reject);
         let i = 0;
         const next = () => {
@@ -555,7 +586,12 @@ describe('the Express app alone (supertest): the passthrough is mounted ahead of
       const bad = await request(gw.app)
         .post('/v1beta/chat/completions')
         .set('authorization', `Bearer ${KEY}`)
-        .send({ model: 'local/analyzer', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `svc://streams/${id}?frame_index=1&frame_index=2` } }] }] })
+        .send({
+          model: 'local/analyzer',
+          messages: [
+            { role: 'user', content: [{ type: 'image_url', image_url: { url: `svc://streams/${id}?frame_index=1&frame_index=2` } }] },
+          ],
+        })
         .expect(422);
       expect(bad.body).toMatchObject({ error: 'validation_error' });
       await request(gw.app).delete(`/v1beta/streams/${id}`).set('authorization', `Bearer ${KEY}`).expect(200, { id, deleted: true });

@@ -35,7 +35,9 @@ describe('server timeouts', () => {
   test('a response in progress past the idle timeout is not cut', async () => {
     // The emulator holds its answer 1.5 s: no byte flows on the client's connection meanwhile.
     await http(s.emulator.url, 'POST', '/_emulator/faults', { body: { count: 1, latencyMs: 1500 } });
-    const pending = http(s.url, 'POST', '/v1beta/chat/completions', { body: { model: 'local/analyzer', messages: [{ role: 'user', content: 'hi' }] } });
+    const pending = http(s.url, 'POST', '/v1beta/chat/completions', {
+      body: { model: 'local/analyzer', messages: [{ role: 'user', content: 'hi' }] },
+    });
     // Opened after the request: by the time it is closed, the request's idle deadline has passed.
     await deadline(idleConnection(s.url), 10_000, 'idle connection closed');
     expect((await pending).status).toBe(200);
@@ -93,7 +95,11 @@ const ORIGIN = 'https://app.example';
 async function corsOf(url: string, path: string, origin = ORIGIN, init: RequestInit = {}) {
   const r = await fetch(`${url}${path}`, { ...init, headers: { origin, ...(init.headers as Record<string, string>) } });
   await r.arrayBuffer();
-  return { status: r.status, origin: r.headers.get('access-control-allow-origin'), credentials: r.headers.get('access-control-allow-credentials') };
+  return {
+    status: r.status,
+    origin: r.headers.get('access-control-allow-origin'),
+    credentials: r.headers.get('access-control-allow-credentials'),
+  };
 }
 
 describe('CORS by default: any origin echoed with credentials (legacy browser SDKs), never `null`; only /v0.2 and /healthz', () => {
@@ -106,7 +112,11 @@ describe('CORS by default: any origin echoed with credentials (legacy browser SD
   test('/v0.2 and /healthz echo the origin with credentials; `null` gets nothing; preflights are answered', async () => {
     // spec/legacy-clients.md: browser clients call with credentials: "include", so `*` would fail them.
     expect(await corsOf(s.url, '/healthz')).toEqual({ status: 200, origin: ORIGIN, credentials: 'true' });
-    expect(await corsOf(s.url, '/v0.2/models', ORIGIN, { headers: { authorization: `Bearer ${KEY}` } })).toEqual({ status: 200, origin: ORIGIN, credentials: 'true' });
+    expect(await corsOf(s.url, '/v0.2/models', ORIGIN, { headers: { authorization: `Bearer ${KEY}` } })).toEqual({
+      status: 200,
+      origin: ORIGIN,
+      credentials: 'true',
+    });
     expect(await corsOf(s.url, '/healthz', 'null')).toEqual({ status: 200, origin: null, credentials: null });
     const pre = await fetch(`${s.url}/v0.2/streams`, {
       method: 'OPTIONS',
@@ -122,7 +132,10 @@ describe('CORS by default: any origin echoed with credentials (legacy browser SD
     for (const path of ['/metrics', '/readyz', '/admin/deprecation']) {
       expect({ path, ...(await corsOf(s.url, path)) }).toMatchObject({ path, origin: null, credentials: null });
     }
-    const pre = await fetch(`${s.url}/admin/deprecation`, { method: 'OPTIONS', headers: { origin: ORIGIN, 'access-control-request-method': 'GET' } });
+    const pre = await fetch(`${s.url}/admin/deprecation`, {
+      method: 'OPTIONS',
+      headers: { origin: ORIGIN, 'access-control-request-method': 'GET' },
+    });
     expect(pre.headers.get('access-control-allow-origin')).toBeNull();
   });
 });
@@ -203,7 +216,10 @@ describe('readiness and upstream health', () => {
       clock.advance(7000); // the timer fires
       expect(await health.check()).toBe(false);
       expect(await gauge()).toBe('0');
-      expect(await http(s.url, 'GET', '/readyz', { key: null })).toMatchObject({ status: 200, body: { store: true, draining: false, upstream: false } });
+      expect(await http(s.url, 'GET', '/readyz', { key: null })).toMatchObject({
+        status: 200,
+        body: { store: true, draining: false, upstream: false },
+      });
     } finally {
       await s.gateway.close();
     }
@@ -226,7 +242,7 @@ describe('readiness and upstream health', () => {
       expect(created.status).toBe(201);
       const sock = await openResults(s.url, (created.body as { stream_id: string }).stream_id, KEY);
       await sock.waitFor(1);
-      expect(s.gateway.gateway.draining).toBe(false);
+      expect(s.gateway.gateway.lifecycle.state).toBe('unready');
       release();
       expect(await sock.closed).toEqual({ code: 1001, reason: 'server_shutdown' });
       await closing;

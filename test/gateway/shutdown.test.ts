@@ -1,5 +1,5 @@
 /**
- * Graceful shutdown: in process (drain, sockets 1001, upstream streams deleted, requests in flight
+ * Graceful shutdown: in process (streams ended, sockets 1001, upstream streams deleted, requests in flight
  * bounded by the grace period) and as a real process receiving SIGTERM.
  */
 import path from 'node:path';
@@ -12,14 +12,16 @@ import { TEST_PUBLISHER, testConfig } from '../helpers/config';
 import { deadline, until } from '../helpers/time';
 
 describe('graceful shutdown in process', () => {
-  test('drain refuses creates and reports not ready; close ends live streams with 1001 and deletes them upstream', async () => {
+  test('the hand-over-or-end refuses creates and reports not ready; close ends live streams with 1001 and deletes them upstream', async () => {
     const s = await startStack({ shutdownGraceMs: 3000 });
     let closed = false;
     try {
-      const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string }).stream_id;
+      const id = (
+        (await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string }
+      ).stream_id;
       const sock = await openResults(s.url, id, KEY);
       await sock.waitFor(1);
-      await s.gateway.gateway.drain();
+      await s.gateway.gateway.handOverOrEnd();
       expect(await sock.closed).toEqual({ code: 1001, reason: 'server_shutdown' });
       expect((await http(s.emulator.url, 'GET', `/v1beta/streams/${id}`)).body).toMatchObject({ state: 'ended', end_reason: 'deleted' });
       const refused = await http(s.url, 'POST', '/v0.2/streams', { body: frameBody() });
@@ -50,7 +52,11 @@ describe('graceful shutdown in process', () => {
         () => 'cut',
       );
       // In flight once the gateway has it (not after a guess of how long the request takes to arrive).
-      await deadline(until(() => s.gateway.gateway.inFlight === 1, 5), 10_000, 'the request in flight');
+      await deadline(
+        until(() => s.gateway.gateway.inFlight === 1, 5),
+        10_000,
+        'the request in flight',
+      );
       const events: string[] = [];
       const settled = pending.then((r) => events.push(`request ${r}`));
       const closing = s.gateway.close(800).then(() => events.push('closed'));
@@ -87,8 +93,19 @@ describe('graceful shutdown of the process', () => {
     try {
       const boot = await deadline(main.line('gateway listening'), 15_000, 'gateway boot');
       // The boot log names the upstream, the port and the config layers used.
-      expect(boot).toMatchObject({ upstream: emulator.url, embeddedEmulator: null, config: { files: [path.join(ROOT, 'config', 'default.json')] } });
-      expect((boot.config as { env: string[] }).env.sort()).toEqual(['HOST', 'LOG_LEVEL', 'PORT', 'SHUTDOWN_DELAY_MS', 'SHUTDOWN_GRACE_MS', 'UPSTREAM_URL']);
+      expect(boot).toMatchObject({
+        upstream: emulator.url,
+        embeddedEmulator: null,
+        config: { files: [path.join(ROOT, 'config', 'default.json')] },
+      });
+      expect((boot.config as { env: string[] }).env.sort()).toEqual([
+        'HOST',
+        'LOG_LEVEL',
+        'PORT',
+        'SHUTDOWN_DELAY_MS',
+        'SHUTDOWN_GRACE_MS',
+        'UPSTREAM_URL',
+      ]);
       expect(boot.msg).toContain(emulator.url);
       const url = boot.url as string;
 

@@ -62,14 +62,19 @@ function call(url: string, method: string, p: string, headers: Record<string, st
 
 /** Waits until `pred` holds over the spans received so far, then returns those matching `pick`. */
 async function spansWhen(pred: (spans: ReceivedSpan[]) => boolean, what: string): Promise<ReceivedSpan[]> {
-  await deadline(until(() => pred(receiver.spans)), 20_000, `${what} (${receiver.spans.length} spans so far: ${[...new Set(receiver.spans.map((s) => s.name))].join(', ')})`);
+  await deadline(
+    until(() => pred(receiver.spans)),
+    20_000,
+    `${what} (${receiver.spans.length} spans so far: ${[...new Set(receiver.spans.map((s) => s.name))].join(', ')})`,
+  );
   return receiver.spans;
 }
 
 const named = (spans: ReceivedSpan[], name: string, streamId?: string) =>
   spans.filter((s) => s.name === name && (streamId === undefined || s.attributes['legacy.stream_id'] === streamId));
 
-const childrenOf = (spans: ReceivedSpan[], parent: ReceivedSpan) => spans.filter((s) => s.traceId === parent.traceId && s.parentSpanId === parent.spanId);
+const childrenOf = (spans: ReceivedSpan[], parent: ReceivedSpan) =>
+  spans.filter((s) => s.traceId === parent.traceId && s.parentSpanId === parent.spanId);
 
 /** Whether `ancestor` is `s`'s parent, grandparent, … (same trace). */
 function descendsFrom(spans: ReceivedSpan[], s: ReceivedSpan, ancestor: ReceivedSpan): boolean {
@@ -104,21 +109,35 @@ describe('tracing on (http/json, always on)', () => {
       OTEL_BSP_SCHEDULE_DELAY: '100',
       OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=test',
     }));
-    const created = await call(url, 'POST', '/v0.2/streams', { traceparent: traceparent(CREATE_TRACE, CALLER) }, frameBody({ interval_seconds: 0.5 }));
+    const created = await call(
+      url,
+      'POST',
+      '/v0.2/streams',
+      { traceparent: traceparent(CREATE_TRACE, CALLER) },
+      frameBody({ interval_seconds: 0.5 }),
+    );
     expect(created.status).toBe(201);
     const body = (await created.json()) as { stream_id: string; room: { token: string } };
     streamId = body.stream_id;
     publishToken = body.room.token;
     const socket = await openResults(url, streamId, KEY);
     resultIds = (await socket.waitFor(3, 20_000)).map((m) => String(m.id));
-    expect((await call(url, 'POST', `/v0.2/streams/${streamId}/keepalive`, { traceparent: traceparent(KEEPALIVE_TRACE, CALLER) })).status).toBe(200);
+    expect(
+      (await call(url, 'POST', `/v0.2/streams/${streamId}/keepalive`, { traceparent: traceparent(KEEPALIVE_TRACE, CALLER) })).status,
+    ).toBe(200);
     // A passthrough call with a token in its query: the span keeps the parameter's name only.
-    const balance = await call(url, 'GET', `/billing/accounts/me/balance?access_token=${ROOM_SECRET}`, { traceparent: traceparent(PASSTHROUGH_TRACE, CALLER) });
+    const balance = await call(url, 'GET', `/billing/accounts/me/balance?access_token=${ROOM_SECRET}`, {
+      traceparent: traceparent(PASSTHROUGH_TRACE, CALLER),
+    });
     expect(balance.status).toBe(200);
     await spansWhen((s) => named(s, 'legacy.upstream_keepalive', streamId).length > 0, 'an upstream keepalive of the gateway');
     expect((await call(url, 'DELETE', `/v0.2/streams/${streamId}`, { traceparent: traceparent(DELETE_TRACE, CALLER) })).status).toBe(200);
     await deadline(socket.closed, 10_000, 'socket closed at the end');
-    spans = await spansWhen((s) => named(s, 'legacy.end', streamId).length > 0 && s.some((x) => x.traceId === PASSTHROUGH_TRACE && x.name === 'passthrough.upstream'), 'the end and the passthrough leg');
+    spans = await spansWhen(
+      (s) =>
+        named(s, 'legacy.end', streamId).length > 0 && s.some((x) => x.traceId === PASSTHROUGH_TRACE && x.name === 'passthrough.upstream'),
+      'the end and the passthrough leg',
+    );
   }, 90_000);
   afterAll(async () => {
     if (proc) await stop(proc);
@@ -128,12 +147,20 @@ describe('tracing on (http/json, always on)', () => {
     const [create] = named(spans, 'legacy.create');
     expect(create).toBeDefined();
     expect(create!.traceId).toBe(CREATE_TRACE);
-    expect(create!.attributes).toMatchObject({ 'legacy.stream_id': streamId, 'gateway.replica_id': 'replica-1', 'gateway.key_hash': keyHash(KEY), 'legacy.mode': 'frame', 'legacy.transport': 'native' });
+    expect(create!.attributes).toMatchObject({
+      'legacy.stream_id': streamId,
+      'gateway.replica_id': 'replica-1',
+      'gateway.key_hash': keyHash(KEY),
+      'legacy.mode': 'frame',
+      'legacy.transport': 'native',
+    });
     const server = spans.find((s) => s.kind === SERVER && s.traceId === CREATE_TRACE && s.parentSpanId === CALLER)!;
     expect(server.name).toBe('POST /v0.2/streams');
     expect(descendsFrom(spans, create!, server)).toBe(true);
     const children = childrenOf(spans, create!);
-    expect(children.map((c) => c.name)).toEqual(expect.arrayContaining(['store.acquireSlot', 'store.putSession', 'store.bindSlot', 'POST']));
+    expect(children.map((c) => c.name)).toEqual(
+      expect.arrayContaining(['store.acquireSlot', 'store.putSession', 'store.bindSlot', 'POST']),
+    );
     const upstreamCreate = children.find((c) => c.name === 'POST' && String(c.attributes['url.full']).endsWith('/v1beta/streams'))!;
     expect(upstreamCreate.kind).toBe(CLIENT);
     // The upstream (the embedded emulator) got the create's trace context: its server span is the call's child.
@@ -150,43 +177,88 @@ describe('tracing on (http/json, always on)', () => {
       expect(tick.traceId).not.toBe(CREATE_TRACE);
       expect(tick.parentSpanId).toBe('');
       expect(tick.links).toEqual([expect.objectContaining({ traceId: CREATE_TRACE, spanId: create!.spanId })]);
-      expect(tick.attributes).toMatchObject({ 'gateway.replica_id': 'replica-1', 'legacy.tick': expect.any(Number), 'legacy.tick.lateness_ms': expect.any(Number), 'legacy.model': 'local/analyzer' });
+      expect(tick.attributes).toMatchObject({
+        'gateway.replica_id': 'replica-1',
+        'legacy.tick': expect.any(Number),
+        'legacy.tick.lateness_ms': expect.any(Number),
+        'legacy.model': 'local/analyzer',
+      });
       const inside = spans.filter((s) => s.traceId === tick.traceId && descendsFrom(spans, s, tick));
       const completion = inside.find((s) => s.name === 'POST' && String(s.attributes['url.full']).endsWith('/v1beta/chat/completions'));
-      expect(completion).toMatchObject({ kind: CLIENT, parentSpanId: tick.spanId, attributes: expect.objectContaining({ 'legacy.stream_id': streamId }) });
+      expect(completion).toMatchObject({
+        kind: CLIENT,
+        parentSpanId: tick.spanId,
+        attributes: expect.objectContaining({ 'legacy.stream_id': streamId }),
+      });
       expect(inside.find((s) => s.name === 'store.commitTick')).toMatchObject({ parentSpanId: tick.spanId });
-      expect(inside.find((s) => s.name === 'legacy.results.fanout')?.attributes).toMatchObject({ 'legacy.results.sockets': 1, 'legacy.results.shed': 0, 'legacy.stream_id': streamId, 'legacy.result_id': tick.attributes['legacy.result_id'] });
+      expect(inside.find((s) => s.name === 'legacy.results.fanout')?.attributes).toMatchObject({
+        'legacy.results.sockets': 1,
+        'legacy.results.shed': 0,
+        'legacy.stream_id': streamId,
+        'legacy.result_id': tick.attributes['legacy.result_id'],
+      });
     }
   });
 
   test("the client's keepalive in its trace, the gateway's own upstream keepalive linked to the create, the end with its reason", () => {
     const [create] = named(spans, 'legacy.create');
     expect(named(spans, 'legacy.keepalive', streamId)).toEqual([
-      expect.objectContaining({ traceId: KEEPALIVE_TRACE, links: [expect.objectContaining({ spanId: create!.spanId })], attributes: expect.objectContaining({ 'gateway.key_hash': keyHash(KEY) }) }),
+      expect.objectContaining({
+        traceId: KEEPALIVE_TRACE,
+        links: [expect.objectContaining({ spanId: create!.spanId })],
+        attributes: expect.objectContaining({ 'gateway.key_hash': keyHash(KEY) }),
+      }),
     ]);
     const renewal = named(spans, 'legacy.upstream_keepalive', streamId)[0]!;
     expect(renewal.links).toEqual([expect.objectContaining({ traceId: CREATE_TRACE, spanId: create!.spanId })]);
-    expect(childrenOf(spans, renewal).map((c) => [c.name, String(c.attributes['url.full']).replace(/^.*\/v1beta/, '/v1beta')])).toContainEqual(['POST', `/v1beta/streams/${streamId}/keepalive`]);
+    expect(
+      childrenOf(spans, renewal).map((c) => [c.name, String(c.attributes['url.full']).replace(/^.*\/v1beta/, '/v1beta')]),
+    ).toContainEqual(['POST', `/v1beta/streams/${streamId}/keepalive`]);
     const [end] = named(spans, 'legacy.end', streamId);
-    expect(end).toMatchObject({ traceId: DELETE_TRACE, attributes: expect.objectContaining({ 'legacy.end_reason': 'client_requested', 'legacy.end.won': true }) });
-    expect(spans.filter((s) => s.traceId === DELETE_TRACE && descendsFrom(spans, s, end!)).map((s) => s.name)).toEqual(expect.arrayContaining(['store.endSession', 'DELETE']));
+    expect(end).toMatchObject({
+      traceId: DELETE_TRACE,
+      attributes: expect.objectContaining({ 'legacy.end_reason': 'client_requested', 'legacy.end.won': true }),
+    });
+    expect(spans.filter((s) => s.traceId === DELETE_TRACE && descendsFrom(spans, s, end!)).map((s) => s.name)).toEqual(
+      expect.arrayContaining(['store.endSession', 'DELETE']),
+    );
   });
 
   test('a passthrough request: the server span named by its route, the upstream leg its child, the trace carried upstream', () => {
     const server = spans.find((s) => s.traceId === PASSTHROUGH_TRACE && s.kind === SERVER && s.parentSpanId === CALLER)!;
     expect(server.name).toBe('GET /billing/accounts/me/balance');
-    expect(server.attributes).toMatchObject({ 'gateway.passthrough.prefix': 'billing', 'gateway.key_hash': keyHash(KEY), 'url.query': 'access_token=[redacted]' });
+    expect(server.attributes).toMatchObject({
+      'gateway.passthrough.prefix': 'billing',
+      'gateway.key_hash': keyHash(KEY),
+      'url.query': 'access_token=[redacted]',
+    });
     const leg = named(spans, 'passthrough.upstream').find((s) => s.traceId === PASSTHROUGH_TRACE)!;
     expect(leg).toMatchObject({ kind: CLIENT, parentSpanId: server.spanId });
-    expect(leg.attributes).toMatchObject({ 'http.response.status_code': 200, 'gateway.passthrough.outcome': 'ok', 'url.full': expect.stringMatching(/\/billing\/accounts\/me\/balance\?access_token=\[redacted\]$/) });
+    expect(leg.attributes).toMatchObject({
+      'http.response.status_code': 200,
+      'gateway.passthrough.outcome': 'ok',
+      'url.full': expect.stringMatching(/\/billing\/accounts\/me\/balance\?access_token=\[redacted\]$/),
+    });
     const upstreamSide = spans.find((s) => s.kind === SERVER && s.parentSpanId === leg.spanId);
     expect(upstreamSide?.traceId).toBe(PASSTHROUGH_TRACE);
   });
 
   test('every span carries the replica id (and the resource says which service and replica); the stream spans carry the stream id', () => {
     for (const s of spans) expect([s.name, s.attributes['gateway.replica_id']]).toEqual([s.name, 'replica-1']);
-    expect(spans[0]!.resource).toMatchObject({ 'service.name': 'legacy-gateway', 'service.instance.id': 'replica-1', 'deployment.environment': 'test' });
-    for (const name of ['legacy.create', 'legacy.tick', 'legacy.keepalive', 'legacy.upstream_keepalive', 'legacy.end', 'legacy.results.fanout', 'store.commitTick']) {
+    expect(spans[0]!.resource).toMatchObject({
+      'service.name': 'legacy-gateway',
+      'service.instance.id': 'replica-1',
+      'deployment.environment': 'test',
+    });
+    for (const name of [
+      'legacy.create',
+      'legacy.tick',
+      'legacy.keepalive',
+      'legacy.upstream_keepalive',
+      'legacy.end',
+      'legacy.results.fanout',
+      'store.commitTick',
+    ]) {
       const all = spans.filter((s) => s.name === name);
       expect([name, all.length > 0, all.every((s) => s.attributes['legacy.stream_id'] === streamId)]).toEqual([name, true, true]);
     }
@@ -204,14 +276,15 @@ describe('tracing on (http/json, always on)', () => {
   });
 
   test('access lines carry the trace id: the Express path and the passthrough', () => {
-    const access = (url: RegExp) => proc.lines.find((l) => (l.req as { url?: string } | undefined)?.url?.match(url) && l.responseTime !== undefined);
+    const access = (url: RegExp) =>
+      proc.lines.find((l) => (l.req as { url?: string } | undefined)?.url?.match(url) && l.responseTime !== undefined);
     expect(access(/^\/v0\.2\/streams$/)).toMatchObject({ traceId: CREATE_TRACE });
     expect(access(/^\/billing\/accounts\/me\/balance/)).toMatchObject({ traceId: PASSTHROUGH_TRACE });
   });
 });
 
 describe('tracing off', () => {
-  test('no endpoint, or OTEL_SDK_DISABLED: nothing is exported, and access lines still carry the caller\'s trace id', async () => {
+  test("no endpoint, or OTEL_SDK_DISABLED: nothing is exported, and access lines still carry the caller's trace id", async () => {
     receiver.spans.length = 0;
     for (const env of [{}, { OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url }] as Record<string, string>[]) {
       const { proc, url } = await boot(env);
@@ -219,7 +292,11 @@ describe('tracing off', () => {
         const trace = 'abcdef0123456789abcdef0123456789';
         expect((await call(url, 'GET', '/v0.2/models', { traceparent: traceparent(trace, '0123456789abcdef') })).status).toBe(200);
         expect((await call(url, 'GET', '/v1beta/models', { traceparent: traceparent(trace, '0123456789abcdef') })).status).toBe(200);
-        await deadline(until(() => proc.lines.filter((l) => l.responseTime !== undefined).length >= 2), 10_000, 'access lines');
+        await deadline(
+          until(() => proc.lines.filter((l) => l.responseTime !== undefined).length >= 2),
+          10_000,
+          'access lines',
+        );
         const lines = proc.lines.filter((l) => l.responseTime !== undefined);
         expect(lines.map((l) => [(l.req as { url: string }).url, l.traceId])).toEqual([
           ['/v0.2/models', trace],
@@ -236,7 +313,10 @@ describe('tracing off', () => {
 
   test('an unsupported protocol or sampler stops the boot with the variable named (exit 2)', async () => {
     for (const [env, message] of [
-      [{ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, /OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported/],
+      [
+        { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
+        /OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported/,
+      ],
       [{ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_TRACES_SAMPLER: 'sometimes' }, /OTEL_TRACES_SAMPLER=sometimes is not supported/],
     ] as const) {
       const proc = runMain(bundle(), ['serve', '--config', configFile], { ...BASE_ENV, ...env });

@@ -32,25 +32,35 @@ interface Answer {
 }
 
 /** One request to `base` from the loopback address `from` (its own connection). */
-function call(base: string, from: string, method: string, path: string, o: { key?: string | null; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> {
+function call(
+  base: string,
+  from: string,
+  method: string,
+  path: string,
+  o: { key?: string | null; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<Answer> {
   const url = new URL(path, base);
   const body = o.body === undefined ? undefined : JSON.stringify(o.body);
   const headers: Record<string, string> = { ...o.headers };
   if (o.key !== null) headers.authorization = `Bearer ${o.key ?? KEY}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method, headers, localAddress: from, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (text += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : null, headers: res.headers }));
-    });
+    const req = http.request(
+      { host: url.hostname, port: url.port, path: url.pathname, method, headers, localAddress: from, agent: false },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : null, headers: res.headers }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
 }
 
-const create = (base: string, from: string, key: string, headers?: Record<string, string>) => call(base, from, 'POST', '/v0.2/streams', { key, body: frameBody(), headers });
+const create = (base: string, from: string, key: string, headers?: Record<string, string>) =>
+  call(base, from, 'POST', '/v0.2/streams', { key, body: frameBody(), headers });
 
 /** `n` creates with made-up keys from `from`: their statuses in order. */
 async function flood(base: string, from: string, n: number): Promise<number[]> {
@@ -137,13 +147,18 @@ describe('behind haproxy with server.trustProxy = the balancer’s address', () 
     expect((await create(lb, NEWCOMER, 'svc-made-up-newcomer')).status).toBe(401);
     expect(await socketClose(lb, NEWCOMER, again.body.stream_id, 'svc-made-up-socket')).toMatchObject({ code: 1008 });
 
-    for (const [from, key, id] of [[CUSTOMER, KEY, other.body.stream_id], [FLOODER, KEY_B, again.body.stream_id]] as const) {
+    for (const [from, key, id] of [
+      [CUSTOMER, KEY, other.body.stream_id],
+      [FLOODER, KEY_B, again.body.stream_id],
+    ] as const) {
       expect((await call(lb, from, 'DELETE', `/v0.2/streams/${id}`, { key })).status).toBe(200);
     }
 
     // One warning, naming the flooder, not the balancer.
     const warned = env.lines().filter((l) => l.msg.startsWith('failed-authentication budget used up'));
-    expect(warned.map((l) => l.msg)).toEqual([`failed-authentication budget used up by ${FLOODER}: its unknown keys are refused for the rest of the minute`]);
+    expect(warned.map((l) => l.msg)).toEqual([
+      `failed-authentication budget used up by ${FLOODER}: its unknown keys are refused for the rest of the minute`,
+    ]);
   });
 
   test('a spoofed X-Forwarded-For moves no budget: not through the balancer, not from an untrusted peer', async () => {
@@ -162,12 +177,17 @@ describe('behind haproxy with server.trustProxy = the balancer’s address', () 
     const lb = env.lb();
     expect((await call(lb, CUSTOMER, 'GET', '/v1beta/models')).status).toBe(200);
     const creates = env.access('POST', '/v0.2/streams');
-    expect(creates.filter((l) => l.res?.statusCode === 401).map((l) => l.req?.remoteAddress)).toEqual([...Array<string>(BUDGET).fill(FLOODER), NEWCOMER, DIRECT]);
+    expect(creates.filter((l) => l.res?.statusCode === 401).map((l) => l.req?.remoteAddress)).toEqual([
+      ...Array<string>(BUDGET).fill(FLOODER),
+      NEWCOMER,
+      DIRECT,
+    ]);
     expect(creates.filter((l) => l.res?.statusCode === 201).map((l) => l.req?.remoteAddress)).toEqual([FLOODER, CUSTOMER, FLOODER]);
     expect(env.lines().filter((l) => l.req?.remoteAddress === BALANCER)).toEqual([]);
     // The passthrough's line is written in batches: wait for it.
     let proxied: LogLine[] = [];
-    for (const until = Date.now() + 10_000; proxied.length === 0 && Date.now() < until; await sleep(20)) proxied = env.access('GET', '/v1beta/models');
+    for (const until = Date.now() + 10_000; proxied.length === 0 && Date.now() < until; await sleep(20))
+      proxied = env.access('GET', '/v1beta/models');
     expect(proxied.map((l) => l.req?.remoteAddress)).toEqual([CUSTOMER]);
   });
 });
@@ -194,7 +214,8 @@ describe('behind haproxy with server.trustProxy unset', () => {
     expect((await create(lb, NEWCOMER, KEY_B)).status).toBe(503);
     expect(await socketClose(lb, NEWCOMER, after.body.stream_id, KEY_B)).toMatchObject({ code: 1013 });
 
-    for (const s of [before, after]) expect((await call(lb, CUSTOMER, 'DELETE', `/v0.2/streams/${s.body.stream_id}`, { key: KEY })).status).toBe(200);
+    for (const s of [before, after])
+      expect((await call(lb, CUSTOMER, 'DELETE', `/v0.2/streams/${s.body.stream_id}`, { key: KEY })).status).toBe(200);
 
     // What goes wrong without the setting is in the logs: every line shows the balancer.
     expect(new Set(env.access('POST', '/v0.2/streams').map((l) => l.req?.remoteAddress))).toEqual(new Set([BALANCER]));

@@ -280,7 +280,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const failoverBoundMs = fleetCfg.deadAfterMs + fleetCfg.sweepMs + fleetCfg.claimBackoffMs + intervalMs;
   // A paused replica or Redis delivers nothing while paused: its sockets wait out the pause itself.
   const boundOf = (kind: FaultKind) =>
-    kind === 'stop' ? Math.max(failoverBoundMs, replicaPauseMs + intervalMs) : kind === 'redis-pause' ? Math.max(failoverBoundMs, redisPauseMs + intervalMs) : failoverBoundMs;
+    kind === 'stop'
+      ? Math.max(failoverBoundMs, replicaPauseMs + intervalMs)
+      : kind === 'redis-pause'
+        ? Math.max(failoverBoundMs, redisPauseMs + intervalMs)
+        : failoverBoundMs;
 
   // Faults and their targets from one seeded stream; clients' routing from another, so a seed
   // replays the same fault sequence however many calls the clients made meanwhile.
@@ -297,7 +301,14 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const defaultAccounts = (loadConfig({ env: {} }).emulator.accounts as unknown[]).slice();
   const endedLines: ChaosReport['endedLines'] = [];
   const fleetEvents: Record<string, number> = {};
-  const counted = ['legacy stream ended', 'legacy stream adopted', 'legacy stream handed over', 'claimed a stream of a dead replica', 'tick refused by the store', 'store had lost the stream'];
+  const counted = [
+    'legacy stream ended',
+    'legacy stream adopted',
+    'legacy stream handed over',
+    'claimed a stream of a dead replica',
+    'tick refused by the store',
+    'store had lost the stream',
+  ];
   let cleaning = false;
   const fleet: Fleet = await startFleet({
     main: opts.main,
@@ -319,7 +330,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   try {
     const routing = new Routing(routeRand);
     for (const r of fleet.replicas) routing.add(r);
-    const body = { mode: 'frame', processing: { interval_seconds: intervalMs / 1000 }, inference: { prompt: 'Describe the frame', model: 'local/analyzer-mini', max_output_tokens: 16 } };
+    const body = {
+      mode: 'frame',
+      processing: { interval_seconds: intervalMs / 1000 },
+      inference: { prompt: 'Describe the frame', model: 'local/analyzer-mini', max_output_tokens: 16 },
+    };
 
     for (let i = 0; i < opts.streams; i++) {
       const key = keys[Math.floor(i / perKey)]!;
@@ -329,8 +344,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       clients.push(client);
       client.start(opts.keepaliveEveryMs ?? 10_000, Math.floor(routeRand() * (opts.keepaliveEveryMs ?? 10_000)));
     }
-    log(`chaos: ${opts.streams} streams over ${keyCount} keys, seed ${opts.seed}, a fault every ${opts.faultEveryMs / 1000} s for ${opts.durationMs / 1000} s`);
-    for (const until = Date.now() + 30_000; clients.some((c) => c.arrivals.length < 2) && Date.now() < until; ) await sleep(200);
+    log(
+      `chaos: ${opts.streams} streams over ${keyCount} keys, seed ${opts.seed}, a fault every ${opts.faultEveryMs / 1000} s for ${opts.durationMs / 1000} s`,
+    );
+    for (const until = Date.now() + 30_000; clients.some((c) => c.arrivals.length < 2) && Date.now() < until;) await sleep(200);
 
     // ── Faults ──
     let generation = 0;
@@ -380,7 +397,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       }
       rec.doneMs = Date.now();
       faults.push(rec);
-      log(`  fault ${faults.length} at +${((atMs - phaseStart) / 1000).toFixed(1)} s: ${kind}${rec.target ? ` ${rec.target}` : ''}${rec.replacement ? ` → ${rec.replacement}` : ''} (${rec.doneMs - atMs} ms)`);
+      log(
+        `  fault ${faults.length} at +${((atMs - phaseStart) / 1000).toFixed(1)} s: ${kind}${rec.target ? ` ${rec.target}` : ''}${rec.replacement ? ` → ${rec.replacement}` : ''} (${rec.doneMs - atMs} ms)`,
+      );
     }
     // Settle: the last fault's gap must be measurable.
     await sleep(Math.max(...faults.map((f) => f.boundMs), failoverBoundMs) + slackMs + 2000);
@@ -396,7 +415,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       const r = records[i];
       const storeEnded = !r || r.state !== 'active';
       if (c.fatal || storeEnded) {
-        ended.push({ streamId: c.streamId, close: c.fatal ? `${c.fatal.code} ${c.fatal.reason}` : undefined, storeReason: r ? String(r.endReason ?? r.state) : 'no record' });
+        ended.push({
+          streamId: c.streamId,
+          close: c.fatal ? `${c.fatal.code} ${c.fatal.reason}` : undefined,
+          storeReason: r ? String(r.endReason ?? r.state) : 'no record',
+        });
       }
     });
     const slotsAfter = await Promise.all(keys.map(async (k) => Number(await fleet.redisCall('ZCARD', `lg:slots:{${keyHash(k)}}`))));
@@ -413,7 +436,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     for (const c of clients) c.stopKeepalives();
     const del = async (id: string, key: string) => {
       for (let attempt = 0; attempt < 5; attempt++) {
-        const r = await fetch(`${routing.pick().url}/v0.2/streams/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } }).then(
+        const r = await fetch(`${routing.pick().url}/v0.2/streams/${id}`, {
+          method: 'DELETE',
+          headers: { authorization: `Bearer ${key}` },
+        }).then(
           async (x) => (await x.arrayBuffer(), x.status),
           () => 0,
         );
@@ -428,31 +454,60 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const leftovers = { slots: -1, upstreamStreams: -1 };
     for (const until = Date.now() + 45_000; Date.now() < until; await sleep(500)) {
       const slotKeys = await scanKeys(fleet, 'lg:slots:*');
-      leftovers.slots = (await Promise.all(slotKeys.map(async (k) => Number(await fleet.redisCall('ZCARD', k))))).reduce((a, b) => a + b, 0);
+      leftovers.slots = (await Promise.all(slotKeys.map(async (k) => Number(await fleet.redisCall('ZCARD', k))))).reduce(
+        (a, b) => a + b,
+        0,
+      );
       const state = (await fetch(`${fleet.emulatorUrl}/_emulator/state`).then((r) => r.json())) as { streams: { id: string }[] };
-      leftovers.upstreamStreams = state.streams.filter((s) => clients.some((c) => c.streamId === s.id) || extra.some((e) => e.id === s.id)).length;
+      leftovers.upstreamStreams = state.streams.filter(
+        (s) => clients.some((c) => c.streamId === s.id) || extra.some((e) => e.id === s.id),
+      ).length;
       if (leftovers.slots === 0 && leftovers.upstreamStreams === 0) break;
     }
 
     // ── Invariants ──
     const allGaps = clients.flatMap((c) => c.arrivals.slice(1).map((a, i) => a - c.arrivals[i]!));
-    check('no stream ends unless asked', ended.length === 0, ended.length === 0 ? `${clients.length} streams, none ended` : `${ended.length} ended: ${reasonsOf(ended.map((e) => e.storeReason ?? e.close ?? '?'))}`);
+    check(
+      'no stream ends unless asked',
+      ended.length === 0,
+      ended.length === 0
+        ? `${clients.length} streams, none ended`
+        : `${ended.length} ended: ${reasonsOf(ended.map((e) => e.storeReason ?? e.close ?? '?'))}`,
+    );
     const dups = clients.reduce((s, c) => s + c.duplicates, 0);
     check('no result delivered twice', dups === 0, `${dups} duplicate result ids`);
-    const late = faults.flatMap((f, i) => f.gapsMs.filter((g) => g > f.boundMs + slackMs).map((g) => `fault ${i + 1} (${f.kind}): ${fmtMs(g)} > ${fmtMs(f.boundMs + slackMs)}`));
-    check('every stream delivers again within the bound after each fault', late.length === 0, late.length === 0 ? `${faults.length} faults` : late.slice(0, 8).join('; ') + (late.length > 8 ? ` (+${late.length - 8})` : ''));
+    const late = faults.flatMap((f, i) =>
+      f.gapsMs.filter((g) => g > f.boundMs + slackMs).map((g) => `fault ${i + 1} (${f.kind}): ${fmtMs(g)} > ${fmtMs(f.boundMs + slackMs)}`),
+    );
+    check(
+      'every stream delivers again within the bound after each fault',
+      late.length === 0,
+      late.length === 0 ? `${faults.length} faults` : late.slice(0, 8).join('; ') + (late.length > 8 ? ` (+${late.length - 8})` : ''),
+    );
     const limitOk = slotsAfter.every((s) => s === perKey) && sixthCreate.every((s) => s === 429);
-    check('the 5-stream limit is exact afterwards', limitOk, `slots per key ${slotsAfter.join(',')}; sixth create ${sixthCreate.join(',')}`);
+    check(
+      'the 5-stream limit is exact afterwards',
+      limitOk,
+      `slots per key ${slotsAfter.join(',')}; sixth create ${sixthCreate.join(',')}`,
+    );
     const badDeletes = deleteStatuses.filter((s) => s !== 200 && s !== 204);
     const badCloses = closes.filter((c, i) => !ended.some((e) => e.streamId === clients[i]!.streamId) && c !== '1001 client_requested');
     const kaFailed = clients.reduce((s, c) => s + c.keepalivesFailed, 0);
-    check('every keepalive succeeds within the SDK retries', kaFailed === 0, `${kaFailed} of ${clients.reduce((s, c) => s + c.keepalivesSent, 0)} failed after ${KEEPALIVE_RETRIES} retries${kaFailed ? ` (last answers: ${reasonsOf(clients.flatMap((c) => c.keepaliveFailures.map(String)))})` : ''}`);
+    check(
+      'every keepalive succeeds within the SDK retries',
+      kaFailed === 0,
+      `${kaFailed} of ${clients.reduce((s, c) => s + c.keepalivesSent, 0)} failed after ${KEEPALIVE_RETRIES} retries${kaFailed ? ` (last answers: ${reasonsOf(clients.flatMap((c) => c.keepaliveFailures.map(String)))})` : ''}`,
+    );
     check(
       'nothing left behind once all are deleted',
       leftovers.slots === 0 && leftovers.upstreamStreams === 0 && badDeletes.length === 0,
       `slots ${leftovers.slots}, upstream streams ${leftovers.upstreamStreams}, deletes not 200/204: ${badDeletes.length}`,
     );
-    check('a deleted stream closes its socket 1001 client_requested', badCloses.length === 0, `${badCloses.length} of ${clients.length - ended.length} did not${badCloses.length ? `: ${reasonsOf(badCloses.map((c) => c ?? 'still open'))}` : ''}`);
+    check(
+      'a deleted stream closes its socket 1001 client_requested',
+      badCloses.length === 0,
+      `${badCloses.length} of ${clients.length - ended.length} did not${badCloses.length ? `: ${reasonsOf(badCloses.map((c) => c ?? 'still open'))}` : ''}`,
+    );
     return {
       seed: opts.seed,
       streams: clients.length,
@@ -497,7 +552,10 @@ function reasonsOf(reasons: string[]): string {
   return [...counts].map(([r, n]) => `${n}× ${r}`).join(', ');
 }
 
-const dist = (xs: number[]) => (xs.length === 0 ? 'no samples' : `p50 ${fmtMs(quantile(xs, 0.5))}, p99 ${fmtMs(quantile(xs, 0.99))}, max ${fmtMs(Math.max(...xs))} (n=${xs.length})`);
+const dist = (xs: number[]) =>
+  xs.length === 0
+    ? 'no samples'
+    : `p50 ${fmtMs(quantile(xs, 0.5))}, p99 ${fmtMs(quantile(xs, 0.99))}, max ${fmtMs(Math.max(...xs))} (n=${xs.length})`;
 
 /** The report as printed by the bench (and by the test on failure). */
 export function formatChaos(r: ChaosReport): string {
@@ -505,17 +563,26 @@ export function formatChaos(r: ChaosReport): string {
   const byKind = new Map<FaultKind, number>();
   for (const f of r.faults) byKind.set(f.kind, (byKind.get(f.kind) ?? 0) + 1);
   lines.push(`seed ${r.seed}; ${r.streams} streams; faults ${r.faults.length} (${[...byKind].map(([k, n]) => `${k} ${n}`).join(', ')})`);
-  lines.push(`results ${r.results}; reconnects ${r.reconnects}; keepalives ${r.keepalives.sent} (failed after retries: ${r.keepalives.failed}); duplicates ${r.duplicates}`);
+  lines.push(
+    `results ${r.results}; reconnects ${r.reconnects}; keepalives ${r.keepalives.sent} (failed after retries: ${r.keepalives.failed}); duplicates ${r.duplicates}`,
+  );
   lines.push(`gap between consecutive results: ${dist(r.gapsMs)}; failover bound (docs/scaling.md) ${fmtMs(r.failoverBoundMs)}`);
   for (const kind of FAULT_KINDS) {
     const gaps = r.faults.filter((f) => f.kind === kind).flatMap((f) => f.gapsMs);
-    if (gaps.length) lines.push(`  gap across ${kind.padEnd(13)} ${dist(gaps)}; bound ${fmtMs(r.faults.find((f) => f.kind === kind)!.boundMs)}`);
+    if (gaps.length)
+      lines.push(`  gap across ${kind.padEnd(13)} ${dist(gaps)}; bound ${fmtMs(r.faults.find((f) => f.kind === kind)!.boundMs)}`);
   }
-  lines.push(`streams ended before the deletes: ${r.ended.length}${r.ended.length ? ` (${reasonsOf(r.ended.map((e) => `${e.storeReason ?? '?'} / socket ${e.close ?? 'open'}`))})` : ''}`);
+  lines.push(
+    `streams ended before the deletes: ${r.ended.length}${r.ended.length ? ` (${reasonsOf(r.ended.map((e) => `${e.storeReason ?? '?'} / socket ${e.close ?? 'open'}`))})` : ''}`,
+  );
   if (r.endedLines.length) lines.push(`  replicas logged: ${reasonsOf(r.endedLines.map((l) => `${l.reason} on ${l.replica}`))}`);
   lines.push(`slots per key after the faults ${r.slotsAfter.join(',')}; a sixth create answered ${r.sixthCreate.join(',')}`);
   lines.push(`left after deleting all: ${r.leftovers.slots} slots, ${r.leftovers.upstreamStreams} upstream streams`);
-  lines.push(`fleet events: ${Object.entries(r.fleetEvents).map(([k, n]) => `${k} ${n}`).join('; ')}`);
+  lines.push(
+    `fleet events: ${Object.entries(r.fleetEvents)
+      .map(([k, n]) => `${k} ${n}`)
+      .join('; ')}`,
+  );
   for (const i of r.invariants) lines.push(`${i.ok ? 'PASS' : 'FAIL'} ${i.name}: ${i.detail}`);
   return lines.join('\n');
 }

@@ -28,5 +28,8 @@ export const FAST_RETRY = { scale: 0.01 };
  * object merges; to drop a value, set it to `undefined`). No environment is read.
  */
 export function testConfig(...layers: Record<string, unknown>[]): Config {
-  return loadConfig({ env: {}, overrides: layers.reduce<Record<string, unknown>>((merged, layer) => mergeDeep(merged, layer), TEST_DEFAULTS) });
+  return loadConfig({
+    env: {},
+    overrides: layers.reduce<Record<string, unknown>>((merged, layer) => mergeDeep(merged, layer), TEST_DEFAULTS),
+  });
 }

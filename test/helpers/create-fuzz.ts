@@ -38,7 +38,6 @@ const junk: fc.Arbitrary<unknown> = fc.oneof(
   fc.integer({ min: 100, max: 20_000 }).map((depth) => `${DEEP}${depth}`),
 );
 
-
 /** The request text of a generated body (deep-nesting placeholders expanded). */
 export function bodyText(body: unknown): string {
   return JSON.stringify(body).replace(/"\\u0000deep:(\d+)"/g, (_m, n: string) => `${'{"a":'.repeat(Number(n))}{}${'}'.repeat(Number(n))}`);
@@ -92,17 +91,20 @@ const source = fc.oneof(
 
 /** A create body: usually an object shaped like the contract's, sometimes any JSON value. */
 export const createBodies: fc.Arbitrary<unknown> = fc.oneof(
-  { weight: 8, arbitrary: fc.record(
-    {
-      mode: maybe(fc.constantFrom('clip', 'frame')),
-      processing: fc.oneof({ weight: 3, arbitrary: clip }, { weight: 3, arbitrary: frame }, { weight: 1, arbitrary: junk }),
-      inference: fc.oneof({ weight: 4, arbitrary: inference }, { weight: 1, arbitrary: junk }),
-      source,
-      client: fc.oneof(fc.record({ request_id: maybe(fc.string({ maxLength: 20 })) }), junk),
-      extra: fc.oneof({ weight: 1, arbitrary: junk }, { weight: 3, arbitrary: fc.constant(undefined) }),
-    },
-    { requiredKeys: ['processing', 'inference'] },
-  ) },
+  {
+    weight: 8,
+    arbitrary: fc.record(
+      {
+        mode: maybe(fc.constantFrom('clip', 'frame')),
+        processing: fc.oneof({ weight: 3, arbitrary: clip }, { weight: 3, arbitrary: frame }, { weight: 1, arbitrary: junk }),
+        inference: fc.oneof({ weight: 4, arbitrary: inference }, { weight: 1, arbitrary: junk }),
+        source,
+        client: fc.oneof(fc.record({ request_id: maybe(fc.string({ maxLength: 20 })) }), junk),
+        extra: fc.oneof({ weight: 1, arbitrary: junk }, { weight: 3, arbitrary: fc.constant(undefined) }),
+      },
+      { requiredKeys: ['processing', 'inference'] },
+    ),
+  },
   { weight: 1, arbitrary: junk },
 );
 

@@ -84,7 +84,11 @@ export const settle = () => new Promise<void>((r) => setImmediate(r));
  */
 export function callsInFlight(target: object): () => number {
   let running = 0;
-  for (let proto = Object.getPrototypeOf(target) as object | null; proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto) as object | null) {
+  for (
+    let proto = Object.getPrototypeOf(target) as object | null;
+    proto && proto !== Object.prototype;
+    proto = Object.getPrototypeOf(proto) as object | null
+  ) {
     for (const name of Object.getOwnPropertyNames(proto)) {
       const method = Object.getOwnPropertyDescriptor(proto, name)?.value as unknown;
       if (name === 'constructor' || typeof method !== 'function' || Object.prototype.hasOwnProperty.call(target, name)) continue;
@@ -108,7 +112,7 @@ export function callsInFlight(target: object): () => number {
 
 /** Waits in real time (no fake time passes) until `idle` holds, at most `boundMs` (then the step goes ahead). */
 export async function quiesce(idle: () => boolean, boundMs = 10_000): Promise<void> {
-  for (const until = Date.now() + boundMs; !idle() && Date.now() < until; ) await sleep(2);
+  for (const until = Date.now() + boundMs; !idle() && Date.now() < until;) await sleep(2);
 }
 
 /**
@@ -116,7 +120,11 @@ export async function quiesce(idle: () => boolean, boundMs = 10_000): Promise<vo
  * steps, until `done` holds; throws after `maxSteps` instead of hanging. `idle`: before each step,
  * wait until it holds (no upstream call running, `callsInFlight`).
  */
-export async function driveUntil(clock: FakeClock, done: () => boolean, { stepMs = 50, maxSteps = 800, idle }: { stepMs?: number; maxSteps?: number; idle?: () => boolean } = {}): Promise<void> {
+export async function driveUntil(
+  clock: FakeClock,
+  done: () => boolean,
+  { stepMs = 50, maxSteps = 800, idle }: { stepMs?: number; maxSteps?: number; idle?: () => boolean } = {},
+): Promise<void> {
   for (let i = 0; i < maxSteps && !done(); i++) {
     if (idle) await quiesce(idle);
     clock.advance(stepMs);

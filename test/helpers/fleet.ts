@@ -151,8 +151,16 @@ async function listeningPort(proc: NodeProcess, prefix: string, what: string, ti
   try {
     const port = await Promise.race([
       line.then((l) => Number(l.port)),
-      proc.exited.then((e) => Promise.reject(new Error(`${what} exited (${e.code ?? e.signal}) before it listened: ${proc.stderr().slice(-2000)}`))),
-      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} not listening after ${timeoutMs} ms: ${proc.stderr().slice(-2000)}`)), timeoutMs))),
+      proc.exited.then((e) =>
+        Promise.reject(new Error(`${what} exited (${e.code ?? e.signal}) before it listened: ${proc.stderr().slice(-2000)}`)),
+      ),
+      new Promise<never>(
+        (_, reject) =>
+          (timer = setTimeout(
+            () => reject(new Error(`${what} not listening after ${timeoutMs} ms: ${proc.stderr().slice(-2000)}`)),
+            timeoutMs,
+          )),
+      ),
     ]);
     if (!Number.isInteger(port) || port <= 0) throw new Error(`${what} logged no port in its "${prefix}" line`);
     return port;
@@ -208,21 +216,26 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
       fs.writeFileSync(file, JSON.stringify(mergeDeep(defaults, over ?? {})));
       return file;
     };
-    const emulator = runNode(opts.main, ['emulator', '--config', layered('emulator.json', opts.emulatorConfig)], {
-      ...BASE_ENV(),
-      EMULATOR_PORT: '0',
-      EMULATOR_HOST: '127.0.0.1',
-      EMULATOR_CONTROL_API: 'true',
-      EMULATOR_AUTO_PUBLISH: String(pub !== undefined),
-      ...(pub && {
-        EMULATOR_AUTO_PUBLISH_FPS: String(pub.fps),
-        EMULATOR_AUTO_PUBLISH_WIDTH: String(pub.width),
-        EMULATOR_AUTO_PUBLISH_HEIGHT: String(pub.height),
-      }),
-      // Info: its "emulator listening" line names the port (it logs little else at this level).
-      LOG_LEVEL: 'info',
-      ...opts.emulatorEnv,
-    }, { keepLines: false, keepText: false });
+    const emulator = runNode(
+      opts.main,
+      ['emulator', '--config', layered('emulator.json', opts.emulatorConfig)],
+      {
+        ...BASE_ENV(),
+        EMULATOR_PORT: '0',
+        EMULATOR_HOST: '127.0.0.1',
+        EMULATOR_CONTROL_API: 'true',
+        EMULATOR_AUTO_PUBLISH: String(pub !== undefined),
+        ...(pub && {
+          EMULATOR_AUTO_PUBLISH_FPS: String(pub.fps),
+          EMULATOR_AUTO_PUBLISH_WIDTH: String(pub.width),
+          EMULATOR_AUTO_PUBLISH_HEIGHT: String(pub.height),
+        }),
+        // Info: its "emulator listening" line names the port (it logs little else at this level).
+        LOG_LEVEL: 'info',
+        ...opts.emulatorEnv,
+      },
+      { keepLines: false, keepText: false },
+    );
     started.push(emulator);
     const emulatorUrl = `http://127.0.0.1:${await listeningPort(emulator, 'emulator listening', 'emulator')}`;
     await healthy(`${emulatorUrl}/healthz`, emulator, 'emulator');
@@ -289,13 +302,18 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
       if (!redis) throw new Error('this fleet runs on the memory store: no Redis');
       // Fails fast while Redis is away (no offline queue, 1 s per command), reconnects after.
       if (!client) {
-        client = new Redis(redis.url, { enableOfflineQueue: false, commandTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => 100 });
+        client = new Redis(redis.url, {
+          enableOfflineQueue: false,
+          commandTimeout: 1000,
+          maxRetriesPerRequest: 0,
+          retryStrategy: () => 100,
+        });
         client.on('error', () => undefined); // while Redis is away on purpose; calls fail on their own
       }
       return client;
     };
     const waitReady = async (c: Redis) => {
-      for (const until = Date.now() + 5000; c.status !== 'ready' && Date.now() < until; ) await sleep(20);
+      for (const until = Date.now() + 5000; c.status !== 'ready' && Date.now() < until;) await sleep(20);
     };
     return {
       redis,
@@ -384,7 +402,12 @@ export function tickNumbers(ids: readonly string[], streamId: string, maxTick = 
 
 /** Ticks missing between the first and last result received (each result's tick from its id, not from when it arrived). */
 export function missedTicks(received: readonly Received[], streamId: string): number[] {
-  const ticks = new Set(tickNumbers(received.map((r) => r.id), streamId).filter((n) => n >= 0));
+  const ticks = new Set(
+    tickNumbers(
+      received.map((r) => r.id),
+      streamId,
+    ).filter((n) => n >= 0),
+  );
   if (ticks.size === 0) return [];
   const lo = Math.min(...ticks);
   const hi = Math.max(...ticks);

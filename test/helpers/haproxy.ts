@@ -58,7 +58,9 @@ process.once('exit', () => {
 function requireHaproxy(): void {
   const probe = spawnSync('haproxy', ['-v'], { encoding: 'utf8' });
   if (probe.error || probe.status !== 0) {
-    throw new Error(`haproxy is not installed or does not run (${probe.error?.message ?? probe.stderr.trim()}): apt-get install haproxy (.ci/run installs it)`);
+    throw new Error(
+      `haproxy is not installed or does not run (${probe.error?.message ?? probe.stderr.trim()}): apt-get install haproxy (.ci/run installs it)`,
+    );
   }
 }
 
@@ -177,7 +179,11 @@ export async function startHaproxy(opts: BalancerOptions): Promise<Balancer> {
     waitFor,
     async addServer(server) {
       const name = `${BACKEND}/${server.name}`;
-      for (const cmd of [`add server ${name} ${hostPort(server.url)} ${checkArgs(interMs)}`, `enable health ${name}`, `enable server ${name}`]) {
+      for (const cmd of [
+        `add server ${name} ${hostPort(server.url)} ${checkArgs(interMs)}`,
+        `enable health ${name}`,
+        `enable server ${name}`,
+      ]) {
         const answer = (await command(cmd)).trim();
         // Success answers are empty or "New server registered."; anything else is the refusal.
         if (answer && !/registered/i.test(answer)) throw new Error(`haproxy refused "${cmd}": ${answer}`);

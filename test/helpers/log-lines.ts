@@ -5,7 +5,12 @@ export function logLines(): { sink: Writable; lines: string[] } {
   const lines: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
-      lines.push(...chunk.toString().split('\n').filter((l) => l.length > 0));
+      lines.push(
+        ...chunk
+          .toString()
+          .split('\n')
+          .filter((l) => l.length > 0),
+      );
       done();
     },
   });

@@ -27,7 +27,12 @@ process.once('exit', () => {
  * Runs `script` with exactly `env` as its environment. `keepText` false drops the raw stdout text
  * (a long bench run logs a lot; the parsed lines are kept either way unless `keepLines` is false).
  */
-export function runNode(script: string, args: string[], env: Record<string, string | undefined>, opts: { keepText?: boolean; keepLines?: boolean; nodeArgs?: string[]; onLine?: (line: Record<string, unknown>) => void } = {}): NodeProcess {
+export function runNode(
+  script: string,
+  args: string[],
+  env: Record<string, string | undefined>,
+  opts: { keepText?: boolean; keepLines?: boolean; nodeArgs?: string[]; onLine?: (line: Record<string, unknown>) => void } = {},
+): NodeProcess {
   const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), script, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   const lines: Record<string, unknown>[] = [];

@@ -79,7 +79,13 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
 
 // ── http/json ──
 
-type JsonValue = { stringValue?: string; boolValue?: boolean; intValue?: number | string; doubleValue?: number; arrayValue?: { values?: JsonValue[] } };
+type JsonValue = {
+  stringValue?: string;
+  boolValue?: boolean;
+  intValue?: number | string;
+  doubleValue?: number;
+  arrayValue?: { values?: JsonValue[] };
+};
 type JsonKv = { key: string; value: JsonValue };
 interface JsonSpan {
   traceId: string;
@@ -98,7 +104,8 @@ interface JsonRequest {
 }
 
 /** OTLP/JSON ids are hex; a base64 one (protobuf-JSON mapping) is turned into hex. */
-const hexId = (id: string | undefined) => (!id ? '' : /^[0-9a-f]+$/i.test(id) ? id.toLowerCase() : Buffer.from(id, 'base64').toString('hex'));
+const hexId = (id: string | undefined) =>
+  !id ? '' : /^[0-9a-f]+$/i.test(id) ? id.toLowerCase() : Buffer.from(id, 'base64').toString('hex');
 
 function jsonValue(v: JsonValue): unknown {
   if (v.stringValue !== undefined) return v.stringValue;
@@ -227,7 +234,20 @@ function keyValue(buf: Buffer): [string, unknown] {
 }
 
 function span(buf: Buffer, resource: Record<string, unknown>): ReceivedSpan {
-  const s: ReceivedSpan = { traceId: '', spanId: '', parentSpanId: '', name: '', kind: 0, startMs: 0, endMs: 0, attributes: {}, links: [], status: { code: 0 }, resource, protocol: 'protobuf' };
+  const s: ReceivedSpan = {
+    traceId: '',
+    spanId: '',
+    parentSpanId: '',
+    name: '',
+    kind: 0,
+    startMs: 0,
+    endMs: 0,
+    attributes: {},
+    links: [],
+    status: { code: 0 },
+    resource,
+    protocol: 'protobuf',
+  };
   fields(buf, (f, w, r) => {
     if (f === 1 && w === 2) s.traceId = r.bytes().toString('hex');
     else if (f === 2 && w === 2) s.spanId = r.bytes().toString('hex');
@@ -284,7 +304,8 @@ function fromProtobuf(body: Buffer): ReceivedSpan[] {
       return true;
     });
     // ScopeSpans: 2 spans.
-    for (const scope of scopes) fields(scope, (sf, sw, sr) => (sf === 2 && sw === 2 ? (out.push(span(sr.bytes(), resource)), true) : false));
+    for (const scope of scopes)
+      fields(scope, (sf, sw, sr) => (sf === 2 && sw === 2 ? (out.push(span(sr.bytes(), resource)), true) : false));
     return true;
   });
   return out;
@@ -292,6 +313,13 @@ function fromProtobuf(body: Buffer): ReceivedSpan[] {
 
 /** Every string value among a span's attributes, its links' and its resource's: what a secret must never be part of. */
 export function attributeStrings(s: ReceivedSpan): string[] {
-  const strings = (v: unknown): string[] => (typeof v === 'string' ? [v] : Array.isArray(v) ? v.flatMap(strings) : v === undefined || v === null ? [] : [String(v)]);
-  return [s.name, s.status.message ?? '', ...Object.values(s.attributes).flatMap(strings), ...s.links.flatMap((l) => Object.values(l.attributes).flatMap(strings)), ...Object.values(s.resource).flatMap(strings)];
+  const strings = (v: unknown): string[] =>
+    typeof v === 'string' ? [v] : Array.isArray(v) ? v.flatMap(strings) : v === undefined || v === null ? [] : [String(v)];
+  return [
+    s.name,
+    s.status.message ?? '',
+    ...Object.values(s.attributes).flatMap(strings),
+    ...s.links.flatMap((l) => Object.values(l.attributes).flatMap(strings)),
+    ...Object.values(s.resource).flatMap(strings),
+  ];
 }

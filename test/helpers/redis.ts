@@ -63,9 +63,13 @@ interface Spawned {
 async function spawnRedis(dir: string, extraArgs: string[], fixedPort?: number): Promise<Spawned> {
   for (let attempt = 0; ; attempt++) {
     const port = fixedPort ?? (await freePort());
-    const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extraArgs], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child: ChildProcess = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extraArgs],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     live.add(child);
     let log = '';
     child.stdout?.on('data', (d: Buffer) => (log += d.toString()));
@@ -94,7 +98,9 @@ async function spawnRedis(dir: string, extraArgs: string[], fixedPort?: number):
 export async function startRedis(extraArgs: string[] = [], fixedPort?: number): Promise<RedisServer> {
   const which = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
   if (which.error || which.status !== 0) {
-    throw new Error('redis-server not found on PATH: install it (Debian: apt-get install redis-server; .ci/run does) — these tests need a real Redis');
+    throw new Error(
+      'redis-server not found on PATH: install it (Debian: apt-get install redis-server; .ci/run does) — these tests need a real Redis',
+    );
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-redis-'));
   let current: Spawned;
@@ -165,13 +171,29 @@ export async function startRedisCluster(size = 3): Promise<RedisCluster> {
     for (let i = 0; i < size; i++) {
       // The bus port defaults to port + 10000, which may be taken or out of range: a free one.
       const bus = String(await freePort());
-      nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000', '--cluster-port', bus]));
+      nodes.push(
+        await startRedis([
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          'nodes.conf',
+          '--cluster-node-timeout',
+          '5000',
+          '--cluster-port',
+          bus,
+        ]),
+      );
     }
-    const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], {
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
-    if (create.error || create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.error?.message ?? ''}${create.stdout}${create.stderr}`);
+    const create = spawnSync(
+      'redis-cli',
+      ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+      {
+        encoding: 'utf8',
+        timeout: 30_000,
+      },
+    );
+    if (create.error || create.status !== 0)
+      throw new Error(`redis-cli --cluster create failed: ${create.error?.message ?? ''}${create.stdout}${create.stderr}`);
     for (const until = Date.now() + 20_000; ; await sleep(50)) {
       const states = await Promise.all(nodes.map((n) => n.command('CLUSTER', 'INFO').catch(() => '')));
       if (states.every((s) => s.includes('cluster_state:ok'))) break;

@@ -115,7 +115,10 @@ export function connectResults(url: string, streamId: string, key: string | null
     isOpen: () => ws.readyState === ws.OPEN,
     waitFor: (n, timeoutMs = defaultWaitMs) =>
       new Promise((resolve, reject) => {
-        const t = timeoutMs === null ? undefined : setTimeout(() => reject(new Error(`${streamId}: only ${messages.length}/${n} results after ${timeoutMs} ms`)), timeoutMs);
+        const t =
+          timeoutMs === null
+            ? undefined
+            : setTimeout(() => reject(new Error(`${streamId}: only ${messages.length}/${n} results after ${timeoutMs} ms`)), timeoutMs);
         const check = () => {
           if (messages.length >= n) {
             clearTimeout(t);
@@ -142,7 +145,12 @@ export function connectResults(url: string, streamId: string, key: string | null
 }
 
 /** A results socket once it is open and has sent `key` (`null`: nothing); rejects when it cannot open. */
-export async function openResults(url: string, streamId: string, key: string | null, opts: ResultsSocketOptions = {}): Promise<ResultsSocket> {
+export async function openResults(
+  url: string,
+  streamId: string,
+  key: string | null,
+  opts: ResultsSocketOptions = {},
+): Promise<ResultsSocket> {
   const sock = connectResults(url, streamId, key, opts);
   await sock.opened;
   return sock;

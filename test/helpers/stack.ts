@@ -29,7 +29,11 @@ export interface Stack {
  * on every stream (10 fps, small frames), quick first-frame polling, shrunk retry waits. `log`:
  * the gateway's log lines (level info) go there.
  */
-export async function startStack(overrides: Record<string, unknown> = {}, gwOpts: ServerOptions = {}, opts: { log?: DestinationStream } = {}): Promise<Stack> {
+export async function startStack(
+  overrides: Record<string, unknown> = {},
+  gwOpts: ServerOptions = {},
+  opts: { log?: DestinationStream } = {},
+): Promise<Stack> {
   const cfg = testConfig({ emulator: { autoPublish: TEST_PUBLISHER } }, overrides);
   const logger = createLogger(cfg.logLevel);
   const emulator = await startEmulator(cfg, logger);
@@ -53,7 +57,12 @@ export interface Http {
   headers: Headers;
 }
 
-export async function http(url: string, method: string, path: string, opts: { key?: string | null; body?: unknown; raw?: string } = {}): Promise<Http> {
+export async function http(
+  url: string,
+  method: string,
+  path: string,
+  opts: { key?: string | null; body?: unknown; raw?: string } = {},
+): Promise<Http> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (opts.key !== null) headers.authorization = `Bearer ${opts.key ?? KEY}`;
   const res = await fetch(`${url}${path}`, {

@@ -35,7 +35,7 @@ export async function startWebrtcSender(opts: WebrtcSenderOptions = {}): Promise
   let n = 0;
   const timer = setInterval(() => {
     // Luma steps each frame (the encoder sends real frames, not skips); chroma stays neutral.
-    data.fill((n++ * 7) % 200 + 20, 0, width * height);
+    data.fill(((n++ * 7) % 200) + 20, 0, width * height);
     data.fill(128, width * height);
     source.onFrame({ width, height, data });
   }, 1000 / fps);

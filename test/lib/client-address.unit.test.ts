@@ -9,7 +9,10 @@ import type { TrustProxy } from '../../src/lib/client-address';
 
 /** A request as node:http builds it: the peer on the socket, headers in the raw list. */
 const req = (peer: string | undefined, ...xff: string[]) =>
-  ({ socket: { remoteAddress: peer }, rawHeaders: ['Host', 'gw', ...xff.flatMap((v) => ['X-Forwarded-For', v])] }) as unknown as IncomingMessage;
+  ({
+    socket: { remoteAddress: peer },
+    rawHeaders: ['Host', 'gw', ...xff.flatMap((v) => ['X-Forwarded-For', v])],
+  }) as unknown as IncomingMessage;
 const addressOf = (setting: TrustProxy, r: IncomingMessage) => clientAddresses(compileTrust(setting))(r);
 
 describe('parseTrustProxy', () => {
@@ -24,7 +27,10 @@ describe('parseTrustProxy', () => {
     [2, 2],
     ['loopback', ['loopback']],
     ['10.0.0.0/8, 127.0.0.1 ,', ['10.0.0.0/8', '127.0.0.1']],
-    [['uniquelocal', 'fd00::/8'], ['uniquelocal', 'fd00::/8']],
+    [
+      ['uniquelocal', 'fd00::/8'],
+      ['uniquelocal', 'fd00::/8'],
+    ],
   ])('%j → %j', (given, want) => expect(parseTrustProxy(given)).toEqual(want));
 
   test.each([
@@ -44,7 +50,9 @@ describe('parseTrustProxy', () => {
     expect(loadConfig({ env: { TRUST_PROXY: 'false' } }).server.trustProxy).toBe(false);
     expect(loadConfig({ env: {}, overrides: { server: { trustProxy: ['127.0.0.1'] } } }).server.trustProxy).toEqual(['127.0.0.1']);
     expect(() => loadConfig({ env: { TRUST_PROXY: 'true' } })).toThrow(/server\.trustProxy: `true` would trust every hop/);
-    expect(() => loadConfig({ env: { TRUST_PROXY: 'balancer.internal' } })).toThrow(/server\.trustProxy: invalid IP address: balancer\.internal/);
+    expect(() => loadConfig({ env: { TRUST_PROXY: 'balancer.internal' } })).toThrow(
+      /server\.trustProxy: invalid IP address: balancer\.internal/,
+    );
   });
 });
 

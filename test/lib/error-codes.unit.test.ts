@@ -25,7 +25,10 @@ function codesInSource(): Map<string, string> {
   const add = (code: string, file: string) => found.set(normalise(code), file.slice(ROOT.length + 1));
   for (const file of sourceFiles(join(ROOT, 'src'))) {
     const text = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\/|^\s*\/\/.*$/gm, '');
-    for (const m of text.matchAll(/(?:legacyError|streamError|detailError|new ServiceError|super)\(\s*[^,()]+,\s*(['"`])([a-z][\w${}.]*)\1/g)) add(m[2]!, file);
+    for (const m of text.matchAll(
+      /(?:legacyError|streamError|detailError|new ServiceError|super)\(\s*[^,()]+,\s*(['"`])([a-z][\w${}.]*)\1/g,
+    ))
+      add(m[2]!, file);
     for (const m of text.matchAll(/\berror:\s*'([a-z][a-z0-9_]*)'/g)) add(m[1]!, file);
     // Mapping tables ({ status, code: '<code>' }), e.g. the upstream→legacy error mapping.
     for (const m of text.matchAll(/\bstatus:\s*\d{3},\s*code:\s*'([a-z][a-z0-9_]*)'/g)) add(m[1]!, file);
@@ -54,7 +57,9 @@ describe('error code registry', () => {
   test('every code the source emits is registered', () => {
     const source = codesInSource();
     expect(source.size).toBeGreaterThan(30); // the scan finds the codes at all
-    const missing = [...source].filter(([code]) => !isRegisteredCode(code.replace(/<x>/g, 'x0'))).map(([code, file]) => `${code} (${file})`);
+    const missing = [...source]
+      .filter(([code]) => !isRegisteredCode(code.replace(/<x>/g, 'x0')))
+      .map(([code, file]) => `${code} (${file})`);
     expect(missing).toEqual([]);
   });
 

@@ -24,7 +24,15 @@ describe('createLogger on standard output', () => {
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-logger-'));
     file = path.join(dir, 'probe.js');
-    await build({ stdin: { contents: SCRIPT, loader: 'ts', resolveDir: ROOT }, bundle: true, platform: 'node', format: 'cjs', packages: 'external', outfile: file, logLevel: 'silent' });
+    await build({
+      stdin: { contents: SCRIPT, loader: 'ts', resolveDir: ROOT },
+      bundle: true,
+      platform: 'node',
+      format: 'cjs',
+      packages: 'external',
+      outfile: file,
+      logLevel: 'silent',
+    });
   }, 30_000);
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
@@ -33,7 +41,9 @@ describe('createLogger on standard output', () => {
   test('a line logged right before process.exit is written', async () => {
     const p = run('exit');
     expect(await deadline(p.exited, 10_000, 'probe exit')).toEqual({ code: 3, signal: null });
-    expect(p.lines).toEqual([expect.objectContaining({ msg: 'one line', n: 1, name: 'probe', time: expect.stringMatching(/^\d{4}-\d\d-\d\dT[\d:.]+Z$/) })]);
+    expect(p.lines).toEqual([
+      expect.objectContaining({ msg: 'one line', n: 1, name: 'probe', time: expect.stringMatching(/^\d{4}-\d\d-\d\dT[\d:.]+Z$/) }),
+    ]);
   });
 
   test('a lone line comes out while the process runs on', async () => {

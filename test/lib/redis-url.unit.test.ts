@@ -20,16 +20,27 @@ test('redis+cluster:// names seed nodes, credentials and TLS', () => {
     tls: true,
   });
   expect(parseClusterUrl('redis+cluster://:secret@h:1')).toEqual({ nodes: [{ host: 'h', port: 1 }], password: 'secret', tls: false });
-  for (const bad of ['redis://h:6379', 'redis+cluster://', 'redis+cluster://h', 'redis+cluster://h:0', 'redis+cluster://h:70000', 'redis+cluster://h:1,', 'redis+cluster://h:1/2']) {
+  for (const bad of [
+    'redis://h:6379',
+    'redis+cluster://',
+    'redis+cluster://h',
+    'redis+cluster://h:0',
+    'redis+cluster://h:70000',
+    'redis+cluster://h:1,',
+    'redis+cluster://h:1/2',
+  ]) {
     expect(parseClusterUrl(bad)).toBeUndefined();
   }
 });
 
 test('config takes one server or a Cluster, and refuses anything else naming the forms', () => {
-  for (const ok of ['redis://127.0.0.1:6379', 'rediss://u:p@h:6380/2', 'redis+cluster://h1:7000,h2:7000']) expect(isRedisUrl(ok)).toBe(true);
+  for (const ok of ['redis://127.0.0.1:6379', 'rediss://u:p@h:6380/2', 'redis+cluster://h1:7000,h2:7000'])
+    expect(isRedisUrl(ok)).toBe(true);
   for (const bad of ['http://h:6379', 'redis+cluster://h1', 'h:6379']) expect(isRedisUrl(bad)).toBe(false);
   const secret = 'x'.repeat(32);
-  expect(loadConfig({ env: { REDIS_URL: 'redis+cluster://h1:7000,h2:7000', GATEWAY_SECRET: secret } }).store.redisUrl).toBe('redis+cluster://h1:7000,h2:7000');
+  expect(loadConfig({ env: { REDIS_URL: 'redis+cluster://h1:7000,h2:7000', GATEWAY_SECRET: secret } }).store.redisUrl).toBe(
+    'redis+cluster://h1:7000,h2:7000',
+  );
   expect(() => loadConfig({ env: { REDIS_URL: 'http://h:6379', GATEWAY_SECRET: secret } })).toThrow(/redis\+cluster:\/\//);
 });
 

@@ -89,7 +89,9 @@ describe('UpstreamClient with a breaker', () => {
     await expect(client.chatCompletion(KEY, req, { fallbackModels: ['b/m'] })).rejects.toMatchObject({ code: 'upstream_circuit_open' });
     expect(fake.requests).toHaveLength(4);
     for (let i = 0; i < 10; i++) {
-      await expect(client.chatCompletion(KEY, req, { fallbackModels: ['b/m', 'c/m'] })).rejects.toMatchObject({ code: 'upstream_circuit_open' });
+      await expect(client.chatCompletion(KEY, req, { fallbackModels: ['b/m', 'c/m'] })).rejects.toMatchObject({
+        code: 'upstream_circuit_open',
+      });
     }
     expect(fake.requests).toHaveLength(4);
     // After openMs one probe goes out; the upstream is back, so the circuit closes.

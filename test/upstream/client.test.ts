@@ -72,7 +72,11 @@ describe('createStream', () => {
   });
 
   it('is not retried when the socket is destroyed after the request arrived', async () => {
-    const { fake, client } = await setup({ retry: { delaysMs: { create: [5000, 5000, 5000] } } }, reset, json(201, sampleStream(STREAM_ID)));
+    const { fake, client } = await setup(
+      { retry: { delaysMs: { create: [5000, 5000, 5000] } } },
+      reset,
+      json(201, sampleStream(STREAM_ID)),
+    );
     const started = performance.now();
     const err = await rejection(client.createStream(KEY));
     expect(err).toMatchObject({ kind: 'network', status: 502, code: 'upstream_unreachable' });
@@ -219,7 +223,11 @@ describe('chatCompletion', () => {
   function retryWaits() {
     const { sink, lines } = logLines();
     const logger = createLogger('debug', 'test', sink);
-    const waits = () => lines.map((l) => JSON.parse(l) as { msg: string; delayMs?: number }).filter((l) => l.msg === 'upstream call failed, retrying').map((l) => l.delayMs);
+    const waits = () =>
+      lines
+        .map((l) => JSON.parse(l) as { msg: string; delayMs?: number })
+        .filter((l) => l.msg === 'upstream call failed, retrying')
+        .map((l) => l.delayMs);
     return { logger, waits };
   }
 
@@ -257,7 +265,11 @@ describe('chatCompletion', () => {
 
   it('waits the real contract schedule when not shrunk (first wait 0.5 s ± 10 %)', async () => {
     const { logger, waits } = retryWaits();
-    const { fake, client } = await setup({ retry: {}, logger }, streamErr(503, 'upstream_http_503'), json(200, sampleCompletion('local/a')));
+    const { fake, client } = await setup(
+      { retry: {}, logger },
+      streamErr(503, 'upstream_http_503'),
+      json(200, sampleCompletion('local/a')),
+    );
     await client.chatCompletion(KEY, question('local/a'));
     const [wait] = waits();
     expect(wait).toBeGreaterThanOrEqual(450);

@@ -150,9 +150,7 @@ function toYuv(c: Rgb): [number, number, number] {
 function checkColour(c: Rgb, name: string): Rgb {
   const valid = c.length === 3 && c.every((v) => Number.isInteger(v) && v >= 0 && v <= 255);
   if (!valid) {
-    throw validationError('Pattern colour must be three integers 0-255', [
-      { loc: [name], msg: JSON.stringify(c), type: 'value_error' },
-    ]);
+    throw validationError('Pattern colour must be three integers 0-255', [{ loc: [name], msg: JSON.stringify(c), type: 'value_error' }]);
   }
   return c;
 }

@@ -149,7 +149,9 @@ async function statsOf(frame: StoredFrame, cache: AnalyzeOptions['cache']): Prom
   return stats;
 }
 
-export function tailOf(a: Pick<ContextAnalysis, 'frames' | 'firstIndex' | 'lastIndex' | 'spanMs' | 'patternFirst' | 'patternLast'>): string {
+export function tailOf(
+  a: Pick<ContextAnalysis, 'frames' | 'firstIndex' | 'lastIndex' | 'spanMs' | 'patternFirst' | 'patternLast'>,
+): string {
   const index = a.firstIndex === null ? 'none' : `${a.firstIndex}..${a.lastIndex}`;
   const pattern = a.patternFirst === null ? 'none' : `${a.patternFirst}..${a.patternLast}`;
   return `[frames=${a.frames} index=${index} span_ms=${a.spanMs} pattern=${pattern}]`;
@@ -200,7 +202,10 @@ async function analyzeContext(ctx: VisualContext, opts: AnalyzeOptions): Promise
 /** The prompt as a one-line quote: whitespace collapsed, brackets neutralised (tails stay unambiguous). */
 function quotePrompt(prompt: string, max = 160): string {
   const flat = String(prompt ?? '')
-    .replace(/\s+/g, ' ').replace(/\[/g, '(').replace(/]/g, ')').trim();
+    .replace(/\s+/g, ' ')
+    .replace(/\[/g, '(')
+    .replace(/]/g, ')')
+    .trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
@@ -223,8 +228,11 @@ function motionPhrase(a: ContextAnalysis): string | null {
 function describeContext(a: ContextAnalysis): string {
   const what = a.kind === 'image' ? 'Image' : 'Video';
   if (a.frames === 0) return `${what} from stream ${shortId(a.streamId)}: no frames were available.`;
-  const span = a.frames === 1 ? `frame ${a.firstIndex}` : `${a.frames} frames, indices ${a.firstIndex} to ${a.lastIndex} over ${a.spanMs} ms`;
-  const parts = [a.streamId ? `${what} from stream ${shortId(a.streamId)} (${span}).` : `${what} sent with the request (${a.width}x${a.height}).`];
+  const span =
+    a.frames === 1 ? `frame ${a.firstIndex}` : `${a.frames} frames, indices ${a.firstIndex} to ${a.lastIndex} over ${a.spanMs} ms`;
+  const parts = [
+    a.streamId ? `${what} from stream ${shortId(a.streamId)} (${span}).` : `${what} sent with the request (${a.width}x${a.height}).`,
+  ];
   if (a.patternFirst === null) parts.push('No test pattern is visible.');
   else if (a.patternIndices.length === 1) parts.push(`The test pattern reads ${a.patternFirst}.`);
   else parts.push(`The test pattern reads ${a.patternFirst} to ${a.patternLast} (${a.patternIndices.length} of ${a.frames} frames).`);
@@ -263,7 +271,11 @@ function miniProse(prompt: string, analyses: ContextAnalysis[]): string {
     .map((a) => {
       if (a.frames === 0) return 'No frames.';
       const bits = [
-        a.firstIndex === null ? `1 image ${a.width}x${a.height}` : a.frames === 1 ? `1 frame #${a.firstIndex}` : `${a.frames} frames ${a.firstIndex}..${a.lastIndex}, ${a.spanMs} ms`,
+        a.firstIndex === null
+          ? `1 image ${a.width}x${a.height}`
+          : a.frames === 1
+            ? `1 frame #${a.firstIndex}`
+            : `${a.frames} frames ${a.firstIndex}..${a.lastIndex}, ${a.spanMs} ms`,
         a.patternFirst === null ? 'no pattern' : `pattern ${a.patternFirst}..${a.patternLast}`,
       ];
       if (a.dominantColour) bits.push(`${a.dominantColour.name} ${a.dominantColour.hex}`);
@@ -319,8 +331,7 @@ const EMPTY_ANALYSIS: ContextAnalysis = {
 };
 
 /** The context a single-valued field describes: the first one with frames. */
-const primaryOf = (analyses: ContextAnalysis[]): ContextAnalysis =>
-  analyses.find((a) => a.frames > 0) ?? analyses[0] ?? EMPTY_ANALYSIS;
+const primaryOf = (analyses: ContextAnalysis[]): ContextAnalysis => analyses.find((a) => a.frames > 0) ?? analyses[0] ?? EMPTY_ANALYSIS;
 
 function jsonObjectAnswer(prose: string, analyses: ContextAnalysis[]): Record<string, unknown> {
   const { stream_id: _s, kind: _k, ...primary } = contextFields(primaryOf(analyses));
@@ -336,7 +347,16 @@ const LAST_INDEX = set('lastindex', 'endindex', 'lastframeindex', 'endframeindex
 const SPAN_MS = set('spanms', 'durationms', 'timespanms', 'span', 'duration', 'elapsedms', 'windowms');
 const SPAN_S = set('spans', 'spanseconds', 'durations', 'durationsec', 'durationseconds', 'seconds', 'elapsedseconds');
 const PATTERN_FIRST = set('patternfirst', 'firstpattern', 'patternstart', 'firstpatternindex', 'patternfirstindex');
-const PATTERN_LAST = set('patternlast', 'lastpattern', 'patternend', 'lastpatternindex', 'patternlastindex', 'patternindex', 'pattern', 'testpattern');
+const PATTERN_LAST = set(
+  'patternlast',
+  'lastpattern',
+  'patternend',
+  'lastpatternindex',
+  'patternlastindex',
+  'patternindex',
+  'pattern',
+  'testpattern',
+);
 const PATTERN_LIST = set('patternindices', 'patterns', 'decodedindices', 'testpatternindices');
 const INDEX_LIST = set('indices', 'frameindices', 'indexes');
 const BRIGHTNESS = set('brightness', 'meanbrightness', 'averagebrightness', 'avgbrightness', 'luminance', 'luma', 'meanluma');
@@ -346,8 +366,23 @@ const MOTION = set('motion', 'movement', 'motionlevel', 'activity');
 const MOVING = set('moving', 'ismoving', 'hasmotion', 'motiondetected', 'inmotion');
 const MOTION_SCORE = set('motionscore', 'motionamount', 'mad', 'meandifference', 'framedifference');
 const TEXT = set(
-  'description', 'summary', 'text', 'answer', 'result', 'caption', 'response', 'content', 'output', 'explanation',
-  'reasoning', 'observation', 'observations', 'message', 'details', 'analysis', 'scene',
+  'description',
+  'summary',
+  'text',
+  'answer',
+  'result',
+  'caption',
+  'response',
+  'content',
+  'output',
+  'explanation',
+  'reasoning',
+  'observation',
+  'observations',
+  'message',
+  'details',
+  'analysis',
+  'scene',
 );
 const PROMPT = set('prompt', 'question', 'query');
 const CONTEXT_LIST = set('contexts', 'streams', 'videos', 'images', 'clips', 'analyses', 'results', 'items');

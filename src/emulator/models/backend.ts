@@ -21,7 +21,8 @@ export interface ModelMessage {
   parts: ModelPart[];
 }
 
-export type ResponseFormat = { type: 'json_schema'; name?: string; schema: Record<string, unknown>; strict?: boolean } | { type: 'json_object' };
+export type ResponseFormat =
+  { type: 'json_schema'; name?: string; schema: Record<string, unknown>; strict?: boolean } | { type: 'json_object' };
 
 export interface ModelRequest {
   messages: ModelMessage[];
@@ -71,20 +72,23 @@ export class AnalyzerBackend implements ModelBackend {
   ) {}
 
   async complete(req: ModelRequest): Promise<ModelResult> {
-    const { text } = await analyze({
-      prompt: req.prompt,
-      contexts: req.contexts.map((c) => ({ streamId: c.streamId, kind: c.kind, frames: c.frames })),
-      variant: this.variant,
-      ...(req.maxOutputTokens !== undefined ? { maxChars: req.maxOutputTokens * this.charsPerToken } : {}),
-      ...(req.responseFormat
-        ? {
-            responseFormat:
-              req.responseFormat.type === 'json_schema'
-                ? { type: 'json_schema' as const, schema: req.responseFormat.schema }
-                : { type: 'json_object' as const },
-          }
-        : {}),
-    }, { cache: this.caches.stats, validators: this.caches.validators });
+    const { text } = await analyze(
+      {
+        prompt: req.prompt,
+        contexts: req.contexts.map((c) => ({ streamId: c.streamId, kind: c.kind, frames: c.frames })),
+        variant: this.variant,
+        ...(req.maxOutputTokens !== undefined ? { maxChars: req.maxOutputTokens * this.charsPerToken } : {}),
+        ...(req.responseFormat
+          ? {
+              responseFormat:
+                req.responseFormat.type === 'json_schema'
+                  ? { type: 'json_schema' as const, schema: req.responseFormat.schema }
+                  : { type: 'json_object' as const },
+            }
+          : {}),
+      },
+      { cache: this.caches.stats, validators: this.caches.validators },
+    );
     return { text, finishReason: 'stop' };
   }
 }

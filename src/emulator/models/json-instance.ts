@@ -371,7 +371,8 @@ function genString(s: Schema, ctx: Ctx, key: string | undefined, variant: number
 function genNumber(s: Schema, ctx: Ctx, key: string | undefined, variant: number, integer: boolean, given: unknown): number {
   const f = fillValue(ctx, key, integer ? 'integer' : 'number', given, s);
   let v = 0;
-  const parsed = typeof f === 'number' ? f : typeof f === 'string' && f.trim() !== '' ? Number(f) : typeof f === 'boolean' ? Number(f) : NaN;
+  const parsed =
+    typeof f === 'number' ? f : typeof f === 'string' && f.trim() !== '' ? Number(f) : typeof f === 'boolean' ? Number(f) : NaN;
   if (Number.isFinite(parsed)) {
     v = parsed;
     if (given === undefined) ctx.used++;
@@ -418,7 +419,10 @@ export function instanceFromSchema(schema: unknown, filler?: Filler): unknown {
 }
 
 /** One-off validator (builds a fresh ajv: slow; prefer a long-lived JsonSchemaValidators). */
-export function compileValidator(schema: unknown, validators = new JsonSchemaValidators({ maxEntries: 1, lenient: true })): ValidateFunction | undefined {
+export function compileValidator(
+  schema: unknown,
+  validators = new JsonSchemaValidators({ maxEntries: 1, lenient: true }),
+): ValidateFunction | undefined {
   return validators.get(schema);
 }
 

@@ -107,7 +107,10 @@ function toWireMessage(m: ModelMessage): { role: string; content: string | WireP
       const first = context.frames[0]!;
       const lastF = context.frames[context.frames.length - 1]!;
       const spanS = ((lastF.streamTimeMs - first.streamTimeMs) / 1000).toFixed(1);
-      content.push({ type: 'text', text: `Video from stream ${context.streamId}: ${context.frames.length} frames in order over ${spanS} s.` });
+      content.push({
+        type: 'text',
+        text: `Video from stream ${context.streamId}: ${context.frames.length} frames in order over ${spanS} s.`,
+      });
     }
     for (const f of context.frames) {
       content.push({ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${f.jpeg.toString('base64')}` } });
@@ -143,4 +146,3 @@ function parseJson(text: string): unknown {
     return undefined;
   }
 }
-

@@ -28,7 +28,6 @@ export interface ModelList {
   data: ModelEntry[];
 }
 
-
 interface RegisteredModel {
   config: ModelConfig;
   status: ModelStatus;

@@ -10,13 +10,7 @@ import {
   TrackType,
   protoInt64,
 } from '@livekit/protocol';
-import type {
-  AddTrackRequest,
-  ParticipantInfo,
-  SessionDescription,
-  TrickleRequest,
-  UpdateSubscription,
-} from '@livekit/protocol';
+import type { AddTrackRequest, ParticipantInfo, SessionDescription, TrickleRequest, UpdateSubscription } from '@livekit/protocol';
 import WebSocket from 'ws';
 import type { RawData } from 'ws';
 import type { Logger } from '../../lib/logger';
@@ -136,7 +130,11 @@ export class Participant {
     const events: TransportEvents = {
       onCandidate: (candidateInit, target) => this.send({ case: 'trickle', value: { candidateInit, target } }),
       onFailed: (target) =>
-        void this.end(`${SignalTarget[target].toLowerCase()} connection failed`, DisconnectReason.MEDIA_FAILURE, LeaveRequest_Action.RECONNECT),
+        void this.end(
+          `${SignalTarget[target].toLowerCase()} connection failed`,
+          DisconnectReason.MEDIA_FAILURE,
+          LeaveRequest_Action.RECONNECT,
+        ),
     };
     this.publisherPc = new PublisherTransport(events, this.logger, (incoming) => this.onIncomingTrack(incoming));
     this.subscriberPc =
@@ -381,7 +379,17 @@ export class Participant {
     this.version += 1;
     const live = this.video && this.room.currentPublication?.participant === this ? [this.video.info] : [];
     const { sid, identity, name, state, version, joinedAtMs } = this;
-    return participantInfo({ sid, identity, name, state, version, joinedAtMs, tracks: live, canPublish: this.canPublish, canSubscribe: this.canSubscribe });
+    return participantInfo({
+      sid,
+      identity,
+      name,
+      state,
+      version,
+      joinedAtMs,
+      tracks: live,
+      canPublish: this.canPublish,
+      canSubscribe: this.canSubscribe,
+    });
   }
 
   /**

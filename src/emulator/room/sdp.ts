@@ -45,10 +45,7 @@ export function topLayerRid(rids: string[]): string {
  * Adds receive-only acceptance of each simulcast section's top layer to the answer. Sections the
  * answer rejected (port 0) or that already carry `a=simulcast` are left alone.
  */
-export function acceptTopSimulcastLayer(
-  offerSdp: string,
-  answerSdp: string,
-): { sdp: string; accepted: { mid: string; rid: string }[] } {
+export function acceptTopSimulcastLayer(offerSdp: string, answerSdp: string): { sdp: string; accepted: { mid: string; rid: string }[] } {
   const wanted = new Map(offeredSimulcast(offerSdp).map((s) => [s.mid, topLayerRid(s.rids)]));
   if (wanted.size === 0) return { sdp: answerSdp, accepted: [] };
   const accepted: { mid: string; rid: string }[] = [];

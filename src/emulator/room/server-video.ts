@@ -81,7 +81,17 @@ export class ServerPublisher implements RoomPublisher {
   info(): ParticipantInfo {
     this.version += 1;
     const { sid, identity, name, state, version, joinedAtMs } = this;
-    return participantInfo({ sid, identity, name, state, version, joinedAtMs, tracks: this.live ? [this.live] : [], canPublish: true, canSubscribe: false });
+    return participantInfo({
+      sid,
+      identity,
+      name,
+      state,
+      version,
+      joinedAtMs,
+      tracks: this.live ? [this.live] : [],
+      canPublish: true,
+      canSubscribe: false,
+    });
   }
 
   /** Nobody to tell: the server knows its subscribers. */

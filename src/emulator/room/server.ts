@@ -78,10 +78,7 @@ export class MediaRoomServer {
   constructor(private readonly opts: MediaRoomOptions) {
     this.logger = opts.logger.child({ component: 'media-room' });
     this.pingIntervalSeconds = Math.max(1, Math.round(opts.pingIntervalSeconds ?? DEFAULT_PING_INTERVAL_SECONDS));
-    this.pingTimeoutSeconds = Math.max(
-      this.pingIntervalSeconds + 1,
-      Math.round(opts.pingTimeoutSeconds ?? DEFAULT_PING_TIMEOUT_SECONDS),
-    );
+    this.pingTimeoutSeconds = Math.max(this.pingIntervalSeconds + 1, Math.round(opts.pingTimeoutSeconds ?? DEFAULT_PING_TIMEOUT_SECONDS));
   }
 
   /** Handles /rtc and /rtc/v1 WebSocket upgrades; returns false for other paths (caller then tries others). */

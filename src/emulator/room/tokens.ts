@@ -7,7 +7,13 @@ export interface RoomKeys {
 }
 
 /** A room token for one identity with exactly one of the publish or subscribe grants. */
-async function mintToken(keys: RoomKeys, room: string, identity: string, ttlSeconds: number, role: 'publish' | 'subscribe'): Promise<string> {
+async function mintToken(
+  keys: RoomKeys,
+  room: string,
+  identity: string,
+  ttlSeconds: number,
+  role: 'publish' | 'subscribe',
+): Promise<string> {
   const at = new AccessToken(keys.apiKey, keys.apiSecret, { identity, ttl: ttlSeconds });
   at.addGrant({ room, roomJoin: true, canPublish: role === 'publish', canSubscribe: role === 'subscribe', canPublishData: false });
   return at.toJwt();

@@ -11,11 +11,12 @@ import { realClock, setLongInterval } from '../../lib/timers';
 import type { Clock, LongTimer } from '../../lib/timers';
 import type { HandOverOptions, OwnerMessage } from '../legacy';
 import type { Broker, Claims, Members, Membership, SessionRecord, SessionRecords, Slots, Unsubscribe } from '../store/store';
-import { controlChannel, encodeControl, parseControl } from './control';
+import { controlChannel, parseControl } from './control';
+import type { FleetMember } from './member';
 import { pickReplica } from './rendezvous';
 import { reconcileSlots } from './slot-reconciler';
 
-/** What the fleet asks of this replica's sessions (`SessionFleet`, ../legacy/session-fleet.ts, implements it). */
+/** What the fleet asks of this replica's sessions (`StreamMoves`, ../legacy/sessions/moves.ts, implements it). */
 export interface FleetSessions {
   readonly ownedIds: string[];
   selfFenced: boolean;
@@ -44,7 +45,8 @@ export const OWNED_RECONCILE_MS = 5000;
 /** Key of the fleet-wide run-once slot reconciler. */
 export const RECONCILE_SLOTS_KEY = 'reconcile-slots';
 
-export class Fleet {
+export class Fleet implements FleetMember {
+  readonly solo = false;
   private readonly clock: Clock;
   private readonly timers: LongTimer[] = [];
   private unsubscribe: Unsubscribe | undefined;
@@ -72,21 +74,20 @@ export class Fleet {
     this.unsubscribe = await store.subscribe(controlChannel(this.id), (text) => {
       const msg = parseControl(text);
       if (!msg) return void logger.warn({ channel: controlChannel(this.id) }, 'ignored a malformed control message');
-      this.opts.sessions.onOwnerMessage(msg).catch((err: unknown) => logger.warn({ err, op: msg.op, streamId: msg.streamId }, 'control message failed'));
+      this.opts.sessions
+        .onOwnerMessage(msg)
+        .catch((err: unknown) => logger.warn({ err, op: msg.op, streamId: msg.streamId }, 'control message failed'));
     });
     await this.beat();
     const every = (ms: number, fn: () => Promise<unknown>) =>
-      this.timers.push(setLongInterval(() => void fn().catch((err: unknown) => logger.warn({ err }, 'fleet loop step failed')), ms, { clock: this.clock }));
+      this.timers.push(
+        setLongInterval(() => void fn().catch((err: unknown) => logger.warn({ err }, 'fleet loop step failed')), ms, { clock: this.clock }),
+      );
     every(cfg.heartbeatMs, () => this.beat());
     every(cfg.sweepMs, () => this.sweep());
     every(OWNED_RECONCILE_MS, () => this.reconcileOwned());
     every(cfg.reconcileMs, () => this.reconcileSlots());
     logger.info({ replica: this.id }, 'joined the fleet');
-  }
-
-  /** Control message to `replica` (what sessions' `FleetLink.tell` sends). */
-  tell(replica: string, msg: OwnerMessage): Promise<void> {
-    return this.opts.store.publish(controlChannel(replica), encodeControl(msg));
   }
 
   private async beat(): Promise<void> {
@@ -114,7 +115,10 @@ export class Fleet {
     try {
       if (!sessions.selfFenced && this.clock.now() - this.lastBeatAtMs > cfg.fenceAfterMs) {
         sessions.selfFenced = true;
-        logger.warn({ fenceAfterMs: cfg.fenceAfterMs }, 'own heartbeat failing: ticking paused until it succeeds (a survivor may take the streams)');
+        logger.warn(
+          { fenceAfterMs: cfg.fenceAfterMs },
+          'own heartbeat failing: ticking paused until it succeeds (a survivor may take the streams)',
+        );
       }
       const m = await store.membership(cfg.deadAfterMs);
       this.alive = m.alive;
@@ -197,11 +201,11 @@ export class Fleet {
   }
 
   /**
-   * The end of a drain (or a stop without one): with replicas alive that are not draining, hands every
-   * stream here to them (rendezvous pick; pinned ones end), then leaves the membership. False when no
-   * such replica is left (streams end as on any shutdown).
+   * The hand-over on the way out (after a drain, or without one): with replicas alive that are not
+   * draining, hands every stream here to them (rendezvous pick; pinned ones end), then leaves the
+   * membership. False when no such replica is left (streams end as on any shutdown).
    */
-  async drain(why?: string): Promise<boolean> {
+  async handOver(why?: string): Promise<boolean> {
     const { store, cfg, logger, sessions } = this.opts;
     this.stopLoops();
     let others: string[];

@@ -9,7 +9,11 @@ import type { Members, SessionRecords, Slots } from '../store/store';
 /** An unbound slot younger than this may still belong to a create in flight. */
 export const UNBOUND_SLOT_GRACE_MS = 30_000;
 
-export async function reconcileSlots(store: Members & Slots & Pick<SessionRecords, 'getSession'>, deadAfterMs: number, logger: Logger): Promise<number> {
+export async function reconcileSlots(
+  store: Members & Slots & Pick<SessionRecords, 'getSession'>,
+  deadAfterMs: number,
+  logger: Logger,
+): Promise<number> {
   const m = await store.membership(deadAfterMs);
   const alive = new Set(m.alive);
   let freed = 0;

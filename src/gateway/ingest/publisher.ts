@@ -8,7 +8,13 @@ const RECONNECT_MIN_MS = 500;
 const RECONNECT_MAX_MS = 10_000;
 
 /** Joins with `room.connect`, giving up (and leaving) after `timeoutMs`. */
-export async function joinRoom(room: Room, url: string, token: string, opts: { autoSubscribe: boolean }, timeoutMs = JOIN_TIMEOUT_MS): Promise<void> {
+export async function joinRoom(
+  room: Room,
+  url: string,
+  token: string,
+  opts: { autoSubscribe: boolean },
+  timeoutMs = JOIN_TIMEOUT_MS,
+): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer from the room within ${timeoutMs} ms`)), timeoutMs);

@@ -123,7 +123,12 @@ export class IngestRelay implements MediaRelay {
 
     try {
       const rtc = await this.loadRtc();
-      const publisher = new UpstreamPublisher({ rtc, url: input.publishUrl, token: input.publishToken, logger: log.child({ side: 'upstream' }) });
+      const publisher = new UpstreamPublisher({
+        rtc,
+        url: input.publishUrl,
+        token: input.publishToken,
+        logger: log.child({ side: 'upstream' }),
+      });
       ingest.publisher = publisher;
       const upstream = publisher.connect();
       upstream.catch(() => undefined); // observed below, after the source settled

@@ -22,14 +22,14 @@ function decodeSegment(segment: string): unknown {
   return JSON.parse(Buffer.from(segment, 'base64url').toString('utf8'));
 }
 
-
 /**
  * `nowMs` is the check's clock; `minValidityMs` asks for a token that is still valid a little later
  * (the join itself takes a moment). LiveKit semantics: an absent `canSubscribe` means allowed.
  */
 export function checkRoomToken(token: string, nowMs: number, minValidityMs = 0): RoomTokenCheck {
   const parts = token.trim().split('.');
-  if (parts.length !== 3 || parts.some((p) => p.length === 0)) return { ok: false, problem: 'token is not a JWT (expected three dot-separated parts)' };
+  if (parts.length !== 3 || parts.some((p) => p.length === 0))
+    return { ok: false, problem: 'token is not a JWT (expected three dot-separated parts)' };
   let header: unknown;
   let claims: unknown;
   try {
@@ -38,7 +38,8 @@ export function checkRoomToken(token: string, nowMs: number, minValidityMs = 0):
   } catch {
     return { ok: false, problem: 'token is not a JWT (header or claims are not base64url JSON)' };
   }
-  if (!isRecord(header) || typeof header.alg !== 'string' || header.alg === 'none') return { ok: false, problem: 'token is not a signed JWT' };
+  if (!isRecord(header) || typeof header.alg !== 'string' || header.alg === 'none')
+    return { ok: false, problem: 'token is not a signed JWT' };
   if (!isRecord(claims)) return { ok: false, problem: 'token claims are not an object' };
   if (claims.exp !== undefined && (typeof claims.exp !== 'number' || !Number.isFinite(claims.exp))) {
     return { ok: false, problem: 'token exp is not a number' };

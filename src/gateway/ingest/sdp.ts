@@ -24,7 +24,10 @@ export function offeredVideo(sdp: string): OfferedVideo[] | null {
   let current: (OfferedVideo & { direction: string; port: number }) | null = null;
   const finish = () => {
     if (!current) return;
-    out.push({ codecs: current.codecs, sending: current.port !== 0 && (current.direction === 'sendrecv' || current.direction === 'sendonly') });
+    out.push({
+      codecs: current.codecs,
+      sending: current.port !== 0 && (current.direction === 'sendrecv' || current.direction === 'sendonly'),
+    });
     current = null;
   };
   for (const raw of lines) {

@@ -108,7 +108,10 @@ export class WebrtcSource {
     if (this.pc.iceGatheringState === 'complete') return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
-        this.opts.logger.warn({ timeoutMs: this.opts.cfg.iceGatheringTimeoutMs }, 'ICE gathering incomplete; answering with the candidates so far');
+        this.opts.logger.warn(
+          { timeoutMs: this.opts.cfg.iceGatheringTimeoutMs },
+          'ICE gathering incomplete; answering with the candidates so far',
+        );
         resolve();
       }, this.opts.cfg.iceGatheringTimeoutMs);
       this.pc.onicegatheringstatechange = () => {

@@ -15,7 +15,7 @@ export { legacyError, legacyErrorRequestId, legacyJsonInvalid, legacyValidationE
 
 export { UpstreamCatalog } from './sessions/catalog';
 export { fanOut } from './sessions/ports';
-export type { HandOverOptions, LegacyObserver, MediaRelay, OwnerMessage, RelayStart } from './sessions/ports';
+export type { FleetLink, HandOverOptions, LegacyObserver, MediaRelay, OwnerMessage, RelayStart } from './sessions/ports';
 export { LegacySessions } from './sessions/sessions';
 
 export { socketAuthorizer } from './http/access';

@@ -1,7 +1,21 @@
 import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
 import { parseResultWindow } from './result-windows';
 import type { ResultWindow } from './result-windows';
-import type { FeedbackAdd, FeedbackLimits, FeedbackPage, FeedbackRecord, HashUpdate, Membership, OwnerFence, SessionRecord, SlotHolder, Store, TickCommit, TickCommitInput, Unsubscribe } from './store';
+import type {
+  FeedbackAdd,
+  FeedbackLimits,
+  FeedbackPage,
+  FeedbackRecord,
+  HashUpdate,
+  Membership,
+  OwnerFence,
+  SessionRecord,
+  SlotHolder,
+  Store,
+  TickCommit,
+  TickCommitInput,
+  Unsubscribe,
+} from './store';
 
 /**
  * The embedded default store: one process, no persistence. Several gateways built on one instance

@@ -18,7 +18,10 @@ export class StoreUnavailableError extends ServiceError {
     readonly op: string,
     cause: unknown,
   ) {
-    super(503, 'store_unavailable', 'The gateway cannot reach its shared state store; retry shortly.', { headers: { 'retry-after': '1' }, cause });
+    super(503, 'store_unavailable', 'The gateway cannot reach its shared state store; retry shortly.', {
+      headers: { 'retry-after': '1' },
+      cause,
+    });
   }
 }
 
@@ -239,7 +242,11 @@ export interface SessionRecords {
    * the previous keepalive and sets `lastKeepaliveAtMs` to `nowMs`, atomically. Returns that cost,
    * the previous keepalive's time and the new record; undefined unless active.
    */
-  renewLease(streamId: string, leaseExpiresAtMs: number, nowMs: number): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined>;
+  renewLease(
+    streamId: string,
+    leaseExpiresAtMs: number,
+    nowMs: number,
+  ): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined>;
   /**
    * Adds a cost the stream incurred outside its ticks (a reinfer of one of its results) to the cost
    * the next keepalive reports. False unless active.

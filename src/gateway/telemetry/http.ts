@@ -55,7 +55,6 @@ function matchRoute(path: string): string {
   return 'other';
 }
 
-
 /** Connect-style step that works on plain Node requests too (the passthrough runs ahead of Express). */
 export type EdgeStep = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
 
@@ -159,6 +158,9 @@ export function passthroughTelemetry(
     const level = levelOf(res.statusCode);
     if (!opts.log || !access.isLevelEnabled(level)) return;
     const ms = Math.round(e.durationMs);
-    access[level]({ reqId: e.requestId, traceId: e.traceId, req, res, responseTime: ms }, messageOf(method, redactQuery(req.url ?? '/'), finished, res.statusCode, ms));
+    access[level](
+      { reqId: e.requestId, traceId: e.traceId, req, res, responseTime: ms },
+      messageOf(method, redactQuery(req.url ?? '/'), finished, res.statusCode, ms),
+    );
   };
 }

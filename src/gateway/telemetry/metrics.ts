@@ -9,21 +9,28 @@ const SMALL_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 /** Seconds buckets for store calls: a memory call (µs), a Redis round trip (0.1–1 ms), its 2 s timeout. */
 const STORE_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 
-export interface MetricsSources {
+export interface MetricsSources extends ScrapedSources {
   /** Every end reason a legacy stream can have: each series starts at 0, so rates and panels see it before the first end. */
   endReasons?: readonly string[];
+  /** The announced sunset of /v0.2 (`deprecation.sunset`), ms since the epoch. */
+  sunsetMs?: number;
+}
+
+/**
+ * What the gauges read at each scrape; each gauge exists once its source is given, to the
+ * constructor or later to `observe` (a part built after the metrics it reports to).
+ */
+export interface ScrapedSources {
   /** Live legacy sessions in this process. */
-  activeStreams(): number;
+  activeStreams?(): number;
   /** Open results sockets in this process. */
-  socketConnections(): number;
+  socketConnections?(): number;
   /** Distinct API keys (hashes) that ever used /v0.2 (from the store). */
   deprecatedKeys?(): Promise<number>;
   /** Last upstream probe: 1 answered, 0 failed; undefined before the first one. */
   upstreamUp?(): number | undefined;
   /** API keys per migration status, fleet-wide (the report's `totals.by_status`); read at most once per MIGRATION_REFRESH_MS. */
   migrationStatuses?(): Promise<Record<string, number>>;
-  /** The announced sunset of /v0.2 (`deprecation.sunset`), ms since the epoch. */
-  sunsetMs?: number;
 }
 
 /** The migration gauge reads every key's record from the store: at most this often, whatever the scrape rate. */
@@ -113,14 +120,6 @@ export class GatewayMetrics {
       labelNames: ['endpoint'],
       registers,
     });
-    new Gauge({
-      name: 'gateway_legacy_streams_active',
-      help: 'Legacy streams running in this process',
-      registers,
-      collect() {
-        this.set(sources.activeStreams());
-      },
-    });
     this.streamsCreated = new Counter({
       name: 'gateway_legacy_streams_created_total',
       help: 'Legacy streams created, by media source and processing mode',
@@ -185,17 +184,9 @@ export class GatewayMetrics {
     });
     this.rateLimited = new Counter({
       name: 'gateway_legacy_rate_limited_total',
-      help: "Upstream 429s met by ticks (limited), and ticks skipped while their key was held back by one (tick_skipped)",
+      help: 'Upstream 429s met by ticks (limited), and ticks skipped while their key was held back by one (tick_skipped)',
       labelNames: ['event'],
       registers,
-    });
-    new Gauge({
-      name: 'gateway_ws_connections',
-      help: 'Open results sockets (/v0.2/ws/streams/{id}) in this process',
-      registers,
-      collect() {
-        this.set(sources.socketConnections());
-      },
     });
     this.socketsOpened = new Counter({
       name: 'gateway_ws_connections_total',
@@ -237,7 +228,7 @@ export class GatewayMetrics {
     });
     this.fleetFencedTicks = new Counter({
       name: 'gateway_fleet_fenced_ticks_total',
-      help: "Tick results the store refused to publish: fenced (another owner or epoch), duplicate, ended, missing (the store lost the record)",
+      help: 'Tick results the store refused to publish: fenced (another owner or epoch), duplicate, ended, missing (the store lost the record)',
       labelNames: ['reason'],
       registers,
     });
@@ -258,30 +249,6 @@ export class GatewayMetrics {
     for (const how of ['failover', 'handover']) this.fleetAdoptions.inc({ how }, 0);
     for (const reason of ['fenced', 'duplicate', 'ended', 'missing']) this.fleetFencedTicks.inc({ reason }, 0);
     for (const reason of ['brownout', 'sunset']) for (const kind of ['create', 'socket']) this.legacyRefusals.inc({ reason, kind }, 0);
-    if (sources.upstreamUp) {
-      const up = sources.upstreamUp;
-      new Gauge({
-        name: 'gateway_upstream_up',
-        help: 'Whether the upstream answered its model list at the last periodic probe (1) or not (0)',
-        registers,
-        collect() {
-          const v = up();
-          if (v === undefined) this.reset();
-          else this.set(v);
-        },
-      });
-    }
-    if (sources.deprecatedKeys) {
-      const count = sources.deprecatedKeys;
-      new Gauge({
-        name: 'gateway_deprecated_api_keys',
-        help: 'Distinct API keys that used /v0.2 (from the deprecation counters in the store)',
-        registers,
-        async collect() {
-          this.set(await count().catch(() => 0));
-        },
-      });
-    }
     this.drainActive = new Gauge({
       name: 'gateway_drain_active',
       help: 'Whether this replica is draining after SIGTERM (1) or not (0)',
@@ -306,6 +273,48 @@ export class GatewayMetrics {
         registers,
       }).set(sources.sunsetMs / 1000);
     }
+    this.observe(sources);
+  }
+
+  /** Creates the gauge of each source given (each source once). */
+  observe(sources: ScrapedSources): void {
+    const registers = [this.registry];
+    const countGauge = (name: string, help: string, read: () => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          this.set(read());
+        },
+      });
+    if (sources.activeStreams) countGauge('gateway_legacy_streams_active', 'Legacy streams running in this process', sources.activeStreams);
+    if (sources.socketConnections)
+      countGauge('gateway_ws_connections', 'Open results sockets (/v0.2/ws/streams/{id}) in this process', sources.socketConnections);
+    if (sources.upstreamUp) {
+      const up = sources.upstreamUp;
+      new Gauge({
+        name: 'gateway_upstream_up',
+        help: 'Whether the upstream answered its model list at the last periodic probe (1) or not (0)',
+        registers,
+        collect() {
+          const v = up();
+          if (v === undefined) this.reset();
+          else this.set(v);
+        },
+      });
+    }
+    if (sources.deprecatedKeys) {
+      const count = sources.deprecatedKeys;
+      new Gauge({
+        name: 'gateway_deprecated_api_keys',
+        help: 'Distinct API keys that used /v0.2 (from the deprecation counters in the store)',
+        registers,
+        async collect() {
+          this.set(await count().catch(() => 0));
+        },
+      });
+    }
     if (sources.migrationStatuses) {
       const read = sources.migrationStatuses;
       let last = Object.fromEntries(MIGRATION_STATUSES.map((s) => [s, 0])) as Record<string, number>;
@@ -314,7 +323,10 @@ export class GatewayMetrics {
       // One store read per MIGRATION_REFRESH_MS shared by concurrent scrapes; a failed read keeps the last figures.
       const refresh = () =>
         (reading ??= read()
-          .then((counts) => void (last = { ...last, ...counts }), () => undefined)
+          .then(
+            (counts) => void (last = { ...last, ...counts }),
+            () => undefined,
+          )
           .finally(() => {
             readAt = Date.now();
             reading = undefined;

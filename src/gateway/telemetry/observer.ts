@@ -6,13 +6,13 @@ import type { PassthroughEvent } from '../passthrough';
 import type { SessionRecord } from '../store/store';
 import type { GatewayMetrics } from './metrics';
 import { clientFamily } from './migration';
-import type { DeprecationUsage } from './usage';
+import type { UsageRecorder } from './usage-recorder';
 
 /** Endpoint name of the results socket in counters and the report. */
 export const RESULTS_SOCKET_ENDPOINT = 'WS /v0.2/ws/streams/:id';
 
 /** The legacy adapter's events (the fleet's included) → Prometheus metrics and per-key deprecation counters. */
-export function telemetryObserver(metrics: GatewayMetrics, usage: DeprecationUsage): LegacyObserver {
+export function telemetryObserver(metrics: GatewayMetrics, usage: UsageRecorder): LegacyObserver {
   return {
     streamCreated(keyHash, spec) {
       metrics.streamsCreated.inc({ source: spec.transport, mode: spec.mode });
@@ -60,7 +60,7 @@ export function telemetryObserver(metrics: GatewayMetrics, usage: DeprecationUsa
 }
 
 /** Results-socket events → metrics, and a per-key connection count (the key comes from the session). */
-export function socketTelemetry(metrics: GatewayMetrics, usage: DeprecationUsage): ResultsSocketHooks {
+export function socketTelemetry(metrics: GatewayMetrics, usage: UsageRecorder): ResultsSocketHooks {
   return {
     onOpen(_streamId, rec) {
       metrics.socketsOpened.inc();
@@ -75,7 +75,7 @@ export function socketTelemetry(metrics: GatewayMetrics, usage: DeprecationUsage
 }
 
 /** A legacy HTTP request by endpoint → the request counter and the key's deprecation counters. */
-export function requestTelemetry(metrics: GatewayMetrics, usage: DeprecationUsage) {
+export function requestTelemetry(metrics: GatewayMetrics, usage: UsageRecorder) {
   return (keyHash: string | undefined, endpoint: string, accountId?: string, userAgent?: string): void => {
     metrics.legacyRequests.inc({ endpoint });
     if (keyHash) usage.request(keyHash, endpoint, accountId, clientFamily(userAgent));
@@ -86,7 +86,7 @@ export function requestTelemetry(metrics: GatewayMetrics, usage: DeprecationUsag
  * The sunset policy's admission of creates and results sockets, each refusal counted (metric and
  * the key's report row): a create throws the legacy refusal, a socket gets the 1013 close.
  */
-export function countedAdmission(sunset: SunsetPolicy, metrics: GatewayMetrics, usage: DeprecationUsage) {
+export function countedAdmission(sunset: SunsetPolicy, metrics: GatewayMetrics, usage: UsageRecorder) {
   return {
     admitCreate(keyHash: string): void {
       const refusal = sunset.admitCreate(keyHash);
@@ -109,7 +109,7 @@ export function countedAdmission(sunset: SunsetPolicy, metrics: GatewayMetrics, 
  * Migration progress from the passthrough: a successful /v1beta or /billing call made with one of
  * our keys (a refused key counts for nobody), recorded under the key's hash with its client family.
  */
-export function passthroughMigration(usage: DeprecationUsage, keyPrefix: string) {
+export function passthroughMigration(usage: UsageRecorder, keyPrefix: string) {
   return (e: PassthroughEvent): void => {
     if (e.status < 200 || e.status >= 400) return;
     // The two headers as the passthrough picked them up: `req.headers` is never built on this path.

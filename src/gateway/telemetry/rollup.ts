@@ -106,7 +106,12 @@ export class DeprecationRollup {
         top_keys: [...report.keys]
           .sort((a, b) => b.requests_total - a.requests_total)
           .slice(0, 10)
-          .map((k) => ({ key_hash: k.key_hash, account_ids: k.account_ids, requests_total: k.requests_total, last_seen_at: k.last_seen_at })),
+          .map((k) => ({
+            key_hash: k.key_hash,
+            account_ids: k.account_ids,
+            requests_total: k.requests_total,
+            last_seen_at: k.last_seen_at,
+          })),
       };
       logger.info(
         { rollup: summary },

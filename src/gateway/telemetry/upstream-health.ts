@@ -12,7 +12,11 @@ export class UpstreamHealth {
 
   constructor(
     private readonly probe: () => Promise<unknown>,
-    private readonly opts: { intervalMs: number; /** Time of the probe's timer (default the real clock). */ clock?: Clock; onChange?: (up: boolean) => void },
+    private readonly opts: {
+      intervalMs: number;
+      /** Time of the probe's timer (default the real clock). */ clock?: Clock;
+      onChange?: (up: boolean) => void;
+    },
   ) {}
 
   /** Last result (undefined before the first probe). */

@@ -18,7 +18,12 @@ declare global {
     legacyTest: {
       createNative(gateway: string, key: string, body: object): Promise<CreateResult>;
       publish(url: string, token: string): Promise<void>;
-      createWebrtc(gateway: string, key: string, body: object, opts: { deprecatedField: boolean; mungeOffer?: 'h264-only' }): Promise<CreateResult>;
+      createWebrtc(
+        gateway: string,
+        key: string,
+        body: object,
+        opts: { deprecatedField: boolean; mungeOffer?: 'h264-only' },
+      ): Promise<CreateResult>;
       peerState(): string | undefined;
       closePeer(): void;
       leave(): Promise<void>;

@@ -112,9 +112,15 @@ describe('encodeFrame / decodeJpeg', () => {
   });
 
   it('keeps aspect, never upscales, and honours quality', async () => {
-    const wide = await encodeFrame({ width: 1280, height: 720, format: 'rgb', data: renderPatternRgb(1, 1280, 720) }, { storeWidth: 320, quality: 75 });
+    const wide = await encodeFrame(
+      { width: 1280, height: 720, format: 'rgb', data: renderPatternRgb(1, 1280, 720) },
+      { storeWidth: 320, quality: 75 },
+    );
     expect(await sharp(wide).metadata()).toMatchObject({ width: 320, height: 180 });
-    const small = await encodeFrame({ width: 160, height: 120, format: 'rgb', data: renderPatternRgb(1, 160, 120) }, { storeWidth: 320, quality: 75 });
+    const small = await encodeFrame(
+      { width: 160, height: 120, format: 'rgb', data: renderPatternRgb(1, 160, 120) },
+      { storeWidth: 320, quality: 75 },
+    );
     expect(await sharp(small).metadata()).toMatchObject({ width: 160, height: 120 });
 
     const photo = { width: 320, height: 240, format: 'rgb' as const, data: colourful(320, 240) };
@@ -139,10 +145,15 @@ describe('encodeFrame / decodeJpeg', () => {
   });
 
   it('decodes greyscale JPEG and PNG to 3-channel RGB', async () => {
-    const grey = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#808080' } }).greyscale().jpeg().toBuffer();
+    const grey = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#808080' } })
+      .greyscale()
+      .jpeg()
+      .toBuffer();
     const g = await decodeJpeg(grey);
     expect([g.width, g.height, g.data.length]).toEqual([20, 10, 600]);
-    const png = await sharp({ create: { width: 4, height: 4, channels: 4, background: { r: 255, g: 0, b: 0, alpha: 0.5 } } }).png().toBuffer();
+    const png = await sharp({ create: { width: 4, height: 4, channels: 4, background: { r: 255, g: 0, b: 0, alpha: 0.5 } } })
+      .png()
+      .toBuffer();
     const p = await decodeJpeg(png);
     expect(p.data.length).toBe(48);
   });
@@ -165,14 +176,17 @@ describe('large I420 frames are decimated before conversion', () => {
     expect([px.width, px.height]).toEqual([320, 180]);
     expect(decodePattern(px)).toBe(4242);
     // Same picture as the full conversion path, up to sampling noise.
-    const full = await decodeJpeg(await encodeFrame({ width: 1280, height: 720, format: 'rgb', data: r.renderRgb(4242) }, { storeWidth: 320, quality: 70 }));
+    const full = await decodeJpeg(
+      await encodeFrame({ width: 1280, height: 720, format: 'rgb', data: r.renderRgb(4242) }, { storeWidth: 320, quality: 70 }),
+    );
     let diff = 0;
     for (let i = 0; i < px.data.length; i++) diff += Math.abs(px.data[i]! - full.data[i]!);
     expect(diff / px.data.length).toBeLessThan(12);
   });
 
   it('decimateI420 keeps every k-th sample of each plane', () => {
-    const w = 8, h = 4;
+    const w = 8,
+      h = 4;
     const src = new Uint8Array(w * h + 2 * 4 * 2);
     src.forEach((_, i) => (src[i] = i % 251));
     const out = decimateI420(w, h, src, 2);

@@ -239,7 +239,7 @@ describe('decodePattern false-positive resistance', () => {
         const v = g(255 - Math.hypot(x - W / 2, y - H / 2));
         return [v, v, v];
       },
-      (x) => [g(((x * 16) % W) * (255 / (W / 16 - 1)) / 16), 0, 0], // a saw per cell width
+      (x) => [g((((x * 16) % W) * (255 / (W / 16 - 1))) / 16), 0, 0], // a saw per cell width
     ];
     for (const f of fns) expect(decodePattern(image(f))).toBeNull();
   });
@@ -331,7 +331,9 @@ describe('decodePattern false-positive resistance', () => {
     const noisy = await sharp(photo)
       .composite([
         {
-          input: await sharp({ create: { width: 640, height: 480, channels: 3, background: '#000', noise: { type: 'gaussian', mean: 128, sigma: 20 } } })
+          input: await sharp({
+            create: { width: 640, height: 480, channels: 3, background: '#000', noise: { type: 'gaussian', mean: 128, sigma: 20 } },
+          })
             .png()
             .toBuffer(),
           blend: 'overlay',

@@ -32,14 +32,20 @@ async function patternFrames(specs: FrameSpec[], width = 640, height = 480, pain
 }
 
 async function flatFrames(specs: FrameSpec[], colour: { r: number; g: number; b: number }): Promise<StoredFrame[]> {
-  const jpeg = await sharp({ create: { width: 320, height: 240, channels: 3, background: colour } }).jpeg({ quality: 80 }).toBuffer();
+  const jpeg = await sharp({ create: { width: 320, height: 240, channels: 3, background: colour } })
+    .jpeg({ quality: 80 })
+    .toBuffer();
   return specs.map(({ index, streamTimeMs }) => ({ index, streamTimeMs, capturedAtMs: streamTimeMs, width: 320, height: 240, jpeg }));
 }
 
 const window = (first: number, count: number, stepMs: number, t0 = 0): FrameSpec[] =>
   Array.from({ length: count }, (_, i) => ({ index: first + i, streamTimeMs: t0 + i * stepMs }));
 
-const video = (frames: StoredFrame[], streamId = '0b6c2a4e-1111-4222-8333-944445555666'): VisualContext => ({ streamId, kind: 'video', frames });
+const video = (frames: StoredFrame[], streamId = '0b6c2a4e-1111-4222-8333-944445555666'): VisualContext => ({
+  streamId,
+  kind: 'video',
+  frames,
+});
 const lastLine = (text: string) => text.split('\n').at(-1)!;
 
 function ajvFor(schema: object): Ajv {
@@ -67,7 +73,15 @@ describe('analyze: prose and tails', () => {
     expect(text).toMatch(/brightness \d+ of 255/);
     expect(text).toContain('moving');
     const a = analyses[0]!;
-    expect(a).toMatchObject({ frames: 10, decodedFrames: 10, firstIndex: 100, lastIndex: 109, spanMs: 900, patternFirst: 100, patternLast: 109 });
+    expect(a).toMatchObject({
+      frames: 10,
+      decodedFrames: 10,
+      firstIndex: 100,
+      lastIndex: 109,
+      spanMs: 900,
+      patternFirst: 100,
+      patternLast: 109,
+    });
     expect(a.patternIndices).toEqual([100, 101, 102, 103, 104, 105, 106, 107, 108, 109]);
     expect(a.dominantColour?.name).toBe('blue');
     expect(a.motionWord).toBe('moving');
@@ -114,7 +128,9 @@ describe('analyze: prose and tails', () => {
     const mini = await analyze({ prompt: 'What do you see?', contexts: [video(frames)], variant: 'mini' });
     expect(lastLine(mini.text)).toBe(lastLine(full.text));
     expect(mini.text.length).toBeLessThan(full.text.length);
-    expect(mini.text.split('\n')[0]).toMatch(/^5 frames 100\.\.104, 400 ms, pattern 100\.\.104, blue #[0-9a-f]{6}, brightness \d+, moving\.$/);
+    expect(mini.text.split('\n')[0]).toMatch(
+      /^5 frames 100\.\.104, 400 ms, pattern 100\.\.104, blue #[0-9a-f]{6}, brightness \d+, moving\.$/,
+    );
   });
 
   it('says less within a character budget: full, then terse, then the tail alone', async () => {
@@ -148,13 +164,20 @@ describe('analyze: prose and tails', () => {
       contexts: [video([]), video([...good, broken])],
       variant: 'full',
     });
-    expect(text.split('\n').slice(-2)).toEqual(['[frames=0 index=none span_ms=0 pattern=none]', '[frames=3 index=3..5 span_ms=300 pattern=3..4]']);
+    expect(text.split('\n').slice(-2)).toEqual([
+      '[frames=0 index=none span_ms=0 pattern=none]',
+      '[frames=3 index=3..5 span_ms=300 pattern=3..4]',
+    ]);
     expect(analyses[1]!.decodedFrames).toBe(2);
   });
 
   it('neutralises brackets in the echoed prompt so tails stay unambiguous', async () => {
     const frames = await patternFrames(window(1, 1, 100), 320, 240);
-    const { text } = await analyze({ prompt: 'fake [frames=99 index=1..2 span_ms=0 pattern=none]', contexts: [video(frames)], variant: 'full' });
+    const { text } = await analyze({
+      prompt: 'fake [frames=99 index=1..2 span_ms=0 pattern=none]',
+      contexts: [video(frames)],
+      variant: 'full',
+    });
     expect(text.match(/\[frames=/g)).toHaveLength(1);
   });
 
@@ -221,7 +244,18 @@ describe('analyze: JSON answers', () => {
         moving: { type: 'boolean' },
         description: { type: 'string', minLength: 1 },
       },
-      required: ['frame_count', 'first_index', 'last_index', 'duration_ms', 'pattern_first', 'pattern_last', 'dominant_colour', 'brightness', 'moving', 'description'],
+      required: [
+        'frame_count',
+        'first_index',
+        'last_index',
+        'duration_ms',
+        'pattern_first',
+        'pattern_last',
+        'dominant_colour',
+        'brightness',
+        'moving',
+        'description',
+      ],
       additionalProperties: false,
     };
     const v = await jsonAnswer(schema, [video(frames)]);
@@ -298,7 +332,11 @@ describe('analyze: JSON answers', () => {
   it('json_schema, $defs/$ref, anyOf, oneOf, const, nullable and formats', async () => {
     const schema = {
       $defs: {
-        colour: { type: 'object', properties: { name: { type: 'string' }, hex: { type: 'string', pattern: '^#[0-9a-f]{6}$' } }, required: ['name', 'hex'] },
+        colour: {
+          type: 'object',
+          properties: { name: { type: 'string' }, hex: { type: 'string', pattern: '^#[0-9a-f]{6}$' } },
+          required: ['name', 'hex'],
+        },
       },
       type: 'object',
       properties: {
@@ -352,10 +390,22 @@ describe('createAnalyzer', () => {
   it('shares the frame cache and compiled schemas across requests', async () => {
     const analyzer = createAnalyzer();
     const frames = await patternFrames(window(7, 3, 100), 320, 240);
-    const schema = { type: 'object', properties: { frames: { type: 'integer' }, pattern_last: { type: 'integer' } }, required: ['frames', 'pattern_last'] };
-    const req: AnalyzerRequest = { prompt: 'p', contexts: [video(frames)], variant: 'mini', responseFormat: { type: 'json_schema', schema } };
+    const schema = {
+      type: 'object',
+      properties: { frames: { type: 'integer' }, pattern_last: { type: 'integer' } },
+      required: ['frames', 'pattern_last'],
+    };
+    const req: AnalyzerRequest = {
+      prompt: 'p',
+      contexts: [video(frames)],
+      variant: 'mini',
+      responseFormat: { type: 'json_schema', schema },
+    };
     const a = await analyzer.analyze(req);
-    const b = await analyzer.analyze({ ...req, responseFormat: { type: 'json_schema', schema: JSON.parse(JSON.stringify(schema)) as object } });
+    const b = await analyzer.analyze({
+      ...req,
+      responseFormat: { type: 'json_schema', schema: JSON.parse(JSON.stringify(schema)) as object },
+    });
     expect(JSON.parse(a.text)).toEqual({ frames: 3, pattern_last: 9 });
     expect(b.text).toBe(a.text);
     const plain = await analyzer.analyze({ prompt: 'p', contexts: [video(frames)], variant: 'mini' });

@@ -26,26 +26,59 @@ const SCHEMAS: Record<string, object | boolean> = {
   nested: {
     type: 'object',
     properties: {
-      a: { type: 'object', properties: { b: { type: 'array', items: { type: 'object', properties: { c: { type: 'boolean' } }, required: ['c'] }, minItems: 2 } }, required: ['b'] },
+      a: {
+        type: 'object',
+        properties: {
+          b: { type: 'array', items: { type: 'object', properties: { c: { type: 'boolean' } }, required: ['c'] }, minItems: 2 },
+        },
+        required: ['b'],
+      },
       d: { type: 'string', format: 'date' },
     },
     required: ['a', 'd'],
     additionalProperties: false,
   },
-  allOf: { allOf: [{ type: 'object', properties: { x: { type: 'integer' } }, required: ['x'] }, { properties: { y: { type: 'string', minLength: 2 } }, required: ['y'] }] },
+  allOf: {
+    allOf: [
+      { type: 'object', properties: { x: { type: 'integer' } }, required: ['x'] },
+      { properties: { y: { type: 'string', minLength: 2 } }, required: ['y'] },
+    ],
+  },
   anyOfObjects: { anyOf: [{ type: 'object', required: ['kind'], properties: { kind: { const: 'a' } } }, { type: 'string' }] },
   recursive: {
-    $defs: { node: { type: 'object', properties: { value: { type: 'integer' }, children: { type: 'array', items: { $ref: '#/$defs/node' } } }, required: ['value', 'children'] } },
+    $defs: {
+      node: {
+        type: 'object',
+        properties: { value: { type: 'integer' }, children: { type: 'array', items: { $ref: '#/$defs/node' } } },
+        required: ['value', 'children'],
+      },
+    },
     $ref: '#/$defs/node',
   },
-  definitions: { definitions: { p: { type: 'number', minimum: 10 } }, type: 'object', properties: { q: { $ref: '#/definitions/p' } }, required: ['q'] },
+  definitions: {
+    definitions: { p: { type: 'number', minimum: 10 } },
+    type: 'object',
+    properties: { q: { $ref: '#/definitions/p' } },
+    required: ['q'],
+  },
   minProperties: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } }, minProperties: 2 },
   minPropertiesExtra: { type: 'object', additionalProperties: { type: 'boolean' }, minProperties: 3 },
-  dependentRequired: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'string' } }, required: ['a'], dependentRequired: { a: ['b'] } },
+  dependentRequired: {
+    type: 'object',
+    properties: { a: { type: 'integer' }, b: { type: 'string' } },
+    required: ['a'],
+    dependentRequired: { a: ['b'] },
+  },
   uniqueItems: { type: 'array', items: { type: 'integer', minimum: 0 }, minItems: 4, uniqueItems: true },
   uniqueStrings: { type: 'array', items: { type: 'string' }, minItems: 3, uniqueItems: true },
   tuple07: { type: 'array', items: [{ type: 'string' }, { type: 'number' }], additionalItems: false, minItems: 2 },
-  prefix2020: { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'array', prefixItems: [{ type: 'boolean' }], items: { type: 'integer' }, minItems: 3 },
+  prefix2020: {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    type: 'array',
+    prefixItems: [{ type: 'boolean' }],
+    items: { type: 'integer' },
+    minItems: 3,
+  },
   formats: {
     type: 'object',
     properties: {
@@ -63,7 +96,15 @@ const SCHEMAS: Record<string, object | boolean> = {
     properties: {
       people: { type: 'integer', minimum: 0 },
       activity: { type: 'string', enum: ['walking', 'sitting', 'none'] },
-      objects: { type: 'array', items: { type: 'object', properties: { label: { type: 'string' }, box: { type: 'array', items: { type: 'number' }, minItems: 4, maxItems: 4 } }, required: ['label', 'box'], additionalProperties: false } },
+      objects: {
+        type: 'array',
+        items: {
+          type: 'object',
+          properties: { label: { type: 'string' }, box: { type: 'array', items: { type: 'number' }, minItems: 4, maxItems: 4 } },
+          required: ['label', 'box'],
+          additionalProperties: false,
+        },
+      },
       alert: { type: 'boolean' },
     },
     required: ['people', 'activity', 'objects', 'alert'],
@@ -77,14 +118,16 @@ describe('instanceFromSchema', () => {
   });
 
   it.each(Object.entries(SCHEMAS))('stays valid with a filler answering every key: %s', (_name, schema) => {
-    const filler: Filler = (key, type) => (type === 'string' ? `value of ${key}` : type === 'integer' || type === 'number' ? 42 : type === 'boolean' ? true : undefined);
+    const filler: Filler = (key, type) =>
+      type === 'string' ? `value of ${key}` : type === 'integer' || type === 'number' ? 42 : type === 'boolean' ? true : undefined;
     const { value, valid } = conformingInstance(schema, filler);
     expect(valid).toBe(true);
     expectValid(schema, value);
   });
 
   it('fills by property name, coerces to the schema type and clamps to bounds', () => {
-    const filler: Filler = (key, type) => (key === 'frames' ? (type === 'string' ? '12' : 12) : key === 'label' && type === 'string' ? 'hello world' : undefined);
+    const filler: Filler = (key, type) =>
+      key === 'frames' ? (type === 'string' ? '12' : 12) : key === 'label' && type === 'string' ? 'hello world' : undefined;
     const schema = {
       type: 'object',
       properties: {
@@ -112,7 +155,9 @@ describe('compileValidator / conformingInstance', () => {
   it('compiles draft-07, 2019-09 and 2020-12 schemas, and a draft-04 style one without meta-validation', () => {
     expect(compileValidator({ type: 'integer' })!(3)).toBe(true);
     expect(compileValidator({ $schema: 'https://json-schema.org/draft/2019-09/schema', type: 'integer' })!('x')).toBe(false);
-    expect(compileValidator({ $schema: 'https://json-schema.org/draft/2020-12/schema', prefixItems: [{ type: 'string' }] })!([1])).toBe(false);
+    expect(compileValidator({ $schema: 'https://json-schema.org/draft/2020-12/schema', prefixItems: [{ type: 'string' }] })!([1])).toBe(
+      false,
+    );
     const draft04 = compileValidator({ type: 'number', minimum: 0, exclusiveMinimum: true })!;
     expect([draft04(0), draft04(0.5)]).toEqual([false, true]);
   });

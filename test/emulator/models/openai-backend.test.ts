@@ -4,7 +4,7 @@ import { closeServer, listen } from '../../../src/lib/listen';
 import { startHarness } from '../harness';
 import type { Harness } from '../harness';
 
-type Json = Record<string, any>;  
+type Json = Record<string, any>;
 
 interface Seen {
   headers: http.IncomingHttpHeaders;
@@ -28,14 +28,25 @@ async function fakeOpenAI() {
       const next = queue.shift();
       if (next) return next(res);
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'Two frames of a blue test pattern.' }, finish_reason: 'stop' }] }));
+      res.end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'Two frames of a blue test pattern.' }, finish_reason: 'stop' }],
+        }),
+      );
     });
   });
   const port = await listen(server, 0, '127.0.0.1');
   return { url: `http://127.0.0.1:${port}`, seen, queue, close: () => closeServer(server) };
 }
 
-const pricing = { input_microcents_per_token: 5, output_microcents_per_token: 20, cached_input_microcents_per_token: 1, version: '2026-02-01' };
+const pricing = {
+  input_microcents_per_token: 5,
+  output_microcents_per_token: 20,
+  cached_input_microcents_per_token: 1,
+  version: '2026-02-01',
+};
 
 let fake: Awaited<ReturnType<typeof fakeOpenAI>>;
 let h: Harness;
@@ -45,7 +56,15 @@ beforeAll(async () => {
   h = await startHarness({
     emulator: {
       models: [
-        { id: 'ollama/llava', backend: 'openai', baseUrl: `${fake.url}/v1`, remoteModel: 'llava:7b', apiKey: 'sk-upstream', timeoutMs: 500, pricing },
+        {
+          id: 'ollama/llava',
+          backend: 'openai',
+          baseUrl: `${fake.url}/v1`,
+          remoteModel: 'llava:7b',
+          apiKey: 'sk-upstream',
+          timeoutMs: 500,
+          pricing,
+        },
         { id: 'vllm/down', backend: 'openai', baseUrl: 'http://127.0.0.1:9/v1', remoteModel: 'qwen', pricing },
       ],
     },
@@ -98,7 +117,12 @@ describe('OpenAI-compatible forwarding backend', () => {
     expect(fake.seen.length).toBe(before + 1);
     const { headers, body } = fake.seen.at(-1)!;
     expect(headers.authorization).toBe('Bearer sk-upstream');
-    expect(body).toMatchObject({ model: 'llava:7b', max_tokens: 50, stream: false, response_format: { type: 'json_schema', json_schema: { name: 'r', schema: { type: 'object' } } } });
+    expect(body).toMatchObject({
+      model: 'llava:7b',
+      max_tokens: 50,
+      stream: false,
+      response_format: { type: 'json_schema', json_schema: { name: 'r', schema: { type: 'object' } } },
+    });
     expect(body.messages[0]).toEqual({ role: 'system', content: 'Be brief.' });
     const parts = body.messages[1].content as Json[];
     expect(parts[0]).toEqual({ type: 'text', text: 'What changed?' });
@@ -116,7 +140,12 @@ describe('OpenAI-compatible forwarding backend', () => {
 
   it('maps an upstream HTTP failure to 503 upstream_http_<status> with the upstream object; no charge', async () => {
     fake.queue.push((res) => {
-      res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '3', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '1s' });
+      res.writeHead(429, {
+        'content-type': 'application/json',
+        'retry-after': '3',
+        'x-ratelimit-remaining-requests': '0',
+        'x-ratelimit-reset-requests': '1s',
+      });
       res.end(JSON.stringify({ error: { message: 'slow down' } }));
     });
     const before = await balance();
@@ -129,7 +158,12 @@ describe('OpenAI-compatible forwarding backend', () => {
           message: expect.any(String),
           type: 'stream_error',
           code: 'upstream_http_429',
-          upstream: { provider: 'ollama', status: 429, body: { error: { message: 'slow down' } }, rate_limits: { remaining_requests: 0, reset_requests: '1s' } },
+          upstream: {
+            provider: 'ollama',
+            status: 429,
+            body: { error: { message: 'slow down' } },
+            rate_limits: { remaining_requests: 0, reset_requests: '1s' },
+          },
         },
       },
     });
@@ -137,7 +171,11 @@ describe('OpenAI-compatible forwarding backend', () => {
 
     fake.queue.push((res) => res.writeHead(500).end('boom'));
     const e500 = await post({ model: 'ollama/llava', messages: [{ role: 'user', content: 'hi' }] });
-    expect([e500.status, e500.body.detail.error.code, e500.body.detail.error.upstream.body]).toEqual([503, 'upstream_http_500', { text: 'boom' }]);
+    expect([e500.status, e500.body.detail.error.code, e500.body.detail.error.upstream.body]).toEqual([
+      503,
+      'upstream_http_500',
+      { text: 'boom' },
+    ]);
   });
 
   it('stops streaming a long answer when the client goes away, and keeps serving', async () => {

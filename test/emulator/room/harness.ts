@@ -84,9 +84,7 @@ export interface RoomHarness {
   close(): Promise<void>;
 }
 
-export async function startRoomHarness(
-  opts: { pingIntervalSeconds?: number; pingTimeoutSeconds?: number } = {},
-): Promise<RoomHarness> {
+export async function startRoomHarness(opts: { pingIntervalSeconds?: number; pingTimeoutSeconds?: number } = {}): Promise<RoomHarness> {
   const sinks = new Map<string, FrameCollector>();
   const logger = createLogger(process.env.ROOM_TEST_LOG ?? 'silent', 'room-test');
   const server = new MediaRoomServer({

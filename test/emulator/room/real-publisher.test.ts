@@ -26,7 +26,8 @@ afterAll(async () => {
 });
 
 test('a real publication stops the synthetic publisher of that stream only', async () => {
-  const create = async () => (await http(emu.url, 'POST', '/v1beta/streams', { body: {} })).body as { id: string; publish: { url: string; token: string } };
+  const create = async () =>
+    (await http(emu.url, 'POST', '/v1beta/streams', { body: {} })).body as { id: string; publish: { url: string; token: string } };
   const mine = await create();
   const other = await create();
   const running = emu.emulator.publishers;

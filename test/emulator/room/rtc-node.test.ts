@@ -140,12 +140,18 @@ test('publishes I420 frames that arrive decoded with their pattern, size changes
     expect(patternIndex(sink.last!)).toBeGreaterThan(index!);
     expect(h.server.stats('stream-pub')).toMatchObject({ publishers: 1, width: 160, height: 120 });
     expect(h.server.stats('stream-pub')!.framesIn).toBe(sink.count);
-    console.log(`rtc-node 320x240@10: first frame ${firstFrameMs} ms after connect start, ${fps} fps received; sizes ${JSON.stringify([...sink.sizes])}`);
+    console.log(
+      `rtc-node 320x240@10: first frame ${firstFrameMs} ms after connect start, ${fps} fps received; sizes ${JSON.stringify([...sink.sizes])}`,
+    );
 
     // The publisher leaving ends nothing else: the room stays, frames just stop (once the room has
     // seen it leave; frames already on their way may land before).
     await pub.close();
-    await deadline(until(() => h.server.stats('stream-pub')?.publishers === 0, 20), 10_000, 'the room saw the publisher leave');
+    await deadline(
+      until(() => h.server.stats('stream-pub')?.publishers === 0, 20),
+      10_000,
+      'the room saw the publisher leave',
+    );
     const after = sink.count;
     await sleep(500);
     expect(sink.count).toBe(after);
@@ -169,7 +175,9 @@ test('a 1280x720 simulcast publication arrives at full size from the start (top 
     const cpuPct = Math.round(((cpu.user + cpu.system) / 1000 / (Date.now() - t0)) * 100);
     expect([...sink.sizes.keys()]).toEqual(['1280x720']);
     expect(patternIndex(sink.last!)).not.toBeNull();
-    console.log(`rtc-node 1280x720@15 simulcast: ${sink.fps(1000)} fps received, ${cpuPct}% of one core (publisher encode + room decode, one process)`);
+    console.log(
+      `rtc-node 1280x720@15 simulcast: ${sink.fps(1000)} fps received, ${cpuPct}% of one core (publisher encode + room decode, one process)`,
+    );
   } finally {
     await pub.close().catch(() => undefined);
   }

@@ -55,7 +55,16 @@ describe('simulcast answer munging', () => {
     const answer = sdp('v=0', 'm=video 9 UDP/TLS/RTP/SAVPF 96', 'a=mid:1', 'a=recvonly', 'm=application 9 x', 'a=mid:0');
     const { sdp: munged } = acceptTopSimulcastLayer(offer, answer);
     expect(munged).toBe(
-      sdp('v=0', 'm=video 9 UDP/TLS/RTP/SAVPF 96', 'a=mid:1', 'a=recvonly', 'a=rid:f recv', 'a=simulcast:recv f', 'm=application 9 x', 'a=mid:0'),
+      sdp(
+        'v=0',
+        'm=video 9 UDP/TLS/RTP/SAVPF 96',
+        'a=mid:1',
+        'a=recvonly',
+        'a=rid:f recv',
+        'a=simulcast:recv f',
+        'm=application 9 x',
+        'a=mid:0',
+      ),
     );
   });
 

@@ -31,7 +31,9 @@ test("a viewer token's holder receives the video the gateway relays from a legac
   let reader: ReadableStreamDefaultReader<rtc.VideoFrameEvent> | undefined;
   try {
     sender = await startWebrtcSender({ width: 160, height: 120, fps: 10 });
-    const created = await http(stack.url, 'POST', '/v0.2/streams', { body: { source: { type: 'webrtc', sdp: sender.offer }, ...frameBody({ interval_seconds: 0.2 }) } });
+    const created = await http(stack.url, 'POST', '/v0.2/streams', {
+      body: { source: { type: 'webrtc', sdp: sender.offer }, ...frameBody({ interval_seconds: 0.2 }) },
+    });
     expect(created.status).toBe(201);
     const { stream_id: id, webrtc } = created.body as { stream_id: string; webrtc: { sdp: string } };
     await sender.answer(webrtc.sdp);

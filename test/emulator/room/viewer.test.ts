@@ -50,7 +50,8 @@ async function viewOf(id: string): Promise<View> {
   expect(r.status).toBe(200);
   return (r.body as { view: View }).view;
 }
-const startPattern = (id: string) => http(emu.url, 'POST', `/_emulator/streams/${id}/publisher`, { body: { fps: 10, width: 320, height: 240 } });
+const startPattern = (id: string) =>
+  http(emu.url, 'POST', `/_emulator/streams/${id}/publisher`, { body: { fps: 10, width: 320, height: 240 } });
 const patternIndex = (raw: RawFrame) => decodePattern(rawToRgb(raw));
 
 /** The pattern index the model reads in frame `index` of the stream (the analyzer's `pattern=` tail). */
@@ -58,7 +59,12 @@ async function modelSees(id: string, index: number): Promise<string> {
   const r = await http(emu.url, 'POST', '/v1beta/chat/completions', {
     body: {
       model: 'local/analyzer',
-      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `${emu.emulator.ctx.brand.scheme}://streams/${id}?frame_index=${index}` } }] }],
+      messages: [
+        {
+          role: 'user',
+          content: [{ type: 'image_url', image_url: { url: `${emu.emulator.ctx.brand.scheme}://streams/${id}?frame_index=${index}` } }],
+        },
+      ],
     },
   });
   expect(r.status).toBe(200);
@@ -115,7 +121,9 @@ class Viewer {
       this.waiters.add(wake);
       wake();
     });
-    return deadline(met, timeoutMs, `${what} (got ${JSON.stringify(this.indices.slice(-5))} from ${this.publisherIdentity})`).finally(() => this.waiters.delete(wake));
+    return deadline(met, timeoutMs, `${what} (got ${JSON.stringify(this.indices.slice(-5))} from ${this.publisherIdentity})`).finally(() =>
+      this.waiters.delete(wake),
+    );
   }
 
   decoded(): number[] {
@@ -141,7 +149,10 @@ class PatternPublisher {
   async start(publish: { url: string; token: string }): Promise<string | undefined> {
     await this.room.connect(publish.url, publish.token, { autoSubscribe: false, dynacast: false });
     const track = rtc.LocalVideoTrack.createVideoTrack('camera', this.source);
-    const publication = await this.room.localParticipant!.publishTrack(track, new rtc.TrackPublishOptions({ source: rtc.TrackSource.SOURCE_CAMERA }));
+    const publication = await this.room.localParticipant!.publishTrack(
+      track,
+      new rtc.TrackPublishOptions({ source: rtc.TrackSource.SOURCE_CAMERA }),
+    );
     this.timer = setInterval(() => {
       const data = this.renderer.renderI420(this.first + this.captured++);
       this.source.captureFrame(new rtc.VideoFrame(data, 320, 240, rtc.VideoBufferType.I420));
@@ -266,7 +277,11 @@ describe('viewers in the room', () => {
       // The indices a viewer decodes are the stream's lifetime indices: the model reads the same.
       const index = seen.at(-1)!;
       await deadline(
-        until(async () => ((await http(emu.url, 'GET', `/v1beta/streams/${s.id}`)).body as { last_frame_index: number | null }).last_frame_index! >= index),
+        until(
+          async () =>
+            ((await http(emu.url, 'GET', `/v1beta/streams/${s.id}`)).body as { last_frame_index: number | null }).last_frame_index! >=
+            index,
+        ),
         10_000,
         `frame ${index} stored`,
       );
@@ -287,7 +302,11 @@ describe('viewers in the room', () => {
         expect(v.decoded()[0]!).toBeGreaterThanOrEqual(90_000);
       }
       expect(emu.emulator.publishers.isRunning(s.id)).toBe(false);
-      await deadline(until(() => !early.room.remoteParticipants.has(SYNTHETIC_IDENTITY)), 10_000, 'the pattern participant left');
+      await deadline(
+        until(() => !early.room.remoteParticipants.has(SYNTHETIC_IDENTITY)),
+        10_000,
+        'the pattern participant left',
+      );
       expect([...early.room.remoteParticipants.keys()].sort()).toEqual([`publisher-${s.id}`, late.room.localParticipant!.identity].sort());
     } finally {
       await Promise.all([early.close(), late.close(), pub.close()].map((p) => p.catch(() => undefined)));
@@ -322,7 +341,11 @@ describe('viewers in the room', () => {
       await room.connect(mine.url, mine.token, { autoSubscribe: false, dynacast: false });
       const track = rtc.LocalVideoTrack.createVideoTrack('camera', source);
       await expect(
-        deadline(room.localParticipant!.publishTrack(track, new rtc.TrackPublishOptions({ source: rtc.TrackSource.SOURCE_CAMERA })), 30_000, 'publishTrack'),
+        deadline(
+          room.localParticipant!.publishTrack(track, new rtc.TrackPublishOptions({ source: rtc.TrackSource.SOURCE_CAMERA })),
+          30_000,
+          'publishTrack',
+        ),
       ).rejects.toThrow(/.+/); // rtc-node ignores ↓ requestResponse and gives up after its 10 s publish timeout
 
       // At protocol level: ↑ addTrack is answered ↓ requestResponse NOT_ALLOWED, never trackPublished.

@@ -43,14 +43,22 @@ test('create on A; sockets on A, B, C; keepalive on B then C; prompt on C; DELET
   // A prompt change through C reaches the owner A: a later result carries it.
   const patched = await http(c.url, 'PATCH', `/v0.2/streams/${id}/config/prompt`, { body: { prompt: 'Changed through C' } });
   expect(patched.status).toBe(200);
-  await deadline(until(() => sockets[1]!.received.some((r) => r.message.prompt === 'Changed through C')), 15_000, 'a result with the new prompt');
+  await deadline(
+    until(() => sockets[1]!.received.some((r) => r.message.prompt === 'Changed through C')),
+    15_000,
+    'a result with the new prompt',
+  );
   const firstNew = sockets[1]!.received.findIndex((r) => r.message.prompt === 'Changed through C');
   // Once the new prompt is in use, no later result goes back to the old one.
   expect(sockets[1]!.received.slice(firstNew).every((r) => r.message.prompt === 'Changed through C')).toBe(true);
 
   // Feedback through C, listed through B.
-  expect((await http(c.url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 4, category: 'fleet', feedback: 'via C' } })).status).toBe(200);
-  expect((await http(b.url, 'GET', '/v0.2/streams/feedback')).body).toEqual(expect.arrayContaining([expect.objectContaining({ stream_id: id, feedback: 'via C' })]));
+  expect(
+    (await http(c.url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 4, category: 'fleet', feedback: 'via C' } })).status,
+  ).toBe(200);
+  expect((await http(b.url, 'GET', '/v0.2/streams/feedback')).body).toEqual(
+    expect.arrayContaining([expect.objectContaining({ stream_id: id, feedback: 'via C' })]),
+  );
 
   // A socket on B for another account is refused.
   const other = await openResults(b.url, id, KEY_B, { waitMs: null });
@@ -74,13 +82,18 @@ test('create on A; sockets on A, B, C; keepalive on B then C; prompt on C; DELET
 test('60 concurrent creates for one key over three replicas: exactly 5, round after round', async () => {
   const urls = fleet().replicas.map((r) => r.url);
   for (let round = 0; round < 5; round++) {
-    const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => http(urls[i % 3]!, 'POST', '/v0.2/streams', { key: KEY_B, body: frameBody({ interval_seconds: 5 }) })));
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        http(urls[i % 3]!, 'POST', '/v0.2/streams', { key: KEY_B, body: frameBody({ interval_seconds: 5 }) }),
+      ),
+    );
     const made = answers.filter((r) => r.status === 201).map((r) => (r.body as { stream_id: string }).stream_id);
     expect(made).toHaveLength(5);
     expect(answers.filter((r) => r.status === 429 && (r.body as { error: string }).error === 'concurrent_stream_limit')).toHaveLength(55);
     expect(await slotsOfKey(fleet(), KEY_B)).toBe(5);
     // Ended through a replica other than the creator's (the next one round-robin).
-    for (const [i, id] of made.entries()) expect((await http(urls[(i + round + 1) % 3]!, 'DELETE', `/v0.2/streams/${id}`, { key: KEY_B })).status).toBe(200);
+    for (const [i, id] of made.entries())
+      expect((await http(urls[(i + round + 1) % 3]!, 'DELETE', `/v0.2/streams/${id}`, { key: KEY_B })).status).toBe(200);
     expect(await slotsOfKey(fleet(), KEY_B)).toBe(0);
   }
 }, 180_000);

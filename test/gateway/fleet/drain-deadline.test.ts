@@ -37,7 +37,10 @@ describe('drain deadline', () => {
     const n1 = await native(a.url, publish);
     const n2 = await native(b.url, publish);
     sender = await startWebrtcSender();
-    const w = await createStream(a.url, KEY, { source: { type: 'webrtc', sdp: sender.offer }, ...frameBody({ interval_seconds: INTERVAL_S }) });
+    const w = await createStream(a.url, KEY, {
+      source: { type: 'webrtc', sdp: sender.offer },
+      ...frameBody({ interval_seconds: INTERVAL_S }),
+    });
     expect(w.status).toBe(201);
     await sender.answer((w.body as { webrtc: { sdp: string } }).webrtc.sdp);
     const wId = w.id!;
@@ -59,8 +62,14 @@ describe('drain deadline', () => {
     // on A's sockets after the SIGTERM came before their close, and the upstream stream keeps the
     // time of the last frame the relay sent it, ended or not.
     await deadline(Promise.all([s1, s2, swa, sw, s1b].map((s) => resultsAfter(s, termAt, 2))), 30_000, 'results during the drain');
-    const lastFrameAt = async () => ((await http(fleet().emulatorUrl, 'GET', `/v1beta/streams/${wId}`)).body as { last_frame_at_ms: number | null }).last_frame_at_ms ?? 0;
-    await deadline(until(async () => (await lastFrameAt()) > termAt), 30_000, 'a frame relayed during the drain');
+    const lastFrameAt = async () =>
+      ((await http(fleet().emulatorUrl, 'GET', `/v1beta/streams/${wId}`)).body as { last_frame_at_ms: number | null }).last_frame_at_ms ??
+      0;
+    await deadline(
+      until(async () => (await lastFrameAt()) > termAt),
+      30_000,
+      'a frame relayed during the drain',
+    );
 
     const exit = await deadline(a.proc.exited, 60_000, 'A exits at the drain deadline');
     expect(exit.code).toBe(0);
@@ -84,7 +93,11 @@ describe('drain deadline', () => {
     expect(upstream.map((u) => u.id).sort()).toEqual([n1, n2].sort());
     expect(await slotsOfKey(fleet())).toBe(2);
     for (const id of [n1, n2]) expect((await http(b.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
-    await deadline(until(async () => (await slotsOfKey(fleet())) === 0), 30_000, 'slots released');
+    await deadline(
+      until(async () => (await slotsOfKey(fleet())) === 0),
+      30_000,
+      'slots released',
+    );
   }, 180_000);
 });
 

@@ -57,7 +57,11 @@ test('a draining replica keeps serving what reaches it, stays in the fleet, show
   expect(ready.status).toBe(503);
   expect(ready.body).toMatchObject({ draining: true });
   expect((await http(a.url, 'GET', '/healthz')).status).toBe(200);
-  await deadline(until(async () => Number(await fleet().redisCall('ZSCORE', 'lg:replicas', 'A')) > beatBefore), 10_000, 'A heartbeats while draining');
+  await deadline(
+    until(async () => Number(await fleet().redisCall('ZSCORE', 'lg:replicas', 'A')) > beatBefore),
+    10_000,
+    'A heartbeats while draining',
+  );
   expect(await ownerOf(fleet(), id)).toBe('B');
   expect((await metrics(b.url)).get('gateway_fleet_replicas')).toBe(2);
 
@@ -67,7 +71,11 @@ test('a draining replica keeps serving what reaches it, stays in the fleet, show
   expect(ka.body).toMatchObject({ status: 'ok', stream_id: id });
   const patched = await http(a.url, 'PATCH', `/v0.2/streams/${id}/config/prompt`, { body: { prompt: 'Changed while A drains' } });
   expect(patched.status).toBe(200);
-  await deadline(until(() => s.received.some((r) => r.message.prompt === 'Changed while A drains')), 15_000, 'the new prompt in the results');
+  await deadline(
+    until(() => s.received.some((r) => r.message.prompt === 'Changed while A drains')),
+    15_000,
+    'the new prompt in the results',
+  );
   const late = await openResults(a.url, id, KEY, { waitMs: null });
   await deadline(late.waitFor(2), 30_000, 'a new socket on the draining replica gets results');
 

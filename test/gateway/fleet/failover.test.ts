@@ -29,8 +29,14 @@ test('SIGKILL of the owner: a survivor resumes its streams; same prompt, zero du
   // Sockets on the survivors only: they must stay open through the failover.
   const sockets = await Promise.all(ids.map((id, i) => openResults((i % 2 ? c : b).url, id, KEY, { waitMs: null })));
   await deadline(Promise.all(sockets.map((s) => s.waitFor(2))), 30_000, 'first results');
-  expect((await http(c.url, 'PATCH', `/v0.2/streams/${ids[0]}/config/prompt`, { body: { prompt: 'Kept across the failover' } })).status).toBe(200);
-  await deadline(until(() => sockets[0]!.received.some((r) => r.message.prompt === 'Kept across the failover')), 15_000, 'the new prompt in use');
+  expect(
+    (await http(c.url, 'PATCH', `/v0.2/streams/${ids[0]}/config/prompt`, { body: { prompt: 'Kept across the failover' } })).status,
+  ).toBe(200);
+  await deadline(
+    until(() => sockets[0]!.received.some((r) => r.message.prompt === 'Kept across the failover')),
+    15_000,
+    'the new prompt in use',
+  );
 
   // A create in flight on A at the crash: a slot A acquired but never bound to a stream, 60 s old.
   const kh = keyHash(KEY);
@@ -41,7 +47,11 @@ test('SIGKILL of the owner: a survivor resumes its streams; same prompt, zero du
   const grids = await Promise.all(ids.map(async (id) => (await fleet().session(id))!.gridStartMs));
   const killedAt = Date.now();
   a.kill('SIGKILL');
-  await deadline(Promise.all(sockets.map((s) => until(() => after(s, killedAt).length >= 3))), 60_000, 'results again after the owner died');
+  await deadline(
+    Promise.all(sockets.map((s) => until(() => after(s, killedAt).length >= 3))),
+    60_000,
+    'results again after the owner died',
+  );
 
   for (const s of sockets) {
     expect(s.isOpen()).toBe(true);
@@ -57,7 +67,11 @@ test('SIGKILL of the owner: a survivor resumes its streams; same prompt, zero du
   expect(after(sockets[0]!, killedAt).every((r) => r.message.prompt === 'Kept across the failover')).toBe(true);
   // The adopted streams keep their slots; the dead replica's unbound slot comes back (reconciler:
   // within deadAfterMs + reconcileMs + a sweep of the crash).
-  await deadline(until(async () => (await slotsOfKey(fleet())) === 3), 30_000, "the dead replica's unbound slot freed");
+  await deadline(
+    until(async () => (await slotsOfKey(fleet())) === 3),
+    30_000,
+    "the dead replica's unbound slot freed",
+  );
   // The figure the bench reports over many streams; here only printed.
   console.log(`failover gaps (ms): ${sockets.map((s) => longestGap(s.received, killedAt - 1000)).join(', ')}`);
 
@@ -79,14 +93,26 @@ test('SIGSTOP of the owner past the dead-after time, then SIGCONT: adopted once,
   const stoppedAt = Date.now();
   b.kill('SIGSTOP');
   try {
-    await deadline(until(async () => (await ownerOf(fleet(), id)) !== 'B'), 30_000, 'a survivor adopted the stream');
-    await deadline(until(() => after(onC, stoppedAt).length >= 2), 30_000, 'results from the new owner');
+    await deadline(
+      until(async () => (await ownerOf(fleet(), id)) !== 'B'),
+      30_000,
+      'a survivor adopted the stream',
+    );
+    await deadline(
+      until(() => after(onC, stoppedAt).length >= 2),
+      30_000,
+      'results from the new owner',
+    );
   } finally {
     b.kill('SIGCONT');
   }
   const wokeAt = Date.now();
   // The woken owner may finish the tick it was in; the commit is refused (fenced), nothing is published twice.
-  await deadline(until(() => after(onA, wokeAt).length >= 4 && after(onC, wokeAt).length >= 4), 30_000, 'results after the old owner woke');
+  await deadline(
+    until(() => after(onA, wokeAt).length >= 4 && after(onC, wokeAt).length >= 4),
+    30_000,
+    'results after the old owner woke',
+  );
   expect(duplicateIds(onA.received)).toEqual([]);
   expect(duplicateIds(onC.received)).toEqual([]);
   expect(onA.isOpen() && onC.isOpen()).toBe(true);

@@ -33,7 +33,11 @@ test('a replica paused past failover, woken, then drained leaves the stream it l
   // C drains: the stream is handed over to A or B (X), which adopts it.
   c.kill('SIGTERM');
   expect((await deadline(c.proc.exited, 30_000, 'C exits')).code).toBe(0);
-  await deadline(until(async () => ['A', 'B'].includes(await ownerOf(fleet(), id))), 15_000, 'handed over');
+  await deadline(
+    until(async () => ['A', 'B'].includes(await ownerOf(fleet(), id))),
+    15_000,
+    'handed over',
+  );
   const x = fleet().replica(await ownerOf(fleet(), id));
   const y = x === a ? b : a;
   await deadline(x.line('legacy stream adopted'), 15_000, 'X adopted the stream');
@@ -45,7 +49,11 @@ test('a replica paused past failover, woken, then drained leaves the stream it l
   const stoppedAt = Date.now();
   x.kill('SIGSTOP');
   try {
-    await deadline(until(async () => (await ownerOf(fleet(), id)) === y.id), 30_000, 'Y claimed the stream');
+    await deadline(
+      until(async () => (await ownerOf(fleet(), id)) === y.id),
+      30_000,
+      'Y claimed the stream',
+    );
     await deadline(resultsAfter(onY, stoppedAt, 2), 30_000, 'results from Y');
   } finally {
     x.kill('SIGCONT');
@@ -56,7 +64,9 @@ test('a replica paused past failover, woken, then drained leaves the stream it l
   // X wakes: its copy of the stream stops (a refused tick, or the owned-streams reconcile).
   const wokeAt = Date.now();
   await deadline(
-    until(() => x.lines.some((l) => String(l.msg).startsWith('tick refused by the store') && l.streamId === id) || Date.now() - wokeAt > 12_000),
+    until(
+      () => x.lines.some((l) => String(l.msg).startsWith('tick refused by the store') && l.streamId === id) || Date.now() - wokeAt > 12_000,
+    ),
     20_000,
     'X noticed it lost the stream',
   );
@@ -66,7 +76,11 @@ test('a replica paused past failover, woken, then drained leaves the stream it l
   const termAt = Date.now();
   x.kill('SIGTERM');
   expect((await deadline(x.proc.exited, 30_000, 'X exits')).code).toBe(0);
-  await deadline(until(() => after(onY, termAt) >= 4 || !onY.isOpen()), 30_000, 'results on Y after X left');
+  await deadline(
+    until(() => after(onY, termAt) >= 4 || !onY.isOpen()),
+    30_000,
+    'results on Y after X left',
+  );
 
   expect(ended(y).map((l) => l.reason)).toEqual([]);
   expect(onY.isOpen()).toBe(true);

@@ -179,7 +179,11 @@ async function create(r: Replica, key = KEY, prompt = 'Describe the frame'): Pro
 }
 
 /** Tick numbers of the results a socket got (the result id is derived from stream id + tick). */
-const tickNumbers = (sock: ResultsSocket, streamId: string) => ticksOfIds(sock.messages.map((m) => String(m.id)), streamId);
+const tickNumbers = (sock: ResultsSocket, streamId: string) =>
+  ticksOfIds(
+    sock.messages.map((m) => String(m.id)),
+    streamId,
+  );
 
 describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', (kind) => {
   let f: Fleet;
@@ -253,7 +257,9 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
     await driveUntil(f, () => sock.messages.length >= n + 1);
     // The control message reached A before its next tick: every later result carries the new prompt.
     expect(sock.messages.slice(n).every((m) => m.prompt === 'Count the cats')).toBe(true);
-    expect((await call(b.url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 4, category: 'quality', feedback: 'ok' } })).status).toBe(200);
+    expect(
+      (await call(b.url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 4, category: 'quality', feedback: 'ok' } })).status,
+    ).toBe(200);
     expect((await call(a.url, 'GET', '/v0.2/streams/feedback')).body).toEqual([expect.objectContaining({ stream_id: id, rating: 4 })]);
     for (const [method, path, body] of [
       ['POST', `/v0.2/streams/${id}/keepalive`, undefined],
@@ -393,11 +399,21 @@ test('a Redis outage never ends a stream as lease_expired: the lease check retri
     const sock = await openResults(a.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
     const outage = redis.command('DEBUG', 'SLEEP', '2').catch(() => undefined);
-    await until(() => f.store.getSession(id).then(() => false, () => true));
+    await until(() =>
+      f.store.getSession(id).then(
+        () => false,
+        () => true,
+      ),
+    );
     // The lease (3 s) lapses on the fake clock while Redis cannot be read.
     await drive(f, 80);
     await outage;
-    await until(() => f.store.getSession(id).then(() => true, () => false));
+    await until(() =>
+      f.store.getSession(id).then(
+        () => true,
+        () => false,
+      ),
+    );
     // Back: the lease lapsed during the outage, and the retried check extends it instead of ending the stream.
     let rec = (await f.store.getSession(id))!;
     expect(rec.leaseExpiresAtMs).toBeLessThan(f.clock.now());
@@ -475,7 +491,7 @@ describe('failover and drain', () => {
     await driveUntil(f, () => socks[0]!.messages.some((m) => m.prompt === 'After the crash'));
     const before = socks.map((s) => s.messages.length);
 
-    await a.gw.gateway.fleet!.halt();
+    await a.gw.gateway.fleet.halt();
     await driveUntil(f, () => socks.every((s, i) => s.messages.length >= before[i]! + 3));
     expect(await pinnedSock.closed).toEqual({ code: 1001, reason: 'webrtc_disconnected' });
     expect(deletes.get(pinned)).toBe(1);
@@ -483,7 +499,13 @@ describe('failover and drain', () => {
     expect(f.adopted.every((x) => !x.startsWith('A:'))).toBe(true);
     // What the operator sees on the survivors' /metrics: the adoptions, and two replicas left.
     const texts = await Promise.all([b, c].map((r) => r.gw.gateway.metrics.text()));
-    const sample = (text: string, series: string) => Number(text.split('\n').find((l) => l.startsWith(`${series} `))?.slice(series.length + 1));
+    const sample = (text: string, series: string) =>
+      Number(
+        text
+          .split('\n')
+          .find((l) => l.startsWith(`${series} `))
+          ?.slice(series.length + 1),
+      );
     expect(texts.reduce((sum, t) => sum + sample(t, 'gateway_fleet_adoptions_total{how="failover"}'), 0)).toBe(3);
     for (const t of texts) expect(sample(t, 'gateway_fleet_replicas')).toBe(2);
     expect(b.gw.gateway.sessions.activeCount + c.gw.gateway.sessions.activeCount).toBe(3);
@@ -514,7 +536,13 @@ describe('failover and drain', () => {
     // A relay that only records what it was asked: the real one needs a customer room (test/gateway/ingest).
     const relay = (replica: string): MediaRelay => ({
       start: async (input) => {
-        joins.push({ replica, streamId: input.streamId, room: input.spec.source, publishUrl: input.publishUrl, publishToken: input.publishToken });
+        joins.push({
+          replica,
+          streamId: input.streamId,
+          room: input.spec.source,
+          publishUrl: input.publishUrl,
+          publishToken: input.publishToken,
+        });
         return { transport: 'room' };
       },
       stop: (streamId) => void stops.push(`${replica}:${streamId}`),
@@ -522,17 +550,23 @@ describe('failover and drain', () => {
     f = await startFleet(['A', 'B'], 'memory', { media: relay });
     const [a, b] = f.replicas as [Replica, Replica];
     const room = { type: 'room', url: 'wss://customer.example/room', token: 'customer-room-token' };
-    const res = await call(a.url, 'POST', '/v0.2/streams', { body: { ...frameBody({ interval_seconds: INTERVAL_MS / 1000 }), source: room } });
+    const res = await call(a.url, 'POST', '/v0.2/streams', {
+      body: { ...frameBody({ interval_seconds: INTERVAL_MS / 1000 }), source: room },
+    });
     expect(res.status).toBe(201);
     const id = (res.body as { stream_id: string }).stream_id;
     const sock = await openResults(b.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
-    await a.gw.gateway.fleet!.halt();
+    await a.gw.gateway.fleet.halt();
     expect(stops).toEqual([`A:${id}`]);
     const n = sock.messages.length;
     await driveUntil(f, () => sock.messages.length >= n + 2);
     expect(joins.map((j) => j.replica)).toEqual(['A', 'B']);
-    expect(joins[1]).toMatchObject({ streamId: id, room: expect.objectContaining({ url: room.url, token: room.token }), publishUrl: joins[0]!.publishUrl });
+    expect(joins[1]).toMatchObject({
+      streamId: id,
+      room: expect.objectContaining({ url: room.url, token: room.token }),
+      publishUrl: joins[0]!.publishUrl,
+    });
     expect(joins[1]!.publishToken).toEqual(expect.any(String));
     expect(joins[1]!.publishToken.length).toBeGreaterThan(0);
     expect(b.gw.gateway.sessions.activeCount).toBe(1);
@@ -556,7 +590,7 @@ describe('failover and drain', () => {
     expect(new Set(ticks).size).toBe(ticks.length);
   });
 
-  test("a replica whose heartbeat fails stops ticking before the fleet takes its streams: zero duplicates, and once back it finds the streams gone (fenced) and stops them", async () => {
+  test('a replica whose heartbeat fails stops ticking before the fleet takes its streams: zero duplicates, and once back it finds the streams gone (fenced) and stops them', async () => {
     await f.close();
     const down = new Set<string>();
     // Only A's heartbeats fail (its link to the store is cut for heartbeats; everything else answers).
@@ -610,8 +644,8 @@ describe('failover and drain', () => {
     const onC = await create(c);
     const onA = await openResults(a.url, ids[0]!, KEY);
     await driveUntil(f, () => onA.messages.length >= 1);
-    expect(await a.gw.gateway.drainConnections()).toBe(true);
-    expect(a.gw.gateway.holdingConnections).toBe(true);
+    expect(await a.gw.gateway.holdConnections()).toBe(true);
+    expect(a.gw.gateway.lifecycle.state).toBe('holding');
     const n = onA.messages.length;
     // Past deadAfterMs of fake time: A still heartbeats, so nobody fails its streams over.
     await driveUntil(f, () => onA.messages.length >= n + 4);
@@ -632,7 +666,7 @@ describe('failover and drain', () => {
     expect(a.gw.gateway.held()).toEqual({ sockets: 1, relays: 0 });
     // C crashes: its streams (its own, and any of A's it took) fail over to B, the one replica not draining.
     const onCnow = [onC, ...ids.filter((id) => f.adopted.includes(`C:handover:${id}`))];
-    await c.gw.gateway.fleet!.halt();
+    await c.gw.gateway.fleet.halt();
     await driveUntil(f, () => onCnow.every((id) => f.adopted.includes(`B:failover:${id}`)));
     expect(f.adopted.filter((x) => x.includes(':failover:')).sort()).toEqual(onCnow.map((id) => `B:failover:${id}`).sort());
     expect(f.ended).toEqual([]);
@@ -642,7 +676,7 @@ describe('failover and drain', () => {
 
   test('a draining replica that holds no stream refuses creates too (503), and creates go on elsewhere', async () => {
     const [a, b] = f.replicas as [Replica, Replica, Replica];
-    expect(await a.gw.gateway.drainConnections()).toBe(true);
+    expect(await a.gw.gateway.holdConnections()).toBe(true);
     expect((await call(a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 1 }) })).status).toBe(503);
     await create(b);
   });

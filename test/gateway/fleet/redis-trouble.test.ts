@@ -56,7 +56,11 @@ test('Redis restarted empty: owners re-register their sessions, results resume',
   const before = await Promise.all(ids.map((id) => fleet().session(id)));
   await fleet().redis!.restart({ keepData: false });
   const t = Date.now();
-  await deadline(until(async () => (await Promise.all(ids.map((id) => fleet().session(id)))).every(Boolean)), 30_000, 'records re-registered');
+  await deadline(
+    until(async () => (await Promise.all(ids.map((id) => fleet().session(id)))).every(Boolean)),
+    30_000,
+    'records re-registered',
+  );
   for (const [i, id] of ids.entries()) {
     const rec = (await fleet().session(id))!;
     expect(rec).toMatchObject({ state: 'active', owner: before[i]!.owner });
@@ -71,10 +75,20 @@ test('Redis paused 5 s: creates answer 503 store_unavailable; no stream ends as 
   redis.pause();
   const pausedAt = Date.now();
   try {
-    const create = await deadline(http(fleet().replica('A').url, 'POST', '/v0.2/streams', { body: frameBody() }), 15_000, 'a create during the pause');
+    const create = await deadline(
+      http(fleet().replica('A').url, 'POST', '/v0.2/streams', { body: frameBody() }),
+      15_000,
+      'a create during the pause',
+    );
     // On failure, what A logged at error level says why.
-    const errors = fleet().replica('A').lines.filter((l) => Date.parse(String(l.time)) >= pausedAt && Number(l.level) >= 40);
-    expect({ status: create.status, body: create.body, errors: create.status === 503 ? [] : errors }).toMatchObject({ status: 503, body: { error: 'store_unavailable' }, errors: [] });
+    const errors = fleet()
+      .replica('A')
+      .lines.filter((l) => Date.parse(String(l.time)) >= pausedAt && Number(l.level) >= 40);
+    expect({ status: create.status, body: create.body, errors: create.status === 503 ? [] : errors }).toMatchObject({
+      status: 503,
+      body: { error: 'store_unavailable' },
+      errors: [],
+    });
     // The outage lasts 5 s, longer than the lease: the scenario, not an assertion.
     await sleep(Math.max(0, 5000 - (Date.now() - pausedAt)));
   } finally {
@@ -83,8 +97,12 @@ test('Redis paused 5 s: creates answer 503 store_unavailable; no stream ends as 
   const t = Date.now();
   await deadline(allResultsAfter(t, 3), 30_000, 'results after the pause').catch(async (err: Error) => {
     // Say how each stream ended up, not only that results stopped.
-    const states = await Promise.all(ids.map(async (id, i) => ({ record: await fleet().session(id), open: sockets[i]!.isOpen(), got: sockets[i]!.received.length })));
-    throw new Error(`${err.message}: ${JSON.stringify(states.map((x) => ({ open: x.open, got: x.got, state: x.record?.state, endReason: x.record?.endReason, owner: x.record?.owner })))}`);
+    const states = await Promise.all(
+      ids.map(async (id, i) => ({ record: await fleet().session(id), open: sockets[i]!.isOpen(), got: sockets[i]!.received.length })),
+    );
+    throw new Error(
+      `${err.message}: ${JSON.stringify(states.map((x) => ({ open: x.open, got: x.got, state: x.record?.state, endReason: x.record?.endReason, owner: x.record?.owner })))}`,
+    );
   });
   // Past a whole lease after recovery, with keepalives flowing again: still active.
   await sleep(LEASE_S * 1000 + 1000);

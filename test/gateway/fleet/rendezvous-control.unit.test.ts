@@ -22,12 +22,26 @@ describe('pickReplica (rendezvous hashing)', () => {
 describe('control messages', () => {
   test('round trip of each op; channel per replica', () => {
     expect(controlChannel('r1')).toBe('control:r1');
-    for (const m of [{ op: 'ended', streamId: 's', reason: 'client_requested' }, { op: 'prompt', streamId: 's' }, { op: 'adopt', streamId: 's' }] as const) {
+    for (const m of [
+      { op: 'ended', streamId: 's', reason: 'client_requested' },
+      { op: 'prompt', streamId: 's' },
+      { op: 'adopt', streamId: 's' },
+    ] as const) {
       expect(parseControl(encodeControl(m))).toEqual(m);
     }
   });
   test('anything else is refused, never thrown', () => {
-    for (const bad of ['', 'nope', 'null', '[]', '{"op":"adopt"}', '{"op":"adopt","streamId":""}', '{"op":"drop","streamId":"s"}', '{"op":"ended","streamId":"s"}', '{"op":"prompt","streamId":5}']) {
+    for (const bad of [
+      '',
+      'nope',
+      'null',
+      '[]',
+      '{"op":"adopt"}',
+      '{"op":"adopt","streamId":""}',
+      '{"op":"drop","streamId":"s"}',
+      '{"op":"ended","streamId":"s"}',
+      '{"op":"prompt","streamId":5}',
+    ]) {
       expect(parseControl(bad)).toBeUndefined();
     }
   });

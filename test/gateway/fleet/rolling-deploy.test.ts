@@ -45,10 +45,12 @@ const servedBy = (s: ResultsSocket) => String(s.upgradeHeaders[SERVED_BY]);
 async function moreResults(sockets: ResultsSocket[], n: number): Promise<void> {
   const settled = await Promise.allSettled(sockets.map((s) => s.waitFor(s.received.length + n)));
   const failed = await Promise.all(
-    sockets.filter((_, i) => settled[i]!.status === 'rejected').map(async (s) => {
-      const c = await s.closed;
-      return `${s.streamId} on replica ${servedBy(s)}: ${c.code} ${c.reason}`;
-    }),
+    sockets
+      .filter((_, i) => settled[i]!.status === 'rejected')
+      .map(async (s) => {
+        const c = await s.closed;
+        return `${s.streamId} on replica ${servedBy(s)}: ${c.code} ${c.reason}`;
+      }),
   );
   if (failed.length) throw new Error(`sockets closed instead of receiving results:\n${failed.join('\n')}`);
 }
@@ -82,7 +84,11 @@ test('rolling deploy of three replicas: no socket closes, results keep coming, o
 
   const steps: ReplacedReplica[] = [];
   try {
-    for (const [old, next] of [['A', 'D'], ['B', 'E'], ['C', 'F']] as const) {
+    for (const [old, next] of [
+      ['A', 'D'],
+      ['B', 'E'],
+      ['C', 'F'],
+    ] as const) {
       const step = await replaceReplica(fleet(), lb, old, next);
       steps.push(step);
       // Every socket, on the old replicas too, keeps receiving results after this SIGTERM.
@@ -98,10 +104,19 @@ test('rolling deploy of three replicas: no socket closes, results keep coming, o
   for (const s of sockets) {
     expect(s.isOpen()).toBe(true);
     expect(duplicateIds(s.received)).toEqual([]);
-    expect(longestTickGap(s.received.map((r) => r.id), s.streamId) * INTERVAL_S * 1000).toBeLessThanOrEqual(GAP_BOUND_MS);
+    expect(
+      longestTickGap(
+        s.received.map((r) => r.id),
+        s.streamId,
+      ) *
+        INTERVAL_S *
+        1000,
+    ).toBeLessThanOrEqual(GAP_BOUND_MS);
   }
   // The figure with the delivery delays in (this machine's load): printed, not asserted.
-  console.log(`rolling deploy: longest time between two results on a socket ${Math.max(...sockets.map((s) => longestGap(s.received, s.received[0]!.atMs)))} ms`);
+  console.log(
+    `rolling deploy: longest time between two results on a socket ${Math.max(...sockets.map((s) => longestGap(s.received, s.received[0]!.atMs)))} ms`,
+  );
   const upstream = new Map((await fleet().upstreamStreams()).map((u) => [u.id, u.state]));
   for (const id of ids) {
     expect(upstream.get(id)).toBe('active');
@@ -123,7 +138,14 @@ test('rolling deploy of three replicas: no socket closes, results keep coming, o
     expect(exit.code).toBe(0);
     expect(exit.atMs).toBeGreaterThanOrEqual(closedAt);
     // The sockets on the replicas still draining are unaffected.
-    await deadline(moreResults(sockets.filter((s) => s.isOpen()), 1), 30_000, `results after ${step.old.id} exited`);
+    await deadline(
+      moreResults(
+        sockets.filter((s) => s.isOpen()),
+        1,
+      ),
+      30_000,
+      `results after ${step.old.id} exited`,
+    );
   }
 
   // The streams live on the new replicas: a new socket gets results, DELETE ends them, nothing is left.
@@ -131,7 +153,11 @@ test('rolling deploy of three replicas: no socket closes, results keep coming, o
   await deadline(fresh.waitFor(2), 30_000, 'results on a socket opened after the deploy');
   for (const id of ids) expect((await http(lb.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
   expect(await deadline(fresh.closed, 30_000, 'the fresh socket closes at the end')).toEqual({ code: 1001, reason: 'client_requested' });
-  await deadline(until(async () => (await slotsOfKey(fleet())) === 0), 30_000, 'slots released');
+  await deadline(
+    until(async () => (await slotsOfKey(fleet())) === 0),
+    30_000,
+    'slots released',
+  );
   const left = (await fleet().upstreamStreams()).filter((u) => ids.includes(u.id));
   expect(left).toEqual([]);
 }, 240_000);

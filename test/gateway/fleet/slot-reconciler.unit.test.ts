@@ -15,7 +15,11 @@ test('frees slots of ended or vanished streams and old unbound slots of dead rep
   await store.putSession({ ...sessionRecord('live'), keyHash: 'k' });
   await store.putSession({ ...sessionRecord('over'), keyHash: 'k' });
   await store.endSession('over', 'client_requested', clock.now());
-  for (const [slot, stream] of [['s-live', 'live'], ['s-over', 'over'], ['s-gone', 'gone']] as const) {
+  for (const [slot, stream] of [
+    ['s-live', 'live'],
+    ['s-over', 'over'],
+    ['s-gone', 'gone'],
+  ] as const) {
     await store.acquireSlot('k', slot, 10, 'alive');
     await store.bindSlot('k', slot, stream);
   }

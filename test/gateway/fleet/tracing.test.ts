@@ -60,7 +60,11 @@ test('a drain handover: the ticks of both owners link to the create; handover on
 
   const stream = (s: ReceivedSpan) => s.attributes['legacy.stream_id'] === id;
   await deadline(
-    until(() => receiver.spans.some((s) => s.name === 'legacy.end' && stream(s)) && receiver.spans.some((s) => s.name === 'legacy.handover' && stream(s))),
+    until(
+      () =>
+        receiver.spans.some((s) => s.name === 'legacy.end' && stream(s)) &&
+        receiver.spans.some((s) => s.name === 'legacy.handover' && stream(s)),
+    ),
     20_000,
     'the handover and the end exported',
   );
@@ -69,14 +73,25 @@ test('a drain handover: the ticks of both owners link to the create; handover on
   expect(spans.every((s) => s.protocol === 'protobuf')).toBe(true);
 
   const create = spans.find((s) => s.name === 'legacy.create' && stream(s))!;
-  expect(create).toMatchObject({ traceId: CREATE_TRACE, attributes: expect.objectContaining({ 'gateway.replica_id': 'A', 'gateway.key_hash': keyHash(KEY) }) });
+  expect(create).toMatchObject({
+    traceId: CREATE_TRACE,
+    attributes: expect.objectContaining({ 'gateway.replica_id': 'A', 'gateway.key_hash': keyHash(KEY) }),
+  });
   expect(create.resource).toMatchObject({ 'service.name': 'gateway-under-test', 'service.instance.id': 'A' });
   const toCreate = [expect.objectContaining({ traceId: CREATE_TRACE, spanId: create.spanId })];
 
   const handover = spans.find((s) => s.name === 'legacy.handover' && stream(s))!;
-  expect(handover).toMatchObject({ parentSpanId: '', links: toCreate, attributes: expect.objectContaining({ 'gateway.replica_id': 'A', 'legacy.handover.to': 'B', 'legacy.handover.claimed': true }) });
+  expect(handover).toMatchObject({
+    parentSpanId: '',
+    links: toCreate,
+    attributes: expect.objectContaining({ 'gateway.replica_id': 'A', 'legacy.handover.to': 'B', 'legacy.handover.claimed': true }),
+  });
   const adopt = spans.find((s) => s.name === 'legacy.adopt' && stream(s))!;
-  expect(adopt).toMatchObject({ parentSpanId: '', links: toCreate, attributes: expect.objectContaining({ 'gateway.replica_id': 'B', 'legacy.adopt.how': 'handover', 'legacy.epoch': 2 }) });
+  expect(adopt).toMatchObject({
+    parentSpanId: '',
+    links: toCreate,
+    attributes: expect.objectContaining({ 'gateway.replica_id': 'B', 'legacy.adopt.how': 'handover', 'legacy.epoch': 2 }),
+  });
   expect(adopt.resource).toMatchObject({ 'service.instance.id': 'B' });
 
   const ticks = spans.filter((s) => s.name === 'legacy.tick' && stream(s) && s.attributes['legacy.tick.outcome'] === 'ok');
@@ -101,7 +116,11 @@ test('a drain handover: the ticks of both owners link to the create; handover on
   // Results reach B's socket through Redis: B's fan-out spans, linked to the create.
   const fanouts = spans.filter((s) => s.name === 'legacy.results.fanout' && stream(s));
   expect(fanouts.length).toBeGreaterThanOrEqual(4);
-  for (const f of fanouts) expect(f).toMatchObject({ links: toCreate, attributes: expect.objectContaining({ 'gateway.replica_id': 'B', 'legacy.results.sockets': 1 }) });
+  for (const f of fanouts)
+    expect(f).toMatchObject({
+      links: toCreate,
+      attributes: expect.objectContaining({ 'gateway.replica_id': 'B', 'legacy.results.sockets': 1 }),
+    });
 
   const end = spans.find((s) => s.name === 'legacy.end' && stream(s))!;
   expect(end.attributes).toMatchObject({ 'gateway.replica_id': 'B', 'legacy.end_reason': 'client_requested' });

@@ -35,7 +35,10 @@ async function publisherIdentity(room: string): Promise<string> {
       viewer.on(rtc.RoomEvent.TrackSubscribed, (_t, _p, participant) => resolve(participant.identity));
       timer = setTimeout(() => resolve('none'), 5000);
     });
-    await viewer.connect(h.wsUrl, await mintSubscribeToken(TEST_KEYS, room, `viewer-${Date.now()}`, 60), { autoSubscribe: true, dynacast: false });
+    await viewer.connect(h.wsUrl, await mintSubscribeToken(TEST_KEYS, room, `viewer-${Date.now()}`, 60), {
+      autoSubscribe: true,
+      dynacast: false,
+    });
     return await seen;
   } finally {
     clearTimeout(timer);
@@ -82,7 +85,11 @@ test('publishes at the first frame; after the room drops it, reconnects with the
   }
   expect(publisher.connected).toBe(false);
   // Once the room has seen it leave, no frame of it arrives (frames already on their way may land before).
-  await deadline(until(() => h.server.stats('relay-up')?.publishers === 0, 20), 10_000, 'the room saw the publisher leave');
+  await deadline(
+    until(() => h.server.stats('relay-up')?.publishers === 0, 20),
+    10_000,
+    'the room saw the publisher leave',
+  );
   const after = sink.count;
   await sleep(300);
   expect(sink.count).toBe(after);

@@ -47,7 +47,10 @@ class PatternCamera {
     await this.room.connect(url, token, { autoSubscribe: false, dynacast: false });
     this.source = new rtc.VideoSource(320, 240);
     const track = rtc.LocalVideoTrack.createVideoTrack('camera', this.source);
-    await this.room.localParticipant!.publishTrack(track, new rtc.TrackPublishOptions({ source: rtc.TrackSource.SOURCE_CAMERA, simulcast: false }));
+    await this.room.localParticipant!.publishTrack(
+      track,
+      new rtc.TrackPublishOptions({ source: rtc.TrackSource.SOURCE_CAMERA, simulcast: false }),
+    );
     this.timer = setInterval(() => {
       const data = this.renderer.renderI420(this.next++);
       this.source?.captureFrame(new rtc.VideoFrame(data, 320, 240, rtc.VideoBufferType.I420));
@@ -70,7 +73,12 @@ async function customerRoom(): Promise<{ id: string; url: string; publishToken: 
 }
 
 async function roomCreate(url: string, token: string, processing: Record<string, unknown> = {}) {
-  return call(stack.url, 'POST', '/v0.2/streams', { body: { ...clipBody({ target_fps: 5, clip_length_seconds: 1, delay_seconds: 0.5, ...processing }), source: { type: 'room', url, token } } });
+  return call(stack.url, 'POST', '/v0.2/streams', {
+    body: {
+      ...clipBody({ target_fps: 5, clip_length_seconds: 1, delay_seconds: 0.5, ...processing }),
+      source: { type: 'room', url, token },
+    },
+  });
 }
 
 /** Waits for a result whose pattern range satisfies `ok`; returns it. */
@@ -79,7 +87,8 @@ async function resultWhere(messages: Record<string, unknown>[], ok: (t: ReturnTy
   for (;;) {
     const hit = messages.find((m) => m.ok === true && ok(tail(m.result as string)));
     if (hit) return tail(hit.result as string);
-    if (Date.now() > until) throw new Error(`no matching result in ${messages.length}: ${messages.map((m) => String(m.result).slice(-60)).join(' | ')}`);
+    if (Date.now() > until)
+      throw new Error(`no matching result in ${messages.length}: ${messages.map((m) => String(m.result).slice(-60)).join(' | ')}`);
     await sleep(100);
   }
 }
@@ -124,7 +133,15 @@ test('the gateway subscribes to the customer room and relays its pattern frames;
     // Stream info tells the relayed frames' size (the upstream does not); a relayed stream cannot be spectated.
     const info = await call(stack.url, 'GET', `/v0.2/streams/${id}/info`);
     expect(info.status).toBe(200);
-    expect(info.body).toMatchObject({ stream_id: id, source_type: 'room', state: 'active', frame_width: 320, frame_height: 240, effective_width: 320, effective_height: 240 });
+    expect(info.body).toMatchObject({
+      stream_id: id,
+      source_type: 'room',
+      state: 'active',
+      frame_width: 320,
+      frame_height: 240,
+      effective_width: 320,
+      effective_height: 240,
+    });
     expect((info.body as { inferences_completed: number }).inferences_completed).toBeGreaterThanOrEqual(3);
     const watch = await call(stack.url, 'POST', `/v0.2/streams/${id}/spectate`);
     expect(watch).toMatchObject({ status: 400, body: { error: 'not_native_stream' } });
@@ -149,7 +166,8 @@ test('the gateway subscribes to the customer room and relays its pattern frames;
 }, 90_000);
 
 test('room tokens that cannot subscribe, and rooms that cannot be joined, are refused with 422', async () => {
-  const activeIds = async () => ((await call(stack.emulator.url, 'GET', '/_emulator/state')).body as { streams: { id: string }[] }).streams.map((s) => s.id);
+  const activeIds = async () =>
+    ((await call(stack.emulator.url, 'GET', '/_emulator/state')).body as { streams: { id: string }[] }).streams.map((s) => s.id);
   const before = await activeIds();
   const customer = await customerRoom();
   try {
@@ -162,7 +180,15 @@ test('room tokens that cannot subscribe, and rooms that cannot be joined, are re
       ['no room join', customer.url, signRoomJwt(keys, { sub: 'g', exp: now + 60, video: { room: customer.id } }), /roomJoin/],
       ['bad url', 'ftp://example.invalid/room', await mintSubscribeToken(keys, customer.id, 'g', 60), /ws:\/\/, wss:\/\//],
       // Well-formed, but the room refuses it (wrong secret): found out by joining.
-      ['wrong secret', customer.url, signRoomJwt({ ...keys, apiSecret: 'another-secret-0123456789abcdef0123' }, { sub: 'g', exp: now + 60, video: { room: customer.id, roomJoin: true } }), /could not join/],
+      [
+        'wrong secret',
+        customer.url,
+        signRoomJwt(
+          { ...keys, apiSecret: 'another-secret-0123456789abcdef0123' },
+          { sub: 'g', exp: now + 60, video: { room: customer.id, roomJoin: true } },
+        ),
+        /could not join/,
+      ],
     ];
     for (const [name, url, token, message] of cases) {
       const r = await roomCreate(url, token);
@@ -202,11 +228,24 @@ test('the relay itself: stats, stop on every path (also during setup), one onLos
     await camera.start(customer.url, customer.publishToken);
     const up = await upstream();
     const onLost = jest.fn();
-    const media = await relay.start({ spec: await spec(), streamId: up.id, publishUrl: up.publish.url, publishToken: up.publish.token, onLost });
+    const media = await relay.start({
+      spec: await spec(),
+      streamId: up.id,
+      publishUrl: up.publish.url,
+      publishToken: up.publish.token,
+      onLost,
+    });
     expect(media).toEqual({ transport: 'room' });
     const until = Date.now() + 10_000;
     while ((relay.stats(up.id)?.framesRelayed ?? 0) < 8 && Date.now() < until) await sleep(100);
-    expect(relay.stats(up.id)).toMatchObject({ transport: 'room', fps: 5, width: 320, height: 240, upstreamConnected: true, upstreamReconnects: 0 });
+    expect(relay.stats(up.id)).toMatchObject({
+      transport: 'room',
+      fps: 5,
+      width: 320,
+      height: 240,
+      upstreamConnected: true,
+      upstreamReconnects: 0,
+    });
     expect(relay.stats(up.id)!.framesIn).toBeGreaterThan(relay.stats(up.id)!.framesRelayed);
     expect((await readUpstream(up.id)).last_frame_index).not.toBeNull();
 
@@ -225,7 +264,13 @@ test('the relay itself: stats, stop on every path (also during setup), one onLos
 
     // A stop that lands while the relay is being set up: start releases what it built and throws.
     const up2 = await upstream();
-    const starting = relay.start({ spec: await spec(), streamId: up2.id, publishUrl: up2.publish.url, publishToken: up2.publish.token, onLost });
+    const starting = relay.start({
+      spec: await spec(),
+      streamId: up2.id,
+      publishUrl: up2.publish.url,
+      publishToken: up2.publish.token,
+      onLost,
+    });
     await relay.stop(up2.id);
     await expect(starting).rejects.toMatchObject({ status: 503 });
     expect(relay.activeCount).toBe(0);

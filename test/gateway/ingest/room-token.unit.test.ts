@@ -5,7 +5,8 @@ import type { SessionSpec } from '../../../src/gateway/legacy/contract/spec';
 
 const NOW = Date.UTC(2026, 0, 1);
 const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
-const jwt = (claims: Record<string, unknown>, header: Record<string, unknown> = { alg: 'HS256', typ: 'JWT' }) => `${b64(header)}.${b64(claims)}.c2ln`;
+const jwt = (claims: Record<string, unknown>, header: Record<string, unknown> = { alg: 'HS256', typ: 'JWT' }) =>
+  `${b64(header)}.${b64(claims)}.c2ln`;
 const exp = (secondsFromNow: number) => Math.floor(NOW / 1000) + secondsFromNow;
 
 describe('checkRoomToken', () => {
@@ -15,7 +16,10 @@ describe('checkRoomToken', () => {
     const real = checkRoomToken(await at.toJwt(), Date.now());
     expect(real).toMatchObject({ ok: true, grant: { room: 'cam-1', identity: 'gw' } });
     expect(checkRoomToken(jwt({ sub: 'gw', exp: exp(60), video: { room: 'r', roomJoin: true } }), NOW)).toMatchObject({ ok: true });
-    expect(checkRoomToken(jwt({ sub: 'gw', video: { room: 'r', roomJoin: true } }), NOW)).toMatchObject({ ok: true, grant: { exp: undefined } });
+    expect(checkRoomToken(jwt({ sub: 'gw', video: { room: 'r', roomJoin: true } }), NOW)).toMatchObject({
+      ok: true,
+      grant: { exp: undefined },
+    });
   });
 
   test.each([
@@ -59,15 +63,23 @@ describe('sourceProblem → legacy 422s', () => {
     const h264 = 'v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 102\r\na=sendonly\r\na=rtpmap:102 H264/90000\r\n';
     const viaSource = sourceProblem(spec({ transport: 'webrtc', source: { transport: 'webrtc', sdp: h264 } }))!;
     expect(viaSource.status).toBe(422);
-    expect(viaSource.toLegacyBody('x')).toMatchObject({ error: 'validation_error', details: [{ loc: ['body', 'source', 'sdp'], type: 'value_error' }] });
+    expect(viaSource.toLegacyBody('x')).toMatchObject({
+      error: 'validation_error',
+      details: [{ loc: ['body', 'source', 'sdp'], type: 'value_error' }],
+    });
     expect(viaSource.options.extra?.request_id).toBe('req-1'); // the client's request id travels with it
-    const viaDeprecated = sourceProblem(spec({ transport: 'webrtc', source: { transport: 'webrtc', sdp: h264 }, deprecatedFields: ['webrtc'] }))!;
+    const viaDeprecated = sourceProblem(
+      spec({ transport: 'webrtc', source: { transport: 'webrtc', sdp: h264 }, deprecatedFields: ['webrtc'] }),
+    )!;
     expect(viaDeprecated.toLegacyBody('x')).toMatchObject({ details: [{ loc: ['body', 'webrtc', 'sdp'] }] });
   });
 
   test('room url and token problems point at their fields', () => {
     const bad = sourceProblem(spec({ transport: 'room', source: { transport: 'room', url: 'wss://x', token: 'nope' } }))!;
-    expect(bad.toLegacyBody('x')).toMatchObject({ message: expect.stringMatching(/not a JWT/), details: [{ loc: ['body', 'source', 'token'] }] });
+    expect(bad.toLegacyBody('x')).toMatchObject({
+      message: expect.stringMatching(/not a JWT/),
+      details: [{ loc: ['body', 'source', 'token'] }],
+    });
     const url = sourceProblem(spec({ transport: 'room', source: { transport: 'room', url: 'mailto:a@b', token: 'nope' } }))!;
     expect(url.toLegacyBody('x')).toMatchObject({ details: [{ loc: ['body', 'source', 'url'] }] });
   });

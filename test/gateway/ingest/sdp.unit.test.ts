@@ -15,7 +15,17 @@ const audio = ['m=audio 9 UDP/TLS/RTP/SAVPF 111', 'a=mid:1', 'a=sendrecv', 'a=rt
 
 describe('offeredVideo', () => {
   test('lists media codecs per video section, auxiliary payloads left out', () => {
-    const sdp = offer(videoSection([[96, 'VP8'], [97, 'rtx'], [102, 'H264'], [39, 'AV1'], [125, 'red'], [127, 'ulpfec']]), audio);
+    const sdp = offer(
+      videoSection([
+        [96, 'VP8'],
+        [97, 'rtx'],
+        [102, 'H264'],
+        [39, 'AV1'],
+        [125, 'red'],
+        [127, 'ulpfec'],
+      ]),
+      audio,
+    );
     expect(offeredVideo(sdp)).toEqual([{ codecs: ['VP8', 'H264', 'AV1'], sending: true }]);
   });
 
@@ -28,10 +38,35 @@ describe('offeredVideo', () => {
 
 describe('offerProblem', () => {
   test.each([
-    [offer(videoSection([[96, 'VP8'], [97, 'rtx']])), null],
-    [offer(videoSection([[102, 'H264'], [98, 'VP9']])), null],
+    [
+      offer(
+        videoSection([
+          [96, 'VP8'],
+          [97, 'rtx'],
+        ]),
+      ),
+      null,
+    ],
+    [
+      offer(
+        videoSection([
+          [102, 'H264'],
+          [98, 'VP9'],
+        ]),
+      ),
+      null,
+    ],
     [offer(videoSection([[39, 'AV1X']])), null],
-    [offer(videoSection([[102, 'H264'], [103, 'rtx'], [104, 'H264']])), /codecs \(H264\) cannot be decoded.*VP8, VP9 or AV1/],
+    [
+      offer(
+        videoSection([
+          [102, 'H264'],
+          [103, 'rtx'],
+          [104, 'H264'],
+        ]),
+      ),
+      /codecs \(H264\) cannot be decoded.*VP8, VP9 or AV1/,
+    ],
     [offer(videoSection([[96, 'VP8']], 'inactive')), /sends no video/],
     [offer([], audio), /no video section/],
     ['not sdp at all', /not an SDP/],

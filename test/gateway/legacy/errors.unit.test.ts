@@ -14,16 +14,64 @@ describe('LEGACY_ERRORS', () => {
     ['unauthorized', LEGACY_ERRORS.unauthorized(), 401, 'unauthorized', 'Invalid or revoked API key'],
     ['unauthorized + text', LEGACY_ERRORS.unauthorized('Invalid API key'), 401, 'unauthorized', 'Invalid API key'],
     ['insufficientCredits', LEGACY_ERRORS.insufficientCredits(), 402, 'insufficient_credits', 'Insufficient credits'],
-    ['concurrentStreamLimit', LEGACY_ERRORS.concurrentStreamLimit(5), 429, 'concurrent_stream_limit', 'Concurrent stream limit reached (5 per API key)'],
-    ['clientClosedRequest', LEGACY_ERRORS.clientClosedRequest(), 499, 'client_closed_request', 'The client closed the request before the stream was created'],
-    ['unsupportedSource', LEGACY_ERRORS.unsupportedSource('webrtc'), 422, 'unsupported_source', 'Source webrtc is not available on this gateway'],
+    [
+      'concurrentStreamLimit',
+      LEGACY_ERRORS.concurrentStreamLimit(5),
+      429,
+      'concurrent_stream_limit',
+      'Concurrent stream limit reached (5 per API key)',
+    ],
+    [
+      'clientClosedRequest',
+      LEGACY_ERRORS.clientClosedRequest(),
+      499,
+      'client_closed_request',
+      'The client closed the request before the stream was created',
+    ],
+    [
+      'unsupportedSource',
+      LEGACY_ERRORS.unsupportedSource('webrtc'),
+      422,
+      'unsupported_source',
+      'Source webrtc is not available on this gateway',
+    ],
     ['unknownModel', LEGACY_ERRORS.unknownModel('x/y'), 422, 'validation_error', 'Unknown model "x/y"'],
     ['modelUnavailable', LEGACY_ERRORS.modelUnavailable('x/y', 'unavailable'), 503, 'model_unavailable', 'Model x/y is unavailable'],
-    ['resultNotFound', LEGACY_ERRORS.resultNotFound(), 404, 'result_not_found', "Result not found: no result with this id is known for this API key's account"],
-    ['clipDropped', LEGACY_ERRORS.clipDropped('client_requested'), 410, 'clip_dropped', 'The stream of this result has ended (client_requested) and its frames were dropped; the result can no longer be re-run'],
-    ['clipDropped, no reason', LEGACY_ERRORS.clipDropped(null), 410, 'clip_dropped', 'The stream of this result has ended and its frames were dropped; the result can no longer be re-run'],
-    ['clipEvicted', LEGACY_ERRORS.clipEvicted(), 410, 'clip_evicted', "The frames of this result were evicted from the stream's frame buffer; the result can no longer be re-run"],
-    ['modelSaturated', LEGACY_ERRORS.modelSaturated('x/y'), 503, 'model_unavailable', 'Model x/y is saturated (at capacity) and takes no new streams; retry later or use another ready model'],
+    [
+      'resultNotFound',
+      LEGACY_ERRORS.resultNotFound(),
+      404,
+      'result_not_found',
+      "Result not found: no result with this id is known for this API key's account",
+    ],
+    [
+      'clipDropped',
+      LEGACY_ERRORS.clipDropped('client_requested'),
+      410,
+      'clip_dropped',
+      'The stream of this result has ended (client_requested) and its frames were dropped; the result can no longer be re-run',
+    ],
+    [
+      'clipDropped, no reason',
+      LEGACY_ERRORS.clipDropped(null),
+      410,
+      'clip_dropped',
+      'The stream of this result has ended and its frames were dropped; the result can no longer be re-run',
+    ],
+    [
+      'clipEvicted',
+      LEGACY_ERRORS.clipEvicted(),
+      410,
+      'clip_evicted',
+      "The frames of this result were evicted from the stream's frame buffer; the result can no longer be re-run",
+    ],
+    [
+      'modelSaturated',
+      LEGACY_ERRORS.modelSaturated('x/y'),
+      503,
+      'model_unavailable',
+      'Model x/y is saturated (at capacity) and takes no new streams; retry later or use another ready model',
+    ],
   ])('%s → %i %s', (_name, err, status, code, message) => {
     expect(err).toBeInstanceOf(ServiceError);
     expect(err).toMatchObject({ status, code, message, shape: 'legacy' });
@@ -34,8 +82,12 @@ describe('LEGACY_ERRORS', () => {
   it('details: the limit, the saturated status, the model field', () => {
     expect(LEGACY_ERRORS.concurrentStreamLimit(5).options.details).toEqual({ limit: 5 });
     expect(LEGACY_ERRORS.modelSaturated('m').options.details).toEqual({ status: 'saturated' });
-    expect(LEGACY_ERRORS.unknownModel('m').options.details).toEqual([{ loc: ['body', 'inference', 'model'], msg: 'Unknown model "m"', type: 'value_error' }]);
-    expect(LEGACY_ERRORS.unknownModel('m', ['body', 'model']).options.details).toEqual([{ loc: ['body', 'model'], msg: 'Unknown model "m"', type: 'value_error' }]);
+    expect(LEGACY_ERRORS.unknownModel('m').options.details).toEqual([
+      { loc: ['body', 'inference', 'model'], msg: 'Unknown model "m"', type: 'value_error' },
+    ]);
+    expect(LEGACY_ERRORS.unknownModel('m', ['body', 'model']).options.details).toEqual([
+      { loc: ['body', 'model'], msg: 'Unknown model "m"', type: 'value_error' },
+    ]);
     expect(LEGACY_ERRORS.clipDropped(null).options.details).toEqual({ reason: 'stream_ended' });
     expect(LEGACY_ERRORS.clipEvicted().options.details).toEqual({ reason: 'window_evicted' });
   });

@@ -65,10 +65,18 @@ describe('fallbackModels: [] (no fallback)', () => {
     expect(failed.every((m) => m.ok === false && m.model_name === 'local/analyzer-mini')).toBe(true);
 
     const models = (await http(s.url, 'GET', '/v0.2/models')).body as { model: string; status: string; ready: boolean }[];
-    expect(models.find((m) => m.model === 'local/analyzer-mini')).toEqual({ model: 'local/analyzer-mini', ready: false, status: 'saturated' });
+    expect(models.find((m) => m.model === 'local/analyzer-mini')).toEqual({
+      model: 'local/analyzer-mini',
+      ready: false,
+      status: 'saturated',
+    });
     const refused = await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({}, { model: 'local/analyzer-mini' }) });
     expect(refused.status).toBe(503);
-    expect(refused.body).toMatchObject({ error: 'model_unavailable', message: expect.stringMatching(/saturated/), details: { status: 'saturated' } });
+    expect(refused.body).toMatchObject({
+      error: 'model_unavailable',
+      message: expect.stringMatching(/saturated/),
+      details: { status: 'saturated' },
+    });
     // Another, ready model still takes streams.
     const other = await createStream(s, frameBody({}, { model: 'local/analyzer' }));
     await http(s.url, 'DELETE', `/v0.2/streams/${other}`);

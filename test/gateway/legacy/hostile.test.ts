@@ -27,7 +27,9 @@ describe('hostile tenant on /v0.2', () => {
     expect(r.body).toMatchObject({
       ...legacyShape,
       error: 'validation_error',
-      details: [{ loc: ['body', 'processing', 'delay_seconds'], type: 'less_than_equal', msg: 'Input should be less than or equal to 3600' }],
+      details: [
+        { loc: ['body', 'processing', 'delay_seconds'], type: 'less_than_equal', msg: 'Input should be less than or equal to 3600' },
+      ],
     });
     expect(await slotsInUse(s.gateway.gateway.store, keyHash(KEY))).toBe(0);
   });
@@ -38,7 +40,11 @@ describe('hostile tenant on /v0.2', () => {
     });
     expect(r.status).toBe(422);
     const locs = (r.body as { details: { loc: string[]; type: string }[] }).details.map((d) => `${d.loc.join('.')}:${d.type}`);
-    expect(locs.sort()).toEqual(['body.client.request_id:string_too_long', 'body.inference.model:string_too_long', 'body.inference.prompt:string_too_long']);
+    expect(locs.sort()).toEqual([
+      'body.client.request_id:string_too_long',
+      'body.inference.model:string_too_long',
+      'body.inference.prompt:string_too_long',
+    ]);
   });
 
   test('a prompt PATCH over the prompt cap is a 422; the stream keeps its prompt', async () => {
@@ -54,9 +60,15 @@ describe('hostile tenant on /v0.2', () => {
     const properties: Record<string, unknown> = {};
     for (let i = 0; i < 3000; i++) properties[`field_${i}`] = { type: 'string', description: `property number ${i}` };
     for (const key of [KEY, KEY_BROKE]) {
-      const r = await http(s.url, 'POST', '/v0.2/streams', { key, body: clipBody({}, { output_schema_json: { type: 'object', properties } }) });
+      const r = await http(s.url, 'POST', '/v0.2/streams', {
+        key,
+        body: clipBody({}, { output_schema_json: { type: 'object', properties } }),
+      });
       expect(r.status).toBe(422);
-      expect(r.body).toMatchObject({ ...legacyShape, details: [{ loc: ['body', 'inference', 'output_schema_json'], type: 'value_error' }] });
+      expect(r.body).toMatchObject({
+        ...legacyShape,
+        details: [{ loc: ['body', 'inference', 'output_schema_json'], type: 'value_error' }],
+      });
     }
     expect(s.gateway.gateway.sessions.schemas.size).toBe(0);
   });
@@ -86,7 +98,8 @@ describe('hostile tenant on /v0.2', () => {
 
   test('feedback: size cap, per-stream and per-account caps, refused once ended, paginated list', async () => {
     const create = async () => ((await http(s.url, 'POST', '/v0.2/streams', { body: clipBody() })).body as { stream_id: string }).stream_id;
-    const post = (id: string, feedback = 'ok') => http(s.url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 4, category: 'accuracy', feedback } });
+    const post = (id: string, feedback = 'ok') =>
+      http(s.url, 'POST', `/v0.2/streams/${id}/feedback`, { body: { rating: 4, category: 'accuracy', feedback } });
     const a = await create();
 
     const tooLong = await post(a, 'f'.repeat(4097));
@@ -96,12 +109,19 @@ describe('hostile tenant on /v0.2', () => {
     for (let i = 0; i < 3; i++) expect((await post(a, `n${i}`)).status).toBe(200);
     const streamFull = await post(a);
     expect(streamFull.status).toBe(422);
-    expect(streamFull.body).toMatchObject({ ...legacyShape, error: 'feedback_limit_reached', message: 'Feedback limit reached: at most 3 entries per stream' });
+    expect(streamFull.body).toMatchObject({
+      ...legacyShape,
+      error: 'feedback_limit_reached',
+      message: 'Feedback limit reached: at most 3 entries per stream',
+    });
 
     const b = await create();
     for (let i = 0; i < 2; i++) expect((await post(b, `m${i}`)).status).toBe(200);
     const accountFull = await post(b);
-    expect(accountFull.body).toMatchObject({ error: 'feedback_limit_reached', message: 'Feedback limit reached: at most 5 entries per account' });
+    expect(accountFull.body).toMatchObject({
+      error: 'feedback_limit_reached',
+      message: 'Feedback limit reached: at most 5 entries per account',
+    });
 
     // Bare array (legacy shape), pageSize 2, next page announced in headers.
     const seen: string[] = [];
@@ -124,7 +144,10 @@ describe('hostile tenant on /v0.2', () => {
     for (const q of ['limit=0', 'limit=abc', 'limit=100000', 'cursor=%0a']) {
       const r = await http(s.url, 'GET', `/v0.2/streams/feedback?${q}`);
       expect(r.status).toBe(422);
-      expect(r.body).toMatchObject({ error: 'validation_error', details: [{ loc: [expect.stringMatching(/^query$/), expect.any(String)] }] });
+      expect(r.body).toMatchObject({
+        error: 'validation_error',
+        details: [{ loc: [expect.stringMatching(/^query$/), expect.any(String)] }],
+      });
     }
 
     await http(s.url, 'DELETE', `/v0.2/streams/${b}`);
@@ -143,10 +166,31 @@ describe('feedback pruned with the tombstone (MemoryStore, fake clock)', () => {
     const store = new MemoryStore();
     const limits = { perStream: 2, perAccount: 3 };
     const rec = (streamId: string) => ({
-      streamId, keyHash: 'k', slotId: 's', accountId: 'acct', state: 'ended' as const, endReason: 'x', createdAtMs: 0, endedAtMs: 0,
-      leaseExpiresAtMs: 0, prompt: 'p', promptUpdatedAtMs: 0, spec: null, ...FLEET_DEFAULTS, fallbackModels: [],
+      streamId,
+      keyHash: 'k',
+      slotId: 's',
+      accountId: 'acct',
+      state: 'ended' as const,
+      endReason: 'x',
+      createdAtMs: 0,
+      endedAtMs: 0,
+      leaseExpiresAtMs: 0,
+      prompt: 'p',
+      promptUpdatedAtMs: 0,
+      spec: null,
+      ...FLEET_DEFAULTS,
+      fallbackModels: [],
     });
-    const fb = (id: string, streamId: string) => ({ id, stream_id: streamId, accountId: 'acct', rating: 1, category: 'c', feedback: 'f', created_at: '', updated_at: '' });
+    const fb = (id: string, streamId: string) => ({
+      id,
+      stream_id: streamId,
+      accountId: 'acct',
+      rating: 1,
+      category: 'c',
+      feedback: 'f',
+      created_at: '',
+      updated_at: '',
+    });
     await store.putSession(rec('s1'));
     await store.putSession(rec('s2'));
     expect(await store.addFeedback(fb('1', 's1'), limits)).toBe('ok');

@@ -34,7 +34,9 @@ describe('legacy streams on the emulator', () => {
   });
 
   test('a clip stream: create, results at the cadence naming the clip window, keepalive, delete', async () => {
-    const created = await http(s.url, 'POST', '/v0.2/streams', { body: clipBody({ target_fps: 4, clip_length_seconds: 1, delay_seconds: 0.5 }) });
+    const created = await http(s.url, 'POST', '/v0.2/streams', {
+      body: clipBody({ target_fps: 4, clip_length_seconds: 1, delay_seconds: 0.5 }),
+    });
     expect(created.status).toBe(201);
     const body = created.body as Record<string, unknown>;
     expect(Object.keys(body).sort()).toEqual(['lease', 'room', 'stream_id', 'turn_servers', 'webrtc']);
@@ -48,7 +50,14 @@ describe('legacy streams on the emulator', () => {
     const results = await sock.waitFor(4, 15_000);
     for (const r of results) {
       expect(Object.keys(r).sort()).toEqual(RESULT_KEYS);
-      expect(r).toMatchObject({ stream_id: id, mode: 'clip', model_name: 'local/analyzer', ok: true, error: null, prompt: 'What happens?' });
+      expect(r).toMatchObject({
+        stream_id: id,
+        mode: 'clip',
+        model_name: 'local/analyzer',
+        ok: true,
+        error: null,
+        prompt: 'What happens?',
+      });
       expect(r.model_backend).toBe('svc');
     }
     // Windows after the first second are full: ~1 s of frames sampled at ≤ 4 fps, pattern = lifetime indices.
@@ -84,7 +93,8 @@ describe('legacy streams on the emulator', () => {
   });
 
   test('stream info: the provider’s 12 fields with their types, counted across results; 404 once ended', async () => {
-    const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string }).stream_id;
+    const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string })
+      .stream_id;
     const sock = await openResults(s.url, id, KEY);
     await sock.waitFor(3, 15_000);
     const r = await http(s.url, 'GET', `/v0.2/streams/${id}/info`);
@@ -130,7 +140,12 @@ describe('legacy streams on the emulator', () => {
     expect(Object.keys(patch.body as object).sort()).toEqual(
       ['backend', 'created_at', 'id', 'model', 'output_schema_json', 'prompt', 'stream_id', 'updated_at'].sort(),
     );
-    expect(patch.body).toMatchObject({ stream_id: id, prompt: 'Now count the frames', model: 'local/analyzer', output_schema_json: schema });
+    expect(patch.body).toMatchObject({
+      stream_id: id,
+      prompt: 'Now count the frames',
+      model: 'local/analyzer',
+      output_schema_json: schema,
+    });
     const seen = sock.messages.length;
     await sock.waitFor(seen + 2);
     expect(sock.messages[seen + 1]!.prompt).toBe('Now count the frames');
@@ -139,7 +154,8 @@ describe('legacy streams on the emulator', () => {
   });
 
   test('several sockets per stream each get every later result, in order', async () => {
-    const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string }).stream_id;
+    const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string })
+      .stream_id;
     const a = await openResults(s.url, id, KEY);
     const b = await openResults(s.url, id, KEY);
     await a.waitFor(3);
@@ -147,7 +163,11 @@ describe('legacy streams on the emulator', () => {
     const ids = (m: Record<string, unknown>[]) => m.map((r) => r.id);
     const commonIds = () => ids(b.messages).filter((x) => ids(a.messages).includes(x));
     // Both sockets get each later result; which one hears of it first is a race: wait, do not sleep.
-    await deadline(until(() => commonIds().length >= 2, 10), 10_000, 'results on both sockets');
+    await deadline(
+      until(() => commonIds().length >= 2, 10),
+      10_000,
+      'results on both sockets',
+    );
     const common = commonIds();
     expect(common.length).toBeGreaterThanOrEqual(2);
     expect(ids(a.messages).filter((x) => common.includes(x))).toEqual(common);
@@ -162,7 +182,10 @@ describe('legacy streams on the emulator', () => {
     expect((await (await openResults(s.url, id, KEY_REVOKED)).closed).code).toBe(1008);
     // Another account's stream closes exactly as a missing one.
     expect(await (await openResults(s.url, id, KEY_B)).closed).toEqual({ code: 1008, reason: 'stream_not_found' });
-    expect(await (await openResults(s.url, '3f0c4f5e-7b1a-4c1e-9a55-0d9f2b7c1a01', KEY_B)).closed).toEqual({ code: 1008, reason: 'stream_not_found' });
+    expect(await (await openResults(s.url, '3f0c4f5e-7b1a-4c1e-9a55-0d9f2b7c1a01', KEY_B)).closed).toEqual({
+      code: 1008,
+      reason: 'stream_not_found',
+    });
     const raw = await openResults(s.url, id, null);
     raw.ws.send('not json');
     expect((await raw.closed).code).toBe(1008);
@@ -294,7 +317,11 @@ describe('legacy streams on the emulator', () => {
     expect(res.headers.get('access-control-allow-credentials')).toBe('true');
     const pre = await fetch(`${s.url}/v0.2/streams`, {
       method: 'OPTIONS',
-      headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+      headers: {
+        origin: 'https://app.example',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization,content-type',
+      },
     });
     expect(pre.status).toBe(204);
     expect(pre.headers.get('access-control-allow-headers')).toContain('authorization');
@@ -312,7 +339,8 @@ describe('legacy stream endings', () => {
   });
 
   test('no keepalive: the legacy lease expires → 1001 lease_expired, upstream deleted, slot released', async () => {
-    const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) })).body as { stream_id: string }).stream_id;
+    const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) })).body as { stream_id: string })
+      .stream_id;
     const sock = await openResults(s.url, id, KEY);
     expect(await sock.closed).toEqual({ code: 1001, reason: 'lease_expired' });
     expect((await http(s.emulator.url, 'GET', `/v1beta/streams/${id}`)).body).toMatchObject({ state: 'ended' });
@@ -321,7 +349,8 @@ describe('legacy stream endings', () => {
   });
 
   test('the upstream stream expiring ends the legacy stream', async () => {
-    const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) })).body as { stream_id: string }).stream_id;
+    const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) })).body as { stream_id: string })
+      .stream_id;
     const keepalive = setInterval(() => void http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`), 300);
     try {
       const sock = await openResults(s.url, id, KEY);
@@ -340,7 +369,9 @@ describe('a legacy stream whose account runs dry', () => {
 
   test('402 mid-stream ends the stream with insufficient_credits', async () => {
     const s = stack();
-    const id = ((await http(s.url, 'POST', '/v0.2/streams', { key: KEY_B, body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string }).stream_id;
+    const id = (
+      (await http(s.url, 'POST', '/v0.2/streams', { key: KEY_B, body: frameBody({ interval_seconds: 0.3 }) })).body as { stream_id: string }
+    ).stream_id;
     try {
       const sock = await openResults(s.url, id, KEY_B);
       await sock.waitFor(1);
@@ -354,7 +385,9 @@ describe('a legacy stream whose account runs dry', () => {
   test('a keepalive refused for credits (402) leaves the stream running; a top-up through checkout and a keepalive renew it', async () => {
     const s = stack();
     // One tick a minute: after the first result no completion meets the empty balance meanwhile.
-    const id = ((await http(s.url, 'POST', '/v0.2/streams', { key: KEY_B, body: frameBody({ interval_seconds: 60 }) })).body as { stream_id: string }).stream_id;
+    const id = (
+      (await http(s.url, 'POST', '/v0.2/streams', { key: KEY_B, body: frameBody({ interval_seconds: 60 }) })).body as { stream_id: string }
+    ).stream_id;
     try {
       const sock = await openResults(s.url, id, KEY_B);
       await sock.waitFor(1, 15_000);
@@ -392,7 +425,8 @@ describe('upstream failures', () => {
   });
 
   test('a 503 burst is retried; a longer one falls back to the next ready model; then recovers', async () => {
-    const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) })).body as { stream_id: string }).stream_id;
+    const id = ((await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.5 }) })).body as { stream_id: string })
+      .stream_id;
     const sock = await openResults(s.url, id, KEY);
     await sock.waitFor(1);
     // Two failures: the retries absorb them, the answer still comes from the requested model.

@@ -23,7 +23,11 @@ function setup(over: Partial<LegacyRecord> = {}) {
   const clock = new FakeClock(0);
   const renewed: [string, string][] = [];
   const rec = record(over);
-  const stream = new LiveStream(rec, 'key', { publishToken: 'tok0', clock, media: { renewToken: (id, token) => renewed.push([id, token]) } });
+  const stream = new LiveStream(rec, 'key', {
+    publishToken: 'tok0',
+    clock,
+    media: { renewToken: (id, token) => renewed.push([id, token]) },
+  });
   return { clock, rec, stream, renewed };
 }
 
@@ -63,7 +67,15 @@ test('the store record of a live stream is active, owned by the writer and carri
   const { stream } = setup({ state: 'ended', owner: 'old', costMicrocents: 9 } as Partial<LegacyRecord>);
   stream.bumpEpoch();
   const out = stream.toRecord('r1', 42);
-  expect(out).toMatchObject({ state: 'active', owner: 'r1', epoch: 2, costMicrocents: 0, lastKeepaliveAtMs: 42, promptUpdatedAtMs: 42, endReason: null });
+  expect(out).toMatchObject({
+    state: 'active',
+    owner: 'r1',
+    epoch: 2,
+    costMicrocents: 0,
+    lastKeepaliveAtMs: 42,
+    promptUpdatedAtMs: 42,
+    endReason: null,
+  });
   expect(out.ids).not.toBe(stream.record.ids);
 });
 

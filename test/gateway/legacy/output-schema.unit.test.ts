@@ -6,7 +6,12 @@ const compileOutputSchema = (schema: Record<string, unknown>) => compileWith(val
 
 describe('compileOutputSchema', () => {
   test('the same $id compiles again (a second stream with the same schema), and validators keep working', () => {
-    const schema = () => ({ $id: 'https://example.com/answer.json', type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] });
+    const schema = () => ({
+      $id: 'https://example.com/answer.json',
+      type: 'object',
+      properties: { n: { type: 'integer' } },
+      required: ['n'],
+    });
     const a = compileOutputSchema(schema());
     const b = compileOutputSchema(schema());
     expect(a({ n: 1 })).toBe(true);
@@ -15,7 +20,11 @@ describe('compileOutputSchema', () => {
 
   test('an invalid schema is a legacy 422 naming output_schema_json', () => {
     expect(() => compileOutputSchema({ type: 'no-such-type' })).toThrow(
-      expect.objectContaining({ status: 422, code: 'validation_error', options: expect.objectContaining({ details: [expect.objectContaining({ loc: ['body', 'inference', 'output_schema_json'] })] }) }),
+      expect.objectContaining({
+        status: 422,
+        code: 'validation_error',
+        options: expect.objectContaining({ details: [expect.objectContaining({ loc: ['body', 'inference', 'output_schema_json'] })] }),
+      }),
     );
   });
 });

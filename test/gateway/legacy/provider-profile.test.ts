@@ -28,7 +28,10 @@ test('the shipped profile names the provider tokens', () => {
 
 test('backends overshoot (the default) and gemini deliver results; thirdparty is refused', async () => {
   for (const backend of ['overshoot', 'gemini', undefined]) {
-    const created = await http(s.url, 'POST', '/v0.2/streams', { key: KEY, body: frameBody({ interval_seconds: 0.3 }, backend ? { backend } : {}) });
+    const created = await http(s.url, 'POST', '/v0.2/streams', {
+      key: KEY,
+      body: frameBody({ interval_seconds: 0.3 }, backend ? { backend } : {}),
+    });
     expect(created.status).toBe(201);
     const body = created.body as Record<string, unknown>;
     expect(Object.keys(body).sort()).toEqual(['lease', 'livekit', 'stream_id', 'turn_servers', 'webrtc']);
@@ -45,7 +48,9 @@ test('backends overshoot (the default) and gemini deliver results; thirdparty is
   }
   const refused = await http(s.url, 'POST', '/v0.2/streams', { key: KEY, body: frameBody({}, { backend: 'thirdparty' }) });
   expect(refused.status).toBe(422);
-  expect(refused.body).toMatchObject({ details: [{ loc: ['body', 'inference', 'backend'], msg: "Input should be 'gemini' or 'overshoot'" }] });
+  expect(refused.body).toMatchObject({
+    details: [{ loc: ['body', 'inference', 'backend'], msg: "Input should be 'gemini' or 'overshoot'" }],
+  });
 });
 
 test('the seed tokens are refused: an svc- key before the upstream is asked, an svc:// reference by the emulator', async () => {
@@ -55,7 +60,11 @@ test('the seed tokens are refused: an svc- key before the upstream is asked, an 
   const ask = (scheme: string) =>
     http(s.url, 'POST', '/v1beta/chat/completions', {
       key: KEY,
-      body: { model: 'local/analyzer', thread_id: 'profile-test', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `${scheme}://streams/${id}?frame_index=-1` } }] }] },
+      body: {
+        model: 'local/analyzer',
+        thread_id: 'profile-test',
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `${scheme}://streams/${id}?frame_index=-1` } }] }],
+      },
     });
   let ok = await ask('ovs');
   for (let i = 0; i < 50 && ok.status === 422; i++) ok = await ask('ovs'); // until the first frame is in
@@ -67,7 +76,10 @@ test('the seed tokens are refused: an svc- key before the upstream is asked, an 
 });
 
 test('a clip stream as the Python SDK drives it: results, keepalive, reinfer of a delivered result', async () => {
-  const created = await http(s.url, 'POST', '/v0.2/streams', { key: KEY, body: clipBody({ target_fps: 4, clip_length_seconds: 1, delay_seconds: 0.5 }) });
+  const created = await http(s.url, 'POST', '/v0.2/streams', {
+    key: KEY,
+    body: clipBody({ target_fps: 4, clip_length_seconds: 1, delay_seconds: 0.5 }),
+  });
   const id = (created.body as { stream_id: string }).stream_id;
   const sock = await openResults(s.url, id, KEY);
   const [first] = await sock.waitFor(2, 15_000);

@@ -1,4 +1,9 @@
-import { DEFAULT_RATE_LIMIT_WAIT_MS, MAX_RATE_LIMIT_WAIT_MS, RESUME_SPREAD_MS, RateLimitBackoff } from '../../../src/gateway/legacy/sessions/rate-limit-backoff';
+import {
+  DEFAULT_RATE_LIMIT_WAIT_MS,
+  MAX_RATE_LIMIT_WAIT_MS,
+  RESUME_SPREAD_MS,
+  RateLimitBackoff,
+} from '../../../src/gateway/legacy/sessions/rate-limit-backoff';
 
 describe('RateLimitBackoff', () => {
   const T = 1_000_000;
@@ -18,7 +23,11 @@ describe('RateLimitBackoff', () => {
       for (let t = T; t < T + 1000 + RESUME_SPREAD_MS + 10; t += 10) if (!b.holds('k', t, jitter)) return t - T;
       return -1;
     };
-    expect([resumesAt(0), resumesAt(0.5), resumesAt(0.99)]).toEqual([1000, 1000 + RESUME_SPREAD_MS / 2, 1000 + Math.ceil((RESUME_SPREAD_MS * 0.99) / 10) * 10]);
+    expect([resumesAt(0), resumesAt(0.5), resumesAt(0.99)]).toEqual([
+      1000,
+      1000 + RESUME_SPREAD_MS / 2,
+      1000 + Math.ceil((RESUME_SPREAD_MS * 0.99) / 10) * 10,
+    ]);
   });
 
   it('no hint waits the default; a huge hint is capped; a later 429 extends, an earlier one never shortens', () => {

@@ -50,13 +50,26 @@ describe('reinfer on one gateway', () => {
       // A longer answer than the stream's 64-token cap: the prose echoes the prompt.
       const res = await reinfer(s.url, { result_id: r.id, prompt: 'What moved?', model: 'local/analyzer', max_tokens: 400 });
       expect(res.status).toBe(200);
-      const body = res.body as { id: string; model: string; content: string; finish_reason: string | null; usage: Record<string, number> | null };
-      expect(body).toEqual({ id: expect.any(String), model: 'local/analyzer', content: expect.any(String), finish_reason: 'stop', usage: expect.any(Object) });
+      const body = res.body as {
+        id: string;
+        model: string;
+        content: string;
+        finish_reason: string | null;
+        usage: Record<string, number> | null;
+      };
+      expect(body).toEqual({
+        id: expect.any(String),
+        model: 'local/analyzer',
+        content: expect.any(String),
+        finish_reason: 'stop',
+        usage: expect.any(Object),
+      });
       expect(body.id).not.toBe(r.id);
       expect(body.content).toContain('What moved?');
       expect(body.usage!.total_tokens).toBeGreaterThan(0);
       const [was, now] = [tail(r.result as string), tail(body.content)];
-      if (process.env.REINFER_LOG) process.stdout.write(`clip ${was.first}..${was.last} (${was.frames}) → ${now.first}..${now.last} (${now.frames})\n`);
+      if (process.env.REINFER_LOG)
+        process.stdout.write(`clip ${was.first}..${was.last} (${was.frames}) → ${now.first}..${now.last} (${now.frames})\n`);
       expect({ first: within1(was.first, now.first), last: within1(was.last, now.last) }).toEqual({ first: true, last: true });
     }
     expect((await http(s.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
@@ -85,7 +98,14 @@ describe('reinfer on one gateway', () => {
       required: ['first_index', 'last_index', 'frames'],
       additionalProperties: false,
     };
-    const res = await reinfer(s.url, { result_id: r!.id, prompt: 'Which frames?', model: 'local/analyzer', output_schema: schema, max_tokens: 200, temperature: 0.2 });
+    const res = await reinfer(s.url, {
+      result_id: r!.id,
+      prompt: 'Which frames?',
+      model: 'local/analyzer',
+      output_schema: schema,
+      max_tokens: 200,
+      temperature: 0.2,
+    });
     expect(res.status).toBe(200);
     const answer = JSON.parse((res.body as { content: string }).content) as { first_index: number; last_index: number; frames: number };
     expect(Object.keys(answer).sort()).toEqual(['first_index', 'frames', 'last_index']);
@@ -93,7 +113,9 @@ describe('reinfer on one gateway', () => {
     expect(within1(answer.first_index, was.first) && within1(answer.last_index, was.last)).toBe(true);
 
     // An unusable schema is the caller's 422, at its own field.
-    const bad = await http(s.url, 'POST', PATH, { body: { result_id: r!.id, prompt: 'x', model: 'local/analyzer', output_schema: { type: 'nope' } } });
+    const bad = await http(s.url, 'POST', PATH, {
+      body: { result_id: r!.id, prompt: 'x', model: 'local/analyzer', output_schema: { type: 'nope' } },
+    });
     expect(bad.status).toBe(422);
     expect((bad.body as { details: { loc: string[] }[] }).details[0]!.loc).toEqual(['body', 'output_schema']);
     expect((await http(s.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
@@ -105,7 +127,9 @@ describe('reinfer on one gateway', () => {
     expect((await reinfer(s.url, { result_id: r!.id, prompt: 'p', model: 'local/analyzer' })).status).toBe(200);
 
     const other = await http(s.url, 'POST', PATH, { key: KEY_B, body: { result_id: r!.id, prompt: 'p', model: 'local/analyzer' } });
-    const unknown = await http(s.url, 'POST', PATH, { body: { result_id: '00000000-0000-8000-8000-000000000000', prompt: 'p', model: 'local/analyzer' } });
+    const unknown = await http(s.url, 'POST', PATH, {
+      body: { result_id: '00000000-0000-8000-8000-000000000000', prompt: 'p', model: 'local/analyzer' },
+    });
     expect(other.status).toBe(404);
     expect(unknown.status).toBe(404);
     const strip = (b: unknown) => ({ ...(b as Record<string, unknown>), request_id: null });
@@ -118,7 +142,9 @@ describe('reinfer on one gateway', () => {
     const model = await http(s.url, 'POST', PATH, { body: { result_id: r!.id, prompt: 'p', model: 'nobody/none' } });
     expect(model.status).toBe(422);
     expect((model.body as { details: { loc: string[] }[] }).details[0]!.loc).toEqual(['body', 'model']);
-    expect((await http(s.url, 'POST', PATH, { key: null, body: { result_id: r!.id, prompt: 'p', model: 'local/analyzer' } })).status).toBe(401);
+    expect((await http(s.url, 'POST', PATH, { key: null, body: { result_id: r!.id, prompt: 'p', model: 'local/analyzer' } })).status).toBe(
+      401,
+    );
 
     // Counted as /v0.2 use.
     const metrics = await (await fetch(`${s.url}/metrics`)).text();
@@ -130,8 +156,10 @@ describe('reinfer on one gateway', () => {
     // One result, then a minute without ticks: only the reinfer is billed in between.
     const id = await createStream(s.url, frameBody({ interval_seconds: 60 }));
     const [r] = await resultsOf(s.url, id, 1);
-    const balance = async () => ((await http(s.url, 'GET', '/billing/accounts/me/balance')).body as { balance_microcents: number }).balance_microcents;
-    const keepaliveCost = async () => ((await http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`)).body as { cost_cents: number }).cost_cents;
+    const balance = async () =>
+      ((await http(s.url, 'GET', '/billing/accounts/me/balance')).body as { balance_microcents: number }).balance_microcents;
+    const keepaliveCost = async () =>
+      ((await http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`)).body as { cost_cents: number }).cost_cents;
     const price = (await http(s.url, 'GET', '/billing/pricing/local/analyzer', { key: null })).body as ModelPricing;
     expect(await keepaliveCost()).toBeGreaterThan(0); // the first tick's
     const before = await balance();
@@ -161,7 +189,8 @@ describe('reinfer on one gateway', () => {
     const [root, legacy] = await Promise.all(['/healthz', '/v0.2/healthz'].map((p) => fetch(`${s.url}${p}`, { headers: { origin } })));
     expect(legacy.status).toBe(200);
     expect(await legacy.text()).toBe(await root.text());
-    for (const h of ['content-type', 'access-control-allow-origin', 'access-control-allow-credentials']) expect(legacy.headers.get(h)).toBe(root.headers.get(h));
+    for (const h of ['content-type', 'access-control-allow-origin', 'access-control-allow-credentials'])
+      expect(legacy.headers.get(h)).toBe(root.headers.get(h));
     expect(legacy.headers.get('access-control-allow-origin')).toBe(origin);
     expect((await fetch(`${s.url}/v0.2/healthz`, { method: 'HEAD' })).status).toBe(200);
     const pre = await fetch(`${s.url}/v0.2/healthz`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'GET' } });

@@ -29,17 +29,27 @@ function setup(reads: { rttMs: number; streamMs: number; state?: 'active' | 'end
   const deps = { store, upstream, cfg: { resultWindowSeconds: 600 }, logger: createLogger('silent'), clock } as unknown as SessionContext;
   const recorder = new ResultWindowRecorder(deps);
   const session = (spec: unknown = clipSpec) =>
-    new LiveStream({ streamId: 's1', accountId: 'acct', ids: {}, fallbackModels: [], spec } as unknown as LegacyRecord, 'k', { publishToken: '', clock });
+    new LiveStream({ streamId: 's1', accountId: 'acct', ids: {}, fallbackModels: [], spec } as unknown as LegacyRecord, 'k', {
+      publishToken: '',
+      clock,
+    });
   return { clock, store, recorder, session, calls: () => calls };
 }
 
-test('clip: the window ends at the stream clock of the send time, from the read round trip\'s midpoint', async () => {
+test("clip: the window ends at the stream clock of the send time, from the read round trip's midpoint", async () => {
   const t = setup([{ rttMs: 10, streamMs: 5000 }]);
   const s = t.session();
   const sentAt = t.clock.now() - 200;
   // The read starts now, answers 10 ms later: stream time 5000 at local now + 5.
   await t.recorder.record(s, 'r1', sentAt);
-  expect(await t.store.getResultWindow('r1')).toEqual({ streamId: 's1', accountId: 'acct', mode: 'clip', startMs: 3795, endMs: 4795, maxFps: 4 });
+  expect(await t.store.getResultWindow('r1')).toEqual({
+    streamId: 's1',
+    accountId: 'acct',
+    mode: 'clip',
+    startMs: 3795,
+    endMs: 4795,
+    maxFps: 4,
+  });
   // Later results use the same anchor: no second read.
   await t.recorder.record(s, 'r2', t.clock.now() + 500);
   expect(await t.store.getResultWindow('r2')).toMatchObject({ startMs: 4505, endMs: 5505 });
@@ -52,7 +62,14 @@ test('frame: one frame at the send time; results waiting together share one read
   const now = t.clock.now();
   await Promise.all([t.recorder.record(s, 'a', now), t.recorder.record(s, 'b', now + 100)]);
   expect(t.calls()).toBe(1);
-  expect(await t.store.getResultWindow('a')).toEqual({ streamId: 's1', accountId: 'acct', mode: 'frame', startMs: 998, endMs: 998, maxFps: 0 });
+  expect(await t.store.getResultWindow('a')).toEqual({
+    streamId: 's1',
+    accountId: 'acct',
+    mode: 'frame',
+    startMs: 998,
+    endMs: 998,
+    maxFps: 0,
+  });
   expect(await t.store.getResultWindow('b')).toMatchObject({ endMs: 1098 });
 });
 
@@ -88,7 +105,8 @@ test('no window before the first frame or once the stream ended; a failed read r
   expect(await ended.store.getResultWindow('r1')).toBeUndefined();
 
   const failing = setup([]);
-  (failing.recorder as unknown as { deps: { upstream: { getStream(): Promise<never> } } }).deps.upstream.getStream = () => Promise.reject(new Error('down'));
+  (failing.recorder as unknown as { deps: { upstream: { getStream(): Promise<never> } } }).deps.upstream.getStream = () =>
+    Promise.reject(new Error('down'));
   await expect(failing.recorder.record(failing.session(), 'r1', failing.clock.now())).resolves.toBeUndefined();
   expect(await failing.store.getResultWindow('r1')).toBeUndefined();
 });

@@ -93,7 +93,9 @@ function randomFirst(rnd: () => number): { data?: string | Buffer; valid: boolea
 async function runCase(rnd: () => number): Promise<{ outcome: Outcome; path: string; valid: boolean }> {
   const path = randomPath(rnd);
   const first = randomFirst(rnd);
-  const after = Array.from({ length: Math.floor(rnd() * 4) }, () => (rnd() < 0.5 ? randomText(rnd, 100) : Buffer.from(randomText(rnd, 50))));
+  const after = Array.from({ length: Math.floor(rnd() * 4) }, () =>
+    rnd() < 0.5 ? randomText(rnd, 100) : Buffer.from(randomText(rnd, 50)),
+  );
   const sock = connectResults(stack.url, streamId, null, { path });
   const result = (outcome: Outcome) => ({ outcome, path, valid: first.valid });
   try {

@@ -62,7 +62,11 @@ describe('ResultsSockets', () => {
   const authed = async (path?: string) => {
     const before = opened.length;
     const sock = await openResults(url, 's1', 'good', { path });
-    await deadline(until(() => opened.length > before, 5), 10_000, 'socket authenticated');
+    await deadline(
+      until(() => opened.length > before, 5),
+      10_000,
+      'socket authenticated',
+    );
     return sock;
   };
 
@@ -109,7 +113,11 @@ describe('ResultsSockets', () => {
     // Stop the client from answering pings: pause its TCP socket (nothing read, nothing answered).
     (ws.ws as unknown as { _socket: { pause(): void } })._socket.pause();
     // Gone server-side (after two or three heartbeat periods; the bound only turns a hang into a failure).
-    await deadline(until(() => closedStreams.includes('hb'), 50), 10_000, 'the heartbeat terminated the socket');
+    await deadline(
+      until(() => closedStreams.includes('hb'), 50),
+      10_000,
+      'the heartbeat terminated the socket',
+    );
     ws.ws.terminate();
   });
 

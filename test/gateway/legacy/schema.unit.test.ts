@@ -204,7 +204,14 @@ const rows: Row[] = [
   ['target_fps above 30', clipBody, `${p}.target_fps`, 31, 'body.processing.target_fps', 'less_than_equal'],
   ['target_fps fractional', clipBody, `${p}.target_fps`, 1.5, 'body.processing.target_fps', 'int_type'],
   ['target_fps a string', clipBody, `${p}.target_fps`, '5', 'body.processing.target_fps', 'int_type'],
-  ['clip_length_seconds below 0.1', clipBody, `${p}.clip_length_seconds`, 0.09, 'body.processing.clip_length_seconds', 'greater_than_equal'],
+  [
+    'clip_length_seconds below 0.1',
+    clipBody,
+    `${p}.clip_length_seconds`,
+    0.09,
+    'body.processing.clip_length_seconds',
+    'greater_than_equal',
+  ],
   ['clip_length_seconds above 60', clipBody, `${p}.clip_length_seconds`, 60.1, 'body.processing.clip_length_seconds', 'less_than_equal'],
   ['clip_length_seconds a string', clipBody, `${p}.clip_length_seconds`, '1', 'body.processing.clip_length_seconds', 'float_type'],
   ['clip_length_seconds null', clipBody, `${p}.clip_length_seconds`, null, 'body.processing.clip_length_seconds', 'float_type'],
@@ -217,7 +224,14 @@ const rows: Row[] = [
   ['target_fps with fps', clipBody, `${p}.fps`, 30, 'body.processing', 'value_error'],
   ['target_fps with sampling_ratio', clipBody, `${p}.sampling_ratio`, 0.5, 'body.processing', 'value_error'],
   ['fps without sampling_ratio', withPath(clipBody, `${p}.target_fps`, undefined), `${p}.fps`, 30, 'body.processing', 'value_error'],
-  ['sampling_ratio without fps', withPath(clipBody, `${p}.target_fps`, undefined), `${p}.sampling_ratio`, 0.5, 'body.processing', 'value_error'],
+  [
+    'sampling_ratio without fps',
+    withPath(clipBody, `${p}.target_fps`, undefined),
+    `${p}.sampling_ratio`,
+    0.5,
+    'body.processing',
+    'value_error',
+  ],
   // the legacy pair (target_fps removed, fps present)
   ...((): Row[] => {
     const pair = withPath(withPath(clipBody, `${p}.target_fps`, undefined), `${p}.fps`, 30);
@@ -348,7 +362,11 @@ describe('prompt patch and feedback bodies', () => {
   });
   it('feedback: the provider range 0..10 inclusive, and the text optional (default "")', () => {
     expect(parseLegacy(schemas.feedback, { rating: 0, category: 'c' }, 'g')).toEqual({ rating: 0, category: 'c', feedback: '' });
-    expect(parseLegacy(schemas.feedback, { rating: 10, category: 'c', feedback: 'x' }, 'g')).toEqual({ rating: 10, category: 'c', feedback: 'x' });
+    expect(parseLegacy(schemas.feedback, { rating: 10, category: 'c', feedback: 'x' }, 'g')).toEqual({
+      rating: 10,
+      category: 'c',
+      feedback: 'x',
+    });
   });
   it('prompt patch: no body', () => {
     expect(detailsOf(undefined, schemas.promptPatch)).toEqual([{ loc: ['body'], msg: 'Field required', type: 'missing' }]);
@@ -391,8 +409,18 @@ describe('legacy error bodies and request ids', () => {
   });
 
   it('falls back to the generated id', () => {
-    expect(legacyErrorRequestId(failure(() => parseCreate({})), null)).toBe('generated-id');
-    expect(legacyErrorRequestId(failure(() => parseCreate({ client: { request_id: 7 } })), null)).toBe('generated-id');
+    expect(
+      legacyErrorRequestId(
+        failure(() => parseCreate({})),
+        null,
+      ),
+    ).toBe('generated-id');
+    expect(
+      legacyErrorRequestId(
+        failure(() => parseCreate({ client: { request_id: 7 } })),
+        null,
+      ),
+    ).toBe('generated-id');
     expect(legacyRequestId(null, 'gen')).toBe('gen');
     expect(legacyRequestId({ client: { request_id: '' } }, 'gen')).toBe('gen');
     expect(legacyRequestId({ client: { request_id: 'abc' } }, 'gen')).toBe('abc');
@@ -437,7 +465,9 @@ describe('a custom brand and vendor', () => {
     ]);
   });
   it('the provider profile: backends gemini and overshoot, thirdparty refused; the default profile the other way round', () => {
-    const ovs = createLegacySchemas(brandOf({ brand: 'overshoot', brandAbbreviation: 'ovs', thirdPartyBackend: 'gemini', roomVendor: 'livekit' }));
+    const ovs = createLegacySchemas(
+      brandOf({ brand: 'overshoot', brandAbbreviation: 'ovs', thirdPartyBackend: 'gemini', roomVendor: 'livekit' }),
+    );
     const parseOvs = (body: unknown) => parseLegacy(ovs.createStream, body, 'g');
     expect(parseOvs(withPath(clipBody, 'inference.backend', 'gemini')).inference.backend).toBe('gemini');
     expect(parseOvs(withPath(clipBody, 'inference.backend', 'overshoot')).inference.backend).toBe('overshoot');

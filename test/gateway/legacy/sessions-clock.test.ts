@@ -22,6 +22,7 @@ import { UpstreamClient } from '../../../src/upstream/client';
 import { FakeClock, callsInFlight, driveUntil, quiesce, settle } from '../../helpers/fake-clock';
 import { KEY, frameBody, http } from '../../helpers/stack';
 import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
+import { SOLO_LINK } from '../../../src/gateway/fleet/member';
 
 const POLL_MS = 50;
 const INTERVAL_MS = 500;
@@ -74,6 +75,7 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
     upstream,
     catalog,
     clock,
+    fleet: SOLO_LINK,
     observer: {
       streamEnded: (_k, reason) => void ended.push(reason),
       upstreamError: (status) => void upstreamErrors.push(status),
@@ -236,7 +238,8 @@ describe('LegacySessions on fake time', () => {
     // One tick a minute: after tick 0 nothing asks the upstream for a completion (or a keepalive,
     // every 60 s) within the 45 s lease, so only the lease can end the stream.
     const r = rig({ leaseTtlSeconds: 45 });
-    const setBalance = (balance_microcents: number) => http(emulator.url, 'POST', '/_emulator/balance', { body: { api_key: KEY, balance_microcents } });
+    const setBalance = (balance_microcents: number) =>
+      http(emulator.url, 'POST', '/_emulator/balance', { body: { api_key: KEY, balance_microcents } });
     try {
       const id = await create(r, 60_000);
       const seen = results(r, id);
@@ -254,7 +257,11 @@ describe('LegacySessions on fake time', () => {
       await setBalance(1_000_000_000);
       const ka = await r.sessions.keepalive(id, KEY, accountId);
       expect(ka.creditsRemainingCents).toBeGreaterThan(0);
-      expect(await r.store.getSession(id)).toMatchObject({ state: 'active', leaseExpiresAtMs: r.clock.now() + 45_000, creditsRefusedAtMs: null });
+      expect(await r.store.getSession(id)).toMatchObject({
+        state: 'active',
+        leaseExpiresAtMs: r.clock.now() + 45_000,
+        creditsRefusedAtMs: null,
+      });
 
       await setBalance(0);
       await expect(r.sessions.keepalive(id, KEY, accountId)).rejects.toMatchObject({ status: 402 });

@@ -51,7 +51,11 @@ test('a native stream is watched with the spectate token: frames arrive, the tok
   });
   try {
     await room.connect(view.url, view.token, { autoSubscribe: true, dynacast: false });
-    await deadline(until(() => indices.length >= 5, 20), 30_000, 'the viewer decoded five pattern frames');
+    await deadline(
+      until(() => indices.length >= 5, 20),
+      30_000,
+      'the viewer decoded five pattern frames',
+    );
     // The live pattern: indices move forward.
     expect(indices[indices.length - 1]!).toBeGreaterThan(indices[0]!);
   } finally {

@@ -35,7 +35,7 @@ async function report(url: string, query = ''): Promise<DeprecationReport> {
  * due), with a keepalive for each of `streams` after every step, as their client sends them.
  */
 async function pass(url: string, clock: FakeClock, ms: number, streams: string[] = []): Promise<void> {
-  for (const end = clock.now() + ms; clock.now() < end; ) {
+  for (const end = clock.now() + ms; clock.now() < end;) {
     clock.advance(Math.min(20_000, end - clock.now()));
     for (const id of streams) expect((await call(url, 'POST', `/v0.2/streams/${id}/keepalive`)).status).toBe(200);
   }
@@ -114,7 +114,9 @@ describe('migration progress from real traffic', () => {
     const k = (await report(url)).keys.find((x) => x.key_hash === keyHash(KEY))!;
     expect(Object.keys(k.migration.legacy_daily)).toEqual(['2026-04-11']);
     // The stale day field is gone from the store, not only hidden.
-    expect(Object.keys(await stack.gateway.gateway.store.hgetall(`depr:key:${keyHash(KEY)}`)).filter((f) => f.startsWith('day:'))).toEqual(['day:2026-04-11']);
+    expect(Object.keys(await stack.gateway.gateway.store.hgetall(`depr:key:${keyHash(KEY)}`)).filter((f) => f.startsWith('day:'))).toEqual([
+      'day:2026-04-11',
+    ]);
   });
 
   test('bad report parameters are 400s naming the choices', async () => {
@@ -133,7 +135,9 @@ describe('a brownout window on a fake clock', () => {
       {
         admin: { token: ADMIN },
         legacy,
-        deprecation: deprecation({ brownouts: { windows: [{ start: '2026-03-10T10:00:00Z', end: '2026-03-10T10:15:00Z' }], sockets: true } }),
+        deprecation: deprecation({
+          brownouts: { windows: [{ start: '2026-03-10T10:00:00Z', end: '2026-03-10T10:15:00Z' }], sockets: true },
+        }),
       },
       { clock },
     );

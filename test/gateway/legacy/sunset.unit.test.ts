@@ -9,7 +9,11 @@ const K1 = '0000000000000001'; // share 0.0
 const K2 = 'ffffffff00000000'; // share ~1.0
 
 function policy(deprecation: Record<string, unknown>, clock: FakeClock): SunsetPolicy {
-  const cfg = loadConfig({ env: {}, skipDefaultFile: true, overrides: { deprecation: { date: '2026-01-01', sunset: SUNSET, link: LINK, ...deprecation } } });
+  const cfg = loadConfig({
+    env: {},
+    skipDefaultFile: true,
+    overrides: { deprecation: { date: '2026-01-01', sunset: SUNSET, link: LINK, ...deprecation } },
+  });
   return new SunsetPolicy(cfg.deprecation as DeprecationConfig, clock);
 }
 
@@ -39,7 +43,10 @@ describe('sunset policy (injected clock)', () => {
   test('a cron window lasts durationMinutes from each match, in its time zone', async () => {
     // Tuesdays 15:00 Berlin (CET in March: 14:00 UTC), 20 minutes.
     const clock = new FakeClock(at('2026-03-10T13:59:00Z'));
-    const p = policy({ brownouts: { schedule: [{ cron: '0 15 * * 2', durationMinutes: 20, timezone: 'Europe/Berlin' }], sockets: true } }, clock);
+    const p = policy(
+      { brownouts: { schedule: [{ cron: '0 15 * * 2', durationMinutes: 20, timezone: 'Europe/Berlin' }], sockets: true } },
+      clock,
+    );
     expect(p.admitCreate(K1)).toBeUndefined();
     clock.set(at('2026-03-10T14:00:00Z'));
     expect(p.admitCreate(K1)?.reason).toBe('brownout');
@@ -96,9 +103,12 @@ describe('sunset policy (injected clock)', () => {
   });
 
   test('config rejects a bad cron, an empty window and a malformed key hash, naming the key', () => {
-    const load = (brownouts: Record<string, unknown>) => () => loadConfig({ env: {}, skipDefaultFile: true, overrides: { deprecation: { brownouts } } });
+    const load = (brownouts: Record<string, unknown>) => () =>
+      loadConfig({ env: {}, skipDefaultFile: true, overrides: { deprecation: { brownouts } } });
     expect(load({ schedule: [{ cron: 'weekly', durationMinutes: 10 }] })).toThrow(/deprecation\.brownouts\.schedule\.0\.cron/);
-    expect(load({ windows: [{ start: '2026-03-10T10:00:00Z', end: '2026-03-10T10:00:00Z' }] })).toThrow(/deprecation\.brownouts\.windows\.0\.end/);
+    expect(load({ windows: [{ start: '2026-03-10T10:00:00Z', end: '2026-03-10T10:00:00Z' }] })).toThrow(
+      /deprecation\.brownouts\.windows\.0\.end/,
+    );
     expect(load({ exemptKeys: ['svc-raw-key'] })).toThrow(/deprecation\.brownouts\.exemptKeys/);
     expect(load({ share: 2 })).toThrow(/deprecation\.brownouts\.share/);
   });

@@ -2,10 +2,32 @@ import { brandOf } from '../../../src/brand';
 import { ServiceError, type ValidationDetail } from '../../../src/lib/errors';
 import { createLegacySchemas } from '../../../src/gateway/legacy/contract/schema';
 import { legacyErrorRequestId, parseLegacy } from '../../../src/gateway/legacy/contract/validate';
-import { buildCompletionRequest, buildReinferRequest, legacyThreadId, windowReference } from '../../../src/gateway/legacy/contract/upstream-request';
-import { checkTokenRate, defaultMaxOutputTokens, normalizeCreate, targetFpsFromLegacyPair, type SessionSpec } from '../../../src/gateway/legacy/contract/spec';
+import {
+  buildCompletionRequest,
+  buildReinferRequest,
+  legacyThreadId,
+  windowReference,
+} from '../../../src/gateway/legacy/contract/upstream-request';
+import {
+  checkTokenRate,
+  defaultMaxOutputTokens,
+  normalizeCreate,
+  targetFpsFromLegacyPair,
+  type SessionSpec,
+} from '../../../src/gateway/legacy/contract/spec';
 import { legacyEndReasons, transportLostReason, LEGACY_CLOSES, endClose, tryLaterClose } from '../../../src/gateway/legacy/contract/closes';
-import { legacyStreamState, microcentsToCents, toLegacyCreateResponse, toLegacyFeedback, toLegacyKeepalive, toLegacyModels, toLegacyPromptResponse, toLegacyResult, toLegacyReinfer, legacyRoomToken } from '../../../src/gateway/legacy/contract/responses';
+import {
+  legacyStreamState,
+  microcentsToCents,
+  toLegacyCreateResponse,
+  toLegacyFeedback,
+  toLegacyKeepalive,
+  toLegacyModels,
+  toLegacyPromptResponse,
+  toLegacyResult,
+  toLegacyReinfer,
+  legacyRoomToken,
+} from '../../../src/gateway/legacy/contract/responses';
 
 const svc = brandOf({ brand: 'svc', roomVendor: 'room' });
 const acme = brandOf({ brand: 'acme', roomVendor: 'lk' });
@@ -160,15 +182,21 @@ describe('normalizeCreate', () => {
     expect(() => checkTokenRate(256, 2, 128)).not.toThrow();
     expect(() => checkTokenRate(3, 0.3, 10)).not.toThrow();
     expect(() => checkTokenRate(192, 1.5, 128)).not.toThrow();
-    const clip = { processing: { target_fps: 1, clip_length_seconds: 10, delay_seconds: 3 }, inference: { ...inference, max_output_tokens: 384 } };
+    const clip = {
+      processing: { target_fps: 1, clip_length_seconds: 10, delay_seconds: 3 },
+      inference: { ...inference, max_output_tokens: 384 },
+    };
     expect(spec(clip).maxOutputTokens).toBe(384);
     const over = { ...clip, inference: { ...inference, max_output_tokens: 385 } };
-    expect(rejection(() => spec(over)).message).toMatch(/interval \(3s\) must be <= 128\. Reduce max_output_tokens to at most 384\. .* or keep 385 with "delay_seconds": 3\.008 or more\.$/);
+    expect(rejection(() => spec(over)).message).toMatch(
+      /interval \(3s\) must be <= 128\. Reduce max_output_tokens to at most 384\. .* or keep 385 with "delay_seconds": 3\.008 or more\.$/,
+    );
   });
 
   it('an interval too short for even one token names the interval, not a max_output_tokens the client never sent', () => {
     const err = rejection(() => spec({ processing: { interval_seconds: 0.005 }, inference }));
-    const message = 'interval_seconds (0.005s) is too short: at the maximum of 128 tok/s not even one output token fits in it. Send "interval_seconds": 0.008 or more.';
+    const message =
+      'interval_seconds (0.005s) is too short: at the maximum of 128 tok/s not even one output token fits in it. Send "interval_seconds": 0.008 or more.';
     expect(err.message).toBe(message);
     expect(err.message).not.toMatch(/max_output_tokens/);
     expect(err.toLegacyBody('r')).toMatchObject({ details: [{ loc: ['body', 'processing', 'interval_seconds'], type: 'value_error' }] });
@@ -177,7 +205,11 @@ describe('normalizeCreate', () => {
   });
 
   it('legacy-clients.md frame body at 400 tok/s keeps its 422 and is told exactly what to send', () => {
-    const body = { mode: 'frame', processing: { interval_seconds: 0.5 }, inference: { ...inference, output_schema_json: { type: 'object' }, max_output_tokens: 200 } };
+    const body = {
+      mode: 'frame',
+      processing: { interval_seconds: 0.5 },
+      inference: { ...inference, output_schema_json: { type: 'object' }, max_output_tokens: 200 },
+    };
     const err = rejection(() => spec(body));
     expect(err.status).toBe(422);
     expect(err.message).toBe(
@@ -193,9 +225,19 @@ describe('normalizeCreate', () => {
 
   it('the rejection carries the request id (client id, else the fallback)', () => {
     const body = { processing: { interval_seconds: 1 }, inference: { ...inference, max_output_tokens: 500 } };
-    expect(legacyErrorRequestId(rejection(() => spec(body, svc, 'gen-5')), null)).toBe('gen-5');
+    expect(
+      legacyErrorRequestId(
+        rejection(() => spec(body, svc, 'gen-5')),
+        null,
+      ),
+    ).toBe('gen-5');
     const withClient = { ...body, client: { request_id: 'mine' } };
-    expect(legacyErrorRequestId(rejection(() => spec(withClient, svc, 'gen-5')), null)).toBe('mine');
+    expect(
+      legacyErrorRequestId(
+        rejection(() => spec(withClient, svc, 'gen-5')),
+        null,
+      ),
+    ).toBe('mine');
   });
 
   it('a configured limit shows in the message', () => {
@@ -270,7 +312,7 @@ describe('reinfer: a result window → completion, completion → legacy body', 
     );
   });
 
-  it('the request: the new prompt on the window, the caller\'s schema, cap and temperature', () => {
+  it("the request: the new prompt on the window, the caller's schema, cap and temperature", () => {
     const req = buildReinferRequest({ streamId: STREAM, mode: 'frame', startMs: 10, endMs: 10, maxFps: 0 }, svc, {
       prompt: 'again',
       model: 'acme/vision-1',
@@ -280,18 +322,36 @@ describe('reinfer: a result window → completion, completion → legacy body', 
     });
     expect(req).toEqual({
       model: 'acme/vision-1',
-      messages: [{ role: 'user', content: [{ type: 'text', text: 'again' }, { type: 'image_url', image_url: { url: `svc://streams/${STREAM}?timestamp_ms=10&direction=backward&tolerance_ms=11` } }] }],
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'again' },
+            { type: 'image_url', image_url: { url: `svc://streams/${STREAM}?timestamp_ms=10&direction=backward&tolerance_ms=11` } },
+          ],
+        },
+      ],
       max_completion_tokens: 99,
       temperature: 0.3,
       response_format: { type: 'json_schema', json_schema: { name: 'output', schema: { type: 'object' } } },
       stream: false,
     });
-    const plain = buildReinferRequest({ streamId: STREAM, mode: 'clip', startMs: 0, endMs: 500, maxFps: 6 }, svc, { prompt: 'p', model: 'm', maxTokens: 5, temperature: null, outputSchema: null });
+    const plain = buildReinferRequest({ streamId: STREAM, mode: 'clip', startMs: 0, endMs: 500, maxFps: 6 }, svc, {
+      prompt: 'p',
+      model: 'm',
+      maxTokens: 5,
+      temperature: null,
+      outputSchema: null,
+    });
     expect(Object.keys(plain).sort()).toEqual(['max_completion_tokens', 'messages', 'model', 'stream']);
   });
 
   it('the response: {id, model, content, finish_reason, usage}, defensive about the upstream', () => {
-    const completion = { model: 'acme/vision-1', choices: [{ message: { content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } };
+    const completion = {
+      model: 'acme/vision-1',
+      choices: [{ message: { content: 'hi' }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
+    };
     expect(toLegacyReinfer({ id: 'n1', completion, modelName: 'x' })).toEqual({
       id: 'n1',
       model: 'acme/vision-1',
@@ -299,7 +359,13 @@ describe('reinfer: a result window → completion, completion → legacy body', 
       finish_reason: 'stop',
       usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
     });
-    expect(toLegacyReinfer({ id: 'n2', completion: { choices: null }, modelName: 'x' })).toEqual({ id: 'n2', model: 'x', content: '', finish_reason: null, usage: null });
+    expect(toLegacyReinfer({ id: 'n2', completion: { choices: null }, modelName: 'x' })).toEqual({
+      id: 'n2',
+      model: 'x',
+      content: '',
+      finish_reason: null,
+      usage: null,
+    });
   });
 });
 
@@ -363,11 +429,25 @@ describe('toLegacyResult', () => {
       totalLatencyMs: 12,
     });
     expect(Object.keys(msg).sort()).toEqual(RESULT_KEYS);
-    expect(msg).toMatchObject({ ok: false, error: 'model_unavailable: replica failed', result: '', finish_reason: null, model_name: 'acme/fallback' });
+    expect(msg).toMatchObject({
+      ok: false,
+      error: 'model_unavailable: replica failed',
+      result: '',
+      finish_reason: null,
+      model_name: 'acme/fallback',
+    });
   });
 
   it('a completion without choices is a failure, not a crash', () => {
-    const msg = toLegacyResult({ id: 'r', streamId: STREAM, spec: s, prompt: 'p', completion: { choices: [] }, inferenceLatencyMs: 1, totalLatencyMs: 1 });
+    const msg = toLegacyResult({
+      id: 'r',
+      streamId: STREAM,
+      spec: s,
+      prompt: 'p',
+      completion: { choices: [] },
+      inferenceLatencyMs: 1,
+      totalLatencyMs: 1,
+    });
     expect(msg).toMatchObject({ ok: false, error: 'upstream returned no choices', model_name: 'acme/vision-1' });
   });
 
@@ -377,7 +457,15 @@ describe('toLegacyResult', () => {
     [4.2, 9.7, 4, 10],
     [-1, -2, 0, 0],
   ])('inference %d ms, total %d ms → %d / %d: the total never below the inference', (inference, total, wantInference, wantTotal) => {
-    const msg = toLegacyResult({ id: 'r', streamId: STREAM, spec: s, prompt: 'p', completion: null, inferenceLatencyMs: inference, totalLatencyMs: total });
+    const msg = toLegacyResult({
+      id: 'r',
+      streamId: STREAM,
+      spec: s,
+      prompt: 'p',
+      completion: null,
+      inferenceLatencyMs: inference,
+      totalLatencyMs: total,
+    });
     expect([msg.inference_latency_ms, msg.total_latency_ms]).toEqual([wantInference, wantTotal]);
   });
 });
@@ -389,7 +477,13 @@ describe('toLegacyCreateResponse', () => {
       svc,
     );
     expect(Object.keys(body)).toEqual(['stream_id', 'webrtc', 'lease', 'turn_servers', 'room']);
-    expect(body).toEqual({ stream_id: STREAM, webrtc: null, lease: { ttl_seconds: 45 }, turn_servers: null, room: { url: 'wss://room', token: 'pub' } });
+    expect(body).toEqual({
+      stream_id: STREAM,
+      webrtc: null,
+      lease: { ttl_seconds: 45 },
+      turn_servers: null,
+      room: { url: 'wss://room', token: 'pub' },
+    });
   });
 
   it('webrtc: answer and TURN entries with exactly urls/username/credential', () => {
@@ -455,7 +549,11 @@ describe('toLegacyModels', () => {
     for (const m of models) expect(Object.keys(m).sort()).toEqual(['model', 'ready', 'status']);
   });
   it('without observations and on an empty list', () => {
-    expect(toLegacyModels(list).slice(0, 2).map((m) => m.status)).toEqual(['ready', 'ready']);
+    expect(
+      toLegacyModels(list)
+        .slice(0, 2)
+        .map((m) => m.status),
+    ).toEqual(['ready', 'ready']);
     expect(toLegacyModels({})).toEqual([]);
   });
 });
@@ -497,9 +595,16 @@ describe('end reasons, keepalive, prompt and feedback responses', () => {
       room_token: 'fresh',
     });
     expect(toLegacyKeepalive({ ...input, creditsRemainingCents: 1234.99 }, svc).credits_remaining_cents).toBe(1234);
-    expect(Object.keys(toLegacyKeepalive({ ...input, roomToken: null }, acme)).sort()).toEqual(
-      ['cost_cents', 'credits_remaining_cents', 'lk_token', 'seconds_charged', 'state', 'status', 'stream_id', 'ttl_seconds'],
-    );
+    expect(Object.keys(toLegacyKeepalive({ ...input, roomToken: null }, acme)).sort()).toEqual([
+      'cost_cents',
+      'credits_remaining_cents',
+      'lk_token',
+      'seconds_charged',
+      'state',
+      'status',
+      'stream_id',
+      'ttl_seconds',
+    ]);
   });
 
   it('stream state and cents', () => {
@@ -549,10 +654,7 @@ describe('end reasons, keepalive, prompt and feedback responses', () => {
 
 describe('a custom brand end to end: acme / lk', () => {
   it('source type, backend, scheme and field names all change', () => {
-    const s = spec(
-      { source: { type: 'lk', url: 'wss://lk.example', token: 'sub' }, processing: { interval_seconds: 1 }, inference },
-      acme,
-    );
+    const s = spec({ source: { type: 'lk', url: 'wss://lk.example', token: 'sub' }, processing: { interval_seconds: 1 }, inference }, acme);
     expect(s.source).toEqual({ transport: 'room', url: 'wss://lk.example', token: 'sub' });
     expect(s.backend).toBe('acme');
     const req = buildCompletionRequest(s, STREAM, acme, { threadId: 't', prompt: s.prompt });
@@ -567,8 +669,9 @@ describe('a custom brand end to end: acme / lk', () => {
       totalLatencyMs: 2,
     });
     expect(result.model_backend).toBe('acme');
-    const details = rejection(() => spec({ source: { type: 'room', url: 'u', token: 't' }, processing: { interval_seconds: 1 }, inference }, acme))
-      .options.details as ValidationDetail[];
+    const details = rejection(() =>
+      spec({ source: { type: 'room', url: 'u', token: 't' }, processing: { interval_seconds: 1 }, inference }, acme),
+    ).options.details as ValidationDetail[];
     expect(details[0]).toMatchObject({ loc: ['body', 'source', 'type'], type: 'literal_error' });
   });
 });

@@ -67,6 +67,7 @@ describe('legacyResultError', () => {
     expect(legacyResultError(http(503, 'model_unavailable'))).toMatch(/^upstream_unavailable \(503\) \[model_unavailable\]: /);
     expect(legacyResultError(network)).toMatch(/^upstream_unreachable \(502\): /);
     expect(legacyResultError(timeout)).toMatch(/^upstream_timeout \(504\): /);
-    for (const e of [http(500), network, timeout, http(429)]) expect(legacyResultError(e)).not.toMatch(/127\.0\.0\.1|10\.0\.0\.7|ECONNREFUSED|secret/);
+    for (const e of [http(500), network, timeout, http(429)])
+      expect(legacyResultError(e)).not.toMatch(/127\.0\.0\.1|10\.0\.0\.7|ECONNREFUSED|secret/);
   });
 });

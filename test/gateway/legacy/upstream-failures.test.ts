@@ -101,7 +101,10 @@ describe('upstream statuses are not the client’s', () => {
     routes[route] = { status: upstreamStatus, body: { detail: 'internal detail from http://10.1.2.3:9000' } };
     const create = await call(gw.url, 'POST', '/v0.2/streams', { body: frameBody() });
     expect(create.status).toBe(legacy);
-    expect(create.body).toMatchObject({ error: legacy === 503 ? 'upstream_unavailable' : 'upstream_error', request_id: expect.any(String) });
+    expect(create.body).toMatchObject({
+      error: legacy === 503 ? 'upstream_unavailable' : 'upstream_error',
+      request_id: expect.any(String),
+    });
     expect(JSON.stringify(create.body)).not.toMatch(/upstream_http_|10\.1\.2\.3/);
     if (route === 'models') {
       const models = await call(gw.url, 'GET', '/v0.2/models');
@@ -185,7 +188,12 @@ describe('orphaned upstream streams and trace context', () => {
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
     const res = await fetch(`${gw.url}/v0.2/streams`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', 'x-request-id': 'req-abc', traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+      headers: {
+        authorization: `Bearer ${KEY}`,
+        'content-type': 'application/json',
+        'x-request-id': 'req-abc',
+        traceparent: `00-${traceId}-00f067aa0ba902b7-01`,
+      },
       body: JSON.stringify(frameBody()),
     });
     expect(res.status).toBe(201);

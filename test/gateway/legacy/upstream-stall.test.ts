@@ -44,7 +44,10 @@ it('a stalled completion gives a 1 s-cadence client an upstream_timeout result, 
   expect(second!.error).toMatch(/^upstream_unavailable \(503\): /);
   const attemptsThen = await attempts();
   const [, , third, fourth] = await sock.waitFor(4, 20_000);
-  expect([third!.error, fourth!.error]).toEqual([expect.stringMatching(/^upstream_unavailable/), expect.stringMatching(/^upstream_unavailable/)]);
+  expect([third!.error, fourth!.error]).toEqual([
+    expect.stringMatching(/^upstream_unavailable/),
+    expect.stringMatching(/^upstream_unavailable/),
+  ]);
   expect(await attempts()).toBe(attemptsThen);
   expect(attemptsThen).toBeLessThanOrEqual(3);
   expect(stack.gateway.gateway.upstream.circuitState).toBe('open');

@@ -22,7 +22,9 @@ describe('config', () => {
       fleet: { heartbeatMs: 1000, sweepMs: 500, deadAfterMs: 3000, fenceAfterMs: 2500, claimBackoffMs: 1500, reconcileMs: 10_000 },
     });
     // A replica must stop ticking before the fleet counts it dead.
-    expect(() => loadConfig({ env: {}, overrides: { store: { fleet: { fenceAfterMs: 3000, deadAfterMs: 3000 } } } })).toThrow(/fenceAfterMs must be below deadAfterMs/);
+    expect(() => loadConfig({ env: {}, overrides: { store: { fleet: { fenceAfterMs: 3000, deadAfterMs: 3000 } } } })).toThrow(
+      /fenceAfterMs must be below deadAfterMs/,
+    );
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-secret-'));
     try {
       const file = path.join(dir, 'secret');
@@ -32,13 +34,17 @@ describe('config', () => {
         gatewayId: 'gw-1',
         secret: SECRET,
       });
-      expect(() => loadConfig({ env: { GATEWAY_SECRET: SECRET, GATEWAY_SECRET_FILE: file } })).toThrow(/GATEWAY_SECRET or GATEWAY_SECRET_FILE, not both/);
+      expect(() => loadConfig({ env: { GATEWAY_SECRET: SECRET, GATEWAY_SECRET_FILE: file } })).toThrow(
+        /GATEWAY_SECRET or GATEWAY_SECRET_FILE, not both/,
+      );
       expect(() => loadConfig({ env: { GATEWAY_SECRET_FILE: path.join(dir, 'absent') } })).toThrow(/GATEWAY_SECRET_FILE: cannot read/);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
     expect(() => loadConfig({ env: { GATEWAY_SECRET: 'short' } })).toThrow(/store\.secret: use at least 32 characters/);
-    expect(() => loadConfig({ env: { REDIS_URL: 'http://r:6379' } })).toThrow(/store\.redisUrl: use a redis:\/\/, rediss:\/\/ or redis\+cluster:\/\/host:port,host:port URL/);
+    expect(() => loadConfig({ env: { REDIS_URL: 'http://r:6379' } })).toThrow(
+      /store\.redisUrl: use a redis:\/\/, rediss:\/\/ or redis\+cluster:\/\/host:port,host:port URL/,
+    );
   });
 });
 
@@ -56,7 +62,9 @@ describe('the real process', () => {
     const port = await freePort();
     const p = runMain(bundle(), ['serve'], { ...base, REDIS_URL: `redis://:pw@127.0.0.1:${port}`, GATEWAY_SECRET: SECRET });
     expect(await deadline(p.exited, 20_000, 'exit')).toEqual({ code: 1, signal: null });
-    expect(p.stderr()).toBe(`cannot reach Redis at redis://:***@127.0.0.1:${port} (REDIS_URL / store.redisUrl): connect ECONNREFUSED 127.0.0.1:${port}\n`);
+    expect(p.stderr()).toBe(
+      `cannot reach Redis at redis://:***@127.0.0.1:${port} (REDIS_URL / store.redisUrl): connect ECONNREFUSED 127.0.0.1:${port}\n`,
+    );
     expect(p.lines.filter((l) => l.msg === 'redis connection error').length).toBeLessThanOrEqual(2);
     expect(p.lines.some((l) => String(l.msg).startsWith('gateway listening'))).toBe(false);
   });
@@ -78,12 +86,19 @@ describe('the real process', () => {
     const file = path.join(dir, 'secret');
     fs.writeFileSync(file, SECRET);
     // The shipped config (the emulator's dev keys): the bundle lives outside the repository.
-    const p = runMain(bundle(), ['serve', '-c', path.join(ROOT, 'config', 'default.json')], { ...base, REDIS_URL: redis.url, GATEWAY_SECRET_FILE: file, GATEWAY_ID: 'replica-a' });
+    const p = runMain(bundle(), ['serve', '-c', path.join(ROOT, 'config', 'default.json')], {
+      ...base,
+      REDIS_URL: redis.url,
+      GATEWAY_SECRET_FILE: file,
+      GATEWAY_ID: 'replica-a',
+    });
     try {
       const boot = await deadline(p.line('gateway listening'), 20_000, `boot (stderr: ${p.stderr()})`);
       expect(boot).toMatchObject({ store: 'redis', gatewayId: 'replica-a' });
       // A fleet sits behind a balancer: unset, the setting that tells clients apart is named.
-      expect(p.lines.filter((l) => l.level === 40 && String(l.msg).startsWith('server.trustProxy (TRUST_PROXY) is unset in a fleet'))).toHaveLength(1);
+      expect(
+        p.lines.filter((l) => l.level === 40 && String(l.msg).startsWith('server.trustProxy (TRUST_PROXY) is unset in a fleet')),
+      ).toHaveLength(1);
       const created = await http(String(boot.url), 'POST', '/v0.2/streams', { key: KEY, body: frameBody({ interval_seconds: 5 }) });
       expect(created.status).toBe(201);
       const id = (created.body as { stream_id: string }).stream_id;
@@ -102,7 +117,12 @@ describe('the real process', () => {
 
   test('a Redis Cluster (redis+cluster://): boots, keeps a session on the node owning its slot, stops cleanly', async () => {
     const cluster = await startRedisCluster(3);
-    const p = runMain(bundle(), ['serve', '-c', path.join(ROOT, 'config', 'default.json')], { ...base, REDIS_URL: cluster.url, GATEWAY_SECRET: SECRET, GATEWAY_ID: 'replica-c' });
+    const p = runMain(bundle(), ['serve', '-c', path.join(ROOT, 'config', 'default.json')], {
+      ...base,
+      REDIS_URL: cluster.url,
+      GATEWAY_SECRET: SECRET,
+      GATEWAY_ID: 'replica-c',
+    });
     try {
       const boot = await deadline(p.line('gateway listening'), 20_000, `boot (stderr: ${p.stderr()})`);
       expect(boot).toMatchObject({ store: 'redis', gatewayId: 'replica-c' });

@@ -75,7 +75,16 @@ function session(streamId: string, over: Partial<SessionRecord> = {}): SessionRe
 }
 
 function feedback(id: string, streamId: string, accountId = 'acct-1'): FeedbackRecord {
-  return { id, stream_id: streamId, accountId, rating: 4, category: 'accuracy', feedback: `fb ${id}`, created_at: '2026-01-01T00:00:00Z', updated_at: '2026-01-01T00:00:00Z' };
+  return {
+    id,
+    stream_id: streamId,
+    accountId,
+    rating: 4,
+    category: 'accuracy',
+    feedback: `fb ${id}`,
+    created_at: '2026-01-01T00:00:00Z',
+    updated_at: '2026-01-01T00:00:00Z',
+  };
 }
 
 /** Polls `check` until it holds (bounded): waits on an event, never on a time window. */
@@ -219,7 +228,11 @@ describe.each(factories)('%s', (_name, make) => {
   });
 
   test('telemetry hashes: increments, min/max, delete fields, keys by prefix', async () => {
-    await Promise.all([hincr(store, 'usage:key:k1', 'req'), hincr(store, 'usage:key:k1', 'req', 4), hincr(store, 'usage:key:k1', 'tokens', 2.5)]);
+    await Promise.all([
+      hincr(store, 'usage:key:k1', 'req'),
+      hincr(store, 'usage:key:k1', 'req', 4),
+      hincr(store, 'usage:key:k1', 'tokens', 2.5),
+    ]);
     await Promise.all([10, 3, 7].map((v) => hsetMin(store, 'usage:key:k1', 'first', v)));
     await Promise.all([10, 3, 17, 7].map((v) => hsetMax(store, 'usage:key:k1', 'last', v)));
     await hincr(store, 'usage:key:k*2', 'req');
@@ -268,12 +281,21 @@ describe.each(factories)('%s', (_name, make) => {
     test('endSession: 20 concurrent enders on 3 connections, exactly one gets the record as it was', async () => {
       const fleetStores = await replicas(3);
       await store.putSession(owned('e-1', 'gw-a', { sealedKey: 'sealed' }));
-      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => fleetStores[i % 3].endSession('e-1', `reason-${i}`, 5_000 + i)));
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => fleetStores[i % 3].endSession('e-1', `reason-${i}`, 5_000 + i)),
+      );
       const winners = answers.filter((a) => a !== undefined);
       expect(winners).toHaveLength(1);
       expect(winners[0]).toMatchObject({ state: 'active', owner: 'gw-a', sealedKey: 'sealed', endReason: null });
       const i = answers.findIndex((a) => a !== undefined);
-      expect(await store.getSession('e-1')).toEqual({ ...owned('e-1', 'gw-a'), state: 'ended', endReason: `reason-${i}`, endedAtMs: 5_000 + i, owner: null, sealedKey: '' });
+      expect(await store.getSession('e-1')).toEqual({
+        ...owned('e-1', 'gw-a'),
+        state: 'ended',
+        endReason: `reason-${i}`,
+        endedAtMs: 5_000 + i,
+        owner: null,
+        sealedKey: '',
+      });
       expect(await store.sessionsOf('gw-a')).toEqual([]);
       expect(await store.endSession('e-1', 'again', 9_000)).toBeUndefined();
       expect(await store.endSession('absent', 'x', 9_000)).toBeUndefined();
@@ -285,7 +307,10 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await store.endSession('f-1', 'lease_expired', 1, { owner: 'gw-b', epoch: rec.epoch })).toBeUndefined();
       expect(await store.endSession('f-1', 'lease_expired', 1, { owner: 'gw-a', epoch: rec.epoch - 1 })).toBeUndefined();
       expect(await store.getSession('f-1')).toMatchObject({ state: 'active', owner: 'gw-a' });
-      expect(await store.endSession('f-1', 'lease_expired', 2, { owner: 'gw-a', epoch: rec.epoch })).toMatchObject({ state: 'active', owner: 'gw-a' });
+      expect(await store.endSession('f-1', 'lease_expired', 2, { owner: 'gw-a', epoch: rec.epoch })).toMatchObject({
+        state: 'active',
+        owner: 'gw-a',
+      });
       expect(await store.getSession('f-1')).toMatchObject({ state: 'ended', endReason: 'lease_expired', owner: null });
     });
 
@@ -293,7 +318,9 @@ describe.each(factories)('%s', (_name, make) => {
       const fleetStores = await replicas(3);
       await store.putSession(owned('c-1', 'gw-dead'));
       expect(await store.sessionsOf('gw-dead')).toEqual(['c-1']);
-      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => fleetStores[i % 3].claimSession('c-1', { owner: 'gw-dead', epoch: 1 }, `gw-${i}`)));
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => fleetStores[i % 3].claimSession('c-1', { owner: 'gw-dead', epoch: 1 }, `gw-${i}`)),
+      );
       const winners = answers.filter((a) => a !== undefined);
       expect(winners).toHaveLength(1);
       const winner = winners[0]!.owner!;
@@ -324,7 +351,15 @@ describe.each(factories)('%s', (_name, make) => {
       });
       await store.putSession(owned('t-1', 'gw-a', { promptRev: 3 }));
       const tick = (s: Store, n: number, over: { owner?: string; epoch?: number } = {}) =>
-        s.commitTick('t-1', { owner: 'gw-a', epoch: 1, tick: n, costMicrocents: 100, channel: 'results:t-1', message: `tick-${n}`, ...over });
+        s.commitTick('t-1', {
+          owner: 'gw-a',
+          epoch: 1,
+          tick: n,
+          costMicrocents: 100,
+          channel: 'results:t-1',
+          message: `tick-${n}`,
+          ...over,
+        });
       expect(await tick(store, 0)).toEqual({ ok: true, promptRev: 3 });
       expect(await tick(store, 0)).toEqual({ ok: false, reason: 'duplicate' });
       // 20 concurrent commits of one tick (a paused owner and itself, over 3 connections): one wins.
@@ -344,7 +379,9 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await store.getSession('t-1')).toMatchObject({ lastTick: 4, costMicrocents: 400, owner: 'gw-b', epoch: 2 });
       await store.endSession('t-1', 'client_requested', 1);
       expect(await tick(other, 5, { owner: 'gw-b', epoch: 2 })).toEqual({ ok: false, reason: 'ended' });
-      expect(await store.commitTick('absent', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 1, channel: 'results:t-1', message: 'nope' })).toEqual({ ok: false, reason: 'missing' });
+      expect(
+        await store.commitTick('absent', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 1, channel: 'results:t-1', message: 'nope' }),
+      ).toEqual({ ok: false, reason: 'missing' });
       // Same connection, in order: once the sentinel arrived, every earlier publish has.
       await store.publish('results:t-1', 'sentinel');
       await deadline(end, 10_000, 'sentinel');
@@ -354,11 +391,16 @@ describe.each(factories)('%s', (_name, make) => {
     test('renewLease reads and zeroes the cost since the previous keepalive, whichever connection served it', async () => {
       const [, other] = await replicas(2);
       await store.putSession(owned('k-1', 'gw-a', { lastKeepaliveAtMs: 1_000 }));
-      const tick = (n: number, cost: number) => store.commitTick('k-1', { owner: 'gw-a', epoch: 1, tick: n, costMicrocents: cost, channel: 'results:k-1', message: 'r' });
+      const tick = (n: number, cost: number) =>
+        store.commitTick('k-1', { owner: 'gw-a', epoch: 1, tick: n, costMicrocents: cost, channel: 'results:k-1', message: 'r' });
       await tick(0, 300);
       await tick(1, 200);
       const first = await other.renewLease('k-1', 90_000, 30_000);
-      expect(first).toEqual({ costMicrocents: 500, sinceMs: 1_000, record: expect.objectContaining({ leaseExpiresAtMs: 90_000, costMicrocents: 0, lastKeepaliveAtMs: 30_000 }) });
+      expect(first).toEqual({
+        costMicrocents: 500,
+        sinceMs: 1_000,
+        record: expect.objectContaining({ leaseExpiresAtMs: 90_000, costMicrocents: 0, lastKeepaliveAtMs: 30_000 }),
+      });
       await tick(2, 1_250);
       expect(await store.renewLease('k-1', 120_000, 60_000)).toMatchObject({ costMicrocents: 1_250, sinceMs: 30_000 });
       expect(await other.renewLease('k-1', 150_000, 90_000)).toMatchObject({ costMicrocents: 0, sinceMs: 60_000 });
@@ -371,7 +413,15 @@ describe.each(factories)('%s', (_name, make) => {
       const [, other] = await replicas(2);
       await store.putSession(owned('o-1', 'gw-a'));
       const tick = (s: Store, n: number, ok: boolean, inferenceMs: number, epoch = 1) =>
-        s.commitTick('o-1', { owner: 'gw-a', epoch, tick: n, costMicrocents: 1, channel: 'results:o-1', message: 'r', outcome: { ok, inferenceMs } });
+        s.commitTick('o-1', {
+          owner: 'gw-a',
+          epoch,
+          tick: n,
+          costMicrocents: 1,
+          channel: 'results:o-1',
+          message: 'r',
+          outcome: { ok, inferenceMs },
+        });
       await tick(store, 0, true, 120);
       await tick(other, 1, false, 80.4);
       await tick(store, 2, true, 95);
@@ -379,7 +429,12 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await tick(other, 3, true, 1, 9)).toEqual({ ok: false, reason: 'fenced' });
       // A commit without an outcome publishes but counts nothing.
       await store.commitTick('o-1', { owner: 'gw-a', epoch: 1, tick: 4, costMicrocents: 1, channel: 'results:o-1', message: 'r' });
-      expect(await other.getSession('o-1')).toMatchObject({ lastTick: 4, inferencesCompleted: 2, inferencesFailed: 1, lastInferenceMs: 95 });
+      expect(await other.getSession('o-1')).toMatchObject({
+        lastTick: 4,
+        inferencesCompleted: 2,
+        inferencesFailed: 1,
+        lastInferenceMs: 95,
+      });
       await store.endSession('o-1', 'client_requested', 1);
     });
 
@@ -402,7 +457,9 @@ describe.each(factories)('%s', (_name, make) => {
       await store.commitTick('c-1', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 300, channel: 'results:c-1', message: 'r' });
       expect(await other.addCost('c-1', 1_250)).toBe(true);
       expect(await store.addCost('c-1', 0.5)).toBe(true);
-      expect(await store.commitTick('c-1', { owner: 'gw-a', epoch: 1, tick: 1, costMicrocents: 200, channel: 'results:c-1', message: 'r' })).toMatchObject({ ok: true });
+      expect(
+        await store.commitTick('c-1', { owner: 'gw-a', epoch: 1, tick: 1, costMicrocents: 200, channel: 'results:c-1', message: 'r' }),
+      ).toMatchObject({ ok: true });
       expect(await store.renewLease('c-1', 90_000, 30_000)).toMatchObject({ costMicrocents: 1_750.5 });
       expect(await other.addCost('c-1', 40)).toBe(true);
       expect(await other.renewLease('c-1', 120_000, 60_000)).toMatchObject({ costMicrocents: 40 });
@@ -418,7 +475,10 @@ describe.each(factories)('%s', (_name, make) => {
       await store.putSession(owned('p-1', 'gw-a'));
       expect(await other.setPrompt('p-1', 'new {x}', 7_000)).toMatchObject({ prompt: 'new {x}', promptUpdatedAtMs: 7_000, promptRev: 1 });
       expect(await other.setPrompt('p-1', 'newer "quoted" \\ {x}', 8_000)).toMatchObject({ promptRev: 2 });
-      expect(await store.commitTick('p-1', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 0, channel: 'c', message: 'm' })).toEqual({ ok: true, promptRev: 2 });
+      expect(await store.commitTick('p-1', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 0, channel: 'c', message: 'm' })).toEqual({
+        ok: true,
+        promptRev: 2,
+      });
       expect((await store.getSession('p-1'))!.prompt).toBe('newer "quoted" \\ {x}');
       await store.endSession('p-1', 'client_requested', 1);
       expect(await other.setPrompt('p-1', 'late', 9_000)).toBeUndefined();
@@ -459,7 +519,10 @@ describe.each(factories)('%s', (_name, make) => {
       expect(wide.alive.sort()).toEqual(['gw-new', 'gw-old']);
       expect(wide.dead).toEqual([]);
       await store.forgetReplica('gw-old');
-      expect(await other.membership(0)).toMatchObject({ alive: expect.not.arrayContaining(['gw-old']), dead: expect.not.arrayContaining(['gw-old']) });
+      expect(await other.membership(0)).toMatchObject({
+        alive: expect.not.arrayContaining(['gw-old']),
+        dead: expect.not.arrayContaining(['gw-old']),
+      });
       await store.forgetReplica('never-seen');
     });
 
@@ -500,12 +563,17 @@ describe('RedisStore with Redis gone', () => {
     const store = measuredStore(raw, { call: (op, _s, failed) => seen.push([op, failed]) });
     expect(await store.acquireSlot('k', 's1', 5)).toBe(true);
     await own.stop();
-    const unavailable = (op: string) => expect.objectContaining({ name: 'StoreUnavailableError', status: 503, code: 'store_unavailable', op });
+    const unavailable = (op: string) =>
+      expect.objectContaining({ name: 'StoreUnavailableError', status: 503, code: 'store_unavailable', op });
     await deadline(expect(store.acquireSlot('k', 's2', 5)).rejects.toEqual(unavailable('acquireSlot')), 10_000, 'acquire with Redis gone');
     const tick = { owner: 'gw', epoch: 1, tick: 0, costMicrocents: 0, channel: 'c', message: 'm' };
     await deadline(expect(store.commitTick('s1', tick)).rejects.toEqual(unavailable('commitTick')), 10_000, 'commitTick with Redis gone');
     await deadline(expect(store.heartbeat('gw')).rejects.toEqual(unavailable('heartbeat')), 10_000, 'heartbeat with Redis gone');
-    await deadline(expect(store.subscribe('c', () => undefined)).rejects.toEqual(unavailable('subscribe')), 10_000, 'subscribe with Redis gone');
+    await deadline(
+      expect(store.subscribe('c', () => undefined)).rejects.toEqual(unavailable('subscribe')),
+      10_000,
+      'subscribe with Redis gone',
+    );
     expect(seen).toEqual([
       ['acquireSlot', false],
       ['acquireSlot', true],
@@ -545,7 +613,11 @@ test('the Cluster run is a real one: sessions spread over its 3 primaries, each 
     const sizes = await Promise.all(cluster.nodes.map(async (n) => Number(/:(\d+)/.exec(await n.command('DBSIZE'))?.[1] ?? 0)));
     expect(sizes.filter((n) => n > 0).length).toBe(3);
     expect((await store.sessionsOf('gw-a')).length).toBe(30);
-    const ticks = await Promise.all(Array.from({ length: 30 }, (_, i) => store.commitTick(`spread-${i}`, { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 1, channel: 'c', message: 'm' })));
+    const ticks = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        store.commitTick(`spread-${i}`, { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 1, channel: 'c', message: 'm' }),
+      ),
+    );
     expect(ticks.every((t) => t.ok)).toBe(true);
   } finally {
     await store.close();
@@ -592,7 +664,12 @@ describe.each(factories)('%s: hbatch (a replica flushing its buffered telemetry)
     await Promise.all(
       Array.from({ length: replicas }, (_, r) =>
         store.hbatch([
-          { key: 'depr:key:shared', incr: { req: r + 1, 'inferences:ok': 2 }, min: { first_seen_ms: 1_763_900_000_000 + r }, max: { last_seen_ms: 1_763_900_000_000 + r } },
+          {
+            key: 'depr:key:shared',
+            incr: { req: r + 1, 'inferences:ok': 2 },
+            min: { first_seen_ms: 1_763_900_000_000 + r },
+            max: { last_seen_ms: 1_763_900_000_000 + r },
+          },
           { key: `depr:key:own${r}`, incr: { req: 1 } },
         ]),
       ),
@@ -612,7 +689,10 @@ describe.each(factories)('%s: hbatch (a replica flushing its buffered telemetry)
     await store.hbatch([{ key: 'depr:key:big', incr: { n: 2 } }]);
     expect(await store.hgetall('depr:key:big')).toEqual({ n: big + 2, last_seen_ms: 1_763_900_000_123 });
     const incr = Object.fromEntries(Array.from({ length: 2_500 }, (_, i) => [`key:k${i}`, i + 1]));
-    await store.hbatch([{ key: 'depr:day:wide', incr }, { key: 'depr:day:wide', incr: { 'key:k0': 1 } }]);
+    await store.hbatch([
+      { key: 'depr:day:wide', incr },
+      { key: 'depr:day:wide', incr: { 'key:k0': 1 } },
+    ]);
     const wide = await store.hgetall('depr:day:wide');
     expect(Object.keys(wide)).toHaveLength(2_500);
     expect(wide['key:k0']).toBe(2);

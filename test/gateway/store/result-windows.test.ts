@@ -70,7 +70,16 @@ describe('RedisStore', () => {
 
 test('parseResultWindow: only a whole window is one', () => {
   expect(parseResultWindow(JSON.stringify(clip))).toEqual(clip);
-  for (const bad of [null, '', 'not json', '[]', '{}', JSON.stringify({ ...clip, mode: 'x' }), JSON.stringify({ ...clip, endMs: 'x' }), JSON.stringify({ ...clip, accountId: 1 })]) {
+  for (const bad of [
+    null,
+    '',
+    'not json',
+    '[]',
+    '{}',
+    JSON.stringify({ ...clip, mode: 'x' }),
+    JSON.stringify({ ...clip, endMs: 'x' }),
+    JSON.stringify({ ...clip, accountId: 1 }),
+  ]) {
     expect(parseResultWindow(bad)).toBeUndefined();
   }
 });

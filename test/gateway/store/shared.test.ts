@@ -65,7 +65,11 @@ const created = (r: { status: number; body: unknown }) => (r.status === 201 ? (r
 
 test('60 concurrent creates for one key over two replicas: exactly 5 streams, round after round', async () => {
   for (let round = 0; round < 3; round++) {
-    const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => http(i % 2 ? b.url : a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) })));
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        http(i % 2 ? b.url : a.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) }),
+      ),
+    );
     const ids = answers.map(created);
     const made = ids.map((id, i) => ({ id, url: i % 2 ? b.url : a.url })).filter((x): x is { id: string; url: string } => x.id !== null);
     expect(made).toHaveLength(5);

@@ -24,7 +24,10 @@ beforeAll(async () => {
   // for a loaded CI machine to answer the calls made while Redis is up.
   store = await RedisStore.connect(redis.url, { commandTimeoutMs: 1_000, connectTimeoutMs: 20_000 });
   // Every call the gateway makes, as its own measured store sees them (metrics, outage tracking).
-  stack = await startStack({ admin: { token: ADMIN } }, { store: measuredStore(store, { call: (op, _s, failed) => calls.push({ op, failed }) }) });
+  stack = await startStack(
+    { admin: { token: ADMIN } },
+    { store: measuredStore(store, { call: (op, _s, failed) => calls.push({ op, failed }) }) },
+  );
 }, 60_000);
 
 afterAll(async () => {
@@ -44,7 +47,12 @@ test('Redis stopped: create and keepalive answer 503 store_unavailable in the le
   const create = await deadline(http(stack.url, 'POST', '/v0.2/streams', { body: frameBody() }), 10_000, 'create with Redis stopped');
   expect(create.status).toBe(503);
   expect(create.headers.get('retry-after')).toBe('1');
-  expect(create.body).toEqual({ error: 'store_unavailable', message: expect.stringMatching(/store/), request_id: expect.any(String), details: null });
+  expect(create.body).toEqual({
+    error: 'store_unavailable',
+    message: expect.stringMatching(/store/),
+    request_id: expect.any(String),
+    details: null,
+  });
   const keepalive = await deadline(http(stack.url, 'POST', `/v0.2/streams/${before}/keepalive`), 10_000, 'keepalive with Redis stopped');
   expect(keepalive.status).toBe(503);
   expect((keepalive.body as { error: string }).error).toBe('store_unavailable');

@@ -13,7 +13,8 @@ type Line = Record<string, unknown>;
 
 /** Each field's JSON type by its path (`req.url: string`), nested objects walked. */
 function shape(value: unknown, path = ''): Record<string, string> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return { [path]: value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value };
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    return { [path]: value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value };
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(value)) Object.assign(out, shape(v, path ? `${path}.${k}` : k));
   return out;
@@ -23,7 +24,12 @@ describe('access lines', () => {
   let up: RawUpstream;
   let gw: RunningGateway;
   const written: string[] = [];
-  const lines = () => written.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Line);
+  const lines = () =>
+    written
+      .join('')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Line);
   const accessLine = (url: string) =>
     deadline(
       (async () => {
@@ -44,7 +50,11 @@ describe('access lines', () => {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end('{"ok":true}');
     });
-    gw = await gatewayOn(up.url, { telemetry: { upstreamProbeMs: 3_600_000 } }, createLogger('info', 'gateway', { write: (s: string) => void written.push(s) }));
+    gw = await gatewayOn(
+      up.url,
+      { telemetry: { upstreamProbeMs: 3_600_000 } },
+      createLogger('info', 'gateway', { write: (s: string) => void written.push(s) }),
+    );
   });
   afterAll(async () => {
     await gw.close();
@@ -81,7 +91,9 @@ describe('access lines', () => {
     expect(all.length).toBeGreaterThan(3);
     for (const l of all) {
       expect(l.time).toEqual(expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/));
-      expect(shape({ level: l.level, time: l.time, service: l.service, name: l.name, msg: l.msg })).toEqual(shape({ level: 0, time: '', service: '', name: '', msg: '' }));
+      expect(shape({ level: l.level, time: l.time, service: l.service, name: l.name, msg: l.msg })).toEqual(
+        shape({ level: 0, time: '', service: '', name: '', msg: '' }),
+      );
     }
   });
 });

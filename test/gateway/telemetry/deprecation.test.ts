@@ -49,7 +49,10 @@ const configFor = (overrides: Record<string, unknown> = {}): Config =>
 async function scriptedSession(url: string, emulatorUrl: string, secrets: string[], streams: string[]): Promise<void> {
   // Old SDK: deprecated fps + sampling_ratio pair, no mode.
   const clip = await http(url, 'POST', '/v0.2/streams', {
-    body: { processing: { fps: 10, sampling_ratio: 0.4, clip_length_seconds: 1, delay_seconds: 0.4 }, inference: { prompt: 'What happens?', model: 'local/analyzer' } },
+    body: {
+      processing: { fps: 10, sampling_ratio: 0.4, clip_length_seconds: 1, delay_seconds: 0.4 },
+      inference: { prompt: 'What happens?', model: 'local/analyzer' },
+    },
   });
   expect(clip.status).toBe(201);
   const clipId = (clip.body as { stream_id: string }).stream_id;
@@ -137,9 +140,16 @@ describe('deprecation telemetry and operations after a scripted legacy session',
     const responses = [
       await fetch(`${url}/v0.2/models`),
       await fetch(`${url}/v0.2/streams`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }), // 401
-      await fetch(`${url}/v0.2/streams`, { method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: '{bad' }), // 400
+      await fetch(`${url}/v0.2/streams`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+        body: '{bad',
+      }), // 400
       await fetch(`${url}//v0.2//nope`), // 404
-      await fetch(`${url}/v0.2/streams`, { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' } }), // preflight
+      await fetch(`${url}/v0.2/streams`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' },
+      }), // preflight
     ];
     expect(responses.map((r) => r.status)).toEqual([200, 401, 400, 404, 204]);
     for (const r of responses) {
@@ -160,11 +170,19 @@ describe('deprecation telemetry and operations after a scripted legacy session',
   test('the results-socket upgrade (101) carries the deprecation headers too', async () => {
     const sock = await deadline(openResults(run.gateway.url, run.streams[0]!, null), 3000, 'upgrade');
     sock.close();
-    expect(sock.upgradeHeaders).toMatchObject({ deprecation: '@1748736000', sunset: 'Tue, 30 Jun 2026 00:00:00 GMT', link: '<https://docs.example.com/migrate>; rel="deprecation"' });
+    expect(sock.upgradeHeaders).toMatchObject({
+      deprecation: '@1748736000',
+      sunset: 'Tue, 30 Jun 2026 00:00:00 GMT',
+      link: '<https://docs.example.com/migrate>; rel="deprecation"',
+    });
   });
 
   test('the report: per key hash, who used which endpoints, sources, modes, deprecated fields, models, inferences, sockets, end reasons', () => {
-    expect(report.deprecation).toEqual({ date: '2025-06-01T00:00:00Z', sunset: '2026-06-30T00:00:00Z', link: 'https://docs.example.com/migrate' });
+    expect(report.deprecation).toEqual({
+      date: '2025-06-01T00:00:00Z',
+      sunset: '2026-06-30T00:00:00Z',
+      link: 'https://docs.example.com/migrate',
+    });
     expect(report.keys.map((k) => k.key_hash).sort()).toEqual([keyHash(KEY), keyHash(KEY_B)].sort());
     const a = report.keys.find((k) => k.key_hash === keyHash(KEY)) as KeyUsage;
     expect(a.account_ids).toEqual(['0f5b8a8e-3d2c-4a47-9a61-6f1f2b9c0a01']);
@@ -267,7 +285,11 @@ describe('deprecation telemetry and operations after a scripted legacy session',
   });
 
   test('logs: JSON lines, a request id on every access line, and not one key or publish token', () => {
-    const lines = run.logs.join('').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = run.logs
+      .join('')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     const access = lines.filter((l) => l.req && l.res);
     expect(access.length).toBeGreaterThan(20);
     for (const l of access) expect(l.reqId).toEqual(expect.stringMatching(/^[\w-]+$/));
@@ -287,7 +309,9 @@ describe('telemetry survives what the store survives, and is rolled up', () => {
     try {
       const first = await startGateway(cfg, logger, emulator.url, { store });
       expect((await http(first.url, 'GET', '/v0.2/models')).status).toBe(200);
-      const id = ((await http(first.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) })).body as { stream_id: string }).stream_id;
+      const id = (
+        (await http(first.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 5 }) })).body as { stream_id: string }
+      ).stream_id;
       await first.close(); // ends the stream: server_shutdown
       const second = await startGateway(cfg, logger, emulator.url, { store });
       try {

@@ -27,7 +27,8 @@ function sample(text: string, series: string): number | undefined {
 test('the fleet ports feed gateway_fleet_*: replicas and owned sessions as gauges, adoptions by how, fenced ticks by reason (all at 0 before)', async () => {
   const metrics = metricsFor();
   const before = await metrics.text();
-  for (const reason of ['fenced', 'duplicate', 'ended', 'missing']) expect(sample(before, `gateway_fleet_fenced_ticks_total{reason="${reason}"}`)).toBe(0);
+  for (const reason of ['fenced', 'duplicate', 'ended', 'missing'])
+    expect(sample(before, `gateway_fleet_fenced_ticks_total{reason="${reason}"}`)).toBe(0);
   expect(sample(before, 'gateway_fleet_adoptions_total{how="failover"}')).toBe(0);
 
   const store = new MemoryStore();

@@ -86,7 +86,12 @@ describe('the report of two replicas on one Redis', () => {
     // flush forced here: poll (bounded at ~20 s, for a loaded machine) until A's share is in.
     // Inferences: the sum of both replicas' own metrics (re-read: an inference in flight at the
     // delete may still land).
-    const expected = async () => ({ requests: 3 + 2 * 3, streams: 2, websocket_connections: 2, inferences: await metricSum(urls, /^gateway_legacy_inferences_total\{/) });
+    const expected = async () => ({
+      requests: 3 + 2 * 3,
+      streams: 2,
+      websocket_connections: 2,
+      inferences: await metricSum(urls, /^gateway_legacy_inferences_total\{/),
+    });
     let want = await expected();
     let fromB = await report(b.url);
     for (let i = 0; i < 400 && !matches(fromB, want); i++) {
@@ -144,9 +149,16 @@ describe.each(fleets)('the daily roll-up of three replicas on %s', (_name, makeF
     const replicas = fleet.stores.map((store, i) => {
       const usage = new DeprecationUsage(store, createLogger('silent'), clock);
       const logger = createLogger('info', `replica-${i}`, { write: (s: string) => void lines.push(s) });
-      return { usage, rollup: new DeprecationRollup({ usage, store, logger, deprecation: DEPRECATION, cron: '5 0 * * *', timezone: 'UTC', clock }) };
+      return {
+        usage,
+        rollup: new DeprecationRollup({ usage, store, logger, deprecation: DEPRECATION, cron: '5 0 * * *', timezone: 'UTC', clock }),
+      };
     });
-    const summaries = () => lines.map((s) => JSON.parse(s) as { rollup?: RollupSummary }).filter((x) => x.rollup).map((x) => x.rollup!);
+    const summaries = () =>
+      lines
+        .map((s) => JSON.parse(s) as { rollup?: RollupSummary })
+        .filter((x) => x.rollup)
+        .map((x) => x.rollup!);
     try {
       // Yesterday's traffic, one key per replica, counters written by each replica's flush.
       clock.set(Date.parse('2026-03-01T12:00:00Z'));
@@ -218,7 +230,15 @@ test('the daily run retries every minute while the store cannot be reached to cl
   store.claimOnce = (key, ttl) => (refusals-- > 0 ? Promise.reject(new Error('store down')) : claimOnce(key, ttl));
   const lines: string[] = [];
   const usage = new DeprecationUsage(store, createLogger('silent'), clock);
-  const rollup = new DeprecationRollup({ usage, store, logger: createLogger('info', 'replica', { write: (s: string) => void lines.push(s) }), deprecation: DEPRECATION, cron: '5 0 * * *', timezone: 'UTC', clock });
+  const rollup = new DeprecationRollup({
+    usage,
+    store,
+    logger: createLogger('info', 'replica', { write: (s: string) => void lines.push(s) }),
+    deprecation: DEPRECATION,
+    cron: '5 0 * * *',
+    timezone: 'UTC',
+    clock,
+  });
   const logged = () => lines.map((l) => JSON.parse(l) as { msg: string; rollup?: RollupSummary; day?: string });
   try {
     await rollup.runDaily();
@@ -229,7 +249,11 @@ test('the daily run retries every minute while the store cannot be reached to cl
     // Past midnight's minute and its first retry: the same day (2026-03-01) is still the one summarised.
     clock.advance(60_000);
     await settle();
-    expect(logged().filter((l) => l.rollup).map((l) => l.rollup!.day.date)).toEqual(['2026-03-01']);
+    expect(
+      logged()
+        .filter((l) => l.rollup)
+        .map((l) => l.rollup!.day.date),
+    ).toEqual(['2026-03-01']);
     clock.advance(10 * 60_000);
     await settle();
     expect(logged().filter((l) => l.rollup)).toHaveLength(1);

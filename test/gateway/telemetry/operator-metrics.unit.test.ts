@@ -70,7 +70,10 @@ test('sunset timestamp and keys by migration status: every status from the first
 });
 
 test('a failed status read keeps the gauge at its last figures instead of failing the scrape', async () => {
-  const metrics = new GatewayMetrics({ ...base, migrationStatuses: () => Promise.reject(new Error('store away')) }, { defaultMetrics: false });
+  const metrics = new GatewayMetrics(
+    { ...base, migrationStatuses: () => Promise.reject(new Error('store away')) },
+    { defaultMetrics: false },
+  );
   expect(sample(await metrics.text(), 'gateway_migration_keys{status="legacy-only"}')).toBe(0);
 });
 
@@ -98,7 +101,9 @@ test("usage.statusCounts agrees with the report's by_status", async () => {
 
 test('refusals by brownout and after the sunset read 0 before the first one', async () => {
   const text = await new GatewayMetrics(base, { defaultMetrics: false }).text();
-  for (const reason of ['brownout', 'sunset']) for (const kind of ['create', 'socket']) expect(sample(text, `gateway_legacy_refusals_total{reason="${reason}",kind="${kind}"}`)).toBe(0);
+  for (const reason of ['brownout', 'sunset'])
+    for (const kind of ['create', 'socket'])
+      expect(sample(text, `gateway_legacy_refusals_total{reason="${reason}",kind="${kind}"}`)).toBe(0);
 });
 
 test('stream ends read 0 for every end reason before the first end', async () => {

@@ -17,7 +17,13 @@ describe('deprecation usage counters', () => {
     const clock = new FakeClock(DAY1);
     const usage = new DeprecationUsage(store, createLogger('silent'), clock);
     usage.request('aaa', 'POST /v0.2/streams', 'acct-1');
-    usage.streamCreated('aaa', { transport: 'webrtc', mode: 'clip', backend: 'svc', model: 'm/a', deprecatedFields: ['webrtc', 'fps', 'sampling_ratio'] });
+    usage.streamCreated('aaa', {
+      transport: 'webrtc',
+      mode: 'clip',
+      backend: 'svc',
+      model: 'm/a',
+      deprecatedFields: ['webrtc', 'fps', 'sampling_ratio'],
+    });
     usage.inference('aaa', true, 12);
     usage.inference('aaa', false, 0);
     usage.socketOpened('aaa');
@@ -87,11 +93,35 @@ describe('deprecation usage counters', () => {
     expect(lines).toHaveLength(3);
     expect(lines[2]).toBe('');
     expect(lines[0]!.split(',')).toEqual([
-      'key_hash', 'account_ids', 'first_seen_at', 'last_seen_at', 'requests_total', 'streams_total', 'streams_native', 'streams_webrtc',
-      'streams_room', 'streams_clip', 'streams_frame', 'deprecated_fields', 'backends', 'models', 'inferences_ok', 'inferences_failed',
-      'output_tokens', 'websocket_connections', 'end_reasons', 'requests_by_endpoint', 'migration_status', 'legacy_daily',
-      'v1beta_requests', 'billing_requests', 'last_passthrough_at', 'client_families_legacy', 'client_families_passthrough',
-      'refused_brownout', 'refused_sunset',
+      'key_hash',
+      'account_ids',
+      'first_seen_at',
+      'last_seen_at',
+      'requests_total',
+      'streams_total',
+      'streams_native',
+      'streams_webrtc',
+      'streams_room',
+      'streams_clip',
+      'streams_frame',
+      'deprecated_fields',
+      'backends',
+      'models',
+      'inferences_ok',
+      'inferences_failed',
+      'output_tokens',
+      'websocket_connections',
+      'end_reasons',
+      'requests_by_endpoint',
+      'migration_status',
+      'legacy_daily',
+      'v1beta_requests',
+      'billing_requests',
+      'last_passthrough_at',
+      'client_families_legacy',
+      'client_families_passthrough',
+      'refused_brownout',
+      'refused_sunset',
     ]);
     expect(lines[1]).toBe(
       `k1,acct-1,2026-03-01T10:00:00.000Z,2026-03-01T10:00:00.000Z,1,1,0,0,1,1,0,,svc=1,"'=cmd|""x"",y=1",0,0,0,0,,POST /v0.2/streams=1,` +
@@ -106,7 +136,11 @@ describe('deprecation usage counters', () => {
     let down = true;
     store.hbatch = (u) => (down ? Promise.reject(new Error('store down')) : hbatch(u));
     const lines: string[] = [];
-    const usage = new DeprecationUsage(store, createLogger('info', 'test', { write: (s: string) => void lines.push(s) }), new FakeClock(DAY1));
+    const usage = new DeprecationUsage(
+      store,
+      createLogger('info', 'test', { write: (s: string) => void lines.push(s) }),
+      new FakeClock(DAY1),
+    );
     for (let i = 0; i < 3; i++) {
       expect(() => usage.request('k', 'GET /v0.2/models')).not.toThrow();
       await usage.flush();
@@ -145,7 +179,12 @@ describe('deprecation usage counters', () => {
       await settle();
       // depr:key:aaa, depr:key:bbb, depr:day:…, depr:acct:aaa: one call for 301 events.
       expect(batches).toEqual([4]);
-      expect(await store.hgetall('depr:key:aaa')).toMatchObject({ 'inferences:ok': 180, 'inferences:failed': 20, output_tokens: 1_000, 'req:POST /v0.2/streams': 1 });
+      expect(await store.hgetall('depr:key:aaa')).toMatchObject({
+        'inferences:ok': 180,
+        'inferences:failed': 20,
+        output_tokens: 1_000,
+        'req:POST /v0.2/streams': 1,
+      });
       expect(await store.hgetall('depr:key:bbb')).toEqual({ 'inferences:ok': 90, 'inferences:failed': 10, output_tokens: 500 });
       // Nothing pending, no timer: the next event starts the next interval.
       clock.advance(5_000);
@@ -195,7 +234,10 @@ describe('route labels and deprecation headers', () => {
     expect(load({ telemetry: { rollupCron: 'every day' } })).toThrow(/telemetry\.rollupCron/);
     expect(load({ telemetry: { rollupTimezone: 'Mars/Olympus' } })).toThrow(/telemetry\.rollupTimezone/);
     expect(load({ admin: { token: 'short' } })).toThrow(ConfigError);
-    const env = loadConfig({ env: { ADMIN_TOKEN: 'a-long-enough-admin-token', DEPRECATION_SUNSET: '2027-01-01', TELEMETRY_METRICS: 'false' }, skipDefaultFile: true });
+    const env = loadConfig({
+      env: { ADMIN_TOKEN: 'a-long-enough-admin-token', DEPRECATION_SUNSET: '2027-01-01', TELEMETRY_METRICS: 'false' },
+      skipDefaultFile: true,
+    });
     expect(env.admin.token).toBe('a-long-enough-admin-token');
     expect(env.deprecation.sunset).toBe('2027-01-01');
     expect(env.telemetry.metrics).toBe(false);

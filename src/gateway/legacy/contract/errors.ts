@@ -24,8 +24,10 @@ export const LEGACY_ERRORS = {
   insufficientCredits: (): ServiceError => legacyError(402, 'insufficient_credits', 'Insufficient credits'),
   concurrentStreamLimit: (limit: number): ServiceError =>
     legacyError(429, 'concurrent_stream_limit', `Concurrent stream limit reached (${limit} per API key)`, { limit }),
-  clientClosedRequest: (): ServiceError => legacyError(499, 'client_closed_request', 'The client closed the request before the stream was created'),
-  unsupportedSource: (transport: string): ServiceError => legacyError(422, 'unsupported_source', `Source ${transport} is not available on this gateway`),
+  clientClosedRequest: (): ServiceError =>
+    legacyError(499, 'client_closed_request', 'The client closed the request before the stream was created'),
+  unsupportedSource: (transport: string): ServiceError =>
+    legacyError(422, 'unsupported_source', `Source ${transport} is not available on this gateway`),
   /** The /v1beta model list does not name it (`loc`: where the body names the model). */
   unknownModel: (id: string, loc: readonly string[] = ['body', 'inference', 'model']): ServiceError =>
     legacyError(422, 'validation_error', unknownModelText(id), [{ loc: [...loc], msg: unknownModelText(id), type: 'value_error' }]),
@@ -33,15 +35,21 @@ export const LEGACY_ERRORS = {
   modelUnavailable: (id: string, status: string): ServiceError => legacyError(503, 'model_unavailable', `Model ${id} is ${status}`),
   /** Ready upstream, but the gateway observed it saturated. */
   modelSaturated: (id: string): ServiceError =>
-    legacyError(503, 'model_unavailable', `Model ${id} is saturated (at capacity) and takes no new streams; retry later or use another ready model`, {
-      status: 'saturated',
-    }),
+    legacyError(
+      503,
+      'model_unavailable',
+      `Model ${id} is saturated (at capacity) and takes no new streams; retry later or use another ready model`,
+      {
+        status: 'saturated',
+      },
+    ),
   /**
    * Reinfer of a result id this account has no window for: never delivered, expired
    * (`legacy.resultWindowSeconds`), not yet recorded (clients retry a 404), or another account's
    * (the same answer, so it does not show that the result exists).
    */
-  resultNotFound: (): ServiceError => legacyError(404, 'result_not_found', "Result not found: no result with this id is known for this API key's account"),
+  resultNotFound: (): ServiceError =>
+    legacyError(404, 'result_not_found', "Result not found: no result with this id is known for this API key's account"),
   /** Reinfer of a result whose stream ended: the upstream dropped its frames, so it never comes back (410: not retried). */
   clipDropped: (why: string | null): ServiceError =>
     legacyError(
@@ -52,7 +60,12 @@ export const LEGACY_ERRORS = {
     ),
   /** Reinfer of a result whose frames aged out of the upstream's frame buffer (410: not retried). */
   clipEvicted: (): ServiceError =>
-    legacyError(410, 'clip_evicted', "The frames of this result were evicted from the stream's frame buffer; the result can no longer be re-run", {
-      reason: 'window_evicted',
-    }),
+    legacyError(
+      410,
+      'clip_evicted',
+      "The frames of this result were evicted from the stream's frame buffer; the result can no longer be re-run",
+      {
+        reason: 'window_evicted',
+      },
+    ),
 } as const;

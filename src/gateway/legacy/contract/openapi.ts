@@ -87,7 +87,9 @@ export function legacyResponseSchemas(brand: Brand) {
     /** One entry of `GET /v0.2/streams/feedback` (a bare array of them). */
     FeedbackResponse: feedback,
     StatusResponse: z.strictObject({ status: z.literal('ok') }),
-    ModelList: z.array(z.strictObject({ model: z.string(), ready: z.boolean(), status: z.enum(['ready', 'degraded', 'saturated', 'unavailable']) })),
+    ModelList: z.array(
+      z.strictObject({ model: z.string(), ready: z.boolean(), status: z.enum(['ready', 'degraded', 'saturated', 'unavailable']) }),
+    ),
     /** `GET /v0.2/healthz` (text/plain), as `/healthz`. */
     HealthOk: z.literal('ok'),
     ReinferResponse: z.strictObject({
@@ -102,7 +104,12 @@ export function legacyResponseSchemas(brand: Brand) {
      * requires only `error`, so the rest are optional here though always sent; `message` is the
      * gateway's addition.
      */
-    ErrorResponse: z.strictObject({ error: z.string(), message: z.string().optional(), request_id: nullableString.optional(), details: z.unknown().optional() }),
+    ErrorResponse: z.strictObject({
+      error: z.string(),
+      message: z.string().optional(),
+      request_id: nullableString.optional(),
+      details: z.unknown().optional(),
+    }),
   };
 }
 
@@ -217,7 +224,9 @@ export function legacyOpenApi(brand: Brand, deprecation: Pick<DeprecationConfig,
             ...errors([400, 401, 402, 422, 429, 500]),
             // The gateway's own: the upstream refusing the key for a create, the sunset, upstream failures,
             // and 503 for a brownout or a model that is not ready too.
-            ...errors([403, 410, ...KEY_CHECK_EXTRAS], { 503: `Brownout, model unavailable or saturated; ${ERROR_TEXT[503]!.toLowerCase()}` }),
+            ...errors([403, 410, ...KEY_CHECK_EXTRAS], {
+              503: `Brownout, model unavailable or saturated; ${ERROR_TEXT[503]!.toLowerCase()}`,
+            }),
           },
         }),
       },
@@ -230,8 +239,8 @@ export function legacyOpenApi(brand: Brand, deprecation: Pick<DeprecationConfig,
       '/chat/completions/clip': {
         post: op('Re-run inference on the frames behind a delivered result, with a new prompt (reinfer)', {
           description:
-            'One chat completion with the caller\'s key on the frames of the result `result_id` (its clip or frame, on the stream clock). ' +
-            'Only the stream\'s account finds the result: anyone else gets 404 `result_not_found`, as for an unknown id. A result whose frames are gone ' +
+            "One chat completion with the caller's key on the frames of the result `result_id` (its clip or frame, on the stream clock). " +
+            "Only the stream's account finds the result: anyone else gets 404 `result_not_found`, as for an unknown id. A result whose frames are gone " +
             'gets 410: `clip_dropped` (its stream ended) or `clip_evicted` (its frames aged out of the frame buffer). /v1beta: a chat completion on ' +
             `\`${brand.scheme}://streams/{id}?start_timestamp_ms=…&end_timestamp_ms=…\` (docs/migration.md).`,
           requestBody: body('ReinferRequest'),
@@ -239,22 +248,29 @@ export function legacyOpenApi(brand: Brand, deprecation: Pick<DeprecationConfig,
             '200': json('ReinferResponse', 'The completion'),
             ...errors([400, 401, 402, 422, 502, 503, 504]),
             '404': json('ErrorResponse', 'No result with this id for this account (`result_not_found`)'),
-            '410': json('ErrorResponse', 'The result\'s frames are gone: `clip_dropped` (stream ended) or `clip_evicted` (evicted)'),
+            '410': json('ErrorResponse', "The result's frames are gone: `clip_dropped` (stream ended) or `clip_evicted` (evicted)"),
           },
         }),
       },
       '/models': {
-        get: op('List models', { security: [], responses: { '200': json('ModelList', 'Models and readiness'), ...errors([502, 503, 504]) } }),
+        get: op('List models', {
+          security: [],
+          responses: { '200': json('ModelList', 'Models and readiness'), ...errors([502, 503, 504]) },
+        }),
       },
       '/streams/feedback': {
         get: op('List feedback', {
-          description: 'The account\'s feedback, a bare array; `limit` and `cursor` page it, the next page named in `Link: <…>; rel="next"` and `X-Next-Cursor`.',
+          description:
+            'The account\'s feedback, a bare array; `limit` and `cursor` page it, the next page named in `Link: <…>; rel="next"` and `X-Next-Cursor`.',
           parameters: [
             { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1 } },
             { name: 'cursor', in: 'query', required: false, schema: { type: 'string', pattern: '^\\d{1,16}$' } },
           ],
           responses: {
-            '200': { description: 'Feedback entries', content: { 'application/json': { schema: { type: 'array', items: ref('FeedbackResponse') } } } },
+            '200': {
+              description: 'Feedback entries',
+              content: { 'application/json': { schema: { type: 'array', items: ref('FeedbackResponse') } } },
+            },
             ...errors([400, 401, 422, 500], { 422: 'Bad `limit` or `cursor`' }),
             ...errors(KEY_CHECK_EXTRAS),
           },
@@ -292,7 +308,10 @@ export function legacyOpenApi(brand: Brand, deprecation: Pick<DeprecationConfig,
           parameters: [streamId],
           responses: {
             '200': json('SpectateResponse', 'Spectator grant'),
-            ...errors([400, 401, 404, 422, 500], { 400: 'Body is not JSON, or the stream does not use native transport', 422: NO_INPUT_422 }),
+            ...errors([400, 401, 404, 422, 500], {
+              400: 'Body is not JSON, or the stream does not use native transport',
+              422: NO_INPUT_422,
+            }),
             ...errors(KEY_CHECK_EXTRAS),
           },
         }),
@@ -334,7 +353,9 @@ export function legacyOpenApi(brand: Brand, deprecation: Pick<DeprecationConfig,
     },
     components: {
       schemas,
-      securitySchemes: { 'API Key': { type: 'http', scheme: 'bearer', description: "Your API key in the Authorization header as 'Bearer <api_key>'" } },
+      securitySchemes: {
+        'API Key': { type: 'http', scheme: 'bearer', description: "Your API key in the Authorization header as 'Bearer <api_key>'" },
+      },
     },
   };
 }

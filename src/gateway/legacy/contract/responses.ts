@@ -146,10 +146,7 @@ const LEGACY_STATUSES: readonly string[] = ['ready', 'degraded', 'saturated', 'u
  * /v1beta model list → bare legacy array. /v1beta only says ready or unavailable; the gateway's own
  * observations (`observed`) refine a ready model to degraded or saturated.
  */
-export function toLegacyModels(
-  list: V1betaModelList,
-  observed?: ReadonlyMap<string, 'degraded' | 'saturated'>,
-): LegacyModelEntry[] {
+export function toLegacyModels(list: V1betaModelList, observed?: ReadonlyMap<string, 'degraded' | 'saturated'>): LegacyModelEntry[] {
   const out: LegacyModelEntry[] = [];
   for (const entry of list.data ?? []) {
     if (!entry || typeof entry.id !== 'string') continue;
@@ -233,11 +230,7 @@ export function toLegacySpectate(view: { url: string; token: string }, brand: Br
   return { [brand.room]: { url: view.url, token: view.token } };
 }
 
-export function legacyStreamState(
-  stream: { last_frame_at_ms?: number | null },
-  nowMs: number,
-  idleAfterMs = 10_000,
-): LegacyStreamState {
+export function legacyStreamState(stream: { last_frame_at_ms?: number | null }, nowMs: number, idleAfterMs = 10_000): LegacyStreamState {
   const last = stream.last_frame_at_ms;
   if (last === null || last === undefined) return 'pending';
   return nowMs - last > idleAfterMs ? 'idle' : 'active';
@@ -353,7 +346,11 @@ export interface LegacyReinferResponse {
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null;
 }
 
-export function toLegacyReinfer(input: { id: string; completion: CompletionLike & { usage?: unknown }; modelName: string }): LegacyReinferResponse {
+export function toLegacyReinfer(input: {
+  id: string;
+  completion: CompletionLike & { usage?: unknown };
+  modelName: string;
+}): LegacyReinferResponse {
   const answer = answerOf(input.completion);
   const u = input.completion.usage as Record<string, unknown> | null | undefined;
   const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);

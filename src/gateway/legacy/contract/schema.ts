@@ -49,10 +49,7 @@ export const LEGACY_LIMITS = {
 export type LegacyMode = 'clip' | 'frame';
 
 /** Source after parsing; `room` is the neutral name of the configured vendor's source type. */
-export type LegacySource =
-  | { type: 'webrtc'; sdp: string }
-  | { type: 'room'; url: string; token: string }
-  | { type: 'native' };
+export type LegacySource = { type: 'webrtc'; sdp: string } | { type: 'room'; url: string; token: string } | { type: 'native' };
 
 export interface ClipProcessing {
   target_fps: number | null;
@@ -174,7 +171,6 @@ export function detectProcessingKind(processing: Record<string, unknown>): Kind 
   return 'unknown';
 }
 
-
 /** Reserved legacy names the configured vendor token must not shadow. */
 const RESERVED_VENDOR_TOKENS = ['webrtc', 'native', 'lease', 'stream_id', 'turn_servers'];
 
@@ -184,15 +180,17 @@ export function createLegacySchemas(brand: Brand) {
   }
 
   const webrtcSource = z.strictObject({ type: z.literal('webrtc'), sdp: bounded(LEGACY_LIMITS.maxSdpChars) });
-  const roomSource = z.strictObject({ type: z.literal(brand.room), url: bounded(LEGACY_LIMITS.maxUrlChars), token: bounded(LEGACY_LIMITS.maxTokenChars) });
+  const roomSource = z.strictObject({
+    type: z.literal(brand.room),
+    url: bounded(LEGACY_LIMITS.maxUrlChars),
+    token: bounded(LEGACY_LIMITS.maxTokenChars),
+  });
   const nativeSource = z.strictObject({ type: z.literal('native') });
-  const source = z
-    .discriminatedUnion('type', [webrtcSource, roomSource, nativeSource])
-    .transform((s): LegacySource => {
-      if ('sdp' in s) return { type: 'webrtc', sdp: s.sdp };
-      if ('url' in s) return { type: 'room', url: s.url, token: s.token };
-      return { type: 'native' };
-    });
+  const source = z.discriminatedUnion('type', [webrtcSource, roomSource, nativeSource]).transform((s): LegacySource => {
+    if ('sdp' in s) return { type: 'webrtc', sdp: s.sdp };
+    if ('url' in s) return { type: 'room', url: s.url, token: s.token };
+    return { type: 'native' };
+  });
 
   const offer = z.strictObject({ type: z.literal('offer'), sdp: bounded(LEGACY_LIMITS.maxSdpChars) });
 
@@ -206,15 +204,13 @@ export function createLegacySchemas(brand: Brand) {
       output_schema_json: outputSchema.nullish(),
       max_output_tokens: int().positive().nullish(),
     })
-    .transform(
-      (i): LegacyInference => ({
-        prompt: i.prompt,
-        model: i.model,
-        backend: i.backend,
-        output_schema_json: i.output_schema_json ?? null,
-        max_output_tokens: i.max_output_tokens ?? null,
-      }),
-    );
+    .transform((i): LegacyInference => ({
+      prompt: i.prompt,
+      model: i.model,
+      backend: i.backend,
+      output_schema_json: i.output_schema_json ?? null,
+      max_output_tokens: i.max_output_tokens ?? null,
+    }));
 
   const client = z.strictObject({ request_id: z.string().max(LEGACY_LIMITS.maxRequestIdChars).nullish() });
 

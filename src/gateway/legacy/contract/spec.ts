@@ -10,9 +10,7 @@ export type Transport = 'native' | 'webrtc' | 'room';
 
 /** Where the media comes from; `room` is the customer's own media room (any vendor name). */
 export type SessionSource =
-  | { transport: 'native' }
-  | { transport: 'webrtc'; sdp: string }
-  | { transport: 'room'; url: string; token: string };
+  { transport: 'native' } | { transport: 'webrtc'; sdp: string } | { transport: 'room'; url: string; token: string };
 
 export interface ClipSpec {
   targetFps: number;
@@ -43,8 +41,7 @@ interface SessionSpecBase {
   requestId: string | null;
 }
 
-export type SessionSpec = SessionSpecBase &
-  ({ mode: 'clip'; clip: ClipSpec } | { mode: 'frame'; frame: FrameSpec });
+export type SessionSpec = SessionSpecBase & ({ mode: 'clip'; clip: ClipSpec } | { mode: 'frame'; frame: FrameSpec });
 
 /** target_fps when a clip body sends neither target_fps nor the fps + sampling_ratio pair (see schema.ts). */
 export const DEFAULT_TARGET_FPS = 1;
@@ -107,11 +104,7 @@ export function checkTokenRate(
     `max_output_tokens (${maxOutputTokens}) / interval (${formatNumber(intervalSeconds)}s) must be <= ${limit}. ` +
     `Reduce max_output_tokens to at most ${allowed}. Send "max_output_tokens": ${allowed} (or omit it: the default ` +
     `for this interval is ${allowed}), or keep ${maxOutputTokens} with "${field}": ${ceilMs(maxOutputTokens / maxTokensPerSecond)} or more.`;
-  throw legacyValidationError(
-    [{ loc: ['body', 'inference', 'max_output_tokens'], msg: message, type: 'value_error' }],
-    requestId,
-    message,
-  );
+  throw legacyValidationError([{ loc: ['body', 'inference', 'max_output_tokens'], msg: message, type: 'value_error' }], requestId, message);
 }
 
 const toMs = (seconds: number) => Math.max(1, Math.round(seconds * 1000));
@@ -143,8 +136,7 @@ export function normalizeCreate(
     if (p.sampling_ratio !== null) deprecatedFields.push('sampling_ratio');
     if (p.fps !== null) deprecatedFields.push('fps');
     const targetFps =
-      p.target_fps ??
-      (p.fps !== null && p.sampling_ratio !== null ? targetFpsFromLegacyPair(p.fps, p.sampling_ratio) : DEFAULT_TARGET_FPS);
+      p.target_fps ?? (p.fps !== null && p.sampling_ratio !== null ? targetFpsFromLegacyPair(p.fps, p.sampling_ratio) : DEFAULT_TARGET_FPS);
     intervalSeconds = p.delay_seconds;
     modeSpec = {
       mode: 'clip',
@@ -158,7 +150,13 @@ export function normalizeCreate(
 
   const requestId = parsed.client?.request_id ?? fallbackRequestId;
   const maxOutputTokens = inf.max_output_tokens ?? defaultMaxOutputTokens(intervalSeconds, limits.maxTokensPerSecond);
-  checkTokenRate(maxOutputTokens, intervalSeconds, limits.maxTokensPerSecond, requestId, parsed.mode === 'clip' ? 'delay_seconds' : 'interval_seconds');
+  checkTokenRate(
+    maxOutputTokens,
+    intervalSeconds,
+    limits.maxTokensPerSecond,
+    requestId,
+    parsed.mode === 'clip' ? 'delay_seconds' : 'interval_seconds',
+  );
 
   return {
     transport: source.transport,

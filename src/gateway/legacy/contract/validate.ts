@@ -172,4 +172,3 @@ export function summarize(details: readonly ValidationDetail[]): string {
   const more = details.length - MESSAGE_ISSUES;
   return `${parts.join('; ')}${more > 0 ? ` (and ${more} more)` : ''}`;
 }
-

@@ -21,9 +21,12 @@ export function isStreamId(id: unknown): id is string {
   return typeof id === 'string' && STREAM_ID.test(id);
 }
 
-
 /** Reads the record and applies `streamAccess`; a malformed id never reaches the store. */
-export async function readStreamAccess(store: Pick<SessionRecords, 'getSession'>, streamId: string, accountId: string): Promise<StreamAccess> {
+export async function readStreamAccess(
+  store: Pick<SessionRecords, 'getSession'>,
+  streamId: string,
+  accountId: string,
+): Promise<StreamAccess> {
   return streamAccess(isStreamId(streamId) ? await store.getSession(streamId) : null, accountId);
 }
 
@@ -42,7 +45,12 @@ export type KeyCheck = { ok: true; apiKey: string; accountId: string } | { ok: f
  * or refused upstream counts against the budget; an accepted key is remembered (the waiver). An
  * upstream that cannot tell throws.
  */
-export async function checkKey(deps: KeyCheckDeps, ip: string, apiKey: string | undefined, ids?: () => { requestId?: string; traceId?: string }): Promise<KeyCheck> {
+export async function checkKey(
+  deps: KeyCheckDeps,
+  ip: string,
+  apiKey: string | undefined,
+  ids?: () => { requestId?: string; traceId?: string },
+): Promise<KeyCheck> {
   const { brand, catalog, authLimiter } = deps;
   const blockedMs = authLimiter?.blockedForMs(ip, apiKey) ?? 0;
   if (blockedMs > 0) return { ok: false, blockedMs };

@@ -12,7 +12,6 @@ import { CLIENT_REQUESTED, LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from '../c
 import type { LegacyClose } from '../contract/closes';
 import { resultsChannel } from '../sessions/results-channel';
 
-
 /**
  * A refusal closes 1008 (fatal in legacy clients) unless it gives `code`: 1013 "try again later"
  * for a refusal that is not about the key (the client address is over its failed-auth budget). An authorize that throws (upstream

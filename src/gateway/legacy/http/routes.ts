@@ -19,7 +19,14 @@ import type { UpstreamCatalog } from '../sessions/catalog';
 import { reinferHandler } from './reinfer';
 import { createLegacySchemas } from '../contract/schema';
 import type { LegacySessions } from '../sessions/sessions';
-import { legacyStreamState, toLegacyCreateResponse, toLegacyFeedback, toLegacyKeepalive, toLegacyModels, toLegacyPromptResponse } from '../contract/responses';
+import {
+  legacyStreamState,
+  toLegacyCreateResponse,
+  toLegacyFeedback,
+  toLegacyKeepalive,
+  toLegacyModels,
+  toLegacyPromptResponse,
+} from '../contract/responses';
 import { normalizeCreate } from '../contract/spec';
 import { spectate, streamInfo } from './stream-views';
 import type { StreamViewDeps } from './stream-views';
@@ -74,7 +81,8 @@ function feedbackPage(req: Request, cfg: LegacyConfig['feedback']): { limit: num
     n = typeof limit === 'string' && /^\d{1,7}$/.test(limit) ? Number(limit) : NaN;
     if (!(n >= 1 && n <= cfg.maxPageSize)) throw pageError('limit', `limit must be an integer from 1 to ${cfg.maxPageSize}`);
   }
-  if (cursor !== undefined && !(typeof cursor === 'string' && PAGE_CURSOR.test(cursor))) throw pageError('cursor', 'cursor is not one this endpoint returned');
+  if (cursor !== undefined && !(typeof cursor === 'string' && PAGE_CURSOR.test(cursor)))
+    throw pageError('cursor', 'cursor is not one this endpoint returned');
   return { limit: n, after: typeof cursor === 'string' ? cursor : null };
 }
 
@@ -119,7 +127,13 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     res.once('close', () => {
       if (!res.writableFinished) gaveUp.abort();
     });
-    const out = await sessions.create({ apiKey: who.apiKey, accountId: who.accountId, spec, signal: gaveUp.signal, ...upstreamIds(req, res) });
+    const out = await sessions.create({
+      apiKey: who.apiKey,
+      accountId: who.accountId,
+      spec,
+      signal: gaveUp.signal,
+      ...upstreamIds(req, res),
+    });
     res.status(201).json(toLegacyCreateResponse({ streamId: out.streamId, ttlSeconds: out.ttlSeconds, media: out.media }, brand));
   });
 
@@ -189,7 +203,12 @@ export function legacyRouter(deps: LegacyRouteDeps): Router {
     res.json({ status: 'ok' });
   });
 
-  const views: StreamViewDeps = { brand, upstream: deps.upstream, clock, mapUpstreamError: (err, ctx) => sessions.mapUpstreamError(err, ctx) };
+  const views: StreamViewDeps = {
+    brand,
+    upstream: deps.upstream,
+    clock,
+    mapUpstreamError: (err, ctx) => sessions.mapUpstreamError(err, ctx),
+  };
 
   r.get('/streams/:id/info', async (req, res) => {
     const id = streamId(req);

@@ -66,7 +66,11 @@ export async function streamInfo(deps: StreamViewDeps, rec: LegacyRecord, apiKey
 export async function spectate(deps: StreamViewDeps, rec: LegacyRecord, apiKey: string, ids: Ids): Promise<LegacySpectate> {
   requireLive(rec);
   if (rec.spec.transport !== 'native') {
-    throw legacyError(400, 'not_native_stream', `Stream ${rec.streamId} does not use native transport: only native streams can be spectated`);
+    throw legacyError(
+      400,
+      'not_native_stream',
+      `Stream ${rec.streamId} does not use native transport: only native streams can be spectated`,
+    );
   }
   const token = await askUpstream(deps, rec, UPSTREAM_CONTEXTS.spectate, () => deps.upstream.viewerToken(apiKey, rec.streamId, ids));
   return toLegacySpectate({ url: token.view.url, token: token.view.token }, deps.brand);

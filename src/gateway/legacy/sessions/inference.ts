@@ -47,7 +47,12 @@ export class TickInference {
    */
   run(stream: LiveStream, tick: TickInfo): Promise<void> {
     const { record } = stream;
-    const attributes = { [ATTR.streamId]: record.streamId, [ATTR.tick]: tick.n, [ATTR.latenessMs]: Math.round(tick.latenessMs), [ATTR.epoch]: record.epoch };
+    const attributes = {
+      [ATTR.streamId]: record.streamId,
+      [ATTR.tick]: tick.n,
+      [ATTR.latenessMs]: Math.round(tick.latenessMs),
+      [ATTR.epoch]: record.epoch,
+    };
     return inSpan('legacy.tick', { parent: 'root', link: record.ids, attributes }, (span) => this.tick(stream, tick, span));
   }
 
@@ -56,7 +61,13 @@ export class TickInference {
     const { record } = stream;
     const outcome = (o: string) => void span?.setAttribute(ATTR.tickOutcome, o);
     observer?.tickLateness?.(tick.latenessMs);
-    if (this.backoff.holds(record.keyHash, this.clock.now(), stream.backoffJitter(() => this.backoff.jitter()))) {
+    if (
+      this.backoff.holds(
+        record.keyHash,
+        this.clock.now(),
+        stream.backoffJitter(() => this.backoff.jitter()),
+      )
+    ) {
       outcome('rate_limited');
       return void observer?.rateLimited?.('tick_skipped');
     }
@@ -97,7 +108,8 @@ export class TickInference {
         outcome('stream_lost');
         return void this.ender.onUpstreamLoss(stream, err);
       }
-      const modelsFault = err instanceof UpstreamError && err.code !== 'upstream_circuit_open' && (err.status === 503 || err.kind !== 'http');
+      const modelsFault =
+        err instanceof UpstreamError && err.code !== 'upstream_circuit_open' && (err.status === 503 || err.kind !== 'http');
       if (modelsFault) catalog.recordOutcome(model, false);
       if (err instanceof UpstreamError && err.kind !== 'http') {
         this.deps.logger.warn({ streamId: record.streamId, code: err.code, kind: err.kind, err: err.message }, 'inference failed upstream');
@@ -152,7 +164,6 @@ export class TickInference {
       overheadMs: performance.now() - answeredAt,
     });
   }
-
 
   /**
    * Time a tick may spend on the upstream, tied to the stream's cadence: each completion attempt

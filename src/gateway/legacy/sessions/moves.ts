@@ -83,7 +83,7 @@ export class StreamMoves {
       }
       const apiKey = ender.openKey(rec);
       if (!apiKey) {
-        logger.error({ streamId: id }, 'cannot open the stream\'s sealed key (is GATEWAY_SECRET the same on every replica?): ending it');
+        logger.error({ streamId: id }, "cannot open the stream's sealed key (is GATEWAY_SECRET the same on every replica?): ending it");
         await ender.end(id, ender.reasons.serverShutdown);
         return false;
       }
@@ -108,7 +108,7 @@ export class StreamMoves {
     try {
       return rec.spec.outputSchema ? compileOutputSchema(this.schemas, rec.spec.outputSchema) : undefined;
     } catch (err) {
-      this.deps.logger.warn({ err, streamId: rec.streamId }, 'adopted stream\'s output schema does not compile here; results go unchecked');
+      this.deps.logger.warn({ err, streamId: rec.streamId }, "adopted stream's output schema does not compile here; results go unchecked");
       return undefined;
     }
   }

@@ -22,7 +22,10 @@ export function legacyRecord(rec: SessionRecord): LegacyRecord {
 }
 
 /** The record is of an active stream this replica (`replicaId`) owns. */
-export function ownedBy<R extends Pick<SessionRecord, 'state' | 'owner'>>(rec: R | null | undefined, replicaId: string): rec is R & { state: 'active' } {
+export function ownedBy<R extends Pick<SessionRecord, 'state' | 'owner'>>(
+  rec: R | null | undefined,
+  replicaId: string,
+): rec is R & { state: 'active' } {
   return rec?.state === 'active' && rec.owner === replicaId;
 }
 
@@ -30,7 +33,11 @@ export function ownedBy<R extends Pick<SessionRecord, 'state' | 'owner'>>(rec: R
  * Where a new owner resumes ticking: the next tick after the last published one, and never a tick
  * already due in the past (missed ticks are dropped, not replayed), on the original grid.
  */
-export function resumePoint(rec: Pick<SessionRecord, 'lastTick' | 'gridStartMs'>, intervalMs: number, now: number): { gridStartMs: number; n: number } {
+export function resumePoint(
+  rec: Pick<SessionRecord, 'lastTick' | 'gridStartMs'>,
+  intervalMs: number,
+  now: number,
+): { gridStartMs: number; n: number } {
   const grid = rec.gridStartMs ?? now;
   const n = Math.max(rec.lastTick + 1, Math.ceil((now - grid) / intervalMs));
   return { gridStartMs: grid, n };

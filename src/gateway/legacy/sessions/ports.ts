@@ -19,7 +19,15 @@ import type { SessionSpec } from '../contract/spec';
 export interface LegacyObserver {
   streamCreated?(keyHash: string, spec: SessionSpec): void;
   streamEnded?(keyHash: string, reason: string): void;
-  inference?(e: { keyHash: string; model: string; ok: boolean; tokens: number; inferenceMs: number; totalMs: number; overheadMs: number }): void;
+  inference?(e: {
+    keyHash: string;
+    model: string;
+    ok: boolean;
+    tokens: number;
+    inferenceMs: number;
+    totalMs: number;
+    overheadMs: number;
+  }): void;
   tickSkipped?(streamId: string): void;
   /** A tick met an upstream 429 (`event: 'limited'`), or was skipped while its key was held back. */
   rateLimited?(event: 'limited' | 'tick_skipped'): void;
@@ -107,9 +115,6 @@ export interface FleetLink {
   tell(replica: string, msg: OwnerMessage): Promise<void>;
 }
 
-/** The replica id of a gateway that is not part of a fleet (memory store, no secret). */
-export const SOLO_REPLICA = 'solo';
-
 export interface SessionDeps {
   cfg: LegacyConfig;
   brand: Brand;
@@ -124,22 +129,18 @@ export interface SessionDeps {
   clock?: Clock;
   /** Store outages seen by this replica (../store/outage.ts): when a lapsed lease may end. */
   storeHealth?: Pick<StoreHealth, 'leaseDeadline'>;
-  /** The fleet this replica belongs to (absent: one replica, `SOLO_REPLICA`, nothing sealed). */
-  fleet?: FleetLink;
+  /** How the sessions reach the rest of the fleet (a replica alone has a solo link: ../../fleet/member.ts). */
+  fleet: FleetLink;
 }
 
 /** A session record as the legacy adapter writes it: its `spec` is a `SessionSpec`. */
 export type LegacyRecord = SessionRecord<SessionSpec>;
 
 /**
- * The deps as every part of sessions sees them: the clock resolved (the real one unless injected),
- * the fleet link (a solo one outside a fleet: `SOLO_REPLICA`, nothing sealed, nobody to tell) and
- * this replica's id (the owner in the records it writes).
+ * The deps as every part of sessions sees them: the clock resolved (the real one unless injected)
+ * and this replica's id (the owner in the records it writes).
  */
-export type SessionContext = SessionDeps & { clock: Clock; fleet: FleetLink; replicaId: string };
-
-/** The fleet link of a replica alone: its records name `SOLO_REPLICA`, and there is no other owner to tell. */
-export const SOLO_LINK: FleetLink = { replicaId: SOLO_REPLICA, tell: () => Promise.resolve() };
+export type SessionContext = SessionDeps & { clock: Clock; replicaId: string };
 
 export interface CreateInput {
   apiKey: string;
@@ -156,4 +157,3 @@ export interface CreateOutput {
   ttlSeconds: number;
   media: LegacyMedia;
 }
-

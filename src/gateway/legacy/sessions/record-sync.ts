@@ -34,7 +34,10 @@ export class RecordSync {
     this.deps.observer?.tickFenced?.(commit.reason);
     if (commit.reason === 'duplicate') return;
     if (commit.reason === 'missing') return void this.reRegister(stream);
-    this.deps.logger.info({ streamId: stream.id, reason: commit.reason }, 'tick refused by the store: stream owned or ended elsewhere, leaving it');
+    this.deps.logger.info(
+      { streamId: stream.id, reason: commit.reason },
+      'tick refused by the store: stream owned or ended elsewhere, leaving it',
+    );
     // Not ours any more: no tick, keepalive or delete from here (the owner or the ender does them).
     void this.registry.remove(stream.id);
   }

@@ -20,7 +20,7 @@ export class StreamRegistry {
   /** Upstream stream id → the key that may delete it. */
   private readonly owned = new Map<string, string>();
   private closed = false;
-  private draining = false;
+  private createsRefused = false;
   /** Ticking paused on every stream here (a replica whose heartbeat fails fences itself). */
   selfFenced = false;
 
@@ -115,15 +115,14 @@ export class StreamRegistry {
     return this.live.get(streamId)?.apiKey ?? this.owned.get(streamId);
   }
 
-  // ── Draining: no more creates here. Closing: no more creates or adoptions (shutdown, crash). ──
+  // ── Creates refused: the replica holds its connections (streams here go on or move). Closing: no creates or adoptions (shutdown, crash). ──
 
   get acceptsCreates(): boolean {
-    return !this.closed && !this.draining;
+    return !this.closed && !this.createsRefused;
   }
 
-  /** A connection drain: streams here go on (or move), new ones are created elsewhere. */
-  drain(): void {
-    this.draining = true;
+  refuseCreates(): void {
+    this.createsRefused = true;
   }
 
   get closing(): boolean {

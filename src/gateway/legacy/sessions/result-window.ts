@@ -63,7 +63,10 @@ export class ResultWindowRecorder {
       await this.deps.store.putResultWindow(resultId, window, this.deps.cfg.resultWindowSeconds * 1000);
     } catch (err) {
       if (stream.stopping) return;
-      this.deps.logger.warn({ streamId: stream.record.streamId, err: err instanceof Error ? err.message : String(err) }, 'result window not recorded');
+      this.deps.logger.warn(
+        { streamId: stream.record.streamId, err: err instanceof Error ? err.message : String(err) },
+        'result window not recorded',
+      );
     }
   }
 

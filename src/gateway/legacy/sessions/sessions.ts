@@ -15,7 +15,6 @@ import type { EndOptions } from './end';
 import { LiveStream } from './live-stream';
 import { StreamMoves } from './moves';
 import { legacyRecord, streamAccess } from './ownership';
-import { SOLO_LINK } from './ports';
 import type { CreateInput, CreateOutput, LegacyRecord, SessionContext, SessionDeps } from './ports';
 import { RecordSync } from './record-sync';
 import { StreamRegistry } from './registry';
@@ -50,8 +49,7 @@ export class LegacySessions {
   private readonly sync: RecordSync;
 
   constructor(deps: SessionDeps) {
-    const fleet = deps.fleet ?? SOLO_LINK;
-    const ctx: SessionContext = { ...deps, clock: deps.clock ?? realClock, fleet, replicaId: fleet.replicaId };
+    const ctx: SessionContext = { ...deps, clock: deps.clock ?? realClock, replicaId: deps.fleet.replicaId };
     this.deps = ctx;
     this.replicaId = ctx.replicaId;
     this.reasons = legacyEndReasons(deps.brand);
@@ -75,7 +73,7 @@ export class LegacySessions {
 
   /** A connection drain: no new streams here (503 `shutting_down`); the ones here go on or move. */
   stopCreating(): void {
-    this.registry.drain();
+    this.registry.refuseCreates();
   }
 
   /** The upstream's model ids (the default fallback list), upstream failures mapped. */
@@ -94,7 +92,12 @@ export class LegacySessions {
    */
   create(input: CreateInput): Promise<CreateOutput> {
     const { spec } = input;
-    const attributes = { [ATTR.keyHash]: keyHash(input.apiKey), [ATTR.mode]: spec.mode, [ATTR.transport]: spec.transport, [ATTR.model]: spec.model };
+    const attributes = {
+      [ATTR.keyHash]: keyHash(input.apiKey),
+      [ATTR.mode]: spec.mode,
+      [ATTR.transport]: spec.transport,
+      [ATTR.model]: spec.model,
+    };
     return inSpan('legacy.create', { attributes }, (span) => this.createIn(input, span));
   }
 
@@ -114,7 +117,9 @@ export class LegacySessions {
     const undo = new Undo(logger);
     undo.add(() => store.releaseSlot(kh, slotId));
     const traced = span?.spanContext();
-    const ids = traced ? { requestId: input.requestId, traceId: traced.traceId, spanId: traced.spanId } : { requestId: input.requestId, traceId: input.traceId ?? newTraceId() };
+    const ids = traced
+      ? { requestId: input.requestId, traceId: traced.traceId, spanId: traced.spanId }
+      : { requestId: input.requestId, traceId: input.traceId ?? newTraceId() };
     let created;
     try {
       // Not given the client's signal: an aborted create may still have created a stream, and only
@@ -143,30 +148,30 @@ export class LegacySessions {
     }
     const now = clock.now();
     const record: LegacyRecord = {
-        streamId,
-        keyHash: kh,
-        slotId,
-        accountId: input.accountId,
-        state: 'active',
-        endReason: null,
-        createdAtMs: now,
-        endedAtMs: null,
-        leaseExpiresAtMs: now + this.leaseMs,
-        prompt: spec.prompt,
-        promptUpdatedAtMs: now,
-        spec,
-        owner: this.replicaId,
-        epoch: 1,
-        lastTick: -1,
-        gridStartMs: null,
-        costMicrocents: 0,
-        lastKeepaliveAtMs: now,
-        promptRev: 0,
-        // A webrtc relay lives in this process: the stream cannot outlive it on another replica.
-        pinned: spec.transport === 'webrtc',
-        sealedKey: this.deps.fleet.sealer?.seal(apiKey, streamId) ?? '',
-        fallbackModels,
-        ids,
+      streamId,
+      keyHash: kh,
+      slotId,
+      accountId: input.accountId,
+      state: 'active',
+      endReason: null,
+      createdAtMs: now,
+      endedAtMs: null,
+      leaseExpiresAtMs: now + this.leaseMs,
+      prompt: spec.prompt,
+      promptUpdatedAtMs: now,
+      spec,
+      owner: this.replicaId,
+      epoch: 1,
+      lastTick: -1,
+      gridStartMs: null,
+      costMicrocents: 0,
+      lastKeepaliveAtMs: now,
+      promptRev: 0,
+      // A webrtc relay lives in this process: the stream cannot outlive it on another replica.
+      pinned: spec.transport === 'webrtc',
+      sealedKey: this.deps.fleet.sealer?.seal(apiKey, streamId) ?? '',
+      fallbackModels,
+      ids,
     };
     const stream = new LiveStream(record, apiKey, { validate, publishToken: created.publish.token, media: this.deps.media, clock });
     registry.beginCreate(streamId);
@@ -231,7 +236,13 @@ export class LegacySessions {
     return inSpan('legacy.keepalive', { attributes }, (span) => this.keepaliveIn(streamId, apiKey, accountId, ids, span));
   }
 
-  private async keepaliveIn(streamId: string, apiKey: string, accountId: string, ids: { requestId?: string; traceId?: string }, span: Span | undefined) {
+  private async keepaliveIn(
+    streamId: string,
+    apiKey: string,
+    accountId: string,
+    ids: { requestId?: string; traceId?: string },
+    span: Span | undefined,
+  ) {
     const { store, upstream, cfg } = this.deps;
     const rec = await this.recordFor(streamId, accountId);
     span?.addLinks(linkTo(rec.ids));
@@ -329,7 +340,7 @@ export class LegacySessions {
       rec = await this.deps.store.getSession(streamId);
     } catch (err) {
       // Unknown owner: left to its upstream lease rather than risk deleting another replica's stream.
-      this.deps.logger.warn({ err, streamId }, 'shutdown could not read the stream\'s record: not deleting it upstream');
+      this.deps.logger.warn({ err, streamId }, "shutdown could not read the stream's record: not deleting it upstream");
       return;
     }
     if (rec?.state === 'active') {

@@ -103,14 +103,18 @@ export class StreamTimers {
   private armUpstreamKeepalive(stream: LiveStream): void {
     const every = this.deps.cfg.upstreamKeepaliveSeconds * 1000;
     stream.setUpstreamKeepalive(
-      setLongInterval(() => {
-        const { record } = stream;
-        void inSpan('legacy.upstream_keepalive', { parent: 'root', link: record.ids, attributes: { [ATTR.streamId]: stream.id } }, () =>
-          this.deps.upstream.keepalive(stream.apiKey, stream.id, { signal: stream.signal, ...record.ids }),
-        )
-          .then((ka) => stream.renewToken(ka.publish.token))
-          .catch((err: unknown) => this.ender.onUpstreamLoss(stream, err));
-      }, every, { clock: this.clock }),
+      setLongInterval(
+        () => {
+          const { record } = stream;
+          void inSpan('legacy.upstream_keepalive', { parent: 'root', link: record.ids, attributes: { [ATTR.streamId]: stream.id } }, () =>
+            this.deps.upstream.keepalive(stream.apiKey, stream.id, { signal: stream.signal, ...record.ids }),
+          )
+            .then((ka) => stream.renewToken(ka.publish.token))
+            .catch((err: unknown) => this.ender.onUpstreamLoss(stream, err));
+        },
+        every,
+        { clock: this.clock },
+      ),
     );
   }
 
@@ -150,7 +154,9 @@ export class StreamTimers {
   private startTicker(stream: LiveStream, gridStartMs: number, firstN = 0): void {
     const { cfg, observer, logger } = this.deps;
     if (stream.anchorGrid(gridStartMs)) {
-      this.deps.store.updateSession(stream.id, { gridStartMs }).catch((err: unknown) => logger.warn({ err, streamId: stream.id }, 'could not record the tick grid'));
+      this.deps.store
+        .updateSession(stream.id, { gridStartMs })
+        .catch((err: unknown) => logger.warn({ err, streamId: stream.id }, 'could not record the tick grid'));
     }
     const ticker = new Ticker({
       periodMs: stream.record.spec.intervalMs,

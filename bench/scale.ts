@@ -1,0 +1,362 @@
+/**
+ * `npm run bench scale`: what a legacy stream costs on one process and on a fleet. N frame-mode
+ * streams at 1 Hz over R replicas of the built CLI (R = 1: the memory store; R ≥ 2: one
+ * redis-server, through the fleet harness), against the fast upstream stub (fast-upstream.ts) so the
+ * gateway is what is measured. Stream i is created on replica i mod R and its results socket opened
+ * on the next replica (the same one when R = 1), by client processes (legacy-clients.ts) with 5
+ * streams per key and a keepalive every 20 s, as legacy clients do. After a warm-up, over
+ * BENCH_SECONDS it prints per setup:
+ * - gateway CPU per stream-second (all replicas, /proc), the busiest replica's mean and peak 1 s CPU;
+ * - tick lateness p50/p99 and result overhead p99: bucket bounds of the replicas' /metrics
+ *   histograms (per-tick values stay inside the replicas);
+ * - results received ÷ expected (N × seconds) and duplicate result ids at the clients;
+ * - RSS per stream on each replica, over its idle RSS (each replica owns N/R streams and holds N/R sockets);
+ * - store calls per stream-second by operation (/metrics), and on Redis the commands it executed per
+ *   stream-second by command (INFO commandstats: a script counts as EVALSHA and each call inside it
+ *   under its own name).
+ *
+ * BENCH_SCALE_STREAMS and BENCH_SCALE_REPLICAS take lists (every pair runs); BENCH_SCALE_PER_KEY,
+ * BENCH_SCALE_UPSTREAM_WORKERS, BENCH_SCALE_CLIENTS and BENCH_SCALE_WARMUP_S size the rest.
+ */
+import { execFileSync } from 'node:child_process';
+import os from 'node:os';
+import path from 'node:path';
+import { brandOf } from '../src/brand';
+import type { Config } from '../src/config';
+import { startFleet } from '../test/helpers/fleet';
+import type { Fleet } from '../test/helpers/fleet';
+import type { ClientCounts } from './legacy-clients';
+import type { FastUpstreamArgs } from './fast-upstream';
+import type { BenchFlags } from './main';
+import { MAIN, bucketQuantile, child, commandDeltas, procSample, scrapeMetrics, seriesDelta } from './util';
+import type { Child } from './util';
+
+export interface ScaleSetup {
+  streams: number;
+  replicas: number;
+  seconds: number;
+  /** Streams per API key (the per-key limit is set to it). */
+  perKey: number;
+  upstreamWorkers: number;
+  /** Client processes the streams are split over. */
+  clients: number;
+  warmupSeconds: number;
+}
+
+/** One setup's figures, for the closing table. */
+interface ScaleRow {
+  label: string;
+  cpuMsPerStreamSecond: number;
+  peakPct: number;
+  lateness: string;
+  overheadP99: string;
+  received: number;
+  duplicates: number;
+  rssKibPerStream: number;
+  redisPerStreamSecond: number | undefined;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const mib = (kb: number) => `${(kb / 1024).toFixed(0)} MiB`;
+const BODY = {
+  mode: 'frame',
+  processing: { interval_seconds: 1 },
+  inference: { prompt: 'Describe the frame', model: 'local/analyzer-mini', max_output_tokens: 32 },
+};
+const LATENESS = 'gateway_legacy_tick_lateness_seconds';
+const OVERHEAD = 'gateway_legacy_result_overhead_seconds';
+
+function progress(text: string): void {
+  if (process.stderr.isTTY) process.stderr.write(`\r\x1b[2K${text}`);
+}
+
+/** A list of whole numbers > 0 from a flag or the environment (`1,3`). */
+function numbers(raw: string | undefined, fallback: number[], name: string): number[] {
+  if (raw === undefined || raw === '') return fallback;
+  const out = raw.split(',').map(Number);
+  if (!out.every((n) => Number.isInteger(n) && n > 0))
+    throw new Error(`${name} must be whole numbers > 0 separated by commas, got '${raw}'`);
+  return out;
+}
+
+/** Resolves with a child's `prefix` line, or fails as soon as the child exits without one. */
+async function lineOrExit(c: Child, prefix: string, timeoutMs: number, what: string): Promise<string> {
+  const exited = new Promise<never>((_, reject) =>
+    c.proc.once('exit', (code, signal) => reject(new Error(`${what} exited (${code ?? signal}) before "${prefix}"`))),
+  );
+  return Promise.race([c.line(prefix, timeoutMs), exited]);
+}
+
+/** The open-files limit children inherit; a note when it is short of what N streams hold. */
+function fileLimitNote(streams: number): string | undefined {
+  let limit = Infinity;
+  try {
+    const out = execFileSync('sh', ['-c', 'ulimit -n'], { encoding: 'utf8' }).trim();
+    if (out !== 'unlimited') limit = Number(out);
+  } catch {
+    return undefined;
+  }
+  // The clients hold a socket per stream plus pooled HTTP connections; a replica its share of sockets and its upstream pool.
+  if (limit >= streams * 2 + 2048 && streams < 1000) return undefined;
+  return `note: ${streams} streams hold about ${streams} client sockets and as many on the replicas; open-files limit here ${limit}: raise it first (ulimit -n 65536)`;
+}
+
+async function startUpstream(cfg: Config, workers: number): Promise<{ url: string; pids: number[]; proc: Child }> {
+  const brand = brandOf(cfg);
+  const args: FastUpstreamArgs = { workers, brandField: brand.responseField, room: brand.room };
+  const proc = child(path.join(__dirname, 'fast-upstream.js'), [JSON.stringify(args)]);
+  try {
+    const ready = JSON.parse(await lineOrExit(proc, 'READY', 30_000, 'fast upstream')) as { port: number; pids: number[] };
+    return { url: `http://127.0.0.1:${ready.port}`, pids: ready.pids, proc };
+  } catch (err) {
+    await proc.kill();
+    throw err;
+  }
+}
+
+/** Sum of each client process's counts. */
+async function countAll(clients: Child[]): Promise<ClientCounts> {
+  const all = await Promise.all(
+    clients.map(async (c) => {
+      const counted = c.line('COUNT', 30_000);
+      c.send('COUNT');
+      return JSON.parse(await counted) as ClientCounts;
+    }),
+  );
+  const sum: ClientCounts = { results: 0, failures: 0, duplicates: 0, keepalives: 0, keepaliveFailures: 0, open: 0 };
+  for (const c of all) for (const k of Object.keys(sum) as (keyof ClientCounts)[]) sum[k] += c[k];
+  return sum;
+}
+
+/** Redis's own CPU seconds so far (INFO cpu). */
+async function redisCpuSeconds(fleet: Fleet): Promise<number> {
+  const info = String(await fleet.redisCall('INFO', 'cpu'));
+  const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
+  return field('used_cpu_user') + field('used_cpu_sys');
+}
+
+/** Store calls per operation from the replicas' `gateway_store_command_seconds` counts, busiest first. */
+function storeCalls(before: Map<string, number>, after: Map<string, number>): [string, number][] {
+  const prefix = 'gateway_store_command_seconds_count{op="';
+  return [...after.keys()]
+    .filter((k) => k.startsWith(prefix))
+    .map((k): [string, number] => [k.slice(prefix.length, -2), seriesDelta(before, after, k)])
+    .filter(([, n]) => n > 0)
+    .sort((x, y) => y[1] - x[1]);
+}
+
+const perSecond = (entries: [string, number][], streamSeconds: number, top = 10) =>
+  entries
+    .slice(0, top)
+    .map(([name, n]) => `${name} ${(n / streamSeconds).toFixed(3)}`)
+    .join(', ');
+
+async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise<ScaleRow> {
+  const { streams, replicas, seconds, perKey } = setup;
+  const store = replicas === 1 ? 'memory' : 'redis';
+  const label = `${streams} streams, ${replicas === 1 ? '1 process, memory store' : `${replicas} replicas, Redis store`}`;
+  console.log(`\n${label}`);
+  const upstream = await startUpstream(cfg, setup.upstreamWorkers);
+  let fleet: Fleet | undefined;
+  const clients: Child[] = [];
+  try {
+    const f = await startFleet({
+      main: MAIN,
+      ids: Array.from({ length: replicas }, (_, i) => (i < 26 ? String.fromCharCode(65 + i) : `R${i}`)),
+      store,
+      // The harness's emulator idles: the replicas are pointed at the stub.
+      publisher: false,
+      logLevel: 'warn',
+      keepLines: false,
+      env: { UPSTREAM_URL: upstream.url, LEGACY_MAX_STREAMS_PER_KEY: String(perKey) },
+    });
+    fleet = f;
+    const reps = f.replicas;
+    const urls = reps.map((r) => r.url);
+    const sample = () => reps.map((r) => procSample(r.proc.child.pid!, clkTck));
+    const meanRss = (samples: { rssKb: number }[][]) => reps.map((_, i) => samples.reduce((k, s) => k + s[i]!.rssKb, 0) / samples.length);
+    // Idle RSS once boot's garbage is gone: the mean of the last 3 s of 6.
+    const idleSamples: { rssKb: number }[][] = [];
+    for (let s = 0; s < 6; s++, await sleep(1000)) if (s >= 3) idleSamples.push(sample());
+    const idleRss = meanRss(idleSamples);
+
+    // Keys of the stub's own format (the brand's prefix): any one is an account with credits.
+    const keyCount = Math.ceil(streams / perKey);
+    const keys = Array.from({ length: keyCount }, (_, i) => `${brandOf(cfg).keyPrefix}scale-${String(i).padStart(5, '0')}`);
+    const share = Math.ceil(streams / setup.clients);
+    for (let first = 0; first < streams; first += share) {
+      const n = Math.min(share, streams - first);
+      clients.push(
+        child(path.join(__dirname, 'legacy-clients.js'), [
+          JSON.stringify({ url: urls[0], urls, key: keys[0], keys, streams: n, first, body: BODY }),
+        ]),
+      );
+    }
+    progress(`creating ${streams} streams over ${replicas} replica(s), ${keyCount} keys, ${clients.length} client process(es)…`);
+    const createMs = Date.now();
+    // Bounded by the size: a create is one upstream call and a few store calls.
+    await Promise.all(clients.map((c, i) => lineOrExit(c, 'READY', 120_000 + streams * 100, `client process ${i}`)));
+    const createdIn = (Date.now() - createMs) / 1000;
+    // Every stream ticking (results at 95 % of N per second), then the warm-up.
+    let ticking = false;
+    for (let prev = await countAll(clients), at = performance.now(), tries = 0; !ticking && tries < 60; tries++) {
+      await sleep(1000);
+      const cur = await countAll(clients);
+      const now = performance.now();
+      ticking = cur.results - prev.results >= (0.95 * streams * (now - at)) / 1000;
+      [prev, at] = [cur, now];
+    }
+    progress(`warming up ${setup.warmupSeconds} s…`);
+    await sleep(setup.warmupSeconds * 1000);
+
+    const pids = { upstream: upstream.pids, clients: clients.map((c) => c.proc.pid!) };
+    const cpuOf = (list: number[]) => list.reduce((k, pid) => k + procSample(pid, clkTck).cpuMs, 0);
+    const snapshot = async () => ({
+      cpu: sample().map((x) => x.cpuMs),
+      metrics: await scrapeMetrics(urls),
+      commands: store === 'redis' ? await f.redisCommands() : undefined,
+      redisCpu: store === 'redis' ? await redisCpuSeconds(f) : 0,
+      counts: await countAll(clients),
+      countedAt: performance.now(),
+      upstreamMs: cpuOf(pids.upstream),
+      clientsMs: cpuOf(pids.clients),
+    });
+    const before = await snapshot();
+    const t0 = performance.now();
+    // 1 s samples of each replica: CPU for the peak (/proc: 10 ms ticks, so ±1 %), RSS for its mean.
+    let last = { at: t0, cpu: before.cpu };
+    let peakPct = 0;
+    const loadedSamples: { rssKb: number }[][] = [];
+    for (let s = 1; s <= seconds; s++) {
+      await sleep(t0 + s * 1000 - performance.now());
+      const samples = sample();
+      const now = { at: performance.now(), cpu: samples.map((x) => x.cpuMs) };
+      for (let i = 0; i < reps.length; i++) peakPct = Math.max(peakPct, ((now.cpu[i]! - last.cpu[i]!) * 100) / (now.at - last.at));
+      last = now;
+      loadedSamples.push(samples);
+      progress(`measuring ${s}/${seconds} s…`);
+    }
+    const wall = (performance.now() - t0) / 1000;
+    const after = await snapshot();
+    const rss = meanRss(loadedSamples);
+    progress('');
+
+    const streamSeconds = streams * wall;
+    const cpuEach = reps.map((_, i) => (after.cpu[i]! - before.cpu[i]!) / 1000);
+    const cpu = cpuEach.reduce((k, x) => k + x, 0);
+    const busiest = Math.max(...cpuEach);
+    const got = after.counts.results - before.counts.results;
+    // Expected over the clients' own counting interval (the snapshots take a moment beside the window).
+    const expected = (streams * (after.countedAt - before.countedAt)) / 1000;
+    const dups = after.counts.duplicates;
+    const rssPerStream = rss.map((kb, i) => ((kb - idleRss[i]!) * replicas) / streams);
+    const meanRssPerStream = rssPerStream.reduce((k, x) => k + x, 0) / replicas;
+    const ticksSeen = seriesDelta(before.metrics, after.metrics, `${LATENESS}_count`);
+    const lateness = `${bucketQuantile(before.metrics, after.metrics, LATENESS, 0.5)} / ${bucketQuantile(before.metrics, after.metrics, LATENESS, 0.99)}`;
+    const overheadP99 = bucketQuantile(before.metrics, after.metrics, OVERHEAD, 0.99);
+    const skipped = seriesDelta(before.metrics, after.metrics, 'gateway_legacy_ticks_skipped_total');
+    const fenced = ['fenced', 'duplicate', 'ended', 'missing'].reduce(
+      (k, r) => k + seriesDelta(before.metrics, after.metrics, `gateway_fleet_fenced_ticks_total{reason="${r}"}`),
+      0,
+    );
+    const calls = storeCalls(before.metrics, after.metrics);
+    const callsTotal = calls.reduce((k, [, n]) => k + n, 0);
+
+    console.log(
+      `  created in ${createdIn.toFixed(1)} s${ticking ? '' : ' (not every stream ticking within 60 s)'}; measured ${wall.toFixed(1)} s after a ${setup.warmupSeconds} s warm-up`,
+    );
+    console.log(
+      `  gateway CPU            ${((cpu * 1000) / streamSeconds).toFixed(3)} ms per stream-second (${((cpu / wall) * 100).toFixed(0)} % of a core over ${replicas === 1 ? '1 replica' : `${replicas} replicas`}); ` +
+        `busiest replica ${((busiest / wall) * 100).toFixed(0)} % mean, ${peakPct.toFixed(0)} % peak 1 s`,
+    );
+    console.log(`  tick lateness p50/p99  ${lateness}  (${ticksSeen} ticks; skipped ${skipped}, fenced ${fenced})`);
+    console.log(`  result overhead p99    ${overheadP99}  (upstream answer → published)`);
+    console.log(
+      `  results at the clients ${got} of ${Math.round(expected)} expected (${((got / expected) * 100).toFixed(1)} %), ` +
+        `${dups} duplicate ids in the whole run, ${after.counts.failures - before.counts.failures} not ok; sockets open ${after.counts.open}/${streams}; ` +
+        `keepalives ${after.counts.keepalives - before.counts.keepalives} (${after.counts.keepaliveFailures} failed in all)`,
+    );
+    console.log(
+      `  RSS per stream         ${rssPerStream.map((kb, i) => `${reps[i]!.id} ${kb.toFixed(1)} KiB`).join(', ')} ` +
+        `(mean RSS idle → loaded: ${reps.map((r, i) => `${mib(idleRss[i]!)} → ${mib(rss[i]!)}`).join(', ')})`,
+    );
+    console.log(
+      `  store calls            ${(callsTotal / streamSeconds).toFixed(3)} per stream-second: ${perSecond(calls, streamSeconds)}`,
+    );
+    let redisPerStreamSecond: number | undefined;
+    if (before.commands && after.commands) {
+      // The bench's own INFO calls are not the fleet's.
+      const cmds = commandDeltas(before.commands, after.commands).filter(([name]) => name !== 'info');
+      const total = cmds.reduce((k, [, n]) => k + n, 0);
+      redisPerStreamSecond = total / streamSeconds;
+      console.log(
+        `  Redis commands         ${redisPerStreamSecond.toFixed(3)} per stream-second (${(total / wall).toFixed(0)}/s; script inner calls included)`,
+      );
+      console.log(`    by command           ${perSecond(cmds, streamSeconds)}`);
+    }
+    const pct = (ms: number) => `${(ms / 10 / wall).toFixed(0)} %`;
+    console.log(
+      `  beside the gateway     upstream stub ${pct(after.upstreamMs - before.upstreamMs)} (${upstream.pids.length} workers), ` +
+        `clients ${pct(after.clientsMs - before.clientsMs)}${store === 'redis' ? `, redis-server ${pct((after.redisCpu - before.redisCpu) * 1000)}` : ''}; ` +
+        `load average ${os.loadavg()[0]!.toFixed(1)} on ${os.cpus().length} cores`,
+    );
+    return {
+      label,
+      cpuMsPerStreamSecond: (cpu * 1000) / streamSeconds,
+      peakPct,
+      lateness,
+      overheadP99,
+      received: got / expected,
+      duplicates: dups,
+      rssKibPerStream: meanRssPerStream,
+      redisPerStreamSecond,
+    };
+  } finally {
+    progress('');
+    // Clients delete their streams while the replicas still run, then everything stops.
+    for (const c of clients) c.send('STOP');
+    await Promise.all(clients.map((c) => lineOrExit(c, 'DONE', 60_000, 'client process').catch(() => undefined)));
+    await Promise.all(clients.map((c) => c.kill()));
+    await fleet?.stop();
+    await upstream.proc.kill();
+  }
+}
+
+export async function benchScale(cfg: Config, flags: BenchFlags = {}): Promise<void> {
+  const env = process.env;
+  const sizes = numbers((flags.streams as string | undefined) ?? env.BENCH_SCALE_STREAMS, [300], 'BENCH_SCALE_STREAMS');
+  const replicaCounts = numbers((flags.replicas as string | undefined) ?? env.BENCH_SCALE_REPLICAS, [1, 3], 'BENCH_SCALE_REPLICAS');
+  const one = (name: string, fallback: number) => numbers(env[name], [fallback], name)[0]!;
+  const seconds = one('BENCH_SECONDS', 30);
+  const perKey = one('BENCH_SCALE_PER_KEY', 5);
+  const warmupSeconds = one('BENCH_SCALE_WARMUP_S', 5);
+  const upstreamWorkers = one('BENCH_SCALE_UPSTREAM_WORKERS', Math.max(2, Math.ceil(os.cpus().length / 4)));
+  const clkTck = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+  // A Ctrl-C or SIGTERM still runs the exit handlers that kill every child.
+  const onSignal = () => process.exit(130);
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const rows: ScaleRow[] = [];
+  try {
+    for (const streams of sizes) {
+      const note = fileLimitNote(streams);
+      if (note) console.log(note);
+      const clients = one('BENCH_SCALE_CLIENTS', Math.ceil(streams / 2500));
+      for (const replicas of replicaCounts) {
+        rows.push(await runSetup(cfg, { streams, replicas, seconds, perKey, upstreamWorkers, clients, warmupSeconds }, clkTck));
+      }
+    }
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  console.log(
+    '\nsetup                                   CPU ms/stream-s  peak %  lateness p50 / p99      overhead p99  received  dups  RSS KiB/stream  Redis cmds/stream-s',
+  );
+  for (const r of rows) {
+    console.log(
+      `${r.label.padEnd(40)}${r.cpuMsPerStreamSecond.toFixed(3).padStart(15)}  ${r.peakPct.toFixed(0).padStart(6)}  ${r.lateness.padEnd(24)}${r.overheadP99.padStart(12)}  ` +
+        `${(r.received * 100).toFixed(1).padStart(7)} %${String(r.duplicates).padStart(6)}${r.rssKibPerStream.toFixed(1).padStart(16)}  ${r.redisPerStreamSecond?.toFixed(3) ?? '–'}`,
+    );
+  }
+}

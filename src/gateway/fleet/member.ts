@@ -1,0 +1,81 @@
+/**
+ * This replica's part in a fleet, as the gateway drives it: `Fleet` (./fleet.ts) when a
+ * `store.secret` makes it a member, `SoloFleet` otherwise. Also the link the sessions talk to the
+ * fleet through (legacy's `FleetLink`): the control channel, or nobody.
+ */
+import type { StoreConfig } from '../../config';
+import { Sealer } from '../../lib/seal';
+import type { FleetLink } from '../legacy';
+import type { Broker } from '../store/store';
+import { controlChannel, encodeControl } from './control';
+import { Fleet } from './fleet';
+import type { FleetOptions, FleetSessions } from './fleet';
+
+export interface FleetMember {
+  /** Not part of a fleet: nobody can take this replica's streams, so a SIGTERM has no drain. */
+  readonly solo: boolean;
+  /** Joins (heartbeat, control channel, loops); resolves at once for a solo replica. */
+  start(): Promise<void>;
+  /**
+   * Begins the drain: this replica is marked draining and its movable streams go to replicas not
+   * draining. False when nobody could take them (solo, or the last replica alive).
+   */
+  beginDrain(): Promise<boolean>;
+  /** Hands every stream here to replicas not draining and leaves; false when there is none (they end here). */
+  handOver(why?: string): Promise<boolean>;
+  /** Stops the loops (shutdown). */
+  stop(): Promise<void>;
+  /** Test seam of a crash: loops and sessions stop here, the store keeps this replica's streams. */
+  halt(): Promise<void>;
+}
+
+/** The replica id of a gateway that is not part of a fleet (memory store, no secret). */
+export const SOLO_REPLICA = 'solo';
+
+/** A solo replica's link: its records name `solo`, nothing is sealed, and there is nobody to tell. */
+export const SOLO_LINK: FleetLink = { replicaId: SOLO_REPLICA, tell: () => Promise.resolve() };
+
+/** The fleet of a gateway that is not part of one: nothing to join, nobody to hand streams to. */
+export class SoloFleet implements FleetMember {
+  readonly solo = true;
+
+  constructor(private readonly sessions: Pick<FleetSessions, 'halt'>) {}
+
+  start(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  beginDrain(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
+  handOver(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
+  stop(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  halt(): Promise<void> {
+    return this.sessions.halt();
+  }
+}
+
+/**
+ * The link of this replica's sessions. A fleet member's (a `store.secret` is set): control messages
+ * over the store, keys sealed into the records so another replica can act for a stream. Else solo.
+ */
+export function sessionsLink(cfg: Pick<StoreConfig, 'secret' | 'gatewayId'>, store: Pick<Broker, 'publish'>): FleetLink {
+  if (!cfg.secret) return SOLO_LINK;
+  return {
+    replicaId: cfg.gatewayId,
+    sealer: new Sealer(cfg.secret),
+    tell: (replica, msg) => store.publish(controlChannel(replica), encodeControl(msg)),
+  };
+}
+
+/** This replica's part in a fleet: a member of the fleet sharing its store when `store.secret` is set, else solo. */
+export function fleetMember(cfg: StoreConfig, opts: Omit<FleetOptions, 'replicaId' | 'cfg'>): FleetMember {
+  return cfg.secret ? new Fleet({ ...opts, replicaId: cfg.gatewayId, cfg: cfg.fleet }) : new SoloFleet(opts.sessions);
+}

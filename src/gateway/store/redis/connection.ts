@@ -1,0 +1,187 @@
+/**
+ * The Redis store's connections: one server (`redis://`) or a Cluster (`redis+cluster://host:port,…`)
+ * from the URL, the boot checks (reachable, `maxmemory-policy` not evicting), readiness and close.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Cluster, Redis } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
+import type { Logger } from '../../../lib/logger';
+import { parseClusterUrl } from '../../../lib/redis-url';
+import { defineScripts } from './scripts';
+import type { WithScripts } from './scripts';
+
+/** One server or a Cluster (`redis+cluster://`): the same commands, routed by key on a Cluster. */
+export type Conn = Redis | Cluster;
+/** The command connection: the store's Lua scripts are defined on it. */
+export type ScriptConn = WithScripts<Conn>;
+
+/** A command connection and a subscriber connection (a subscribed connection takes no other commands). */
+export interface Connections {
+  redis: ScriptConn;
+  sub: Conn;
+}
+
+export interface ConnectOptions {
+  /** How long boot waits for the first connection. */
+  connectTimeoutMs?: number;
+  /** A command not answered within this fails (the caller answers 503, nothing hangs). */
+  commandTimeoutMs?: number;
+  logger?: Logger;
+}
+
+/** Redis refused or could not be reached at boot: the message names the setting to fix. */
+export class RedisStoreError extends Error {}
+
+const EVICTING = /^(allkeys|volatile)-/;
+
+/**
+ * Refuses an evicting `maxmemory-policy`: an evicted slot member would grant a sixth stream, an
+ * evicted session would end one. `noeviction` makes Redis refuse writes instead (creates fail closed).
+ */
+export function checkMaxmemoryPolicy(policy: string | undefined): string | undefined {
+  if (policy && EVICTING.test(policy)) {
+    return `refusing to start: Redis maxmemory-policy is ${policy}, which evicts keys (slots and sessions would vanish). Set maxmemory-policy noeviction on the Redis server (CONFIG SET maxmemory-policy noeviction, or in redis.conf).`;
+  }
+  return undefined;
+}
+
+/**
+ * Connects (a command connection with auto-pipelining and no offline queue, so a command fails
+ * fast while Redis is away; and a subscriber connection, which ioredis resubscribes after a
+ * reconnect) and checks `maxmemory-policy`. Throws RedisStoreError naming what to fix.
+ */
+export async function connect(url: string, opts: ConnectOptions = {}): Promise<Connections> {
+  const log = opts.logger;
+  const common = {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    enableAutoPipelining: true,
+    maxRetriesPerRequest: 1,
+    connectTimeout: opts.connectTimeoutMs ?? 5_000,
+    commandTimeout: opts.commandTimeoutMs ?? 2_000,
+    retryStrategy: (times: number) => Math.min(100 * times, 2_000),
+    // ioredis's guard timer after disconnect (untyped option, default 2 s): it outlives a socket
+    // that was already dead and would hold the process that long after close().
+    disconnectTimeout: 200,
+  };
+  const redis = defineScripts(open(url, common));
+  // The subscriber fails fast too: a results socket is refused (1011) rather than left waiting.
+  const sub = open(url, common);
+  // One line per state change, not one per retry: an outage must not flood the log.
+  let lastError = '';
+  for (const [name, conn] of [
+    ['command', redis as Conn],
+    ['subscriber', sub],
+  ] as const) {
+    let down = false;
+    conn.on('error', (err: Error) => {
+      lastError = err.message;
+      if (!down) log?.warn({ err: err.message, connection: name }, 'redis connection error');
+      down = true;
+    });
+    conn.on('ready', () => {
+      if (down) log?.info({ connection: name }, 'redis connection restored');
+      down = false;
+    });
+  }
+  const where = safeUrl(url);
+  try {
+    await Promise.all([redis.connect(), sub.connect()]);
+  } catch (err) {
+    redis.disconnect();
+    sub.disconnect();
+    throw new RedisStoreError(
+      `cannot reach Redis at ${where} (REDIS_URL / store.redisUrl): ${lastError || (err instanceof Error ? err.message : String(err))}`,
+    );
+  }
+  const refused = checkMaxmemoryPolicy(await maxmemoryPolicy(redis, log));
+  if (refused) {
+    redis.disconnect();
+    sub.disconnect();
+    throw new RedisStoreError(refused);
+  }
+  return { redis, sub };
+}
+
+/** The policy of every primary of a Cluster (one evicting node is enough to lose slots): an evicting one if any. */
+async function maxmemoryPolicy(conn: Conn, log: Logger | undefined): Promise<string | undefined> {
+  let policy: string | undefined;
+  try {
+    for (const node of primaries(conn)) {
+      const reply = (await node.call('CONFIG', 'GET', 'maxmemory-policy')) as string[];
+      if (!policy || checkMaxmemoryPolicy(reply[1])) policy = reply[1];
+    }
+  } catch (err) {
+    // Managed services may rename CONFIG: say so, and that the policy must be set there.
+    log?.warn(
+      { err: err instanceof Error ? err.message : String(err) },
+      'cannot read Redis maxmemory-policy (CONFIG GET refused): make sure it is noeviction',
+    );
+  }
+  return policy;
+}
+
+export async function isReady(conn: Conn): Promise<boolean> {
+  try {
+    return (await conn.ping()) === 'PONG';
+  } catch {
+    return false;
+  }
+}
+
+/** QUIT (replies in flight finish), bounded: with Redis away it would wait; then no reconnecting. */
+export async function closeConnections({ redis, sub }: Connections): Promise<void> {
+  const timer = new AbortController();
+  await Promise.race([
+    Promise.allSettled([redis.quit(), sub.quit()]),
+    sleep(1_000, undefined, { signal: timer.signal }).catch(() => undefined),
+  ]);
+  timer.abort();
+  redis.disconnect();
+  sub.disconnect();
+}
+
+/** Every key matching a glob, on every primary of a Cluster (deduplicated: SCAN may return one twice). */
+export async function scan(conn: Conn, pattern: string): Promise<string[]> {
+  const found = new Set<string>();
+  for (const node of primaries(conn)) {
+    let cursor = '0';
+    do {
+      const [next, batch] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      for (const k of batch) found.add(k);
+      cursor = next;
+    } while (cursor !== '0');
+  }
+  return [...found];
+}
+
+/** A connection for `url`: a Cluster client for `redis+cluster://`, else one server. */
+function open(url: string, common: RedisOptions): Conn {
+  const cluster = parseClusterUrl(url);
+  if (!cluster) return new Redis(url, common);
+  const { lazyConnect, enableOfflineQueue, enableAutoPipelining, retryStrategy, ...perNode } = common;
+  return new Cluster(cluster.nodes, {
+    lazyConnect,
+    enableOfflineQueue,
+    enableAutoPipelining,
+    clusterRetryStrategy: retryStrategy,
+    redisOptions: { ...perNode, username: cluster.username, password: cluster.password, ...(cluster.tls ? { tls: {} } : {}) },
+  });
+}
+
+/** The connections to scan or check one by one: each primary of a Cluster, or the one server. */
+function primaries(conn: Conn): Redis[] {
+  return conn instanceof Cluster ? conn.nodes('master') : [conn];
+}
+
+/** The URL without its password, for messages. */
+function safeUrl(url: string): string {
+  if (parseClusterUrl(url)) return url.replace(/^([^/]+\/\/[^:@/]*:)[^@/]*@/, '$1***@');
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable URL)';
+  }
+}

@@ -1,0 +1,171 @@
+import type { OwnerFence, SessionRecord, SessionRecords, TickCommit, TickCommitInput } from '../store';
+import { RedisRole } from './role';
+
+/**
+ * Session records, one hash each, and the fleet's operations on them. Each script touches one
+ * session hash (one hash tag). The owner index (`owned:{replica}`) lives on the replica's tag, so it
+ * cannot change in the same script: a new owner is added BEFORE the script (a lost reply still
+ * leaves the session findable by sessionsOf of its new owner) and the old one removed after it,
+ * best effort (a call that changed the record must not throw, or its caller would retry and lose:
+ * an end's winner would never release the slot). The record's owner field is the truth; sessionsOf
+ * filters by it.
+ */
+export class RedisSessions extends RedisRole implements SessionRecords {
+  async putSession(rec: SessionRecord): Promise<void> {
+    return this.guard('putSession', async () => {
+      const key = this.key.session(rec.streamId);
+      if (rec.state === 'active') await this.indexOwner(rec.streamId, rec.owner);
+      await this.redis
+        .multi()
+        .del(key)
+        .hset(key, ...encode(rec))
+        .exec();
+    });
+  }
+
+  async restoreSession(rec: SessionRecord): Promise<boolean> {
+    return this.guard('restoreSession', async () => {
+      // Indexed first: an index entry without its record is filtered by sessionsOf.
+      if (rec.state === 'active') await this.indexOwner(rec.streamId, rec.owner);
+      return (await this.redis.restoreLua(this.key.session(rec.streamId), ...encode(rec))) === 1;
+    });
+  }
+
+  async getSession(streamId: string): Promise<SessionRecord | undefined> {
+    return this.guard('getSession', async () => {
+      const h = await this.redis.hgetall(this.key.session(streamId));
+      return Object.keys(h).length ? decode(h) : undefined;
+    });
+  }
+
+  async updateSession(streamId: string, patch: Partial<SessionRecord>): Promise<SessionRecord | undefined> {
+    return this.guard('updateSession', async () => {
+      const fields = encode(patch);
+      if (!fields.length) return this.getSession(streamId);
+      if (patch.owner) await this.indexOwner(streamId, patch.owner);
+      const flat = (await this.redis.updateLua(this.key.session(streamId), ...fields)) as string[] | null;
+      return flat ? decode(flat) : undefined;
+    });
+  }
+
+  async expireSession(streamId: string, afterMs: number): Promise<void> {
+    return this.guard('expireSession', async () => {
+      const key = this.key.session(streamId);
+      const acct = await this.redis.hget(key, 'accountId');
+      if (acct === null) return;
+      // The feedback drop is scheduled first and the record expires at that same instant (Redis's
+      // clock), so once the record is gone its feedback is due too.
+      const at = (await this.redis.schedulePruneLua(this.key.feedbackPrune(JSON.parse(acct) as string), streamId, afterMs)) as number;
+      await this.redis.pexpireat(key, at);
+    });
+  }
+
+  async endSession(streamId: string, reason: string, endedAtMs: number, fence?: OwnerFence): Promise<SessionRecord | undefined> {
+    return this.guard('endSession', async () => {
+      const ended = encode({ state: 'ended', endReason: reason, endedAtMs, owner: null, sealedKey: '' });
+      const fenceArgs = fence ? [JSON.stringify(fence.owner), String(fence.epoch)] : ['', ''];
+      const flat = (await this.redis.endLua(this.key.session(streamId), ...fenceArgs, ...ended)) as string[] | null;
+      if (!flat) return undefined;
+      const before = decode(flat);
+      await this.unindexOwner(streamId, before.owner);
+      return before;
+    });
+  }
+
+  async renewLease(
+    streamId: string,
+    leaseExpiresAtMs: number,
+    nowMs: number,
+  ): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined> {
+    return this.guard('renewLease', async () => {
+      const reply = (await this.redis.renewLua(this.key.session(streamId), JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs))) as
+        [string, string, string[]] | null;
+      if (!reply) return undefined;
+      return { costMicrocents: JSON.parse(reply[0]) as number, sinceMs: JSON.parse(reply[1]) as number, record: decode(reply[2]) };
+    });
+  }
+
+  async setPrompt(streamId: string, prompt: string, atMs: number): Promise<SessionRecord | undefined> {
+    return this.guard('setPrompt', async () => {
+      const flat = (await this.redis.setPromptLua(this.key.session(streamId), JSON.stringify(prompt), JSON.stringify(atMs))) as
+        string[] | null;
+      return flat ? decode(flat) : undefined;
+    });
+  }
+
+  async addCost(streamId: string, costMicrocents: number): Promise<boolean> {
+    return this.guard('addCost', async () => (await this.redis.addCostLua(this.key.session(streamId), costMicrocents)) === 1);
+  }
+
+  async claimSession(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<SessionRecord | undefined> {
+    return this.guard('claimSession', async () => {
+      await this.indexOwner(streamId, owner);
+      const flat = (await this.redis.claimLua(
+        this.key.session(streamId),
+        JSON.stringify(expect.owner),
+        expect.epoch,
+        JSON.stringify(owner),
+      )) as string[] | null;
+      if (!flat) return undefined;
+      if (expect.owner !== owner) await this.unindexOwner(streamId, expect.owner);
+      return decode(flat);
+    });
+  }
+
+  /** One EVALSHA (one round trip): the fence, lastTick, the cost and the PUBLISH in one script. */
+  async commitTick(streamId: string, c: TickCommitInput): Promise<TickCommit> {
+    return this.guard('commitTick', async () => {
+      const outcome = c.outcome ? (c.outcome.ok ? 'ok' : 'failed') : '';
+      const ms = c.outcome ? String(Math.max(0, Math.round(c.outcome.inferenceMs))) : '0';
+      const args = [JSON.stringify(c.owner), c.epoch, c.tick, c.costMicrocents, this.key.channel(c.channel), c.message, outcome, ms];
+      const [ok, value] = (await this.redis.commitTickLua(this.key.session(streamId), ...args)) as [number, string];
+      return ok === 1
+        ? { ok: true, promptRev: JSON.parse(value) as number }
+        : { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
+    });
+  }
+
+  /**
+   * The index, filtered by each record (active and owned by `replica`). Entries of ended sessions are
+   * dropped (ended is final; a crash between an end and its index update leaves them). Entries now
+   * owned by another replica are only filtered: dropping them could race a claim back to `replica`.
+   */
+  async sessionsOf(replica: string): Promise<string[]> {
+    return this.guard('sessionsOf', async () => {
+      const key = this.key.owned(replica);
+      const ids = await this.redis.smembers(key);
+      if (!ids.length) return [];
+      const owner = JSON.stringify(replica);
+      const rows = await Promise.all(ids.map((id) => this.redis.hmget(this.key.session(id), 'state', 'owner')));
+      const ended = ids.filter((_, i) => rows[i][0] === '"ended"');
+      if (ended.length) await this.redis.srem(key, ...ended);
+      return ids.filter((_, i) => rows[i][0] === '"active"' && rows[i][1] === owner);
+    });
+  }
+
+  private async indexOwner(streamId: string, owner: string | null): Promise<void> {
+    if (owner !== null) await this.redis.sadd(this.key.owned(owner), streamId);
+  }
+
+  private async unindexOwner(streamId: string, owner: string | null): Promise<void> {
+    if (owner === null) return;
+    await this.redis.srem(this.key.owned(owner), streamId).catch((err: unknown) => {
+      this.log?.warn(
+        { err: err instanceof Error ? err.message : String(err), streamId },
+        'owner index not updated (sessionsOf filters it)',
+      );
+    });
+  }
+}
+
+/** A record as hash fields, each value JSON (an undefined field is not written). */
+function encode(rec: Partial<SessionRecord>): string[] {
+  return Object.entries(rec).flatMap(([k, v]) => (v === undefined ? [] : [k, JSON.stringify(v)]));
+}
+
+function decode(flat: string[] | Record<string, string>): SessionRecord {
+  const entries = Array.isArray(flat)
+    ? Array.from({ length: flat.length / 2 }, (_, i) => [flat[2 * i], flat[2 * i + 1]])
+    : Object.entries(flat);
+  return Object.fromEntries(entries.map(([k, v]) => [k, JSON.parse(v) as unknown])) as unknown as SessionRecord;
+}
