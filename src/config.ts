@@ -382,7 +382,13 @@ const telemetrySchema = z.strictObject({
 /** The shared store of a fleet of replicas (docs/scaling.md). No redisUrl → the in-process memory store. */
 const storeSchema = z.strictObject({
   /** redis://, rediss:// or redis+cluster://host:port,… URL of the fleet's Redis; selects the Redis store. */
-  redisUrl: z.string().refine(isRedisUrl, 'use a redis://, rediss:// or redis+cluster://host:port,host:port URL').optional(),
+  redisUrl: z
+    .string()
+    .refine(
+      isRedisUrl,
+      'use a redis://, rediss://, redis+cluster://host:port,host:port or redis+sentinel://host:port,host:port/<master name> URL',
+    )
+    .optional(),
   /** Names this replica in the fleet (logs, later ownership). */
   gatewayId: z.string().min(1).max(200).default(`${os.hostname()}:${process.pid}`),
   /** Shared by every replica (required with redisUrl): protects what the fleet shares to act for a session. */

@@ -43,7 +43,7 @@ describe('config', () => {
     }
     expect(() => loadConfig({ env: { GATEWAY_SECRET: 'short' } })).toThrow(/store\.secret: use at least 32 characters/);
     expect(() => loadConfig({ env: { REDIS_URL: 'http://r:6379' } })).toThrow(
-      /store\.redisUrl: use a redis:\/\/, rediss:\/\/ or redis\+cluster:\/\/host:port,host:port URL/,
+      /store\.redisUrl: use a redis:\/\/, rediss:\/\/, redis\+cluster:\/\/host:port,host:port or redis\+sentinel:\/\/host:port,host:port\/<master name> URL/,
     );
   });
 });

@@ -1,12 +1,13 @@
 /**
- * The Redis store's connections: one server (`redis://`) or a Cluster (`redis+cluster://host:port,…`)
- * from the URL, the boot checks (reachable, `maxmemory-policy` not evicting), readiness and close.
+ * The Redis store's connections: one server (`redis://`), a Cluster (`redis+cluster://host:port,…`)
+ * or a primary found through Sentinel (`redis+sentinel://host:port,…/<master name>`) from the URL,
+ * the boot checks (reachable, `maxmemory-policy` not evicting, on the primary found), readiness and close.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../../lib/logger';
-import { parseClusterUrl } from '../../../lib/redis-url';
+import { parseClusterUrl, parseSentinelUrl } from '../../../lib/redis-url';
 import { defineScripts } from './scripts';
 import type { WithScripts } from './scripts';
 
@@ -155,8 +156,25 @@ export async function scan(conn: Conn, pattern: string): Promise<string[]> {
   return [...found];
 }
 
-/** A connection for `url`: a Cluster client for `redis+cluster://`, else one server. */
+/** A connection for `url`: a Cluster client for `redis+cluster://`, the sentinels' primary for `redis+sentinel://`, else one server. */
 function open(url: string, common: RedisOptions): Conn {
+  const sentinel = parseSentinelUrl(url);
+  if (sentinel) {
+    return new Redis({
+      ...common,
+      sentinels: sentinel.nodes,
+      name: sentinel.name,
+      role: 'master',
+      username: sentinel.username,
+      password: sentinel.password,
+      ...(sentinel.tls ? { tls: {}, enableTLSForSentinelMode: true } : {}),
+      sentinelRetryStrategy: common.retryStrategy ?? undefined,
+      // Told of a promotion by the sentinels themselves (+switch-master), not only by a dead socket.
+      failoverDetector: true,
+      // A demoted primary that still holds the connection answers READONLY: ask the sentinels again.
+      reconnectOnError: (err) => err.message.startsWith('READONLY'),
+    });
+  }
   const cluster = parseClusterUrl(url);
   if (!cluster) return new Redis(url, common);
   const { lazyConnect, enableOfflineQueue, enableAutoPipelining, retryStrategy, ...perNode } = common;
@@ -176,7 +194,7 @@ function primaries(conn: Conn): Redis[] {
 
 /** The URL without its password, for messages. */
 function safeUrl(url: string): string {
-  if (parseClusterUrl(url)) return url.replace(/^([^/]+\/\/[^:@/]*:)[^@/]*@/, '$1***@');
+  if (parseClusterUrl(url) || parseSentinelUrl(url)) return url.replace(/^([^/]+\/\/[^:@/]*:)[^@/]*@/, '$1***@');
   try {
     const u = new URL(url);
     if (u.password) u.password = '***';
