@@ -68,6 +68,7 @@ export class GatewayMetrics {
   readonly rateLimited: Counter<'event'>;
   readonly socketsOpened: Counter;
   readonly socketsShed: Counter;
+  readonly resultsRepeated: Counter;
   readonly upstreamErrors: Counter<'source' | 'status'>;
   readonly legacyRefusals: Counter<'reason' | 'kind'>;
   readonly fleetReplicas: Gauge;
@@ -196,6 +197,11 @@ export class GatewayMetrics {
     this.socketsShed = new Counter({
       name: 'gateway_ws_messages_shed_total',
       help: 'Result messages dropped for a slow results-socket consumer',
+      registers,
+    });
+    this.resultsRepeated = new Counter({
+      name: 'gateway_legacy_results_repeated_total',
+      help: 'Results not delivered because their id was delivered already (a tick run again after a store failover)',
       registers,
     });
     this.upstreamErrors = new Counter({

@@ -71,6 +71,9 @@ export function socketTelemetry(metrics: GatewayMetrics, usage: UsageRecorder): 
     onShed() {
       metrics.socketsShed.inc();
     },
+    onRepeat() {
+      metrics.resultsRepeated.inc();
+    },
   };
 }
 

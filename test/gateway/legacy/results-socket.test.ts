@@ -23,6 +23,7 @@ describe('ResultsSockets', () => {
   let store: MemoryStore;
   let sockets: ResultsSockets;
   let shed = 0;
+  let repeated = 0;
   /** Streams of the sockets that authenticated and subscribed, in order (the server's onOpen). */
   const opened: string[] = [];
   const closedStreams: string[] = [];
@@ -34,6 +35,7 @@ describe('ResultsSockets', () => {
     store = new MemoryStore();
     await store.putSession(record('s1'));
     await store.putSession(record('hb'));
+    await store.putSession(record('dup'));
     sockets = new ResultsSockets({
       cfg: cfg.legacy,
       logger: createLogger('silent'),
@@ -42,7 +44,7 @@ describe('ResultsSockets', () => {
         const rec = await store.getSession(streamId);
         return key === 'good' && rec ? { ok: true, record: rec } : { ok: false, reason: 'authentication failed' };
       },
-      hooks: { onOpen: (id) => opened.push(id), onShed: () => shed++, onClose: (id) => closedStreams.push(id) },
+      hooks: { onOpen: (id) => opened.push(id), onShed: () => shed++, onRepeat: () => repeated++, onClose: (id) => closedStreams.push(id) },
     });
     server = http.createServer((_req, res) => res.end());
     server.on('upgrade', (req, socket, head) => {
@@ -106,6 +108,25 @@ describe('ResultsSockets', () => {
       { code: 1001, reason: 'lease_expired' },
       { code: 1001, reason: 'lease_expired' },
     ]);
+  });
+
+  test('a result id delivered already is not delivered again (a tick re-run after a store failover)', async () => {
+    const before = opened.length;
+    const sock = await openResults(url, 'dup', 'good');
+    await deadline(
+      until(() => opened.length > before, 5),
+      10_000,
+      'socket authenticated',
+    );
+    const result = (id: string, text: string) => resultEnvelope(JSON.stringify({ id, text }));
+    for (const msg of [result('r-1', 'first'), result('r-2', 'second'), result('r-1', 'first, run again'), result('r-3', 'third')]) {
+      await store.publish(resultsChannel('dup'), msg);
+    }
+    // r-3 was published after the repeat: once it is here, the repeat would have been too.
+    await sock.waitFor(3);
+    expect(sock.received.map((r) => JSON.parse(r.text).id)).toEqual(['r-1', 'r-2', 'r-3']);
+    expect(repeated).toBe(1);
+    sock.close();
   });
 
   test('a socket that answers no pings is terminated by the heartbeat', async () => {

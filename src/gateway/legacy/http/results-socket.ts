@@ -26,6 +26,8 @@ export interface ResultsSocketHooks {
   onOpen?(streamId: string, record: SessionRecord): void;
   onClose?(streamId: string): void;
   onShed?(streamId: string): void;
+  /** A result whose id this stream's sockets here were sent already was dropped. */
+  onRepeat?(streamId: string): void;
 }
 
 export interface ResultsSocketOptions {
@@ -57,6 +59,23 @@ interface StreamSockets {
   subscribed: Promise<Unsubscribe>;
   /** The stream's create, which fan-out spans link to. */
   readonly ids?: TraceIds;
+  /** The last result ids delivered here, oldest first (`RECENT_RESULTS` at most). */
+  readonly recent: string[];
+}
+
+/**
+ * Result ids a stream's sockets remember: a tick run again after a store failover lost its commit
+ * (same stream, same tick, so the same id) is not delivered twice. Ticks are re-run within a few
+ * periods of the original, so a short memory covers them.
+ */
+const RECENT_RESULTS = 16;
+
+/** True the first time `id` is seen by `group` (remembered), false for a repeat. */
+function firstDelivery(group: StreamSockets, id: string): boolean {
+  if (group.recent.includes(id)) return false;
+  group.recent.push(id);
+  if (group.recent.length > RECENT_RESULTS) group.recent.shift();
+  return true;
 }
 
 /**
@@ -156,7 +175,7 @@ export class ResultsSockets {
   private join(streamId: string, record: SessionRecord): StreamSockets {
     const known = this.streams.get(streamId);
     if (known) return known;
-    const group: StreamSockets = { sockets: new Set(), subscribed: Promise.resolve(() => undefined), ids: record.ids };
+    const group: StreamSockets = { sockets: new Set(), subscribed: Promise.resolve(() => undefined), ids: record.ids, recent: [] };
     group.subscribed = this.opts.store.subscribe(resultsChannel(streamId), (msg) => this.deliver(streamId, group, msg));
     group.subscribed.catch(() => {
       if (this.streams.get(streamId) === group) this.streams.delete(streamId);
@@ -185,8 +204,9 @@ export class ResultsSockets {
       for (const ws of group.sockets) this.closeForEnd(ws, msg.slice(1));
       return;
     }
-    if (!tracingOn()) return void this.send(streamId, group, msg);
     const resultId = resultIdOf(msg);
+    if (resultId && !firstDelivery(group, resultId)) return void this.opts.hooks?.onRepeat?.(streamId);
+    if (!tracingOn()) return void this.send(streamId, group, msg);
     const attributes = { [ATTR.streamId]: streamId, ...(resultId ? { [ATTR.resultId]: resultId } : {}) };
     inSpanSync('legacy.results.fanout', { attributes, link: group.ids }, (span) => {
       const { sent, shed } = this.send(streamId, group, msg);
