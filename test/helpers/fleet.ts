@@ -21,6 +21,9 @@ import { runNode } from './node-process';
 import type { NodeProcess } from './node-process';
 import { startRedis } from './redis';
 import type { RedisServer } from './redis';
+import { startSentinelSet } from './sentinel';
+import type { SentinelSet } from './sentinel';
+import { parseSentinelUrl } from '../../src/lib/redis-url';
 import type { Received } from './results-socket';
 import { ROOT, freePort } from './util';
 import { sleep } from './time';
@@ -32,8 +35,11 @@ export interface FleetOptions {
   main: string;
   /** Replica ids (GATEWAY_ID); default A, B, C. */
   ids?: string[];
-  /** 'memory': no Redis; every replica is a fleet of one (the bench's baseline). */
-  store?: 'redis' | 'memory';
+  /**
+   * 'memory': no Redis; every replica is a fleet of one (the bench's baseline). 'sentinel': a
+   * primary, two replicas and three sentinels (`redis+sentinel://`; `fleet.sentinel` fails it over).
+   */
+  store?: 'redis' | 'memory' | 'sentinel';
   /** Extra env for every replica (LEGACY_LEASE_TTL_SECONDS, …). */
   env?: Record<string, string>;
   /** Config file layered over the defaults for every replica (`serve --config`). */
@@ -93,7 +99,10 @@ export interface Replica {
 }
 
 export interface Fleet {
+  /** The one redis-server (store 'redis'); the first primary of a Sentinel set. */
   redis: RedisServer | undefined;
+  /** The Sentinel set (store 'sentinel'). */
+  sentinel: SentinelSet | undefined;
   emulatorUrl: string;
   /** The emulator's process (signal it to take the upstream away). */
   emulator: NodeProcess;
@@ -198,17 +207,22 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
   const started: NodeProcess[] = [];
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-fleet-'));
   let redis: RedisServer | undefined;
+  let sentinel: SentinelSet | undefined;
   let client: Redis | undefined;
   const replicas: Replica[] = [];
   const stop = async () => {
     client?.disconnect();
     await Promise.all(replicas.map((r) => stopProc(r.proc)));
     await Promise.all(started.map(stopProc));
-    await redis?.stop();
+    await (sentinel ? sentinel.stop() : redis?.stop());
     fs.rmSync(dir, { recursive: true, force: true });
   };
   try {
-    if (opts.store !== 'memory') redis = await startRedis(['--maxmemory-policy', 'noeviction', ...(opts.redisArgs ?? [])]);
+    if (opts.store === 'sentinel') {
+      sentinel = await startSentinelSet();
+      redis = sentinel.nodes[0];
+    } else if (opts.store !== 'memory') redis = await startRedis(['--maxmemory-policy', 'noeviction', ...(opts.redisArgs ?? [])]);
+    const redisUrl = sentinel?.url ?? redis?.url;
     const pub = opts.publisher === false ? undefined : (opts.publisher ?? DEFAULT_PUBLISHER);
     const defaults = JSON.parse(fs.readFileSync(DEFAULTS_FILE, 'utf8')) as Record<string, unknown>;
     const layered = (name: string, over: Record<string, unknown> | undefined) => {
@@ -255,7 +269,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
           ['serve', '--config', configFile],
           {
             ...BASE_ENV(),
-            ...(redis ? { REDIS_URL: redis.url, GATEWAY_SECRET: FLEET_SECRET } : {}),
+            ...(redisUrl ? { REDIS_URL: redisUrl, GATEWAY_SECRET: FLEET_SECRET } : {}),
             GATEWAY_ID: id,
             UPSTREAM_URL: emulatorUrl,
             PORT: String(port ?? 0),
@@ -302,12 +316,11 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
       if (!redis) throw new Error('this fleet runs on the memory store: no Redis');
       // Fails fast while Redis is away (no offline queue, 1 s per command), reconnects after.
       if (!client) {
-        client = new Redis(redis.url, {
-          enableOfflineQueue: false,
-          commandTimeout: 1000,
-          maxRetriesPerRequest: 0,
-          retryStrategy: () => 100,
-        });
+        const options = { enableOfflineQueue: false, commandTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => 100 };
+        const viaSentinel = sentinel && parseSentinelUrl(sentinel.url);
+        client = viaSentinel
+          ? new Redis({ ...options, sentinels: viaSentinel.nodes, name: viaSentinel.name, failoverDetector: true })
+          : new Redis(redis.url, options);
         client.on('error', () => undefined); // while Redis is away on purpose; calls fail on their own
       }
       return client;
@@ -317,6 +330,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     };
     return {
       redis,
+      sentinel,
       emulatorUrl,
       emulator,
       replicas,
