@@ -54,6 +54,14 @@ export class MemoryStore implements Store {
     if (slot) slot.streamId = streamId;
   }
 
+  async restoreSlot(keyHash: string, slotId: string, streamId: string, replica: string): Promise<boolean> {
+    const held = this.slots.get(keyHash) ?? new Map<string, SlotHolder>();
+    if (held.has(slotId)) return false;
+    held.set(slotId, { slotId, replica, streamId, acquiredAtMs: this.clock.now() });
+    this.slots.set(keyHash, held);
+    return true;
+  }
+
   async slotHolders(keyHash: string): Promise<SlotHolder[]> {
     return [...(this.slots.get(keyHash)?.values() ?? [])].map((s) => ({ ...s }));
   }

@@ -209,6 +209,11 @@ export interface Slots {
   acquireSlot(keyHash: string, slotId: string, limit: number, replica?: string): Promise<boolean>;
   /** Records which stream a slot belongs to (after the upstream create). */
   bindSlot(keyHash: string, slotId: string, streamId: string): Promise<void>;
+  /**
+   * Puts back the bound slot of a live stream when it is missing (a Redis failover lost the write
+   * that took it), whatever the limit: the stream exists, so it counts. True when it was missing.
+   */
+  restoreSlot(keyHash: string, slotId: string, streamId: string, replica: string): Promise<boolean>;
   /** Every slot of a key with its holder (the reconciler's view). */
   slotHolders(keyHash: string): Promise<SlotHolder[]>;
   /** Key hashes that hold at least one slot (the reconciler walks these). */

@@ -216,6 +216,17 @@ describe('LegacySessions on fake time', () => {
     await r.close();
   });
 
+  test('a slot the store lost (a Redis failover) is put back, bound, at the stream’s next keepalive', async () => {
+    const r = rig();
+    const id = await create(r);
+    const rec = (await r.store.getSession(id))!;
+    expect(await r.store.releaseSlot(rec.keyHash, rec.slotId)).toBe(true);
+    expect(await r.store.slotHolders(rec.keyHash)).toEqual([]);
+    await r.sessions.keepalive(id, KEY, rec.accountId);
+    expect(await r.store.slotHolders(rec.keyHash)).toEqual([expect.objectContaining({ slotId: rec.slotId, streamId: id })]);
+    await r.close();
+  });
+
   test('the lease expires exactly at its time; a keepalive before it moves it', async () => {
     const r = rig({ leaseTtlSeconds: 45 });
     const id = await create(r);

@@ -273,6 +273,17 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await store.acquireSlot('kh-h', 'slot-1', 5, 'gw-c')).toBe(true);
       expect((await store.slotHolders('kh-h')).find((h) => h.slotId === 'slot-1')).toMatchObject({ replica: 'gw-c', streamId: null });
       for (const id of ['slot-1', 'slot-2']) expect(await store.releaseSlot('kh-h', id)).toBe(true);
+      // A live stream's slot lost by the store comes back bound, even over the limit; a held one is left as it is.
+      for (let i = 0; i < 5; i++) expect(await store.acquireSlot('kh-r', `full-${i}`, 5)).toBe(true);
+      expect(await store.restoreSlot('kh-r', 'lost', 'stream-lost', 'gw-a')).toBe(true);
+      expect(await store.restoreSlot('kh-r', 'lost', 'stream-lost', 'gw-b')).toBe(false);
+      expect(await store.restoreSlot('kh-r', 'full-0', 'stream-0', 'gw-b')).toBe(false);
+      const restored = await store.slotHolders('kh-r');
+      expect(restored).toHaveLength(6);
+      expect(restored.find((h) => h.slotId === 'lost')).toMatchObject({ replica: 'gw-a', streamId: 'stream-lost' });
+      expect(restored.find((h) => h.slotId === 'full-0')).toMatchObject({ replica: null, streamId: null });
+      expect(await store.acquireSlot('kh-r', 'seventh', 5)).toBe(false);
+      for (const h of restored) expect(await store.releaseSlot('kh-r', h.slotId)).toBe(true);
       expect(await store.slotHolders('kh-h')).toEqual([]);
       expect(await store.slotKeys()).toEqual(['kh-other']);
       expect(await store.slotHolders('kh-none')).toEqual([]);

@@ -266,6 +266,10 @@ export class LegacySessions {
       throw LEGACY_ERRORS.streamEnded(streamId, after?.endReason ?? 'ended');
     }
     if (rec.creditsRefusedAtMs != null) await store.updateSession(streamId, { creditsRefusedAtMs: null });
+    // A Redis failover may have lost the write that took the stream's slot: it counts again from here.
+    if (await store.restoreSlot(rec.keyHash, rec.slotId, streamId, rec.owner ?? this.replicaId)) {
+      this.deps.logger.warn({ streamId, key: rec.keyHash }, "the stream's slot was missing in the store: restored at its keepalive");
+    }
     let ka;
     let upstreamStream;
     try {

@@ -57,6 +57,7 @@ export class RedisStore implements Store {
   // Every call of Store, answered by the class of its role.
   acquireSlot: Slots['acquireSlot'] = (...a) => this.slots.acquireSlot(...a);
   bindSlot: Slots['bindSlot'] = (...a) => this.slots.bindSlot(...a);
+  restoreSlot: Slots['restoreSlot'] = (...a) => this.slots.restoreSlot(...a);
   slotHolders: Slots['slotHolders'] = (...a) => this.slots.slotHolders(...a);
   slotKeys: Slots['slotKeys'] = () => this.slots.slotKeys();
   releaseSlot: Slots['releaseSlot'] = (...a) => this.slots.releaseSlot(...a);

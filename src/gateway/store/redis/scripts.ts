@@ -25,6 +25,13 @@ return n`;
 const BIND = `if redis.call('ZSCORE', KEYS[1], ARGV[1]) then redis.call('HSET', KEYS[2], 's:' .. ARGV[1], ARGV[2]) end
 return 0`;
 
+/** KEYS slots zset, slot info hash; ARGV slot id, stream id, replica. A missing slot put back, bound (1); 0 held already. */
+const RESTORE_SLOT = `${NOW_MS}
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('HSET', KEYS[2], 'r:' .. ARGV[1], ARGV[3], 's:' .. ARGV[1], ARGV[2])
+return 1`;
+
 /** KEYS slots zset, slot info hash. {{slot, score, ...}, {field, value, ...}} read together. */
 const HOLDERS = `return {redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES'), redis.call('HGETALL', KEYS[2])}`;
 
@@ -206,6 +213,7 @@ const SCRIPTS = {
   acquireLua: [ACQUIRE, 2],
   releaseLua: [RELEASE, 2],
   bindLua: [BIND, 2],
+  restoreSlotLua: [RESTORE_SLOT, 2],
   holdersLua: [HOLDERS, 2],
   endLua: [END, 1],
   renewLua: [RENEW, 1],

@@ -21,6 +21,13 @@ export class RedisSlots extends RedisRole implements Slots {
     });
   }
 
+  async restoreSlot(keyHash: string, slotId: string, streamId: string, replica: string): Promise<boolean> {
+    return this.guard(
+      'restoreSlot',
+      async () => (await this.redis.restoreSlotLua(...this.slotKeysOf(keyHash), slotId, streamId, replica)) === 1,
+    );
+  }
+
   async slotHolders(keyHash: string): Promise<SlotHolder[]> {
     return this.guard('slotHolders', async () => {
       const [zset, info] = (await this.redis.holdersLua(...this.slotKeysOf(keyHash))) as [string[], string[]];
