@@ -42,6 +42,8 @@ export interface FleetOptions {
   store?: 'redis' | 'memory' | 'sentinel';
   /** Extra env for every replica (LEGACY_LEASE_TTL_SECONDS, …). */
   env?: Record<string, string>;
+  /** Env of one replica, given the fleet's REDIS_URL (a replica reaching Redis through a fault proxy). */
+  replicaEnv?: (id: string, redisUrl: string | undefined) => Record<string, string> | Promise<Record<string, string>>;
   /** Config file layered over the defaults for every replica (`serve --config`). */
   config?: Record<string, unknown>;
   /**
@@ -263,6 +265,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     /** `port` undefined: port 0, and the one the process got from then on (restarts keep it). */
     async function startReplica(id: string, port: number | undefined): Promise<Replica> {
       const lines: Record<string, unknown>[] = [];
+      const own = (await opts.replicaEnv?.(id, redisUrl)) ?? {};
       const launch = async () => {
         const proc = runNode(
           opts.main,
@@ -276,6 +279,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
             HOST: '127.0.0.1',
             LOG_LEVEL: logLevel,
             ...opts.env,
+            ...own,
           },
           // One list across restarts, beside the current process's own.
           {

@@ -54,7 +54,12 @@ async function until<T>(what: string, ms: number, probe: () => Promise<T | undef
   }
 }
 
-async function startSentinel(dir: string, name: string, primaryPort: number, downAfterMs: number): Promise<{ port: number; child: ChildProcess; exited: Promise<unknown> }> {
+async function startSentinel(
+  dir: string,
+  name: string,
+  primaryPort: number,
+  downAfterMs: number,
+): Promise<{ port: number; child: ChildProcess; exited: Promise<unknown> }> {
   const port = await freePort();
   const conf = path.join(dir, `sentinel-${port}.conf`);
   // The sentinel rewrites its own config (state, other sentinels): a writable file of its own.
@@ -74,7 +79,9 @@ async function startSentinel(dir: string, name: string, primaryPort: number, dow
   const child = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' });
   live.add(child);
   const exited = new Promise((r) => child.once('exit', () => (live.delete(child), r(undefined))));
-  await until(`sentinel on port ${port} answering`, 10_000, async () => ((await askedPrimaryPort(port, name)) === primaryPort ? true : undefined));
+  await until(`sentinel on port ${port} answering`, 10_000, async () =>
+    (await askedPrimaryPort(port, name)) === primaryPort ? true : undefined,
+  );
   return { port, child, exited };
 }
 

@@ -60,7 +60,14 @@ test('redis+sentinel:// names the sentinels, the master name, the primary’s cr
     name: 'my primary',
     tls: true,
   });
-  for (const bad of ['redis+sentinel://h:26379', 'redis+sentinel://h:26379/', 'redis+sentinel://h/m', 'redis+sentinel://h:1,/m', 'redis+cluster://h:1/m', 'redis+sentinel://h:1/a/b']) {
+  for (const bad of [
+    'redis+sentinel://h:26379',
+    'redis+sentinel://h:26379/',
+    'redis+sentinel://h/m',
+    'redis+sentinel://h:1,/m',
+    'redis+cluster://h:1/m',
+    'redis+sentinel://h:1/a/b',
+  ]) {
     expect(parseSentinelUrl(bad)).toBeUndefined();
   }
   expect(isRedisUrl('redis+sentinel://h1:26379,h2:26379/gw')).toBe(true);

@@ -125,9 +125,26 @@ async function maxmemoryPolicy(conn: Conn, log: Logger | undefined): Promise<str
 export async function isReady(conn: Conn): Promise<boolean> {
   try {
     return (await conn.ping()) === 'PONG';
-  } catch {
+  } catch (err) {
+    resetIfTimedOut(conn, err);
     return false;
   }
+}
+
+const lastReset = new WeakMap<Conn, number>();
+
+/**
+ * A command that timed out on an open connection means its bytes went nowhere (a partition that
+ * drops rather than resets): Redis will never answer it, and ioredis would match every later reply
+ * to it, so the connection would stay useless after the partition heals. Reconnecting (at most once
+ * a second) starts a clean one.
+ */
+export function resetIfTimedOut(conn: Conn, err: unknown): void {
+  if (!(err instanceof Error) || err.message !== 'Command timed out') return;
+  const now = Date.now();
+  if (now - (lastReset.get(conn) ?? 0) < 1000) return;
+  lastReset.set(conn, now);
+  conn.disconnect(true);
 }
 
 /** QUIT (replies in flight finish), bounded: with Redis away it would wait; then no reconnecting. */

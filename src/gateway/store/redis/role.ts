@@ -1,5 +1,6 @@
 import type { Logger } from '../../../lib/logger';
 import { StoreUnavailableError } from '../store';
+import { resetIfTimedOut } from './connection';
 import type { ScriptConn } from './connection';
 import type { RedisKeys } from './keys';
 
@@ -33,6 +34,7 @@ export class RedisContext {
         this.lastReply = err.message;
         this.log?.error({ err: err.message, op }, 'redis refused a store call');
       }
+      resetIfTimedOut(this.redis, err);
       throw new StoreUnavailableError(op, err);
     }
   }
