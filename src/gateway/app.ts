@@ -4,15 +4,17 @@ import type { Express } from 'express';
 import { brandOf } from '../brand';
 import type { Config } from '../config';
 import type { Logger } from '../lib/logger';
+import { realClock } from '../lib/timers';
 import type { Clock } from '../lib/timers';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
 import { callerChecks } from './callers';
 import { fleetMember, sessionsLink } from './fleet/member';
 import type { FleetMember } from './fleet/member';
+import { UpstreamReach } from './fleet/upstream-reach';
 import { httpApp } from './http-app';
 import { IngestRelay } from './ingest';
-import { LegacySessions, ResultsSockets, socketAuthorizer } from './legacy';
+import { fanOut, LegacySessions, ResultsSockets, socketAuthorizer } from './legacy';
 import type { LegacyObserver, MediaRelay, SunsetPolicy } from './legacy';
 import { Lifecycle } from './lifecycle';
 import type { LifecycleView } from './lifecycle';
@@ -95,6 +97,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const ingest = opts.media ? undefined : new IngestRelay({ cfg: cfg.legacy, logger: logger.child({ component: 'ingest' }) });
   const media = opts.media ?? ingest;
   const fleetLink = sessionsLink(cfg.store, store);
+  // Ticks tell whether this replica reaches the upstream; the probe tells when it does again.
+  const reach = new UpstreamReach({ failuresInARow: 5, recoverAfterMs: 2 * cfg.telemetry.upstreamProbeMs, clock: clock ?? realClock });
   const sessions = new LegacySessions({
     cfg: cfg.legacy,
     brand,
@@ -103,7 +107,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     upstream,
     catalog,
     media,
-    observer: telemetry.observer,
+    observer: fanOut([telemetry.observer, reach]),
     clock,
     storeHealth: telemetry.storeHealth,
     fleet: fleetLink,
@@ -114,6 +118,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     logger: logger.child({ component: 'fleet' }),
     clock,
     onMembership: (alive) => telemetry.observer.fleetReplicas?.(alive),
+    upstreamImpaired: () => reach.impaired(telemetry.upstreamHealth.up),
   });
   const sockets = new ResultsSockets({
     cfg: cfg.legacy,

@@ -42,8 +42,11 @@ export interface FleetOptions {
   store?: 'redis' | 'memory' | 'sentinel';
   /** Extra env for every replica (LEGACY_LEASE_TTL_SECONDS, …). */
   env?: Record<string, string>;
-  /** Env of one replica, given the fleet's REDIS_URL (a replica reaching Redis through a fault proxy). */
-  replicaEnv?: (id: string, redisUrl: string | undefined) => Record<string, string> | Promise<Record<string, string>>;
+  /** Env of one replica, given the fleet's Redis and upstream URLs (a replica reaching one through a fault proxy). */
+  replicaEnv?: (
+    id: string,
+    fleet: { redisUrl: string | undefined; upstreamUrl: string },
+  ) => Record<string, string> | Promise<Record<string, string>>;
   /** Config file layered over the defaults for every replica (`serve --config`). */
   config?: Record<string, unknown>;
   /**
@@ -265,7 +268,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     /** `port` undefined: port 0, and the one the process got from then on (restarts keep it). */
     async function startReplica(id: string, port: number | undefined): Promise<Replica> {
       const lines: Record<string, unknown>[] = [];
-      const own = (await opts.replicaEnv?.(id, redisUrl)) ?? {};
+      const own = (await opts.replicaEnv?.(id, { redisUrl, upstreamUrl: emulatorUrl })) ?? {};
       const launch = async () => {
         const proc = runNode(
           opts.main,

@@ -38,6 +38,8 @@ export interface FleetOptions {
   clock?: Clock;
   /** Replicas alive as last seen (the `gateway_fleet_replicas` gauge). */
   onMembership?(alive: number): void;
+  /** This replica cannot reach the upstream now (./upstream-reach.ts): its streams go to replicas that can. */
+  upstreamImpaired?(): boolean;
 }
 
 /** How often the streams the store says are ours are compared with those running here. */
@@ -58,6 +60,8 @@ export class Fleet implements FleetMember {
   private stopped = false;
   /** Draining: no takeovers here; what can move is handed on at every sweep. */
   private draining = false;
+  /** This replica's impaired mark as last written to the store. */
+  private markedImpaired = false;
 
   constructor(private readonly opts: FleetOptions) {
     this.clock = opts.clock ?? realClock;
@@ -127,11 +131,31 @@ export class Fleet implements FleetMember {
       // A fenced replica claims nothing: the fleet may already count it dead.
       if (sessions.selfFenced || !m.alive.includes(this.id)) return;
       if (this.draining) return void (await this.moveOn(m));
+      // Impaired with somewhere better to go: streams leave, none is taken (else it works on as it can).
+      if ((await this.upstreamImpaired(m)) && targetsIn(m, this.id).length > 0) return void (await this.moveOn(m));
       const pickable = [this.id, ...targetsIn(m, this.id)];
       for (const dead of m.dead) if (dead !== this.id) await this.takeOver(dead, pickable);
     } finally {
       this.sweeping = false;
     }
+  }
+
+  /**
+   * Keeps this replica's impaired mark in step with its reach of the upstream (re-asserted when the
+   * store forgot it) and says whether it is impaired: then it hands its movable streams to replicas
+   * that are not, and claims none of a dead replica's.
+   */
+  private async upstreamImpaired(m: Membership): Promise<boolean> {
+    const impaired = this.opts.upstreamImpaired?.() ?? false;
+    if (impaired !== this.markedImpaired || impaired !== m.impaired.includes(this.id)) {
+      await this.opts.store.markImpaired(this.id, impaired);
+      if (impaired !== this.markedImpaired) {
+        if (impaired) this.opts.logger.warn('the upstream cannot be reached from here: handing streams to replicas that can reach it');
+        else this.opts.logger.info('the upstream answers again: taking streams again');
+      }
+      this.markedImpaired = impaired;
+    }
+    return impaired;
   }
 
   /** Claims the streams of `dead`: its rendezvous pick (among replicas not draining) at once, any other replica after the backoff. */
@@ -246,8 +270,8 @@ export class Fleet implements FleetMember {
   }
 }
 
-/** Replicas a stream may be handed or failed over to: alive, not draining, not `self`. */
+/** Replicas a stream may be handed or failed over to: alive, not draining, reaching the upstream, not `self`. */
 function targetsIn(m: Membership, self: string): string[] {
-  const draining = new Set(m.draining);
-  return m.alive.filter((r) => r !== self && !draining.has(r));
+  const excluded = new Set([...m.draining, ...m.impaired]);
+  return m.alive.filter((r) => r !== self && !excluded.has(r));
 }

@@ -25,6 +25,7 @@ export class MemoryStore implements Store {
   private readonly slots = new Map<string, Map<string, SlotHolder>>();
   private readonly heartbeats = new Map<string, number>();
   private readonly draining = new Set<string>();
+  private readonly impaired = new Set<string>();
   private readonly once = new Map<string, number>();
   private readonly clock: Pick<Clock, 'now'>;
 
@@ -184,16 +185,23 @@ export class MemoryStore implements Store {
     const alive: string[] = [];
     const dead: string[] = [];
     for (const [id, at] of this.heartbeats) (nowMs - at > deadAfterMs ? dead : alive).push(id);
-    return { alive, dead, draining: [...this.draining].filter((r) => this.heartbeats.has(r)), nowMs };
+    const members = (set: Set<string>) => [...set].filter((r) => this.heartbeats.has(r));
+    return { alive, dead, draining: members(this.draining), impaired: members(this.impaired), nowMs };
   }
 
   async markDraining(replica: string): Promise<void> {
     this.draining.add(replica);
   }
 
+  async markImpaired(replica: string, impaired: boolean): Promise<void> {
+    if (impaired) this.impaired.add(replica);
+    else this.impaired.delete(replica);
+  }
+
   async forgetReplica(replica: string): Promise<void> {
     this.heartbeats.delete(replica);
     this.draining.delete(replica);
+    this.impaired.delete(replica);
   }
 
   async claimOnce(key: string, ttlMs: number): Promise<boolean> {

@@ -157,6 +157,8 @@ export interface Membership {
   dead: string[];
   /** Replicas (alive or dead) that announced a drain: they take no new streams, handed over or failed over. */
   draining: string[];
+  /** Replicas that cannot reach the upstream now (while others may): nobody's handover or failover target. */
+  impaired: string[];
   /** The store's time (ms) when read. */
   nowMs: number;
 }
@@ -282,6 +284,8 @@ export interface Members {
   membership(deadAfterMs: number): Promise<Membership>;
   /** Announces that `replica` drains: it stays a member (heartbeating) but is nobody's target. */
   markDraining(replica: string): Promise<void>;
+  /** Announces (true) or withdraws (false) that `replica` cannot reach the upstream. */
+  markImpaired(replica: string, impaired: boolean): Promise<void>;
   /** Drops a replica from the membership (it drained, or its sessions were all taken over). */
   forgetReplica(replica: string): Promise<void>;
 }

@@ -15,7 +15,7 @@ import { KEY, deadline, frameBody, http, ownerOf, resultsAfter, slotsOfKey, unti
 let proxy: FaultProxy | undefined;
 const fleet = useFleet({
   env: { LEGACY_LEASE_TTL_SECONDS: '10' },
-  replicaEnv: async (id, redisUrl): Promise<Record<string, string>> => {
+  replicaEnv: async (id, { redisUrl }): Promise<Record<string, string>> => {
     if (id !== 'C' || !redisUrl) return {};
     const target = new URL(redisUrl);
     proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });

@@ -552,6 +552,22 @@ describe.each(factories)('%s', (_name, make) => {
       expect((await other.membership(60_000)).draining).toEqual([]);
     });
 
+    test('markImpaired: listed on every connection while marked, withdrawn on request and when forgotten', async () => {
+      const [, other] = await replicas(2);
+      await store.heartbeat('gw-i');
+      await store.heartbeat('gw-j');
+      expect((await other.membership(60_000)).impaired).toEqual([]);
+      await store.markImpaired('gw-i', true);
+      await store.markImpaired('never-seen', true); // not a member: never listed
+      expect((await other.membership(60_000)).impaired).toEqual(['gw-i']);
+      await store.markImpaired('gw-i', false);
+      expect((await other.membership(60_000)).impaired).toEqual([]);
+      await store.markImpaired('gw-j', true);
+      await store.forgetReplica('gw-j');
+      await store.heartbeat('gw-j');
+      expect((await other.membership(60_000)).impaired).toEqual([]);
+    });
+
     test('claimOnce: exactly one of 30 callers on 3 connections per key and TTL; free again after it', async () => {
       const fleetStores = await replicas(3);
       const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => fleetStores[i % 3].claimOnce('rollup:2026-01-01', 60_000)));

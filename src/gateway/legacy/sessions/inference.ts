@@ -89,6 +89,7 @@ export class TickInference {
         onAttempt: () => (sentAtMs = this.clock.now()),
       });
       response = r.response;
+      observer?.upstreamReach?.(true);
       model = r.model;
       span?.setAttribute(ATTR.attempts, r.attempts);
       // A fallback answer means the requested model failed: the saturation view must see that.
@@ -97,6 +98,7 @@ export class TickInference {
     } catch (err) {
       if (stream.stopping) return outcome('stopped');
       if (err instanceof UpstreamError) observer?.upstreamError?.(err.status);
+      observer?.upstreamReach?.(reachedUpstream(err));
       if (isUpstreamCode(err, 'frame_not_yet_produced')) return outcome('no_frame'); // nothing to look at yet: skip quietly
       // Rate limited: this tick reports it, the key's ticks pause for the hinted time; never an end.
       if (isUpstreamStatus(err, 429)) {
@@ -182,4 +184,14 @@ export class TickInference {
     );
     return { signal: AbortSignal.any([signal, deadline.signal]), attemptMs, done: () => this.clock.clearTimeout(timer) };
   }
+}
+
+/**
+ * Whether a failed tick still reached the upstream: an answer below 500 did (a refusal, a missing
+ * frame, a rate limit); no answer, a timeout, a 5xx or an open circuit did not.
+ */
+function reachedUpstream(err: unknown): boolean {
+  if (!(err instanceof UpstreamError)) return true;
+  if (err.code === 'upstream_circuit_open') return false;
+  return err.kind === 'http' && err.status < 500;
 }

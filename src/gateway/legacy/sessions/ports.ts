@@ -33,6 +33,8 @@ export interface LegacyObserver {
   rateLimited?(event: 'limited' | 'tick_skipped'): void;
   tickLateness?(ms: number): void;
   upstreamError?(status: number): void;
+  /** A tick reached the upstream (any answer below 500) or did not (no answer, a timeout, a 5xx, an open circuit). */
+  upstreamReach?(reached: boolean): void;
   /** Fleet (Redis store): replicas alive as this replica last saw them. */
   fleetReplicas?(alive: number): void;
   /** Fleet: sessions this replica schedules now. */
@@ -59,6 +61,7 @@ export function fanOut(observers: ReadonlyArray<LegacyObserver | undefined>): Le
     rateLimited: each('rateLimited'),
     tickLateness: each('tickLateness'),
     upstreamError: each('upstreamError'),
+    upstreamReach: each('upstreamReach'),
     fleetReplicas: each('fleetReplicas'),
     ownedSessions: each('ownedSessions'),
     sessionAdopted: each('sessionAdopted'),

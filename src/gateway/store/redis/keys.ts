@@ -13,6 +13,7 @@
  *                                     owner is the truth, sessionsOf filters by it).
  *   P replicas                 ZSET   replica id, score its last heartbeat (Redis TIME, ms).
  *   P draining                 SET    replica ids draining (no handover or failover targets).
+ *   P impaired                 SET    replica ids that cannot reach the upstream (no handover or failover targets).
  *   P once:{key}               STRING claimOnce marker (SET NX PX).
  *   P rw:{resultId}            STRING a result's window (ResultWindow JSON) for reinfer, PX = its TTL.
  *   P fb:{acct}                ZSET   feedback seq (member = score), the account's entries oldest first.
@@ -65,6 +66,10 @@ export class RedisKeys {
 
   draining(): string {
     return `${this.prefix}draining`;
+  }
+
+  impaired(): string {
+    return `${this.prefix}impaired`;
   }
 
   once(key: string): string {

@@ -78,6 +78,7 @@ export class RedisStore implements Store {
   heartbeat: Members['heartbeat'] = (...a) => this.members.heartbeat(...a);
   membership: Members['membership'] = (...a) => this.members.membership(...a);
   markDraining: Members['markDraining'] = (...a) => this.members.markDraining(...a);
+  markImpaired: Members['markImpaired'] = (...a) => this.members.markImpaired(...a);
   forgetReplica: Members['forgetReplica'] = (...a) => this.members.forgetReplica(...a);
   claimOnce: Claims['claimOnce'] = (...a) => this.members.claimOnce(...a);
 
