@@ -129,7 +129,11 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     upgradeHeaders: () => deprecationHeaderLines(telemetry.headers),
     hooks: socketTelemetry(metrics, usage),
   });
-  metrics.observe({ activeStreams: () => sessions.activeCount, socketConnections: () => sockets.connections });
+  metrics.observe({
+    activeStreams: () => sessions.activeCount,
+    socketConnections: () => sockets.connections,
+    ...(fleet.solo ? {} : { upstreamImpaired: () => Number(reach.impaired(telemetry.upstreamHealth.up)) }),
+  });
 
   const lifecycle = new Lifecycle();
   const web = httpApp(cfg, logger, { upstreamUrl: opts.upstreamUrl, brand, store, upstream, sessions, callers, telemetry, lifecycle });

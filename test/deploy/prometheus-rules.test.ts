@@ -94,6 +94,7 @@ async function exportedNames(): Promise<Set<string>> {
   const metrics = new GatewayMetrics({
     activeStreams: () => 0,
     socketConnections: () => 0,
+    upstreamImpaired: () => 0,
     deprecatedKeys: async () => 0,
     upstreamUp: () => 1,
     migrationStatuses: async () => ({}),

@@ -25,6 +25,8 @@ export interface ScrapedSources {
   activeStreams?(): number;
   /** Open results sockets in this process. */
   socketConnections?(): number;
+  /** Fleet: 1 while this replica counts itself cut from the upstream (its streams go to others), else 0. */
+  upstreamImpaired?(): number;
   /** Distinct API keys (hashes) that ever used /v0.2 (from the store). */
   deprecatedKeys?(): Promise<number>;
   /** Last upstream probe: 1 answered, 0 failed; undefined before the first one. */
@@ -297,6 +299,13 @@ export class GatewayMetrics {
     if (sources.activeStreams) countGauge('gateway_legacy_streams_active', 'Legacy streams running in this process', sources.activeStreams);
     if (sources.socketConnections)
       countGauge('gateway_ws_connections', 'Open results sockets (/v0.2/ws/streams/{id}) in this process', sources.socketConnections);
+    if (sources.upstreamImpaired) {
+      countGauge(
+        'gateway_fleet_upstream_impaired',
+        'Fleet: 1 while this replica cannot reach the upstream and hands its streams to replicas that can',
+        sources.upstreamImpaired,
+      );
+    }
     if (sources.upstreamUp) {
       const up = sources.upstreamUp;
       new Gauge({

@@ -55,6 +55,9 @@ test('a replica cut from the upstream hands its streams to replicas that reach i
   );
   const movedAfterMs = Date.now() - cutAt;
   expect(await fleet().redisCall('SMEMBERS', 'lg:impaired')).toEqual(['C']);
+  const gauge = async (id: string) =>
+    /^gateway_fleet_upstream_impaired (\S+)$/m.exec(String((await http(fleet().replica(id).url, 'GET', '/metrics')).body))?.[1];
+  expect([await gauge('C'), await gauge('A')]).toEqual(['1', '0']);
   const movedAt = Date.now();
   await deadline(Promise.all(sockets.map((s) => okResultsAfter(s, movedAt, 2))), 30_000, 'successful results from A or B');
 
