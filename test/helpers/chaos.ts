@@ -17,11 +17,27 @@ import { createStream, startFleet } from './fleet';
 import type { Fleet, Replica } from './fleet';
 import { connectResults } from './results-socket';
 import type { ResultsSocket } from './results-socket';
+import { startFaultProxy } from './fault-proxy';
+import type { FaultProxy } from './fault-proxy';
 import { sleep } from './time';
 import { quantile } from './util';
 
-export type FaultKind = 'kill' | 'term' | 'stop' | 'redis-restart' | 'redis-pause';
-export const FAULT_KINDS: readonly FaultKind[] = ['kill', 'term', 'stop', 'redis-restart', 'redis-pause'];
+export type FaultKind = 'kill' | 'term' | 'stop' | 'redis-restart' | 'redis-pause' | 'redis-cut' | 'upstream-cut' | 'latency';
+/**
+ * Process faults, Redis faults, and network faults through a fault proxy per replica and
+ * dependency: one replica's Redis packets dropped (`redis-cut`), one replica's upstream cut
+ * (`upstream-cut`), and every replica's Redis and upstream slowed (`latency`).
+ */
+export const FAULT_KINDS: readonly FaultKind[] = [
+  'kill',
+  'term',
+  'stop',
+  'redis-restart',
+  'redis-pause',
+  'redis-cut',
+  'upstream-cut',
+  'latency',
+];
 
 export interface ChaosOptions {
   /** The CLI entry (a test's esbuild bundle, or dist/main.js). */
@@ -42,6 +58,8 @@ export interface ChaosOptions {
   /** How long a SIGSTOPped replica stays paused, and a paused Redis. */
   replicaPauseMs?: number;
   redisPauseMs?: number;
+  /** How long a network fault (cut, latency) lasts. */
+  networkFaultMs?: number;
   faults?: readonly FaultKind[];
   /** Added to every gap bound in the pass/fail check (a loaded CI box); the report shows raw gaps. */
   slackMs?: number;
@@ -273,6 +291,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const intervalMs = (opts.intervalSeconds ?? 1) * 1000;
   const replicaPauseMs = opts.replicaPauseMs ?? 6000;
   const redisPauseMs = opts.redisPauseMs ?? 3000;
+  const networkFaultMs = opts.networkFaultMs ?? 5000;
   const kinds = opts.faults ?? FAULT_KINDS;
   const slackMs = opts.slackMs ?? 0;
   const fleetCfg: FleetConfig = loadConfig({ env: {} }).store.fleet;
@@ -284,7 +303,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       ? Math.max(failoverBoundMs, replicaPauseMs + intervalMs)
       : kind === 'redis-pause'
         ? Math.max(failoverBoundMs, redisPauseMs + intervalMs)
-        : failoverBoundMs;
+        : kind === 'redis-cut' || kind === 'latency'
+          ? // A socket on the cut (or slowed) replica hears nothing until it heals; then within a second.
+            Math.max(failoverBoundMs, networkFaultMs + intervalMs + 1000)
+          : failoverBoundMs;
 
   // Faults and their targets from one seeded stream; clients' routing from another, so a seed
   // replays the same fault sequence however many calls the clients made meanwhile.
@@ -310,8 +332,20 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     'store had lost the stream',
   ];
   let cleaning = false;
+  // Each replica (replacements too) reaches Redis and the upstream through proxies of its own.
+  const proxies = new Map<string, { redis: FaultProxy; upstream: FaultProxy }>();
+  const via = async (url: string) => {
+    const u = new URL(url);
+    const proxy = await startFaultProxy({ host: u.hostname, port: Number(u.port) });
+    return { proxy, url: `${u.protocol}//127.0.0.1:${proxy.port}` };
+  };
   const fleet: Fleet = await startFleet({
     main: opts.main,
+    replicaEnv: async (id, { redisUrl, upstreamUrl }): Promise<Record<string, string>> => {
+      const [redis, upstream] = [await via(redisUrl!), await via(upstreamUrl)];
+      proxies.set(id, { redis: redis.proxy, upstream: upstream.proxy });
+      return { REDIS_URL: redis.url, UPSTREAM_URL: upstream.url };
+    },
     keepLines: false,
     logLevel: 'info',
     redisArgs: ['--appendonly', 'yes', '--appendfsync', 'everysec'],
@@ -390,6 +424,22 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         }
       } else if (kind === 'redis-restart') {
         await fleet.redis!.restart({ keepData: true });
+      } else if (kind === 'redis-cut' || kind === 'upstream-cut') {
+        const serving = routing.list();
+        const target = serving[Math.floor(rand() * serving.length)]!;
+        rec.target = target.id;
+        const p = proxies.get(target.id)!;
+        const proxy = kind === 'redis-cut' ? p.redis : p.upstream;
+        proxy.set(kind === 'redis-cut' ? { kind: 'blackhole' } : { kind: 'cut' });
+        await sleep(networkFaultMs);
+        proxy.set({ kind: 'pass' });
+      } else if (kind === 'latency') {
+        for (const p of proxies.values()) {
+          p.redis.set({ kind: 'delay', delayMs: 100 });
+          p.upstream.set({ kind: 'delay', delayMs: 500 });
+        }
+        await sleep(networkFaultMs);
+        for (const p of proxies.values()) for (const x of [p.redis, p.upstream]) x.set({ kind: 'pass' });
       } else {
         fleet.redis!.pause();
         await sleep(redisPauseMs);
@@ -530,6 +580,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   } finally {
     for (const c of clients) c.close();
     await fleet.stop();
+    await Promise.all([...proxies.values()].flatMap((p) => [p.redis.close(), p.upstream.close()]));
   }
 }
 
