@@ -6,7 +6,36 @@ import { decodePattern } from '../../src/emulator/frames/pattern';
 import type { RawFrame } from '../../src/emulator/frames/types';
 import { SyntheticPublisher } from '../../src/emulator/synthetic';
 
-const timeouts = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+/**
+ * Timeouts set through the global `setTimeout` from now on and still pending (neither fired nor
+ * cleared): the publisher's own, whatever other timers the jest worker holds.
+ */
+afterEach(() => jest.restoreAllMocks());
+
+function trackTimeouts() {
+  const live = new Set<unknown>();
+  const realSet = globalThis.setTimeout;
+  const realClear = globalThis.clearTimeout;
+  const set = jest.spyOn(globalThis, 'setTimeout').mockImplementation(((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    const h = realSet(() => {
+      live.delete(h);
+      fn(...args);
+    }, ms);
+    live.add(h);
+    return h;
+  }) as unknown as typeof setTimeout);
+  const clear = jest.spyOn(globalThis, 'clearTimeout').mockImplementation(((h?: NodeJS.Timeout) => {
+    live.delete(h);
+    realClear(h);
+  }) as typeof clearTimeout);
+  return {
+    pending: () => live.size,
+    restore: () => {
+      set.mockRestore();
+      clear.mockRestore();
+    },
+  };
+}
 
 function collector(now: () => number = () => performance.now()) {
   const frames: { at: number; raw: RawFrame }[] = [];
@@ -48,18 +77,18 @@ describe('SyntheticPublisher', () => {
   });
 
   it('paints the index nextIndex returns, and stop really stops (no timer left)', async () => {
-    await sleep(10); // transient timers of the earlier tests end first: the count below is exact
-    const before = timeouts();
+    const timers = trackTimeouts();
     const c = collector();
     const pub = make({ fps: 50, width: 64, height: 48, nextIndex: () => 1000 + c.nextIndex(), sink: c.sink });
     pub.start();
     pub.start(); // idempotent
     expect(pub.running).toBe(true);
     await sleep(120);
-    expect(timeouts()).toBe(before + 1); // the publisher's next tick
+    expect(timers.pending()).toBe(1); // the publisher's next tick
     pub.stop();
     expect(pub.running).toBe(false);
-    expect(timeouts()).toBe(before);
+    expect(timers.pending()).toBe(0);
+    timers.restore();
     const sent = pub.framesSent;
     expect(sent).toBeGreaterThan(0);
     await sleep(150);
