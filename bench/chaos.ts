@@ -4,7 +4,7 @@ import { formatChaos, runChaos } from '../test/helpers/chaos';
 import type { BenchFlags } from './main';
 import { MAIN } from './util';
 
-/** `npm run bench -- chaos [--duration 600] [--seed 42] [--interval 15] [--streams 40]`: prints the report; exit code 1 when an invariant fails. */
+/** `npm run bench -- chaos [--duration 600] [--seed 42] [--interval 15] [--streams 40] [--verbose]`: prints the report; exit code 1 when an invariant fails. */
 export async function benchChaos(cfg: Config, flags: BenchFlags): Promise<void> {
   const num = (v: string | boolean | undefined, d: number) => (typeof v === 'string' ? Number(v) : d);
   const report = await runChaos({
@@ -15,6 +15,7 @@ export async function benchChaos(cfg: Config, flags: BenchFlags): Promise<void> 
     faultEveryMs: num(flags.interval, 15) * 1000,
     streams: num(flags.streams, 40),
     log: (l) => console.log(l),
+    verbose: flags.verbose === true,
   });
   console.log(formatChaos(report));
   if (!report.ok) process.exitCode = 1;

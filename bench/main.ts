@@ -73,13 +73,14 @@ async function runBench(cfg: Config, only: string[], flags: BenchFlags = {}): Pr
   process.exit(process.exitCode ?? 0);
 }
 
-const USAGE = `usage: npm run bench -- [SECTION...] [--duration S] [--seed N] [--interval S] [--streams N] [--config FILE]
+const USAGE = `usage: npm run bench -- [SECTION...] [--duration S] [--seed N] [--interval S] [--streams N] [--verbose] [--config FILE]
 
   SECTION             run only these sections (default: all but chaos): ${Object.keys(SECTIONS).join(', ')}
   --duration S        chaos: seconds of faults (default 600)
   --seed N            chaos: seed of the fault sequence (default 42)
   --interval S        chaos: seconds between faults (default 15)
   --streams N         chaos: streams, 5 per API key (default 40); scale: streams (BENCH_SCALE_STREAMS, a list, default 300)
+  --verbose           chaos: print every replica line at warn or above as it comes
   --replicas LIST     scale: replica counts, 1 = one process on the memory store (BENCH_SCALE_REPLICAS, default 1,3)
   -c, --config FILE   JSON config layered over config/default.json (docs/configuration.md)
   -h, --help          this help
@@ -105,6 +106,7 @@ function parseBenchArgs(argv: string[]): { sections: string[]; flags: BenchFlags
         interval: { type: 'string' },
         streams: { type: 'string' },
         replicas: { type: 'string' },
+        verbose: { type: 'boolean' },
       },
     });
   } catch (err) {

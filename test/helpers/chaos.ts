@@ -65,6 +65,8 @@ export interface ChaosOptions {
   slackMs?: number;
   /** Progress lines (default: none). */
   log?: (line: string) => void;
+  /** Also log every replica line at warn or above as it comes (default: only their tally in the report). */
+  verbose?: boolean;
 }
 
 export interface FaultRecord {
@@ -107,6 +109,8 @@ export interface ChaosReport {
   sixthCreate: number[];
   leftovers: { slots: number; upstreamStreams: number };
   fleetEvents: Record<string, number>;
+  /** Replica lines at warn or above, by message: where to look when an invariant fails. */
+  warnings: Record<string, number>;
   invariants: Invariant[];
   ok: boolean;
 }
@@ -323,6 +327,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const defaultAccounts = (loadConfig({ env: {} }).emulator.accounts as unknown[]).slice();
   const endedLines: ChaosReport['endedLines'] = [];
   const fleetEvents: Record<string, number> = {};
+  const warnings: Record<string, number> = {};
   const counted = [
     'legacy stream ended',
     'legacy stream adopted',
@@ -354,6 +359,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       const msg = String(l.msg);
       const event = counted.find((c) => msg.startsWith(c));
       if (event) fleetEvents[event] = (fleetEvents[event] ?? 0) + 1;
+      if (Number(l.level) >= 40 && !cleaning) {
+        warnings[msg] = (warnings[msg] ?? 0) + 1;
+        if (opts.verbose) log(`    ${new Date().toISOString().slice(11, 23)} ${replica} ${JSON.stringify(l)}`);
+      }
       if (msg === 'legacy stream ended' && !cleaning) endedLines.push({ replica, streamId: String(l.streamId), reason: String(l.reason) });
     },
   });
@@ -574,6 +583,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       sixthCreate,
       leftovers,
       fleetEvents,
+      warnings,
       invariants,
       ok: invariants.every((i) => i.ok),
     };
@@ -634,6 +644,8 @@ export function formatChaos(r: ChaosReport): string {
       .map(([k, n]) => `${k} ${n}`)
       .join('; ')}`,
   );
+  const warned = Object.entries(r.warnings).sort((a, b) => b[1] - a[1]);
+  if (warned.length) lines.push(`replica warnings: ${warned.map(([m, n]) => `${n}× ${m}`).join('; ')}`);
   for (const i of r.invariants) lines.push(`${i.ok ? 'PASS' : 'FAIL'} ${i.name}: ${i.detail}`);
   return lines.join('\n');
 }
