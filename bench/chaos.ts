@@ -4,7 +4,7 @@ import { formatChaos, runChaos } from '../test/helpers/chaos';
 import type { BenchFlags } from './main';
 import { MAIN } from './util';
 
-/** `npm run bench -- chaos [--duration 600] [--seed 42] [--interval 15] [--streams 40] [--verbose]`: prints the report; exit code 1 when an invariant fails. */
+/** `npm run bench -- chaos [--duration 600] [--seed 42] [--interval 15] [--streams 40] [--store redis|sentinel] [--verbose]`: prints the report; exit code 1 when an invariant fails. */
 export async function benchChaos(cfg: Config, flags: BenchFlags): Promise<void> {
   const num = (v: string | boolean | undefined, d: number) => (typeof v === 'string' ? Number(v) : d);
   const report = await runChaos({
@@ -14,6 +14,7 @@ export async function benchChaos(cfg: Config, flags: BenchFlags): Promise<void> 
     durationMs: num(flags.duration, 600) * 1000,
     faultEveryMs: num(flags.interval, 15) * 1000,
     streams: num(flags.streams, 40),
+    store: flags.store === 'sentinel' ? 'sentinel' : 'redis',
     log: (l) => console.log(l),
     verbose: flags.verbose === true,
   });

@@ -73,13 +73,14 @@ async function runBench(cfg: Config, only: string[], flags: BenchFlags = {}): Pr
   process.exit(process.exitCode ?? 0);
 }
 
-const USAGE = `usage: npm run bench -- [SECTION...] [--duration S] [--seed N] [--interval S] [--streams N] [--verbose] [--config FILE]
+const USAGE = `usage: npm run bench -- [SECTION...] [--duration S] [--seed N] [--interval S] [--streams N] [--store S] [--verbose] [--config FILE]
 
   SECTION             run only these sections (default: all but chaos): ${Object.keys(SECTIONS).join(', ')}
   --duration S        chaos: seconds of faults (default 600)
   --seed N            chaos: seed of the fault sequence (default 42)
   --interval S        chaos: seconds between faults (default 15)
   --streams N         chaos: streams, 5 per API key (default 40); scale: streams (BENCH_SCALE_STREAMS, a list, default 300)
+  --store S           chaos: redis (default: one redis-server) or sentinel (a primary, two replicas, three sentinels)
   --verbose           chaos: print every replica line at warn or above as it comes
   --replicas LIST     scale: replica counts, 1 = one process on the memory store (BENCH_SCALE_REPLICAS, default 1,3)
   -c, --config FILE   JSON config layered over config/default.json (docs/configuration.md)
@@ -107,6 +108,7 @@ function parseBenchArgs(argv: string[]): { sections: string[]; flags: BenchFlags
         streams: { type: 'string' },
         replicas: { type: 'string' },
         verbose: { type: 'boolean' },
+        store: { type: 'string' },
       },
     });
   } catch (err) {
@@ -122,6 +124,8 @@ function parseBenchArgs(argv: string[]): { sections: string[]; flags: BenchFlags
     if (v !== undefined && !(Number.isInteger(Number(v)) && Number(v) > 0))
       fail(`--${flag} must be a whole number > 0, got '${String(v)}'`);
   }
+  if (flags.store !== undefined && flags.store !== 'redis' && flags.store !== 'sentinel')
+    fail(`--store must be redis or sentinel, got '${String(flags.store)}'`);
   if (flags.replicas !== undefined && !/^[1-9]\d*(,[1-9]\d*)*$/.test(String(flags.replicas)))
     fail(`--replicas must be whole numbers > 0 separated by commas, got '${String(flags.replicas)}'`);
   const unknown = parsed.positionals.filter((n) => !Object.hasOwn(SECTIONS, n));

@@ -1,13 +1,14 @@
 /**
- * Chaos on real processes (fleet.ts: redis-server with AOF, the emulator, three replica CLIs): a
- * seeded random sequence of faults (SIGKILL a replica and start a replacement, SIGTERM one and
- * start a replacement, SIGSTOP one for a while, restart Redis with its AOF, pause Redis) while
- * native frame-mode streams run over several accounts (5 per key), each with a results socket that
- * reconnects as the Python SDK does and keepalives as the Python SDK sends them. Then it checks the
- * invariants: no stream ended unless asked, no result delivered twice, every stream delivered again
- * within the bound after each fault, the 5-stream limit exact afterwards, and nothing left behind
- * (slots, upstream streams) once every stream is deleted. Shared by test/gateway/fleet/chaos.test.ts
- * (a short run) and `npm run bench -- chaos --duration 600 --seed 42 --interval 15`.
+ * Chaos on real processes (fleet.ts: the emulator, three replica CLIs, and either one redis-server
+ * with AOF or a Sentinel set): a seeded random sequence of faults (SIGKILL a replica and start a
+ * replacement, SIGTERM one and start a replacement, SIGSTOP one for a while, restart Redis with its
+ * AOF, pause Redis, fail Redis over through Sentinel, cut one replica from Redis or the upstream,
+ * slow them down) while native frame-mode streams run over several accounts (5 per key), each with
+ * a results socket that reconnects as the Python SDK does and keepalives as the Python SDK sends
+ * them. Then it checks the invariants: no stream ended unless asked, no result delivered twice,
+ * every stream delivered again within the bound after each fault, the 5-stream limit exact
+ * afterwards, and nothing left behind (slots, upstream streams) once every stream is deleted.
+ * Shared by test/gateway/fleet/chaos.test.ts (short runs) and `npm run bench -- chaos`.
  */
 import { loadConfig } from '../../src/config';
 import type { FleetConfig } from '../../src/config';
@@ -22,7 +23,7 @@ import type { FaultProxy } from './fault-proxy';
 import { sleep } from './time';
 import { quantile } from './util';
 
-export type FaultKind = 'kill' | 'term' | 'stop' | 'redis-restart' | 'redis-pause' | 'redis-cut' | 'upstream-cut' | 'latency';
+export type FaultKind = 'kill' | 'term' | 'stop' | 'redis-restart' | 'redis-pause' | 'redis-cut' | 'upstream-cut' | 'latency' | 'failover';
 /**
  * Process faults, Redis faults, and network faults through a fault proxy per replica and
  * dependency: one replica's Redis packets dropped (`redis-cut`), one replica's upstream cut
@@ -38,6 +39,14 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'upstream-cut',
   'latency',
 ];
+
+/**
+ * On a Sentinel set: the replica faults, the primary SIGKILLed and the old primary back as a replica
+ * (`failover`), one replica cut from the upstream, and the upstream slowed for every replica. The
+ * replicas learn the primary's address from the sentinels and connect to it directly, so no
+ * per-replica proxy sits on their Redis path: the Redis cut and Redis latency run on plain Redis.
+ */
+export const SENTINEL_FAULT_KINDS: readonly FaultKind[] = ['kill', 'term', 'stop', 'failover', 'upstream-cut', 'latency'];
 
 export interface ChaosOptions {
   /** The CLI entry (a test's esbuild bundle, or dist/main.js). */
@@ -60,6 +69,9 @@ export interface ChaosOptions {
   redisPauseMs?: number;
   /** How long a network fault (cut, latency) lasts. */
   networkFaultMs?: number;
+  /** Plain Redis (default) or a Sentinel set (its faults: `SENTINEL_FAULT_KINDS`). */
+  store?: 'redis' | 'sentinel';
+  /** Default: every kind the store allows (`FAULT_KINDS` or `SENTINEL_FAULT_KINDS`). */
   faults?: readonly FaultKind[];
   /** Added to every gap bound in the pass/fail check (a loaded CI box); the report shows raw gaps. */
   slackMs?: number;
@@ -90,6 +102,7 @@ export interface Invariant {
 
 export interface ChaosReport {
   seed: number;
+  store: 'redis' | 'sentinel';
   streams: number;
   faults: FaultRecord[];
   results: number;
@@ -114,6 +127,9 @@ export interface ChaosReport {
   invariants: Invariant[];
   ok: boolean;
 }
+
+/** How long the test Sentinel set takes to promote a replica (docs/scaling.md: ≈ 2.2 s measured), with margin. */
+const SENTINEL_PROMOTION_MS = 3000;
 
 /** The Python SDK's results-socket reconnect waits (then it gives up); the count resets on a message. */
 const RECONNECT_DELAYS_MS = [1000, 2000, 4000, 8000, 10_000];
@@ -296,21 +312,29 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const replicaPauseMs = opts.replicaPauseMs ?? 6000;
   const redisPauseMs = opts.redisPauseMs ?? 3000;
   const networkFaultMs = opts.networkFaultMs ?? 5000;
-  const kinds = opts.faults ?? FAULT_KINDS;
+  const store = opts.store ?? 'redis';
+  const kinds = opts.faults ?? (store === 'sentinel' ? SENTINEL_FAULT_KINDS : FAULT_KINDS);
+  const refused = kinds.filter((k) => store === 'sentinel' && !SENTINEL_FAULT_KINDS.includes(k));
+  if (refused.length || (store === 'redis' && kinds.includes('failover')))
+    throw new Error(`faults ${[...refused, ...(store === 'redis' ? ['failover'] : [])].join(', ')} do not run on ${store}`);
   const slackMs = opts.slackMs ?? 0;
   const fleetCfg: FleetConfig = loadConfig({ env: {} }).store.fleet;
   // docs/scaling.md, failure modes: gap ≤ deadAfterMs + sweep + claim + one interval.
   const failoverBoundMs = fleetCfg.deadAfterMs + fleetCfg.sweepMs + fleetCfg.claimBackoffMs + intervalMs;
   // A paused replica or Redis delivers nothing while paused: its sockets wait out the pause itself.
+  // A failover: the sentinels' promotion (down-after 1 s, then the election: docs/scaling.md
+  // measured ≈ 2.2 s), then the replicas' reconnect and one interval.
   const boundOf = (kind: FaultKind) =>
-    kind === 'stop'
-      ? Math.max(failoverBoundMs, replicaPauseMs + intervalMs)
-      : kind === 'redis-pause'
-        ? Math.max(failoverBoundMs, redisPauseMs + intervalMs)
-        : kind === 'redis-cut' || kind === 'latency'
-          ? // A socket on the cut (or slowed) replica hears nothing until it heals; then within a second.
-            Math.max(failoverBoundMs, networkFaultMs + intervalMs + 1000)
-          : failoverBoundMs;
+    kind === 'failover'
+      ? Math.max(failoverBoundMs, SENTINEL_PROMOTION_MS + intervalMs + 1000)
+      : kind === 'stop'
+        ? Math.max(failoverBoundMs, replicaPauseMs + intervalMs)
+        : kind === 'redis-pause'
+          ? Math.max(failoverBoundMs, redisPauseMs + intervalMs)
+          : kind === 'redis-cut' || kind === 'latency'
+            ? // A socket on the cut (or slowed) replica hears nothing until it heals; then within a second.
+              Math.max(failoverBoundMs, networkFaultMs + intervalMs + 1000)
+            : failoverBoundMs;
 
   // Faults and their targets from one seeded stream; clients' routing from another, so a seed
   // replays the same fault sequence however many calls the clients made meanwhile.
@@ -337,8 +361,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     'store had lost the stream',
   ];
   let cleaning = false;
-  // Each replica (replacements too) reaches Redis and the upstream through proxies of its own.
-  const proxies = new Map<string, { redis: FaultProxy; upstream: FaultProxy }>();
+  // Each replica (replacements too) reaches the upstream, and plain Redis, through proxies of its own.
+  const proxies = new Map<string, { redis?: FaultProxy; upstream: FaultProxy }>();
   const via = async (url: string) => {
     const u = new URL(url);
     const proxy = await startFaultProxy({ host: u.hostname, port: Number(u.port) });
@@ -346,10 +370,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   };
   const fleet: Fleet = await startFleet({
     main: opts.main,
+    store,
     replicaEnv: async (id, { redisUrl, upstreamUrl }): Promise<Record<string, string>> => {
-      const [redis, upstream] = [await via(redisUrl!), await via(upstreamUrl)];
-      proxies.set(id, { redis: redis.proxy, upstream: upstream.proxy });
-      return { REDIS_URL: redis.url, UPSTREAM_URL: upstream.url };
+      const upstream = await via(upstreamUrl);
+      const redis = store === 'redis' ? await via(redisUrl!) : undefined;
+      proxies.set(id, { redis: redis?.proxy, upstream: upstream.proxy });
+      return { REDIS_URL: redis?.url ?? redisUrl!, UPSTREAM_URL: upstream.url };
     },
     keepLines: false,
     logLevel: 'info',
@@ -438,17 +464,21 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         const target = serving[Math.floor(rand() * serving.length)]!;
         rec.target = target.id;
         const p = proxies.get(target.id)!;
-        const proxy = kind === 'redis-cut' ? p.redis : p.upstream;
+        const proxy = kind === 'redis-cut' ? p.redis! : p.upstream;
         proxy.set(kind === 'redis-cut' ? { kind: 'blackhole' } : { kind: 'cut' });
         await sleep(networkFaultMs);
         proxy.set({ kind: 'pass' });
       } else if (kind === 'latency') {
         for (const p of proxies.values()) {
-          p.redis.set({ kind: 'delay', delayMs: 100 });
+          p.redis?.set({ kind: 'delay', delayMs: 100 });
           p.upstream.set({ kind: 'delay', delayMs: 500 });
         }
         await sleep(networkFaultMs);
-        for (const p of proxies.values()) for (const x of [p.redis, p.upstream]) x.set({ kind: 'pass' });
+        for (const p of proxies.values()) for (const x of [p.redis, p.upstream]) x?.set({ kind: 'pass' });
+      } else if (kind === 'failover') {
+        const { old, primary } = await fleet.sentinel!.failover();
+        rec.target = `redis :${old.port} → :${primary.port}`;
+        await fleet.sentinel!.rejoin(old);
       } else {
         fleet.redis!.pause();
         await sleep(redisPauseMs);
@@ -569,6 +599,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     );
     return {
       seed: opts.seed,
+      store,
       streams: clients.length,
       faults,
       results: clients.reduce((s, c) => s + c.arrivals.length, 0),
@@ -590,7 +621,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   } finally {
     for (const c of clients) c.close();
     await fleet.stop();
-    await Promise.all([...proxies.values()].flatMap((p) => [p.redis.close(), p.upstream.close()]));
+    await Promise.all([...proxies.values()].flatMap((p) => [p.redis?.close(), p.upstream.close()]));
   }
 }
 
@@ -623,12 +654,14 @@ export function formatChaos(r: ChaosReport): string {
   const lines: string[] = [];
   const byKind = new Map<FaultKind, number>();
   for (const f of r.faults) byKind.set(f.kind, (byKind.get(f.kind) ?? 0) + 1);
-  lines.push(`seed ${r.seed}; ${r.streams} streams; faults ${r.faults.length} (${[...byKind].map(([k, n]) => `${k} ${n}`).join(', ')})`);
+  lines.push(
+    `seed ${r.seed} on ${r.store === 'sentinel' ? 'a Sentinel set' : 'one Redis'}; ${r.streams} streams; faults ${r.faults.length} (${[...byKind].map(([k, n]) => `${k} ${n}`).join(', ')})`,
+  );
   lines.push(
     `results ${r.results}; reconnects ${r.reconnects}; keepalives ${r.keepalives.sent} (failed after retries: ${r.keepalives.failed}); duplicates ${r.duplicates}`,
   );
   lines.push(`gap between consecutive results: ${dist(r.gapsMs)}; failover bound (docs/scaling.md) ${fmtMs(r.failoverBoundMs)}`);
-  for (const kind of FAULT_KINDS) {
+  for (const kind of [...FAULT_KINDS, 'failover' as const]) {
     const gaps = r.faults.filter((f) => f.kind === kind).flatMap((f) => f.gapsMs);
     if (gaps.length)
       lines.push(`  gap across ${kind.padEnd(13)} ${dist(gaps)}; bound ${fmtMs(r.faults.find((f) => f.kind === kind)!.boundMs)}`);
