@@ -16,7 +16,9 @@
  *   under its own name).
  *
  * BENCH_SCALE_STREAMS and BENCH_SCALE_REPLICAS take lists (every pair runs); BENCH_SCALE_PER_KEY,
- * BENCH_SCALE_UPSTREAM_WORKERS, BENCH_SCALE_CLIENTS and BENCH_SCALE_WARMUP_S size the rest.
+ * BENCH_SCALE_UPSTREAM_WORKERS, BENCH_SCALE_CLIENTS and BENCH_SCALE_WARMUP_S size the rest;
+ * BENCH_SCALE_NODE_ARGS passes node flags to every replica (`--cpu-prof --cpu-prof-dir=DIR`: the
+ * replicas then exit with SIGTERM, after the clients deleted their streams, so the profiles are written).
  */
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
@@ -169,6 +171,7 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
       logLevel: 'warn',
       keepLines: false,
       env: { UPSTREAM_URL: upstream.url, LEGACY_MAX_STREAMS_PER_KEY: String(perKey) },
+      nodeArgs: replicaNodeArgs(),
     });
     fleet = f;
     const reps = f.replicas;
@@ -317,9 +320,19 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
     for (const c of clients) c.send('STOP');
     await Promise.all(clients.map((c) => lineOrExit(c, 'DONE', 60_000, 'client process').catch(() => undefined)));
     await Promise.all(clients.map((c) => c.kill()));
+    // Node flags such as --cpu-prof write their output at a normal exit: the replicas drain first.
+    if (replicaNodeArgs().length && fleet) {
+      for (const r of fleet.replicas) r.kill('SIGTERM');
+      await Promise.race([Promise.all(fleet.replicas.map((r) => r.proc.exited)), new Promise((res) => setTimeout(res, 30_000))]);
+    }
     await fleet?.stop();
     await upstream.proc.kill();
   }
+}
+
+/** BENCH_SCALE_NODE_ARGS: node flags for every replica (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`). */
+function replicaNodeArgs(): string[] {
+  return (process.env.BENCH_SCALE_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
 }
 
 export async function benchScale(cfg: Config, flags: BenchFlags = {}): Promise<void> {

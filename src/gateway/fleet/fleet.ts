@@ -184,7 +184,8 @@ export class Fleet implements FleetMember {
 
   private async reconcileOwned(): Promise<void> {
     if (this.opts.sessions.selfFenced) return;
-    await this.opts.sessions.reconcileOwned(await this.opts.store.sessionsOf(this.id));
+    const { sessions, store } = this.opts;
+    await sessions.reconcileOwned(await store.sessionsOf(this.id, new Set(sessions.ownedIds)));
   }
 
   private async reconcileSlots(): Promise<void> {

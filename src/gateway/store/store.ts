@@ -5,7 +5,7 @@
  * memory so callers are already written for a networked store.
  */
 import { ServiceError } from '../../lib/errors';
-import type { ResultWindows } from './result-windows';
+import type { ResultWindow, ResultWindows } from './result-windows';
 
 /**
  * A store call failed (Redis unreachable, a command timed out, Redis refused the write): the caller
@@ -112,6 +112,8 @@ export interface TickCommitInput {
   message: string;
   /** The result's outcome, counted into the record's inference figures (absent: not counted). */
   outcome?: { ok: boolean; inferenceMs: number };
+  /** The result's window for reinfer, kept with the commit (`putResultWindow`'s arguments); absent: none known yet. */
+  window?: { resultId: string; window: ResultWindow; ttlMs: number };
 }
 
 /** The fleet fields of a record nobody owns yet (tests and tools build records from these). */
@@ -272,8 +274,12 @@ export interface SessionRecords {
    * on `channel`. Otherwise writes and publishes nothing.
    */
   commitTick(streamId: string, c: TickCommitInput): Promise<TickCommit>;
-  /** Active stream ids owned by `replica` (an index kept by put, claim and end). */
-  sessionsOf(replica: string): Promise<string[]>;
+  /**
+   * Active stream ids owned by `replica` (an index kept by put, claim and end). Ids in `vouched`
+   * (the streams the asking replica runs: each of their ticks is fenced by the store anyway) are
+   * taken from the index without reading their records.
+   */
+  sessionsOf(replica: string, vouched?: ReadonlySet<string>): Promise<string[]>;
 }
 
 /** Which replicas are alive, on the store's clock. */

@@ -2,7 +2,8 @@
  * ResultWindowRecorder on fake time with a scripted upstream stream read: the window is the stream
  * clock at the attempt's send time, from an anchor taken at the middle of the read's round trip;
  * one read per session however many results wait for it; a slow read is replaced by a better one
- * later; no window before the first frame or once the stream ended.
+ * later; no window before the first frame or once the stream ended; `prepare` starts the read so
+ * that the commit carries the window (`windowOf`).
  */
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { ResultWindowRecorder } from '../../../src/gateway/legacy/sessions/result-window';
@@ -109,4 +110,51 @@ test('no window before the first frame or once the stream ended; a failed read r
     Promise.reject(new Error('down'));
   await expect(failing.recorder.record(failing.session(), 'r1', failing.clock.now())).resolves.toBeUndefined();
   expect(await failing.store.getResultWindow('r1')).toBeUndefined();
+});
+
+test('prepare starts the read; windowOf has no window until the anchor arrives, then the one record would write', async () => {
+  const t = setup([{ rttMs: 10, streamMs: 5000 }]);
+  const s = t.session();
+  const sentAt = t.clock.now() - 200;
+  expect(t.recorder.windowOf(s, 'r1', sentAt)).toBeUndefined();
+  t.recorder.prepare(s);
+  t.recorder.prepare(s);
+  await Promise.resolve();
+  await Promise.resolve();
+  expect(t.calls()).toBe(1);
+  expect(t.recorder.windowOf(s, 'r1', sentAt)).toEqual({
+    resultId: 'r1',
+    ttlMs: 600_000,
+    window: { streamId: 's1', accountId: 'acct', mode: 'clip', startMs: 3795, endMs: 4795, maxFps: 4 },
+  });
+  expect(await t.store.getResultWindow('r1')).toBeUndefined();
+});
+
+test('a background read that fails is logged, not an unhandled rejection, and the next tick reads again', async () => {
+  const t = setup([{ rttMs: 1, streamMs: 700 }]);
+  const lines: string[] = [];
+  const deps = (
+    t.recorder as unknown as { deps: { upstream: { getStream(): Promise<unknown> }; logger: { warn(o: unknown, m: string): void } } }
+  ).deps;
+  const real = deps.upstream.getStream;
+  deps.upstream.getStream = () => Promise.reject(new Error('down'));
+  deps.logger = { warn: (_o, m) => void lines.push(m) };
+  const unhandled: unknown[] = [];
+  const onUnhandled = (e: unknown) => void unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    const s = t.session();
+    t.recorder.prepare(s);
+    await new Promise((r) => setImmediate(r));
+    expect(lines).toEqual(['stream clock not read for result windows']);
+    expect(t.recorder.windowOf(s, 'r1', t.clock.now())).toBeUndefined();
+    deps.upstream.getStream = real;
+    t.recorder.prepare(s);
+    await new Promise((r) => setImmediate(r));
+    // Stream time 700 at the middle of the 1 ms read; the result was sent at its end: 700.5 → 701.
+    expect(t.recorder.windowOf(s, 'r1', t.clock.now())).toMatchObject({ window: { endMs: 701 } });
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+  expect(unhandled).toEqual([]);
 });

@@ -349,6 +349,13 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await store.claimSession('c-1', { owner: null, epoch: 2 }, 'gw-x')).toBeUndefined();
       expect(await store.claimSession('absent', { owner: null, epoch: 0 }, 'gw-x')).toBeUndefined();
       expect(await store.sessionsOf('gw-x')).toEqual(['c-2']);
+      // Ids the asking replica vouches for (it runs them) come back with the ones it does not, which are read.
+      await store.putSession(owned('c-3', 'gw-x'));
+      await store.putSession(owned('c-4', 'gw-x'));
+      await store.endSession('c-4', 'client_requested', 1);
+      expect((await store.sessionsOf('gw-x', new Set(['c-2']))).sort()).toEqual(['c-2', 'c-3']);
+      expect((await store.sessionsOf('gw-x', new Set(['c-2', 'c-3']))).sort()).toEqual(['c-2', 'c-3']);
+      expect(await store.sessionsOf('gw-x', new Set())).toEqual(expect.arrayContaining(['c-2', 'c-3']));
     });
 
     test('commitTick: fenced, duplicate, ended, missing; each committed result reaches a subscriber exactly once', async () => {
@@ -479,6 +486,30 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await store.addCost('absent', 40)).toBe(false);
       expect(await store.getSession('c-1')).toMatchObject({ state: 'ended' });
       expect(await store.getSession('absent')).toBeUndefined();
+    });
+
+    test('commitTick with a window: the window is read back by its result id from another connection; a refused commit writes none', async () => {
+      const peer = (await replicas(2))[1]!;
+      await store.putSession(owned('w-1', 'gw-a'));
+      const window = { streamId: 'w-1', accountId: 'acct-1', mode: 'clip' as const, startMs: 1000, endMs: 2000, maxFps: 2 };
+      const commit = (tick: number, resultId: string, owner = 'gw-a') =>
+        store.commitTick('w-1', {
+          owner,
+          epoch: 1,
+          tick,
+          costMicrocents: 0,
+          channel: 'results:w-1',
+          message: 'r',
+          window: { resultId, window: { ...window, endMs: 2000 + tick }, ttlMs: 60_000 },
+        });
+      expect(await commit(0, 'res-0')).toEqual({ ok: true, promptRev: 0 });
+      expect(await peer.getResultWindow('res-0')).toEqual(window);
+      expect(await commit(0, 'res-0-again')).toEqual({ ok: false, reason: 'duplicate' });
+      expect(await commit(1, 'res-fenced', 'gw-b')).toEqual({ ok: false, reason: 'fenced' });
+      expect(await peer.getResultWindow('res-0-again')).toBeUndefined();
+      expect(await peer.getResultWindow('res-fenced')).toBeUndefined();
+      expect(await commit(1, 'res-1')).toEqual({ ok: true, promptRev: 0 });
+      expect(await peer.getResultWindow('res-1')).toEqual({ ...window, endMs: 2001 });
     });
 
     test('setPrompt bumps promptRev, and the next commitTick answers it', async () => {

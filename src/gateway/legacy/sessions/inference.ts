@@ -71,6 +71,7 @@ export class TickInference {
       outcome('rate_limited');
       return void observer?.rateLimited?.('tick_skipped');
     }
+    this.windows.prepare(stream);
     const prompt = record.prompt;
     const body = buildCompletionRequest(record.spec, record.streamId, brand, { threadId: stream.threadId, prompt });
     const started = this.clock.now();
@@ -143,6 +144,7 @@ export class TickInference {
     });
     span?.setAttribute(ATTR.resultId, result.id);
     if (stream.stopping) return outcome('stopped');
+    const window = sentAtMs === undefined ? undefined : this.windows.windowOf(stream, result.id, sentAtMs);
     const commit = await store.commitTick(record.streamId, {
       owner: this.deps.replicaId,
       epoch: record.epoch,
@@ -151,11 +153,12 @@ export class TickInference {
       channel: resultsChannel(record.streamId),
       message: resultEnvelope(JSON.stringify(result)),
       outcome: { ok: result.ok, inferenceMs },
+      window,
     });
     this.sync.onCommit(stream, tick.n, commit);
     outcome(commit.ok ? (result.ok ? 'ok' : 'error') : commit.reason);
     if (!commit.ok) return;
-    if (sentAtMs !== undefined) void this.windows.record(stream, result.id, sentAtMs);
+    if (sentAtMs !== undefined && !window) void this.windows.record(stream, result.id, sentAtMs);
     observer?.inference?.({
       keyHash: record.keyHash,
       model,

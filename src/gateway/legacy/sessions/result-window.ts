@@ -14,8 +14,10 @@
  * round trip is replaced by a better one later (at most every `REANCHOR_MS`, `REANCHOR_TRIES` times:
  * a link that is never faster is not read again and again).
  *
- * The window is written after the result's commit, one store call per result, and never holds a
- * tick up: a failure is logged and the result stays un-re-runnable (reinfer answers 404).
+ * The window goes with the result's commit (`windowOf`, one round trip on one Redis). The anchor is
+ * asked for when a tick starts, so it is usually there by the commit; when it is not (a stream's
+ * first tick here), the window is written once the anchor arrives (`record`). Neither holds a tick
+ * up: a failure is logged and the result stays un-re-runnable (reinfer answers 404).
  */
 import type { Clock } from '../../../lib/timers';
 import type { ResultWindow } from '../../store/result-windows';
@@ -51,16 +53,35 @@ export class ResultWindowRecorder {
     return this.deps.clock;
   }
 
+  /** Starts reading the stream's anchor if it has none or a poor one (a tick's start: ready by its commit). */
+  prepare(stream: LiveStream): void {
+    this.refresh(stream);
+  }
+
+  /**
+   * The window of `stream`'s result whose completion was sent at `sentAtMs`, for its commit
+   * (`ttlMs` included); undefined until the stream has an anchor.
+   */
+  windowOf(stream: LiveStream, resultId: string, sentAtMs: number): { resultId: string; window: ResultWindow; ttlMs: number } | undefined {
+    const anchor = this.anchors.get(stream)?.best;
+    if (!anchor) return undefined;
+    return { resultId, window: windowAt(stream.record, anchor.streamMs + (sentAtMs - anchor.localMs)), ttlMs: this.ttlMs };
+  }
+
+  private get ttlMs(): number {
+    return this.deps.cfg.resultWindowSeconds * 1000;
+  }
+
   /**
    * Records the window of result `resultId` of `stream`, whose completion was sent at `sentAtMs`
-   * (this process's clock). Never throws.
+   * (this process's clock), once its anchor is known: for a result committed without one. Never throws.
    */
   async record(stream: LiveStream, resultId: string, sentAtMs: number): Promise<void> {
     try {
       const anchor = await this.anchorOf(stream);
       if (!anchor || stream.stopping) return;
       const window = windowAt(stream.record, anchor.streamMs + (sentAtMs - anchor.localMs));
-      await this.deps.store.putResultWindow(resultId, window, this.deps.cfg.resultWindowSeconds * 1000);
+      await this.deps.store.putResultWindow(resultId, window, this.ttlMs);
     } catch (err) {
       if (stream.stopping) return;
       this.deps.logger.warn(
@@ -71,7 +92,13 @@ export class ResultWindowRecorder {
   }
 
   /** The stream's anchor; the first one is awaited, later better ones are read in the background. */
-  private async anchorOf(stream: LiveStream): Promise<Anchor | undefined> {
+  private anchorOf(stream: LiveStream): Anchor | Promise<Anchor | undefined> | undefined {
+    const state = this.refresh(stream);
+    return state.best ?? state.pending;
+  }
+
+  /** The stream's anchor state, a read started when it has no anchor or a poor one due for another try. */
+  private refresh(stream: LiveStream): AnchorState {
     let state = this.anchors.get(stream);
     if (!state) this.anchors.set(stream, (state = { triedAtMs: 0, tries: 0 }));
     const now = this.clock.now();
@@ -81,13 +108,23 @@ export class ResultWindowRecorder {
       state.tries++;
       const s = state;
       s.pending = this.readAnchor(stream)
-        .then((a) => {
-          if (a && (!s.best || a.rttMs <= s.best.rttMs)) s.best = a;
-          return s.best;
-        })
+        .then(
+          (a) => {
+            if (a && (!s.best || a.rttMs <= s.best.rttMs)) s.best = a;
+            return s.best;
+          },
+          // Nobody may be waiting (a background read): a failed read is logged here, never unhandled.
+          (err: unknown) => {
+            if (!stream.stopping) {
+              const message = err instanceof Error ? err.message : String(err);
+              this.deps.logger.warn({ streamId: stream.id, err: message }, 'stream clock not read for result windows');
+            }
+            return s.best;
+          },
+        )
         .finally(() => (s.pending = undefined));
     }
-    return state.best ?? state.pending;
+    return state;
   }
 
   private async readAnchor(stream: LiveStream): Promise<Anchor | undefined> {

@@ -1,12 +1,13 @@
 import { parseResultWindow } from '../result-windows';
 import type { ResultWindow, ResultWindows } from '../result-windows';
 import { RedisRole } from './role';
+import { windowTtl } from './sessions';
 
 /** Reinfer's result windows: one string each, expiring on its own. */
 export class RedisResultWindows extends RedisRole implements ResultWindows {
   async putResultWindow(resultId: string, window: ResultWindow, ttlMs: number): Promise<void> {
     return this.guard('putResultWindow', async () => {
-      await this.redis.set(this.key.resultWindow(resultId), JSON.stringify(window), 'PX', Math.max(1, Math.round(ttlMs)));
+      await this.redis.set(this.key.resultWindow(resultId), JSON.stringify(window), 'PX', windowTtl(ttlMs));
     });
   }
 

@@ -112,16 +112,32 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     });
   }
 
-  /** One EVALSHA (one round trip): the fence, lastTick, the cost and the PUBLISH in one script. */
+  /**
+   * One EVALSHA (one round trip): the fence, lastTick, the cost, the PUBLISH and the result's window
+   * in one script. On a Cluster the window's key lies in another slot than the record's, so it is
+   * written by a second call once the commit passed.
+   */
   async commitTick(streamId: string, c: TickCommitInput): Promise<TickCommit> {
     return this.guard('commitTick', async () => {
       const outcome = c.outcome ? (c.outcome.ok ? 'ok' : 'failed') : '';
       const ms = c.outcome ? String(Math.max(0, Math.round(c.outcome.inferenceMs))) : '0';
       const args = [JSON.stringify(c.owner), c.epoch, c.tick, c.costMicrocents, this.key.channel(c.channel), c.message, outcome, ms];
-      const [ok, value] = (await this.redis.commitTickLua(this.key.session(streamId), ...args)) as [number, string];
-      return ok === 1
-        ? { ok: true, promptRev: JSON.parse(value) as number }
-        : { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
+      const w = c.window;
+      const inOneScript = w !== undefined && !this.redis.isCluster;
+      const [ok, value] = (
+        inOneScript
+          ? await this.redis.commitTickWindowLua(
+              this.key.session(streamId),
+              this.key.resultWindow(w.resultId),
+              ...args,
+              JSON.stringify(w.window),
+              windowTtl(w.ttlMs),
+            )
+          : await this.redis.commitTickLua(this.key.session(streamId), ...args)
+      ) as [number, string];
+      if (ok !== 1) return { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
+      if (w && !inOneScript) await this.redis.set(this.key.resultWindow(w.resultId), JSON.stringify(w.window), 'PX', windowTtl(w.ttlMs));
+      return { ok: true, promptRev: JSON.parse(value) as number };
     });
   }
 
@@ -129,17 +145,22 @@ export class RedisSessions extends RedisRole implements SessionRecords {
    * The index, filtered by each record (active and owned by `replica`). Entries of ended sessions are
    * dropped (ended is final; a crash between an end and its index update leaves them). Entries now
    * owned by another replica are only filtered: dropping them could race a claim back to `replica`.
+   * `vouched` ids are not read: a replica's periodic reconcile then costs one SMEMBERS, not a read
+   * per stream it runs.
    */
-  async sessionsOf(replica: string): Promise<string[]> {
+  async sessionsOf(replica: string, vouched?: ReadonlySet<string>): Promise<string[]> {
     return this.guard('sessionsOf', async () => {
       const key = this.key.owned(replica);
-      const ids = await this.redis.smembers(key);
-      if (!ids.length) return [];
+      const indexed = await this.redis.smembers(key);
+      const ids = vouched ? indexed.filter((id) => !vouched.has(id)) : indexed;
+      const kept = indexed.length - ids.length;
+      if (!ids.length) return kept ? indexed : [];
       const owner = JSON.stringify(replica);
       const rows = await Promise.all(ids.map((id) => this.redis.hmget(this.key.session(id), 'state', 'owner')));
       const ended = ids.filter((_, i) => rows[i][0] === '"ended"');
       if (ended.length) await this.redis.srem(key, ...ended);
-      return ids.filter((_, i) => rows[i][0] === '"active"' && rows[i][1] === owner);
+      const owned = ids.filter((_, i) => rows[i][0] === '"active"' && rows[i][1] === owner);
+      return kept ? [...indexed.filter((id) => vouched!.has(id)), ...owned] : owned;
     });
   }
 
@@ -156,6 +177,11 @@ export class RedisSessions extends RedisRole implements SessionRecords {
       );
     });
   }
+}
+
+/** A window's TTL as Redis takes it (whole milliseconds, at least 1). */
+export function windowTtl(ttlMs: number): number {
+  return Math.max(1, Math.round(ttlMs));
 }
 
 /** A record as hash fields, each value JSON (an undefined field is not written). */
