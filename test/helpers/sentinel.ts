@@ -31,6 +31,9 @@ export interface SentinelSet {
   failover(): Promise<{ old: RedisServer; primary: RedisServer }>;
   /** Starts a killed node again; the sentinels make it a replica of the current primary (waited for). */
   rejoin(node: RedisServer): Promise<void>;
+  /** SIGSTOP / SIGCONT of every sentinel: a client asking them for the primary waits meanwhile. */
+  pauseSentinels(): void;
+  resumeSentinels(): void;
   stop(): Promise<void>;
 }
 
@@ -145,6 +148,12 @@ export async function startSentinelSet(opts: { replicas?: number; name?: string;
     async rejoin(node) {
       await node.revive();
       await until('the rejoined node replicating the primary', 30_000, async () => ((await role(node)) === 'slave' ? true : undefined));
+    },
+    pauseSentinels() {
+      for (const s of sentinels) s.child.kill('SIGSTOP');
+    },
+    resumeSentinels() {
+      for (const s of sentinels) s.child.kill('SIGCONT');
     },
     stop,
   };

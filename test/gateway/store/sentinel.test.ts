@@ -1,13 +1,16 @@
 /**
  * The Redis store through Sentinel (`redis+sentinel://…/<name>`): the boot checks run on the
  * primary the sentinels name, and after a failover (the primary SIGKILLed, a replica promoted) the
- * same store writes to the new primary without a restart; the old primary rejoins as a replica.
+ * same store writes to the new primary without a restart; the old primary rejoins as a replica; a
+ * reconnect asked for while the client is looking the primary up does not leave the store without
+ * a connection.
  */
 import { RedisStore } from '../../../src/gateway/store/redis';
 import { startSentinelSet } from '../../helpers/sentinel';
 import type { SentinelSet } from '../../helpers/sentinel';
 import { StoreUnavailableError } from '../../../src/gateway/store/store';
-import { sleep } from '../../helpers/time';
+import { deadline, sleep, until } from '../../helpers/time';
+import type { Redis } from 'ioredis';
 
 let set: SentinelSet;
 
@@ -66,3 +69,38 @@ test('a failover moves the store to the promoted replica; the old primary comes 
     await store.close();
   }
 }, 90_000);
+
+test('a reconnect asked for while the client looks the primary up (a failover announced meanwhile) does not end the connection for good', async () => {
+  const store = await RedisStore.connect(set.url, { commandTimeoutMs: 500 });
+  const conn = (store as unknown as { connections: { redis: Redis } }).connections.redis;
+  try {
+    expect(await store.acquireSlot('k2', 'slot-a', 5)).toBe(true);
+    // The sentinels stop answering, and the store's connections to the primary are dropped: the
+    // client goes back to the sentinels and waits on them for the primary's address.
+    set.pauseSentinels();
+    await (await primaryNode()).command('CLIENT', 'KILL', 'TYPE', 'normal');
+    await deadline(
+      until(() => conn.status === 'connecting', 10),
+      10_000,
+      'the client looking the primary up',
+    );
+    // What the failover detector does on +switch-master: reconnect, while the lookup is in flight.
+    conn.disconnect(true);
+    set.resumeSentinels();
+    // The interrupted lookup fails ("Connection is closed."); the store connects again on its own.
+    expect(await eventually(() => store.acquireSlot('k2', 'slot-b', 5))).toBe(true);
+    expect(conn.status).toBe('ready');
+  } finally {
+    set.resumeSentinels();
+    await store.close();
+  }
+}, 60_000);
+
+/** The node currently primary, read from the nodes themselves (the sentinels may be paused). */
+async function primaryNode() {
+  for (const n of set.nodes) {
+    const role = await n.command('ROLE').catch(() => '');
+    if (role.includes('master')) return n;
+  }
+  throw new Error('no primary among the nodes');
+}

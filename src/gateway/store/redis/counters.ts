@@ -5,7 +5,7 @@ import { HBATCH_FIELDS } from './scripts';
 
 /** Telemetry counters: hashes of numbers (the deprecation usage report), written in batches. */
 export class RedisCounters extends RedisRole implements Counters {
-  /** One HBATCH script per hash (chunked past HBATCH_FIELDS), sent together by auto-pipelining. */
+  /** One HBATCH script per hash (chunked past HBATCH_FIELDS), all in flight at once. */
   async hbatch(updates: readonly HashUpdate[]): Promise<void> {
     return this.guard('hbatch', () => this.hbatchCalls(updates));
   }
