@@ -144,7 +144,11 @@ export function passthroughTelemetry(
   opts: { log: boolean; metrics: GatewayMetrics; httpMetrics: boolean; clientAddress: ClientAddress },
 ): (e: PassthroughEvent) => void {
   const { metrics } = opts;
-  const access = logger.child({}, { serializers: { req: requestFields(opts.clientAddress), res: responseFields } });
+  // The line's fields are fixed (reqId, traceId, req: method, URL with its query values redacted
+  // and client address, res: status, responseTime): none is one of the redacted paths
+  // (REDACT_PATHS) and none holds a header, so the redaction pass, which clones every field of
+  // every line, would never change it and is left out.
+  const access = logger.child({}, { serializers: { req: requestFields(opts.clientAddress), res: responseFields }, redact: [] });
   return (e) => {
     const { req, res } = e;
     const method = req.method ?? 'GET';
