@@ -35,24 +35,34 @@ const ROUTES: [RegExp, string][] = [
   [/^\/(healthz|readyz|metrics|admin\/deprecation|docs\/migration)$/, ''],
 ];
 
+function matchRoute(path: string): string {
+  for (const [re, label] of ROUTES) if (re.test(path)) return label || path;
+  return 'other';
+}
+
+/**
+ * The routes without parameters, each its own label: most requests are to one of these few paths,
+ * answered from this fixed table (a plain map lookup, nothing to move or evict).
+ */
+const FIXED = new Map(
+  ROUTES.map(([, label]) => label)
+    .filter((label) => label && !/[:*]/.test(label) && matchRoute(label) === label)
+    .map((label) => [label, label]),
+);
+
+/** Labels of the other paths seen last: paths with ids are endless. */
+const labels = new LRUCache<string, string>({ max: 1024 });
+
 /** Route template of a URL (query ignored, slashes folded, trailing slash dropped). */
 export function routeLabel(url: string): string {
   const q = url.search(/[?#]/);
   const raw = q < 0 ? url : url.slice(0, q);
-  let label = labels.get(raw);
+  let label = FIXED.get(raw) ?? labels.get(raw);
   if (label === undefined) {
     label = matchRoute(raw.replace(/\/{2,}/g, '/').replace(/(.)\/$/, '$1'));
     labels.set(raw, label);
   }
   return label;
-}
-
-/** Labels of the paths seen last: the same few paths come on every request, paths with ids are endless. */
-const labels = new LRUCache<string, string>({ max: 1024 });
-
-function matchRoute(path: string): string {
-  for (const [re, label] of ROUTES) if (re.test(path)) return label || path;
-  return 'other';
 }
 
 /** Connect-style step that works on plain Node requests too (the passthrough runs ahead of Express). */
