@@ -147,7 +147,8 @@ export function accessLog(logger: Logger, enabled: boolean, clientAddress: Clien
 
 /**
  * The passthrough's settled hook: the HTTP request metrics, the passthrough's own metrics, and the
- * access line, with the same fields as `accessLog`'s (a child logger with the same serializers).
+ * access line, with the same fields as `accessLog`'s (built by the same field functions its
+ * serializers call, here called once per line: the redacted URL serves the field and the message).
  */
 export function passthroughTelemetry(
   logger: Logger,
@@ -158,7 +159,8 @@ export function passthroughTelemetry(
   // and client address, res: status, responseTime): none is one of the redacted paths
   // (REDACT_PATHS) and none holds a header, so the redaction pass, which clones every field of
   // every line, would never change it and is left out.
-  const access = logger.child({}, { serializers: { req: requestFields(opts.clientAddress), res: responseFields }, redact: [] });
+  const access = logger.child({}, { redact: [] });
+  const reqFields = requestFields(opts.clientAddress);
   return (e) => {
     const { req, res } = e;
     const method = req.method ?? 'GET';
@@ -172,9 +174,10 @@ export function passthroughTelemetry(
     const level = levelOf(res.statusCode);
     if (!opts.log || !access.isLevelEnabled(level)) return;
     const ms = Math.round(e.durationMs);
+    const fields = reqFields(req);
     access[level](
-      { reqId: e.requestId, traceId: e.traceId, req, res, responseTime: ms },
-      messageOf(method, redactQuery(req.url ?? '/'), finished, res.statusCode, ms),
+      { reqId: e.requestId, traceId: e.traceId, req: fields, res: responseFields(res), responseTime: ms },
+      messageOf(method, fields.url, finished, res.statusCode, ms),
     );
   };
 }
