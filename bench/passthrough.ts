@@ -8,7 +8,8 @@
  *   the preloaded `cpu-probe.ts`), closed loop at a fixed concurrency and open loop at a fixed rate,
  *   in rounds (closed loop: bare, gateway, gateway, bare, …; fixed rate: both at once, their
  *   requests interleaved): the median of the rounds' gateway/bare ratios and their spread
- *   (target ≤ 1.2);
+ *   (target ≤ 1.15 at the fixed rate, the one the verdict reads: the closed loop's rounds spread
+ *   wider in an A/A run);
  * - latency added at 1 in flight, targets (direct, bare, gateway) alternating per request: the
  *   gateway's p50 minus the bare pipe's (target ≤ 0.1 ms).
  * Throughput ratios and absolute p99s are not reported: on a shared small machine they measure how
@@ -381,7 +382,7 @@ export async function benchPassthrough(cfg: Config, opts: PassthroughBenchOption
       );
       const meets = (ok: boolean) => (ok ? 'meets' : 'misses');
       verdicts.push(
-        `${s.label}: CPU ratio ${fmt(closed.ratio)} closed / ${fmt(fixed.ratio)} fixed ${meets(Math.max(closed.ratio, fixed.ratio) <= 1.2)} ≤ 1.2; ` +
+        `${s.label}: CPU ratio ${fmt(closed.ratio)} closed / ${fmt(fixed.ratio)} fixed, fixed ${meets(fixed.ratio <= 1.15)} ≤ 1.15; ` +
           `added p50 ${fmt(added)} ms ${meets(added <= 0.1)} ≤ 0.10 ms`,
       );
     }

@@ -25,8 +25,29 @@ export const REDACT_PATHS = [
   '*.publish.token',
 ];
 
-/** The time on every log line, the gateway's and the emulator's: ISO 8601 in UTC (`"time":"2026-11-25T06:29:30.048Z"`). */
-export const LOG_TIME = pino.stdTimeFunctions.isoTime;
+/**
+ * The time on every log line, the gateway's and the emulator's: ISO 8601 in UTC
+ * (`"time":"2026-11-25T06:29:30.048Z"`), exactly as pino's `isoTime` writes it. The date and time
+ * to the second are formatted once a second and each line adds its milliseconds: a `Date` and its
+ * ISO string for every line were a measurable part of a proxied request's access line.
+ */
+export const LOG_TIME = isoTimeBySecond();
+
+function isoTimeBySecond(): () => string {
+  let second = NaN;
+  let head = '';
+  return () => {
+    const now = Date.now();
+    const s = Math.floor(now / 1000);
+    if (s !== second) {
+      second = s;
+      // "2026-11-25T06:29:30.000Z" less its "000Z".
+      head = `,"time":"${new Date(s * 1000).toISOString().slice(0, -4)}`;
+    }
+    const ms = now - s * 1000;
+    return `${head}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z"`;
+  };
+}
 
 /** Log output is written in chunks of at least this many bytes, and at least this often. */
 const LOG_CHUNK_BYTES = 4096;

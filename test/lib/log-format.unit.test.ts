@@ -5,7 +5,8 @@
  */
 import { PassThrough } from 'node:stream';
 import { ConfigError, loadConfig } from '../../src/config';
-import { createLogger, logFormat, prettyDestination } from '../../src/lib/logger';
+import pino from 'pino';
+import { createLogger, LOG_TIME, logFormat, prettyDestination } from '../../src/lib/logger';
 
 describe('logFormat', () => {
   test.each([
@@ -59,4 +60,16 @@ describe('the destinations', () => {
     log.info({ n: 1 }, 'hello');
     expect(JSON.parse(c.text())).toMatchObject({ msg: 'hello', n: 1, traceId: 't'.repeat(32), level: 30 });
   });
+});
+
+describe('LOG_TIME', () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  test.each([0, 7, 42, 999, 1000, 1_764_224_970_048, 1_764_224_970_999, 1_764_224_971_000, 1_764_224_971_005, -1, -1001])(
+    'at %d ms it writes what pino isoTime writes',
+    (now) => {
+      jest.spyOn(Date, 'now').mockReturnValue(now);
+      expect(LOG_TIME()).toBe(pino.stdTimeFunctions.isoTime());
+    },
+  );
 });

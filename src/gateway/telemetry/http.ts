@@ -35,24 +35,34 @@ const ROUTES: [RegExp, string][] = [
   [/^\/(healthz|readyz|metrics|admin\/deprecation|docs\/migration)$/, ''],
 ];
 
+function matchRoute(path: string): string {
+  for (const [re, label] of ROUTES) if (re.test(path)) return label || path;
+  return 'other';
+}
+
+/**
+ * The routes without parameters, each its own label: most requests are to one of these few paths,
+ * answered from this fixed table (a plain map lookup, nothing to move or evict).
+ */
+const FIXED = new Map(
+  ROUTES.map(([, label]) => label)
+    .filter((label) => label && !/[:*]/.test(label) && matchRoute(label) === label)
+    .map((label) => [label, label]),
+);
+
+/** Labels of the other paths seen last: paths with ids are endless. */
+const labels = new LRUCache<string, string>({ max: 1024 });
+
 /** Route template of a URL (query ignored, slashes folded, trailing slash dropped). */
 export function routeLabel(url: string): string {
   const q = url.search(/[?#]/);
   const raw = q < 0 ? url : url.slice(0, q);
-  let label = labels.get(raw);
+  let label = FIXED.get(raw) ?? labels.get(raw);
   if (label === undefined) {
     label = matchRoute(raw.replace(/\/{2,}/g, '/').replace(/(.)\/$/, '$1'));
     labels.set(raw, label);
   }
   return label;
-}
-
-/** Labels of the paths seen last: the same few paths come on every request, paths with ids are endless. */
-const labels = new LRUCache<string, string>({ max: 1024 });
-
-function matchRoute(path: string): string {
-  for (const [re, label] of ROUTES) if (re.test(path)) return label || path;
-  return 'other';
 }
 
 /** Connect-style step that works on plain Node requests too (the passthrough runs ahead of Express). */
@@ -137,14 +147,20 @@ export function accessLog(logger: Logger, enabled: boolean, clientAddress: Clien
 
 /**
  * The passthrough's settled hook: the HTTP request metrics, the passthrough's own metrics, and the
- * access line, with the same fields as `accessLog`'s (a child logger with the same serializers).
+ * access line, with the same fields as `accessLog`'s (built by the same field functions its
+ * serializers call, here called once per line: the redacted URL serves the field and the message).
  */
 export function passthroughTelemetry(
   logger: Logger,
   opts: { log: boolean; metrics: GatewayMetrics; httpMetrics: boolean; clientAddress: ClientAddress },
 ): (e: PassthroughEvent) => void {
   const { metrics } = opts;
-  const access = logger.child({}, { serializers: { req: requestFields(opts.clientAddress), res: responseFields } });
+  // The line's fields are fixed (reqId, traceId, req: method, URL with its query values redacted
+  // and client address, res: status, responseTime): none is one of the redacted paths
+  // (REDACT_PATHS) and none holds a header, so the redaction pass, which clones every field of
+  // every line, would never change it and is left out.
+  const access = logger.child({}, { redact: [] });
+  const reqFields = requestFields(opts.clientAddress);
   return (e) => {
     const { req, res } = e;
     const method = req.method ?? 'GET';
@@ -158,9 +174,10 @@ export function passthroughTelemetry(
     const level = levelOf(res.statusCode);
     if (!opts.log || !access.isLevelEnabled(level)) return;
     const ms = Math.round(e.durationMs);
+    const fields = reqFields(req);
     access[level](
-      { reqId: e.requestId, traceId: e.traceId, req, res, responseTime: ms },
-      messageOf(method, redactQuery(req.url ?? '/'), finished, res.statusCode, ms),
+      { reqId: e.requestId, traceId: e.traceId, req: fields, res: responseFields(res), responseTime: ms },
+      messageOf(method, fields.url, finished, res.statusCode, ms),
     );
   };
 }

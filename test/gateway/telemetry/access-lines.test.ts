@@ -96,4 +96,13 @@ describe('access lines', () => {
       );
     }
   });
+
+  test('a proxied call’s key, in its Authorization header or its query, is in no line', async () => {
+    const key = 'svc-access-line-secret-0123456789';
+    const path = `/v1beta/models?api_key=${key}&token=${key}`;
+    const res = await rawRequest(gw.url, { path, headers: { authorization: `Bearer ${key}`, 'x-api-key': key } });
+    expect(res.status).toBe(200);
+    await accessLine('/v1beta/models?api_key=[redacted]&token=[redacted]');
+    expect(written.join('')).not.toContain(key);
+  });
 });
