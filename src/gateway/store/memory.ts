@@ -299,7 +299,7 @@ export class MemoryStore implements Store {
   // ── Result windows (reinfer): one per delivered result for `resultWindowSeconds`, so a stream
   // holds hundreds at once and each is kept small: what a stream's windows share (stream, account,
   // mode, fps) is one counted `WindowShape`, an entry keeps its numbers, its expiry as an offset from
-  // `windowEpochMs` (a small integer V8 stores inline). Entries go in time order with one configured
+  // `windowEpochMs` (a small integer V8 stores inline), its key the result id's 16 bytes (`windowKey`). Entries go in time order with one configured
   // TTL, so a sweep from the oldest stops at the first live one; `get` checks expiry itself.
   private readonly windows = new Map<string, StoredWindow>();
   private readonly windowShapes = new Map<string, WindowShape>();
@@ -315,8 +315,9 @@ export class MemoryStore implements Store {
         this.dropWindow(id, w);
       }
     }
-    const known = this.windows.get(resultId);
-    if (known) this.dropWindow(resultId, known);
+    const key = windowKey(resultId);
+    const known = this.windows.get(key);
+    if (known) this.dropWindow(key, known);
     const shapeKey = `${window.streamId}\0${window.accountId}\0${window.mode}\0${window.maxFps}`;
     let shape = this.windowShapes.get(shapeKey);
     if (!shape) {
@@ -324,14 +325,15 @@ export class MemoryStore implements Store {
       this.windowShapes.set(shapeKey, shape);
     }
     shape.refs++;
-    this.windows.set(resultId, { shape, startMs: window.startMs, endMs: window.endMs, expiresAt: now + ttlMs - this.windowEpochMs });
+    this.windows.set(key, { shape, startMs: window.startMs, endMs: window.endMs, expiresAt: now + ttlMs - this.windowEpochMs });
   }
 
   async getResultWindow(resultId: string): Promise<ResultWindow | undefined> {
-    const w = this.windows.get(resultId);
+    const key = windowKey(resultId);
+    const w = this.windows.get(key);
     if (!w) return undefined;
     if (w.expiresAt + this.windowEpochMs <= this.clock.now()) {
-      this.dropWindow(resultId, w);
+      this.dropWindow(key, w);
       return undefined;
     }
     // A copy, as Redis answers one: a caller never holds the store's own objects.
@@ -339,8 +341,8 @@ export class MemoryStore implements Store {
     return { streamId, accountId, mode, startMs: w.startMs, endMs: w.endMs, maxFps };
   }
 
-  private dropWindow(resultId: string, w: StoredWindow): void {
-    this.windows.delete(resultId);
+  private dropWindow(key: string, w: StoredWindow): void {
+    this.windows.delete(key);
     if (--w.shape.refs === 0) this.windowShapes.delete(w.shape.key);
   }
 
@@ -355,6 +357,18 @@ export class MemoryStore implements Store {
     this.windows.clear();
     this.windowShapes.clear();
   }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * The windows map's key of a result id: a UUID (every id the sessions make) as its 16 bytes in a
+ * 16-character string, never the caller's string itself (a result id is built from slices of a
+ * hash, a tree of string pieces several times the size of its text). Anything else keeps its text
+ * with a character no packed key holds (above U+00FF), so the two kinds never meet.
+ */
+function windowKey(resultId: string): string {
+  return UUID.test(resultId) ? Buffer.from(resultId.replace(/-/g, ''), 'hex').toString('latin1') : `${resultId}\u0100`;
 }
 
 /** What the result windows of one stream share, with the number of stored windows that use it. */
