@@ -1,3 +1,4 @@
+import { idKey } from '../../lib/id-key';
 import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
 import type { ResultWindow } from './result-windows';
 import type {
@@ -299,7 +300,7 @@ export class MemoryStore implements Store {
   // ── Result windows (reinfer): one per delivered result for `resultWindowSeconds`, so a stream
   // holds hundreds at once and each is kept small: what a stream's windows share (stream, account,
   // mode, fps) is one counted `WindowShape`, an entry keeps its numbers, its expiry as an offset from
-  // `windowEpochMs` (a small integer V8 stores inline), its key the result id's 16 bytes (`windowKey`). Entries go in time order with one configured
+  // `windowEpochMs` (a small integer V8 stores inline), its key the result id's `idKey`. Entries go in time order with one configured
   // TTL, so a sweep from the oldest stops at the first live one; `get` checks expiry itself.
   private readonly windows = new Map<string, StoredWindow>();
   private readonly windowShapes = new Map<string, WindowShape>();
@@ -315,7 +316,7 @@ export class MemoryStore implements Store {
         this.dropWindow(id, w);
       }
     }
-    const key = windowKey(resultId);
+    const key = idKey(resultId);
     const known = this.windows.get(key);
     if (known) this.dropWindow(key, known);
     const shapeKey = `${window.streamId}\0${window.accountId}\0${window.mode}\0${window.maxFps}`;
@@ -329,7 +330,7 @@ export class MemoryStore implements Store {
   }
 
   async getResultWindow(resultId: string): Promise<ResultWindow | undefined> {
-    const key = windowKey(resultId);
+    const key = idKey(resultId);
     const w = this.windows.get(key);
     if (!w) return undefined;
     if (w.expiresAt + this.windowEpochMs <= this.clock.now()) {
@@ -357,18 +358,6 @@ export class MemoryStore implements Store {
     this.windows.clear();
     this.windowShapes.clear();
   }
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-/**
- * The windows map's key of a result id: a UUID (every id the sessions make) as its 16 bytes in a
- * 16-character string, never the caller's string itself (a result id is built from slices of a
- * hash, a tree of string pieces several times the size of its text). Anything else keeps its text
- * with a character no packed key holds (above U+00FF), so the two kinds never meet.
- */
-function windowKey(resultId: string): string {
-  return UUID.test(resultId) ? Buffer.from(resultId.replace(/-/g, ''), 'hex').toString('latin1') : `${resultId}\u0100`;
 }
 
 /** What the result windows of one stream share, with the number of stored windows that use it. */
