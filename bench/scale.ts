@@ -74,6 +74,7 @@ const BODY = {
 };
 const LATENESS = 'gateway_legacy_tick_lateness_seconds';
 const HEAP_USED = 'nodejs_heap_size_used_bytes';
+const HEAP_TOTAL = 'nodejs_heap_size_total_bytes';
 const EXTERNAL = 'nodejs_external_memory_bytes';
 
 /** Has each replica write a heap snapshot into `dir` (SIGUSR2; V8 collects garbage first) and waits for the files. */
@@ -190,6 +191,8 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
   console.log(`\n${label}`);
   const upstream = await startUpstream(cfg, setup.upstreamWorkers);
   let fleet: Fleet | undefined;
+  // Set once the run stops the replicas itself.
+  let stopping = false;
   const clients: Child[] = [];
   try {
     const f = await startFleet({
@@ -205,6 +208,12 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
     });
     fleet = f;
     const reps = f.replicas;
+    // A replica that dies mid-run says why.
+    for (const r of reps) {
+      r.proc.child.once('exit', (code, signal) => {
+        if (!stopping) console.error(`\nreplica ${r.id} exited (${code ?? signal}):\n${r.proc.stderr().slice(-4000)}`);
+      });
+    }
     const urls = reps.map((r) => r.url);
     const sample = () => reps.map((r) => procSample(r.proc.child.pid!, clkTck));
     const meanRss = (samples: { rssKb: number }[][]) => reps.map((_, i) => samples.reduce((k, s) => k + s[i]!.rssKb, 0) / samples.length);
@@ -320,7 +329,7 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
         `(mean RSS idle → loaded: ${reps.map((r, i) => `${mib(idleRss[i]!)} → ${mib(rss[i]!)}`).join(', ')})`,
     );
     console.log(
-      `  of which per stream    V8 heap in use ${gaugePerStream(HEAP_USED).toFixed(1)} KiB, external ${gaugePerStream(EXTERNAL).toFixed(1)} KiB (idle → end of the measurement)`,
+      `  of which per stream    V8 heap in use ${gaugePerStream(HEAP_USED).toFixed(1)} KiB (committed ${gaugePerStream(HEAP_TOTAL).toFixed(1)} KiB), external ${gaugePerStream(EXTERNAL).toFixed(1)} KiB (idle → end of the measurement)`,
     );
     console.log(
       `  store calls            ${(callsTotal / streamSeconds).toFixed(3)} per stream-second: ${perSecond(calls, streamSeconds)}`,
@@ -361,6 +370,7 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
     for (const c of clients) c.send('STOP');
     await Promise.all(clients.map((c) => lineOrExit(c, 'DONE', 60_000, 'client process').catch(() => undefined)));
     await Promise.all(clients.map((c) => c.kill()));
+    stopping = true;
     await fleet?.stop();
     await upstream.proc.kill();
   }
