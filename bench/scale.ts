@@ -203,7 +203,13 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
       publisher: false,
       logLevel: 'warn',
       keepLines: false,
-      env: { UPSTREAM_URL: upstream.url, LEGACY_MAX_STREAMS_PER_KEY: String(perKey) },
+      env: {
+        UPSTREAM_URL: upstream.url,
+        LEGACY_MAX_STREAMS_PER_KEY: String(perKey),
+        // The production image's malloc settings (Dockerfile).
+        MALLOC_ARENA_MAX: '2',
+        MALLOC_TRIM_THRESHOLD_: '131072',
+      },
       nodeArgs: snapshotDir ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`] : undefined,
     });
     fleet = f;
