@@ -15,12 +15,19 @@
  *   stream-second by command (INFO commandstats: a script counts as EVALSHA and each call inside it
  *   under its own name).
  *
+ * The RSS figure is the loaded mean over the idle mean (garbage between collections included, as a
+ * process carries it); beside it the V8 heap in use and the external (native) memory per stream, from
+ * the replicas' own gauges, split what the JS heap holds from what zlib, buffers and sockets do.
+ *
  * BENCH_SCALE_STREAMS and BENCH_SCALE_REPLICAS take lists (every pair runs); BENCH_SCALE_PER_KEY,
- * BENCH_SCALE_UPSTREAM_WORKERS, BENCH_SCALE_CLIENTS and BENCH_SCALE_WARMUP_S size the rest;
+ * BENCH_SCALE_UPSTREAM_WORKERS, BENCH_SCALE_CLIENTS and BENCH_SCALE_WARMUP_S size the rest.
+ * BENCH_SCALE_HEAPSNAPSHOTS=<dir> writes a heap snapshot of each replica there when idle and again
+ * at the end of the measurement (`node bench/heap-diff.js idle loaded streams` compares two).
  * BENCH_SCALE_NODE_ARGS passes node flags to every replica (`--cpu-prof --cpu-prof-dir=DIR`: the
  * replicas then exit with SIGTERM, after the clients deleted their streams, so the profiles are written).
  */
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { brandOf } from '../src/brand';
@@ -55,6 +62,8 @@ interface ScaleRow {
   received: number;
   duplicates: number;
   rssKibPerStream: number;
+  heapKibPerStream: number;
+  externalKibPerStream: number;
   redisPerStreamSecond: number | undefined;
 }
 
@@ -66,6 +75,28 @@ const BODY = {
   inference: { prompt: 'Describe the frame', model: 'local/analyzer-mini', max_output_tokens: 32 },
 };
 const LATENESS = 'gateway_legacy_tick_lateness_seconds';
+const HEAP_USED = 'nodejs_heap_size_used_bytes';
+const HEAP_TOTAL = 'nodejs_heap_size_total_bytes';
+const EXTERNAL = 'nodejs_external_memory_bytes';
+
+/** Has each replica write a heap snapshot into `dir` (SIGUSR2; V8 collects garbage first) and waits for the files. */
+async function heapSnapshots(dir: string, pids: number[], tag: string): Promise<void> {
+  for (const pid of pids) {
+    const before = new Set(fs.readdirSync(dir));
+    process.kill(pid, 'SIGUSR2');
+    // Written by the replica's main thread, which answers nothing meanwhile: done once the size stops moving.
+    let file: string | undefined;
+    for (let last = -1, tries = 0; tries < 600; tries++) {
+      await sleep(1000);
+      file ??= fs.readdirSync(dir).find((f) => !before.has(f) && f.endsWith('.heapsnapshot'));
+      if (!file) continue;
+      const size = fs.statSync(path.join(dir, file)).size;
+      if (size > 0 && size === last) break;
+      last = size;
+    }
+    if (file) fs.renameSync(path.join(dir, file), path.join(dir, `${tag}-${pid}.heapsnapshot`));
+  }
+}
 const OVERHEAD = 'gateway_legacy_result_overhead_seconds';
 
 function progress(text: string): void {
@@ -157,9 +188,13 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
   const { streams, replicas, seconds, perKey } = setup;
   const store = replicas === 1 ? 'memory' : 'redis';
   const label = `${streams} streams, ${replicas === 1 ? '1 process, memory store' : `${replicas} replicas, Redis store`}`;
+  const snapshotDir = process.env.BENCH_SCALE_HEAPSNAPSHOTS ? path.resolve(process.env.BENCH_SCALE_HEAPSNAPSHOTS) : undefined;
+  if (snapshotDir) fs.mkdirSync(snapshotDir, { recursive: true });
   console.log(`\n${label}`);
   const upstream = await startUpstream(cfg, setup.upstreamWorkers);
   let fleet: Fleet | undefined;
+  // Set once the run stops the replicas itself.
+  let stopping = false;
   const clients: Child[] = [];
   try {
     const f = await startFleet({
@@ -170,11 +205,23 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
       publisher: false,
       logLevel: 'warn',
       keepLines: false,
-      env: { UPSTREAM_URL: upstream.url, LEGACY_MAX_STREAMS_PER_KEY: String(perKey) },
-      nodeArgs: replicaNodeArgs(),
+      env: {
+        UPSTREAM_URL: upstream.url,
+        LEGACY_MAX_STREAMS_PER_KEY: String(perKey),
+        // The production image's malloc settings (Dockerfile).
+        MALLOC_ARENA_MAX: '2',
+        MALLOC_TRIM_THRESHOLD_: '131072',
+      },
+      nodeArgs: [...(snapshotDir ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`] : []), ...replicaNodeArgs()],
     });
     fleet = f;
     const reps = f.replicas;
+    // A replica that dies mid-run says why.
+    for (const r of reps) {
+      r.proc.child.once('exit', (code, signal) => {
+        if (!stopping) console.error(`\nreplica ${r.id} exited (${code ?? signal}):\n${r.proc.stderr().slice(-4000)}`);
+      });
+    }
     const urls = reps.map((r) => r.url);
     const sample = () => reps.map((r) => procSample(r.proc.child.pid!, clkTck));
     const meanRss = (samples: { rssKb: number }[][]) => reps.map((_, i) => samples.reduce((k, s) => k + s[i]!.rssKb, 0) / samples.length);
@@ -182,6 +229,9 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
     const idleSamples: { rssKb: number }[][] = [];
     for (let s = 0; s < 6; s++, await sleep(1000)) if (s >= 3) idleSamples.push(sample());
     const idleRss = meanRss(idleSamples);
+    const idleMetrics = await scrapeMetrics(urls);
+    const replicaPids = reps.map((r) => r.proc.child.pid!);
+    if (snapshotDir) await heapSnapshots(snapshotDir, replicaPids, `idle-${streams}`);
 
     // Keys of the stub's own format (the brand's prefix): any one is an account with credits.
     const keyCount = Math.ceil(streams / perKey);
@@ -242,6 +292,7 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
     const wall = (performance.now() - t0) / 1000;
     const after = await snapshot();
     const rss = meanRss(loadedSamples);
+    if (snapshotDir) await heapSnapshots(snapshotDir, replicaPids, `loaded-${streams}`);
     progress('');
 
     const streamSeconds = streams * wall;
@@ -254,6 +305,8 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
     const dups = after.counts.duplicates;
     const rssPerStream = rss.map((kb, i) => ((kb - idleRss[i]!) * replicas) / streams);
     const meanRssPerStream = rssPerStream.reduce((k, x) => k + x, 0) / replicas;
+    // Summed over the replicas by the scrape: per stream of the fleet.
+    const gaugePerStream = (name: string) => seriesDelta(idleMetrics, after.metrics, name) / 1024 / streams;
     const ticksSeen = seriesDelta(before.metrics, after.metrics, `${LATENESS}_count`);
     const lateness = `${bucketQuantile(before.metrics, after.metrics, LATENESS, 0.5)} / ${bucketQuantile(before.metrics, after.metrics, LATENESS, 0.99)}`;
     const overheadP99 = bucketQuantile(before.metrics, after.metrics, OVERHEAD, 0.99);
@@ -284,6 +337,9 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
         `(mean RSS idle → loaded: ${reps.map((r, i) => `${mib(idleRss[i]!)} → ${mib(rss[i]!)}`).join(', ')})`,
     );
     console.log(
+      `  of which per stream    V8 heap in use ${gaugePerStream(HEAP_USED).toFixed(1)} KiB (committed ${gaugePerStream(HEAP_TOTAL).toFixed(1)} KiB), external ${gaugePerStream(EXTERNAL).toFixed(1)} KiB (idle → end of the measurement)`,
+    );
+    console.log(
       `  store calls            ${(callsTotal / streamSeconds).toFixed(3)} per stream-second: ${perSecond(calls, streamSeconds)}`,
     );
     let redisPerStreamSecond: number | undefined;
@@ -312,6 +368,8 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
       received: got / expected,
       duplicates: dups,
       rssKibPerStream: meanRssPerStream,
+      heapKibPerStream: gaugePerStream(HEAP_USED),
+      externalKibPerStream: gaugePerStream(EXTERNAL),
       redisPerStreamSecond,
     };
   } finally {
@@ -320,6 +378,7 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
     for (const c of clients) c.send('STOP');
     await Promise.all(clients.map((c) => lineOrExit(c, 'DONE', 60_000, 'client process').catch(() => undefined)));
     await Promise.all(clients.map((c) => c.kill()));
+    stopping = true;
     // Node flags such as --cpu-prof write their output at a normal exit: the replicas drain first.
     if (replicaNodeArgs().length && fleet) {
       for (const r of fleet.replicas) r.kill('SIGTERM');
@@ -364,12 +423,12 @@ export async function benchScale(cfg: Config, flags: BenchFlags = {}): Promise<v
     process.off('SIGTERM', onSignal);
   }
   console.log(
-    '\nsetup                                   CPU ms/stream-s  peak %  lateness p50 / p99      overhead p99  received  dups  RSS KiB/stream  Redis cmds/stream-s',
+    '\nsetup                                   CPU ms/stream-s  peak %  lateness p50 / p99      overhead p99  received  dups  RSS KiB/stream  heap / ext KiB  Redis cmds/stream-s',
   );
   for (const r of rows) {
     console.log(
       `${r.label.padEnd(40)}${r.cpuMsPerStreamSecond.toFixed(3).padStart(15)}  ${r.peakPct.toFixed(0).padStart(6)}  ${r.lateness.padEnd(24)}${r.overheadP99.padStart(12)}  ` +
-        `${(r.received * 100).toFixed(1).padStart(7)} %${String(r.duplicates).padStart(6)}${r.rssKibPerStream.toFixed(1).padStart(16)}  ${r.redisPerStreamSecond?.toFixed(3) ?? '–'}`,
+        `${(r.received * 100).toFixed(1).padStart(7)} %${String(r.duplicates).padStart(6)}${r.rssKibPerStream.toFixed(1).padStart(16)}  ${`${r.heapKibPerStream.toFixed(1)} / ${r.externalKibPerStream.toFixed(1)}`.padStart(14)}  ${r.redisPerStreamSecond?.toFixed(3) ?? '–'}`,
     );
   }
 }

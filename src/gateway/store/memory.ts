@@ -1,5 +1,5 @@
+import { idKey } from '../../lib/id-key';
 import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
-import { parseResultWindow } from './result-windows';
 import type { ResultWindow } from './result-windows';
 import type {
   FeedbackAdd,
@@ -31,6 +31,7 @@ export class MemoryStore implements Store {
 
   constructor(opts: { clock?: Pick<Clock, 'now'> } = {}) {
     this.clock = opts.clock ?? realClock;
+    this.windowEpochMs = this.clock.now();
   }
   private readonly sessions = new Map<string, SessionRecord>();
   private readonly expiries = new Map<string, LongTimer>();
@@ -297,9 +298,14 @@ export class MemoryStore implements Store {
     return [...this.hashes.keys()].filter((k) => k.startsWith(prefix));
   }
 
-  // ── Result windows (reinfer). Entries go in time order with one configured TTL, so a sweep from
-  // the oldest stops at the first live one; `get` checks expiry itself.
-  private readonly windows = new Map<string, { text: string; expiresAtMs: number }>();
+  // ── Result windows (reinfer): one per delivered result for `resultWindowSeconds`, so a stream
+  // holds hundreds at once and each is kept small: what a stream's windows share (stream, account,
+  // mode, fps) is one counted `WindowShape`, an entry keeps its numbers, its expiry as an offset from
+  // `windowEpochMs` (a small integer V8 stores inline), its key the result id's `idKey`. Entries go in time order with one configured
+  // TTL, so a sweep from the oldest stops at the first live one; `get` checks expiry itself.
+  private readonly windows = new Map<string, StoredWindow>();
+  private readonly windowShapes = new Map<string, WindowShape>();
+  private readonly windowEpochMs: number;
   private nextWindowSweepMs = 0;
 
   async putResultWindow(resultId: string, window: ResultWindow, ttlMs: number): Promise<void> {
@@ -307,23 +313,39 @@ export class MemoryStore implements Store {
     if (now >= this.nextWindowSweepMs) {
       this.nextWindowSweepMs = now + 1000;
       for (const [id, w] of this.windows) {
-        if (w.expiresAtMs > now) break;
-        this.windows.delete(id);
+        if (w.expiresAt + this.windowEpochMs > now) break;
+        this.dropWindow(id, w);
       }
     }
-    this.windows.delete(resultId);
-    // Stored as text, as in Redis: a caller never holds the store's own object.
-    this.windows.set(resultId, { text: JSON.stringify(window), expiresAtMs: now + ttlMs });
+    const key = idKey(resultId);
+    const known = this.windows.get(key);
+    if (known) this.dropWindow(key, known);
+    const shapeKey = `${window.streamId}\0${window.accountId}\0${window.mode}\0${window.maxFps}`;
+    let shape = this.windowShapes.get(shapeKey);
+    if (!shape) {
+      shape = { key: shapeKey, streamId: window.streamId, accountId: window.accountId, mode: window.mode, maxFps: window.maxFps, refs: 0 };
+      this.windowShapes.set(shapeKey, shape);
+    }
+    shape.refs++;
+    this.windows.set(key, { shape, startMs: window.startMs, endMs: window.endMs, expiresAt: now + ttlMs - this.windowEpochMs });
   }
 
   async getResultWindow(resultId: string): Promise<ResultWindow | undefined> {
-    const w = this.windows.get(resultId);
+    const key = idKey(resultId);
+    const w = this.windows.get(key);
     if (!w) return undefined;
-    if (w.expiresAtMs <= this.clock.now()) {
-      this.windows.delete(resultId);
+    if (w.expiresAt + this.windowEpochMs <= this.clock.now()) {
+      this.dropWindow(key, w);
       return undefined;
     }
-    return parseResultWindow(w.text);
+    // A copy, as Redis answers one: a caller never holds the store's own objects.
+    const { streamId, accountId, mode, maxFps } = w.shape;
+    return { streamId, accountId, mode, startMs: w.startMs, endMs: w.endMs, maxFps };
+  }
+
+  private dropWindow(key: string, w: StoredWindow): void {
+    this.windows.delete(key);
+    if (--w.shape.refs === 0) this.windowShapes.delete(w.shape.key);
   }
 
   async ready(): Promise<boolean> {
@@ -335,5 +357,24 @@ export class MemoryStore implements Store {
     this.expiries.clear();
     this.channels.clear();
     this.windows.clear();
+    this.windowShapes.clear();
   }
+}
+
+/** What the result windows of one stream share, with the number of stored windows that use it. */
+interface WindowShape {
+  readonly key: string;
+  readonly streamId: string;
+  readonly accountId: string;
+  readonly mode: ResultWindow['mode'];
+  readonly maxFps: number;
+  refs: number;
+}
+
+/** One stored result window: its shape, where it lies on the stream clock, when it expires (ms after `windowEpochMs`). */
+interface StoredWindow {
+  readonly shape: WindowShape;
+  readonly startMs: number;
+  readonly endMs: number;
+  readonly expiresAt: number;
 }

@@ -16,6 +16,26 @@ import { deadline, sleep } from '../../helpers/time';
 const clip: ResultWindow = { streamId: 's-1', accountId: 'acct-a', mode: 'clip', startMs: 1500, endMs: 2500, maxFps: 2 };
 const frame: ResultWindow = { streamId: 's-2', accountId: 'acct-a', mode: 'frame', startMs: 900, endMs: 900, maxFps: 0 };
 
+test('MemoryStore: a UUID result id and any other id stay apart; windows of one stream share one shape until the last goes', async () => {
+  const clock = new FakeClock();
+  const store = new MemoryStore({ clock });
+  const uuid = '0a1b2c3d-4e5f-8a6b-9c7d-8e9f0a1b2c3d';
+  // The UUID's 16 bytes as latin1 text: what a packed key looks like, as a plain id.
+  const lookalike = Buffer.from(uuid.replace(/-/g, ''), 'hex').toString('latin1');
+  await store.putResultWindow(uuid, clip, 10_000);
+  await store.putResultWindow(uuid.toUpperCase(), frame, 10_000);
+  expect(await store.getResultWindow(uuid)).toEqual(clip);
+  expect(await store.getResultWindow(lookalike)).toBeUndefined();
+  expect(await store.getResultWindow(uuid.toUpperCase())).toEqual(frame);
+  await store.putResultWindow('r-2', { ...clip, startMs: 2500, endMs: 3500 }, 10_000);
+  const shapes = (store as unknown as { windowShapes: Map<string, unknown> }).windowShapes;
+  expect(shapes.size).toBe(2);
+  clock.advance(10_000);
+  await store.putResultWindow('r-3', frame, 10_000);
+  expect(shapes.size).toBe(1);
+  await store.close();
+});
+
 test('MemoryStore: read back as written, not the same object; gone after its TTL (and swept on a later put)', async () => {
   const clock = new FakeClock();
   const store = new MemoryStore({ clock });

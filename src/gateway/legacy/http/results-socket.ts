@@ -4,6 +4,7 @@ import { WebSocketServer } from 'ws';
 import type WebSocket from 'ws';
 import type { LegacyConfig } from '../../../config';
 import type { ClientAddress } from '../../../lib/client-address';
+import { idKey } from '../../../lib/id-key';
 import type { Logger } from '../../../lib/logger';
 import { ATTR, inSpanSync, tracingOn } from '../../../lib/spans';
 import type { TraceIds } from '../../../lib/spans';
@@ -59,7 +60,7 @@ interface StreamSockets {
   subscribed: Promise<Unsubscribe>;
   /** The stream's create, which fan-out spans link to. */
   readonly ids?: TraceIds;
-  /** The last result ids delivered here, oldest first (`RECENT_RESULTS` at most). */
+  /** The `idKey`s of the last results delivered here, oldest first (`RECENT_RESULTS` at most). */
   readonly recent: string[];
 }
 
@@ -70,10 +71,11 @@ interface StreamSockets {
  */
 const RECENT_RESULTS = 16;
 
-/** True the first time `id` is seen by `group` (remembered), false for a repeat. */
+/** True the first time `id` is seen by `group` (remembered as its `idKey`: the id is a slice of the whole message), false for a repeat. */
 function firstDelivery(group: StreamSockets, id: string): boolean {
-  if (group.recent.includes(id)) return false;
-  group.recent.push(id);
+  const key = idKey(id);
+  if (group.recent.includes(key)) return false;
+  group.recent.push(key);
   if (group.recent.length > RECENT_RESULTS) group.recent.shift();
   return true;
 }

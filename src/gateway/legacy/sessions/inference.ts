@@ -3,6 +3,7 @@
  * fallbacks, inside a cadence-tied budget), published as one legacy result. Upstream answers that
  * end the stream (402, a gone stream) go to the end path, the commit's answer to the record upkeep.
  */
+import { childAbort } from '../../../lib/abort';
 import { ATTR, inSpan } from '../../../lib/spans';
 import type { Span } from '../../../lib/spans';
 import type { Clock } from '../../../lib/timers';
@@ -180,12 +181,19 @@ export class TickInference {
     const f = this.deps.cfg.upstreamFailures;
     const interval = record.spec.intervalMs;
     const attemptMs = Math.min(Math.max(1000, interval * f.attemptTimeoutIntervals), DEFAULT_TIMEOUTS.headersMs);
-    const deadline = new AbortController();
+    const tick = childAbort(signal);
     const timer = this.clock.setTimeout(
-      () => deadline.abort(new UpstreamError({ kind: 'timeout', status: 504, message: 'tick deadline passed' })),
+      () => tick.abort(new UpstreamError({ kind: 'timeout', status: 504, message: 'tick deadline passed' })),
       Math.max(2000, interval * f.tickDeadlineIntervals),
     );
-    return { signal: AbortSignal.any([signal, deadline.signal]), attemptMs, done: () => this.clock.clearTimeout(timer) };
+    return {
+      signal: tick.signal,
+      attemptMs,
+      done: () => {
+        this.clock.clearTimeout(timer);
+        tick.done();
+      },
+    };
   }
 }
 
