@@ -18,7 +18,7 @@ import { createStream, startFleet } from './fleet';
 import type { Fleet, Replica } from './fleet';
 import { connectResults } from './results-socket';
 import type { ResultsSocket } from './results-socket';
-import { startFaultProxy } from './fault-proxy';
+import { proxyInFront } from './fault-proxy';
 import type { FaultProxy } from './fault-proxy';
 import { sleep } from './time';
 import { quantile } from './util';
@@ -364,17 +364,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   let cleaning = false;
   // Each replica (replacements too) reaches the upstream, and plain Redis, through proxies of its own.
   const proxies = new Map<string, { redis?: FaultProxy; upstream: FaultProxy }>();
-  const via = async (url: string) => {
-    const u = new URL(url);
-    const proxy = await startFaultProxy({ host: u.hostname, port: Number(u.port) });
-    return { proxy, url: `${u.protocol}//127.0.0.1:${proxy.port}` };
-  };
   const fleet: Fleet = await startFleet({
     main: opts.main,
     store,
     replicaEnv: async (id, { redisUrl, upstreamUrl }): Promise<Record<string, string>> => {
-      const upstream = await via(upstreamUrl);
-      const redis = store === 'redis' ? await via(redisUrl!) : undefined;
+      const upstream = await proxyInFront(upstreamUrl);
+      const redis = store === 'redis' ? await proxyInFront(redisUrl!) : undefined;
       proxies.set(id, { redis: redis?.proxy, upstream: upstream.proxy });
       return { REDIS_URL: redis?.url ?? redisUrl!, UPSTREAM_URL: upstream.url };
     },

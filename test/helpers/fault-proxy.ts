@@ -89,3 +89,10 @@ export async function startFaultProxy(target: { host?: string; port: number }): 
     },
   };
 }
+
+/** A fault proxy in front of `url` (a `redis://` or `http://` address), and the same URL through it. */
+export async function proxyInFront(url: string): Promise<{ proxy: FaultProxy; url: string }> {
+  const u = new URL(url);
+  const proxy = await startFaultProxy({ host: u.hostname, port: Number(u.port) });
+  return { proxy, url: `${u.protocol}//127.0.0.1:${proxy.port}` };
+}

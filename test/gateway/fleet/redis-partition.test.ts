@@ -5,7 +5,7 @@
  * owned go on under A or B, and nothing ends. Healed: C's sockets receive results again, with no
  * result id twice.
  */
-import { startFaultProxy } from '../../helpers/fault-proxy';
+import { proxyInFront } from '../../helpers/fault-proxy';
 import type { FaultProxy } from '../../helpers/fault-proxy';
 import { duplicateIds } from '../../helpers/fleet';
 import { openResults } from '../../helpers/results-socket';
@@ -17,9 +17,9 @@ const fleet = useFleet({
   env: { LEGACY_LEASE_TTL_SECONDS: '10' },
   replicaEnv: async (id, { redisUrl }): Promise<Record<string, string>> => {
     if (id !== 'C' || !redisUrl) return {};
-    const target = new URL(redisUrl);
-    proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
-    return { REDIS_URL: `redis://127.0.0.1:${proxy.port}` };
+    const through = await proxyInFront(redisUrl);
+    proxy = through.proxy;
+    return { REDIS_URL: through.url };
   },
 });
 afterAll(() => proxy?.close());

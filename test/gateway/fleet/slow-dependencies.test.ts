@@ -5,7 +5,7 @@
  * queued; no stream ends, no socket closes, results keep coming, memory stays bounded, and after the
  * slowness the streams run at their interval again.
  */
-import { startFaultProxy } from '../../helpers/fault-proxy';
+import { proxyInFront } from '../../helpers/fault-proxy';
 import type { FaultProxy } from '../../helpers/fault-proxy';
 import { duplicateIds } from '../../helpers/fleet';
 import { openResults } from '../../helpers/results-socket';
@@ -17,10 +17,9 @@ const fleet = useFleet({
   env: { LEGACY_LEASE_TTL_SECONDS: '30' },
   replicaEnv: async (_id, { redisUrl, upstreamUrl }): Promise<Record<string, string>> => {
     const via = async (url: string) => {
-      const u = new URL(url);
-      const p = await startFaultProxy({ host: u.hostname, port: Number(u.port) });
-      proxies.push(p);
-      return `${u.protocol}//127.0.0.1:${p.port}`;
+      const { proxy, url: through } = await proxyInFront(url);
+      proxies.push(proxy);
+      return through;
     };
     return { REDIS_URL: await via(redisUrl!), UPSTREAM_URL: await via(upstreamUrl) };
   },

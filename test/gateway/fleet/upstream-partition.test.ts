@@ -5,7 +5,7 @@
  * socket closes, no result id arrives twice. Healed: once the probe answers and no tick has failed
  * for the recovery time, C withdraws the mark and is a target again.
  */
-import { startFaultProxy } from '../../helpers/fault-proxy';
+import { proxyInFront } from '../../helpers/fault-proxy';
 import type { FaultProxy } from '../../helpers/fault-proxy';
 import { duplicateIds } from '../../helpers/fleet';
 import { openResults } from '../../helpers/results-socket';
@@ -19,9 +19,9 @@ const fleet = useFleet({
   config: { telemetry: { upstreamProbeMs: 1000 } },
   replicaEnv: async (id, { upstreamUrl }): Promise<Record<string, string>> => {
     if (id !== 'C') return {};
-    const target = new URL(upstreamUrl);
-    proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
-    return { UPSTREAM_URL: `http://127.0.0.1:${proxy.port}` };
+    const through = await proxyInFront(upstreamUrl);
+    proxy = through.proxy;
+    return { UPSTREAM_URL: through.url };
   },
 });
 afterAll(() => proxy?.close());

@@ -152,15 +152,14 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     return this.guard('sessionsOf', async () => {
       const key = this.key.owned(replica);
       const indexed = await this.redis.smembers(key);
+      const trusted = vouched ? indexed.filter((id) => vouched.has(id)) : [];
       const ids = vouched ? indexed.filter((id) => !vouched.has(id)) : indexed;
-      const kept = indexed.length - ids.length;
-      if (!ids.length) return kept ? indexed : [];
+      if (!ids.length) return trusted;
       const owner = JSON.stringify(replica);
       const rows = await Promise.all(ids.map((id) => this.redis.hmget(this.key.session(id), 'state', 'owner')));
       const ended = ids.filter((_, i) => rows[i][0] === '"ended"');
       if (ended.length) await this.redis.srem(key, ...ended);
-      const owned = ids.filter((_, i) => rows[i][0] === '"active"' && rows[i][1] === owner);
-      return kept ? [...indexed.filter((id) => vouched!.has(id)), ...owned] : owned;
+      return [...trusted, ...ids.filter((_, i) => rows[i][0] === '"active"' && rows[i][1] === owner)];
     });
   }
 
