@@ -351,7 +351,7 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
       console.log(
         `  Redis commands         ${redisPerStreamSecond.toFixed(3)} per stream-second (${(total / wall).toFixed(0)}/s; script inner calls included)`,
       );
-      console.log(`    by command           ${perSecond(cmds, streamSeconds)}`);
+      console.log(`    by command           ${perSecond(cmds, streamSeconds, 16)}`);
     }
     const pct = (ms: number) => `${(ms / 10 / wall).toFixed(0)} %`;
     console.log(

@@ -121,7 +121,10 @@ async function openStore(cfg: Config, logger: Logger) {
   if (!cfg.store.redisUrl) return undefined;
   const { RedisStore, RedisStoreError } = await import('./gateway/store/redis');
   try {
-    const store = await RedisStore.connect(cfg.store.redisUrl, { logger: logger.child({ component: 'redis' }) });
+    const store = await RedisStore.connect(cfg.store.redisUrl, {
+      logger: logger.child({ component: 'redis' }),
+      resultWindows: { maxTtlMs: cfg.legacy.resultWindowSeconds * 1000 },
+    });
     logger.info({ gatewayId: cfg.store.gatewayId }, 'redis store connected');
     return store;
   } catch (err) {

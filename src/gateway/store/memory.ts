@@ -168,7 +168,6 @@ export class MemoryStore implements Store {
       s.lastInferenceMs = Math.max(0, Math.round(c.outcome.inferenceMs));
     }
     await this.publish(c.channel, c.message);
-    if (c.window) await this.putResultWindow(c.window.resultId, c.window.window, c.window.ttlMs);
     return { ok: true, promptRev: s.promptRev };
   }
 

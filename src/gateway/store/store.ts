@@ -5,7 +5,7 @@
  * memory so callers are already written for a networked store.
  */
 import { ServiceError } from '../../lib/errors';
-import type { ResultWindow, ResultWindows } from './result-windows';
+import type { ResultWindows } from './result-windows';
 
 /**
  * A store call failed (Redis unreachable, a command timed out, Redis refused the write): the caller
@@ -112,8 +112,6 @@ export interface TickCommitInput {
   message: string;
   /** The result's outcome, counted into the record's inference figures (absent: not counted). */
   outcome?: { ok: boolean; inferenceMs: number };
-  /** The result's window for reinfer, kept with the commit (`putResultWindow`'s arguments); absent: none known yet. */
-  window?: { resultId: string; window: ResultWindow; ttlMs: number };
 }
 
 /** The fleet fields of a record nobody owns yet (tests and tools build records from these). */

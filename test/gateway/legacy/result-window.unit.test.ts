@@ -37,20 +37,16 @@ function setup(reads: { rttMs: number; streamMs: number; state?: 'active' | 'end
   return { clock, store, recorder, session, calls: () => calls };
 }
 
+/** The window of a clip result sent 200 ms before a 10 ms anchor read that answered stream time 5000. */
+const FIRST_CLIP = { streamId: 's1', accountId: 'acct', mode: 'clip', startMs: 3795, endMs: 4795, maxFps: 4 };
+
 test("clip: the window ends at the stream clock of the send time, from the read round trip's midpoint", async () => {
   const t = setup([{ rttMs: 10, streamMs: 5000 }]);
   const s = t.session();
   const sentAt = t.clock.now() - 200;
   // The read starts now, answers 10 ms later: stream time 5000 at local now + 5.
   await t.recorder.record(s, 'r1', sentAt);
-  expect(await t.store.getResultWindow('r1')).toEqual({
-    streamId: 's1',
-    accountId: 'acct',
-    mode: 'clip',
-    startMs: 3795,
-    endMs: 4795,
-    maxFps: 4,
-  });
+  expect(await t.store.getResultWindow('r1')).toEqual(FIRST_CLIP);
   // Later results use the same anchor: no second read.
   await t.recorder.record(s, 'r2', t.clock.now() + 500);
   expect(await t.store.getResultWindow('r2')).toMatchObject({ startMs: 4505, endMs: 5505 });
@@ -112,22 +108,19 @@ test('no window before the first frame or once the stream ended; a failed read r
   expect(await failing.store.getResultWindow('r1')).toBeUndefined();
 });
 
-test('prepare starts the read; windowOf has no window until the anchor arrives, then the one record would write', async () => {
+test('prepare starts the read once however often a tick asks; the window recorded after the commit uses that anchor', async () => {
   const t = setup([{ rttMs: 10, streamMs: 5000 }]);
   const s = t.session();
   const sentAt = t.clock.now() - 200;
-  expect(t.recorder.windowOf(s, 'r1', sentAt)).toBeUndefined();
   t.recorder.prepare(s);
   t.recorder.prepare(s);
   await Promise.resolve();
   await Promise.resolve();
   expect(t.calls()).toBe(1);
-  expect(t.recorder.windowOf(s, 'r1', sentAt)).toEqual({
-    resultId: 'r1',
-    ttlMs: 600_000,
-    window: { streamId: 's1', accountId: 'acct', mode: 'clip', startMs: 3795, endMs: 4795, maxFps: 4 },
-  });
   expect(await t.store.getResultWindow('r1')).toBeUndefined();
+  await t.recorder.record(s, 'r1', sentAt);
+  expect(t.calls()).toBe(1);
+  expect(await t.store.getResultWindow('r1')).toEqual(FIRST_CLIP);
 });
 
 test('a background read that fails is logged, not an unhandled rejection, and the next tick reads again', async () => {
@@ -147,12 +140,12 @@ test('a background read that fails is logged, not an unhandled rejection, and th
     t.recorder.prepare(s);
     await new Promise((r) => setImmediate(r));
     expect(lines).toEqual(['stream clock not read for result windows']);
-    expect(t.recorder.windowOf(s, 'r1', t.clock.now())).toBeUndefined();
     deps.upstream.getStream = real;
     t.recorder.prepare(s);
     await new Promise((r) => setImmediate(r));
     // Stream time 700 at the middle of the 1 ms read; the result was sent at its end: 700.5 → 701.
-    expect(t.recorder.windowOf(s, 'r1', t.clock.now())).toMatchObject({ window: { endMs: 701 } });
+    await t.recorder.record(s, 'r1', t.clock.now());
+    expect(await t.store.getResultWindow('r1')).toMatchObject({ endMs: 701 });
   } finally {
     process.off('unhandledRejection', onUnhandled);
   }

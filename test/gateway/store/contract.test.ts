@@ -488,30 +488,6 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await store.getSession('absent')).toBeUndefined();
     });
 
-    test('commitTick with a window: the window is read back by its result id from another connection; a refused commit writes none', async () => {
-      const peer = (await replicas(2))[1]!;
-      await store.putSession(owned('w-1', 'gw-a'));
-      const window = { streamId: 'w-1', accountId: 'acct-1', mode: 'clip' as const, startMs: 1000, endMs: 2000, maxFps: 2 };
-      const commit = (tick: number, resultId: string, owner = 'gw-a') =>
-        store.commitTick('w-1', {
-          owner,
-          epoch: 1,
-          tick,
-          costMicrocents: 0,
-          channel: 'results:w-1',
-          message: 'r',
-          window: { resultId, window: { ...window, endMs: 2000 + tick }, ttlMs: 60_000 },
-        });
-      expect(await commit(0, 'res-0')).toEqual({ ok: true, promptRev: 0 });
-      expect(await peer.getResultWindow('res-0')).toEqual(window);
-      expect(await commit(0, 'res-0-again')).toEqual({ ok: false, reason: 'duplicate' });
-      expect(await commit(1, 'res-fenced', 'gw-b')).toEqual({ ok: false, reason: 'fenced' });
-      expect(await peer.getResultWindow('res-0-again')).toBeUndefined();
-      expect(await peer.getResultWindow('res-fenced')).toBeUndefined();
-      expect(await commit(1, 'res-1')).toEqual({ ok: true, promptRev: 0 });
-      expect(await peer.getResultWindow('res-1')).toEqual({ ...window, endMs: 2001 });
-    });
-
     test('setPrompt bumps promptRev, and the next commitTick answers it', async () => {
       const [, other] = await replicas(2);
       await store.putSession(owned('p-1', 'gw-a'));

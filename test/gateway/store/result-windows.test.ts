@@ -1,7 +1,8 @@
 /**
  * The result-window role of the store (reinfer): what one connection writes, another reads by the
  * result id alone (a second replica); each entry goes after its TTL; a later put replaces; an
- * unreadable stored value is no window. The same from MemoryStore and RedisStore.
+ * unreadable stored value is no window. The same from MemoryStore and RedisStore; RedisStore writes
+ * behind (a flush's windows in one command per shard), so its writer reads its own at once.
  */
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { RedisStore } from '../../../src/gateway/store/redis';
@@ -62,14 +63,26 @@ describe('RedisStore', () => {
   let redis: RedisServer;
   let a: Store;
   let b: Store;
+  const flushMs = 50;
   beforeAll(async () => {
     redis = await startRedis();
-    [a, b] = await Promise.all([RedisStore.connect(redis.url, { prefix: 'rw:' }), RedisStore.connect(redis.url, { prefix: 'rw:' })]);
+    [a, b] = await Promise.all([
+      RedisStore.connect(redis.url, { prefix: 'rw:', resultWindows: { flushMs } }),
+      RedisStore.connect(redis.url, { prefix: 'rw:', resultWindows: { flushMs } }),
+    ]);
   }, 30_000);
   afterAll(async () => {
     await Promise.all([a?.close(), b?.close()]);
     await redis?.stop();
   });
+
+  /** Commands Redis executed since the last CONFIG RESETSTAT, by name. */
+  async function commandStats(): Promise<Record<string, number>> {
+    const info = await redis.command('INFO', 'commandstats');
+    const out: Record<string, number> = {};
+    for (const m of info.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) out[m[1]!] = Number(m[2]);
+    return out;
+  }
 
   test('written on one connection, read on another by the result id; a later put replaces; expires', async () => {
     await a.putResultWindow('r1', clip, 60_000);
@@ -85,6 +98,39 @@ describe('RedisStore', () => {
       10_000,
       'the window expired',
     );
+  });
+
+  test('a second of windows is one HSET and one PEXPIREAT per shard, not a command per result', async () => {
+    await redis.command('CONFIG', 'RESETSTAT');
+    const ids = Array.from({ length: 200 }, (_, i) => `${(i % 16).toString(16)}${i}-result`);
+    await Promise.all(ids.map((id, i) => a.putResultWindow(id, { ...clip, endMs: 2500 + i }, 60_000)));
+    const stats = await commandStats();
+    expect(stats.hset).toBe(4);
+    expect(stats.pexpireat).toBe(4);
+    expect(await b.getResultWindow(ids[137]!)).toEqual({ ...clip, endMs: 2637 });
+  });
+
+  test('the writing replica reads its windows before they are written; another replica once they are (at the latest when the writer closes)', async () => {
+    const slow = await RedisStore.connect(redis.url, { prefix: 'rw:', resultWindows: { flushMs: 600_000 } });
+    const put = slow.putResultWindow('pending-1', clip, 60_000);
+    expect(await slow.getResultWindow('pending-1')).toEqual(clip);
+    expect(await b.getResultWindow('pending-1')).toBeUndefined();
+    await slow.close();
+    await expect(put).resolves.toBeUndefined();
+    expect(await b.getResultWindow('pending-1')).toEqual(clip);
+  });
+
+  test('a write Redis refuses rejects the puts it carried; the next write goes through', async () => {
+    await redis.command('CONFIG', 'SET', 'maxmemory', '1');
+    await redis.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+    try {
+      await expect(a.putResultWindow('refused', clip, 60_000)).rejects.toThrow();
+    } finally {
+      await redis.command('CONFIG', 'SET', 'maxmemory', '0');
+    }
+    expect(await b.getResultWindow('refused')).toBeUndefined();
+    await a.putResultWindow('accepted', clip, 60_000);
+    expect(await b.getResultWindow('accepted')).toEqual(clip);
   });
 });
 

@@ -145,7 +145,6 @@ export class TickInference {
     });
     span?.setAttribute(ATTR.resultId, result.id);
     if (stream.stopping) return outcome('stopped');
-    const window = sentAtMs === undefined ? undefined : this.windows.windowOf(stream, result.id, sentAtMs);
     const commit = await store.commitTick(record.streamId, {
       owner: this.deps.replicaId,
       epoch: record.epoch,
@@ -154,12 +153,11 @@ export class TickInference {
       channel: resultsChannel(record.streamId),
       message: resultEnvelope(JSON.stringify(result)),
       outcome: { ok: result.ok, inferenceMs },
-      window,
     });
     this.sync.onCommit(stream, tick.n, commit);
     outcome(commit.ok ? (result.ok ? 'ok' : 'error') : commit.reason);
     if (!commit.ok) return;
-    if (sentAtMs !== undefined && !window) void this.windows.record(stream, result.id, sentAtMs);
+    if (sentAtMs !== undefined) void this.windows.record(stream, result.id, sentAtMs);
     observer?.inference?.({
       keyHash: record.keyHash,
       model,

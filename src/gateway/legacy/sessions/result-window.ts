@@ -14,10 +14,11 @@
  * round trip is replaced by a better one later (at most every `REANCHOR_MS`, `REANCHOR_TRIES` times:
  * a link that is never faster is not read again and again).
  *
- * The window goes with the result's commit (`windowOf`, one round trip on one Redis). The anchor is
- * asked for when a tick starts, so it is usually there by the commit; when it is not (a stream's
- * first tick here), the window is written once the anchor arrives (`record`). Neither holds a tick
- * up: a failure is logged and the result stays un-re-runnable (reinfer answers 404).
+ * The window is put once the result is committed (`record`); the store may write it a moment later
+ * (the Redis store gathers a second's windows into one write per shard). The anchor is asked for when
+ * a tick starts, so it is usually there by the commit; when it is not (a stream's first tick here),
+ * the window is put once the anchor arrives. Neither holds a tick up: a failure is logged and the
+ * result stays un-re-runnable (reinfer answers 404).
  */
 import type { Clock } from '../../../lib/timers';
 import type { ResultWindow } from '../../store/result-windows';
@@ -58,23 +59,13 @@ export class ResultWindowRecorder {
     this.refresh(stream);
   }
 
-  /**
-   * The window of `stream`'s result whose completion was sent at `sentAtMs`, for its commit
-   * (`ttlMs` included); undefined until the stream has an anchor.
-   */
-  windowOf(stream: LiveStream, resultId: string, sentAtMs: number): { resultId: string; window: ResultWindow; ttlMs: number } | undefined {
-    const anchor = this.anchors.get(stream)?.best;
-    if (!anchor) return undefined;
-    return { resultId, window: windowAt(stream.record, anchor.streamMs + (sentAtMs - anchor.localMs)), ttlMs: this.ttlMs };
-  }
-
   private get ttlMs(): number {
     return this.deps.cfg.resultWindowSeconds * 1000;
   }
 
   /**
    * Records the window of result `resultId` of `stream`, whose completion was sent at `sentAtMs`
-   * (this process's clock), once its anchor is known: for a result committed without one. Never throws.
+   * (this process's clock), once its anchor is known (after the result's commit). Never throws.
    */
   async record(stream: LiveStream, resultId: string, sentAtMs: number): Promise<void> {
     try {

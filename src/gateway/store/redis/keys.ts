@@ -15,7 +15,9 @@
  *   P draining                 SET    replica ids draining (no handover or failover targets).
  *   P impaired                 SET    replica ids that cannot reach the upstream (no handover or failover targets).
  *   P once:{key}               STRING claimOnce marker (SET NX PX).
- *   P rw:{resultId}            STRING a result's window (ResultWindow JSON) for reinfer, PX = its TTL.
+ *   P rw:{rw<shard>}:<bucket>  HASH   result id → its window for reinfer (ResultWindow JSON with its own
+ *                                     expiry): the windows written in one 15 s bucket whose result id falls
+ *                                     in the shard (4); PEXPIREAT = the bucket's end plus their TTL.
  *   P fb:{acct}                ZSET   feedback seq (member = score), the account's entries oldest first.
  *   P fbe:{acct}               HASH   seq → FeedbackRecord JSON.
  *   P fbn:{acct}               HASH   streamId → entries of that stream (the per-stream cap).
@@ -76,8 +78,9 @@ export class RedisKeys {
     return `${this.prefix}once:{${key}}`;
   }
 
-  resultWindow(resultId: string): string {
-    return `${this.prefix}rw:{${resultId}}`;
+  /** A bucket's hash of one shard's result windows; a shard's buckets share one hash tag. */
+  resultWindows(shard: number, bucket: number): string {
+    return `${this.prefix}rw:{rw${shard}}:${bucket}`;
   }
 
   /** An account's feedback keys in the order the feedback scripts take them: fb, fbe, fbn, fbprune, fbseq. */

@@ -17,6 +17,7 @@ import { RedisFeedback } from './feedback';
 import { DEFAULT_PREFIX, RedisKeys } from './keys';
 import { RedisMembership } from './membership';
 import { RedisResultWindows } from './result-windows';
+import type { ResultWindowOptions } from './result-windows';
 import { RedisContext } from './role';
 import { RedisSessions } from './sessions';
 import { RedisSlots } from './slots';
@@ -24,6 +25,8 @@ import { RedisSlots } from './slots';
 export interface RedisStoreOptions extends ConnectOptions {
   /** Key and channel prefix (tests use one per store so stores on one server do not meet). */
   prefix?: string;
+  /** Reinfer's result windows: their longest TTL (`legacy.resultWindowSeconds`) and how long they wait to be written. */
+  resultWindows?: ResultWindowOptions;
 }
 
 export class RedisStore implements Store {
@@ -46,7 +49,7 @@ export class RedisStore implements Store {
     this.feedback = new RedisFeedback(context);
     this.broker = new RedisBroker(context, connections.sub);
     this.counters = new RedisCounters(context);
-    this.windows = new RedisResultWindows(context);
+    this.windows = new RedisResultWindows(context, opts.resultWindows);
   }
 
   /** Connects (./connection.ts); throws RedisStoreError naming what to fix. */
@@ -101,6 +104,7 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    await this.windows.flushNow();
     this.broker.clear();
     await closeConnections(this.connections);
   }

@@ -89,11 +89,9 @@ return redis.call('HGETALL', KEYS[1])`;
  * ARGV owner (JSON), epoch, tick, cost, channel, message, outcome ('ok', 'failed' or '' for none),
  * inference ms. The fenced tick: checks, lastTick, cost, the outcome's counters and the publish in
  * one script (one HMGET, one HSET, one PUBLISH), so a result is published at most once per (stream,
- * tick) and never by a fenced owner. {1, promptRev} or {0, reason}. `withWindow`: also KEYS[2] the
- * result's window key, ARGV window (JSON), TTL ms: the window is written with the commit it belongs
- * to, in the same round trip (one SET more).
+ * tick) and never by a fenced owner. {1, promptRev} or {0, reason}.
  */
-const commitTick = (withWindow: boolean) => `${COST_FIELD}
+const COMMIT_TICK = `${COST_FIELD}
 local v = redis.call('HMGET', KEYS[1], 'state', 'owner', 'epoch', 'lastTick', 'promptRev', 'costMicrocents', 'inferencesCompleted', 'inferencesFailed')
 if not v[1] then return {0, 'missing'} end
 if v[1] ~= '"active"' then return {0, 'ended'} end
@@ -108,7 +106,6 @@ else
   redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', cost)
 end
 redis.call('PUBLISH', ARGV[5], ARGV[6])
-${withWindow ? `redis.call('SET', KEYS[2], ARGV[9], 'PX', ARGV[10])` : ''}
 return {1, v[5] or '0'}`;
 
 /** KEYS[1] session hash; ARGV field, value pairs. 1 when written, 0 when the hash exists. */
@@ -223,8 +220,7 @@ const SCRIPTS = {
   setPromptLua: [SET_PROMPT, 1],
   addCostLua: [ADD_COST, 1],
   claimLua: [CLAIM, 1],
-  commitTickLua: [commitTick(false), 1],
-  commitTickWindowLua: [commitTick(true), 2],
+  commitTickLua: [COMMIT_TICK, 1],
   publishFromLua: [PUBLISH_FROM, 1],
   heartbeatLua: [HEARTBEAT, 1],
   membersLua: [MEMBERS, 1],

@@ -112,31 +112,23 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     });
   }
 
-  /**
-   * One EVALSHA (one round trip): the fence, lastTick, the cost, the PUBLISH and the result's window
-   * in one script. On a Cluster the window's key lies in another slot than the record's, so it is
-   * written by a second call once the commit passed.
-   */
+  /** One EVALSHA (one round trip): the fence, lastTick, the cost and the PUBLISH in one script. */
   async commitTick(streamId: string, c: TickCommitInput): Promise<TickCommit> {
     return this.guard('commitTick', async () => {
       const outcome = c.outcome ? (c.outcome.ok ? 'ok' : 'failed') : '';
       const ms = c.outcome ? String(Math.max(0, Math.round(c.outcome.inferenceMs))) : '0';
-      const args = [JSON.stringify(c.owner), c.epoch, c.tick, c.costMicrocents, this.key.channel(c.channel), c.message, outcome, ms];
-      const w = c.window;
-      const inOneScript = w !== undefined && !this.redis.isCluster;
-      const [ok, value] = (
-        inOneScript
-          ? await this.redis.commitTickWindowLua(
-              this.key.session(streamId),
-              this.key.resultWindow(w.resultId),
-              ...args,
-              JSON.stringify(w.window),
-              windowTtl(w.ttlMs),
-            )
-          : await this.redis.commitTickLua(this.key.session(streamId), ...args)
-      ) as [number, string];
+      const [ok, value] = (await this.redis.commitTickLua(
+        this.key.session(streamId),
+        JSON.stringify(c.owner),
+        c.epoch,
+        c.tick,
+        c.costMicrocents,
+        this.key.channel(c.channel),
+        c.message,
+        outcome,
+        ms,
+      )) as [number, string];
       if (ok !== 1) return { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
-      if (w && !inOneScript) await this.redis.set(this.key.resultWindow(w.resultId), JSON.stringify(w.window), 'PX', windowTtl(w.ttlMs));
       return { ok: true, promptRev: JSON.parse(value) as number };
     });
   }
@@ -176,11 +168,6 @@ export class RedisSessions extends RedisRole implements SessionRecords {
       );
     });
   }
-}
-
-/** A window's TTL as Redis takes it (whole milliseconds, at least 1). */
-export function windowTtl(ttlMs: number): number {
-  return Math.max(1, Math.round(ttlMs));
 }
 
 /** A record as hash fields, each value JSON (an undefined field is not written). */
