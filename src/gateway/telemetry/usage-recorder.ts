@@ -20,8 +20,12 @@ import { LRUCache } from 'lru-cache';
 
 /** Keys whose per-process write state (last pruned day, families seen) is remembered. */
 const MEMO_KEYS = 10_000;
-/** Counter writes are summed in process and written at most this often (or at this many pending hashes). */
-const FLUSH_MS = 1_000;
+/**
+ * Counter writes are summed in process and written at most this often (or at this many pending
+ * hashes): what a crash loses, and what the counters cost the store (a flush reads and writes each
+ * hash it names, and a replica names every key it served since the last one).
+ */
+const FLUSH_MS = 5_000;
 const PENDING_HASHES = 1_000;
 /** While the store refuses flushes, counters are kept for the next one, up to this many hashes. */
 const RETAINED_HASHES = 20_000;

@@ -658,6 +658,23 @@ test('the Cluster run is a real one: sessions spread over its 3 primaries, each 
   }
 });
 
+test('one server: a telemetry flush of many hashes is one script call (one HMGET and one HSET per hash inside)', async () => {
+  const store = await RedisStore.connect(redis.url, { prefix: 'flush:' });
+  try {
+    await store.hbatch([{ key: 'depr:key:warm', incr: { n: 1 } }]); // the script is loaded (a first EVALSHA may miss)
+    await redis.command('CONFIG', 'RESETSTAT');
+    await store.hbatch(
+      Array.from({ length: 40 }, (_, i) => ({ key: `depr:key:k${i}`, incr: { 'inferences:ok': i + 1 }, max: { last: i } })),
+    );
+    const stats = await redis.command('INFO', 'commandstats');
+    const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+    expect([calls('evalsha') + calls('eval'), calls('hmget'), calls('hset')]).toEqual([1, 40, 40]);
+    expect(await store.hgetall('depr:key:k39')).toEqual({ 'inferences:ok': 40, last: 39 });
+  } finally {
+    await store.close();
+  }
+});
+
 test('a Cluster with one evicting primary is refused at connect, naming the setting', async () => {
   const node = cluster.nodes[2];
   expect(await node.command('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru')).toMatch(/^\+OK/);

@@ -1,3 +1,4 @@
+import { Cluster } from 'ioredis';
 import type { Counters, HashUpdate } from '../store';
 import { scan } from './connection';
 import { RedisRole } from './role';
@@ -5,23 +6,41 @@ import { HBATCH_FIELDS } from './scripts';
 
 /** Telemetry counters: hashes of numbers (the deprecation usage report), written in batches. */
 export class RedisCounters extends RedisRole implements Counters {
-  /** One HBATCH script per hash (chunked past HBATCH_FIELDS), all in flight at once. */
+  /**
+   * HBATCH scripts of at most HBATCH_FIELDS fields: on one server each carries many hashes (a flush
+   * is usually one call); on a Cluster, whose hashes lie in any slot, one per hash. All in flight at once.
+   */
   async hbatch(updates: readonly HashUpdate[]): Promise<void> {
     return this.guard('hbatch', () => this.hbatchCalls(updates));
   }
 
   private async hbatchCalls(updates: readonly HashUpdate[]): Promise<void> {
     const calls: Promise<unknown>[] = [];
+    let keys: string[] = [];
+    let args: (string | number)[] = [];
+    let fields = 0;
+    const send = () => {
+      if (keys.length) calls.push(this.redis.hbatchLua(keys.length, ...keys, ...args));
+      keys = [];
+      args = [];
+      fields = 0;
+    };
+    const perCall = this.redis instanceof Cluster ? 0 : HBATCH_FIELDS;
     for (const u of updates) {
-      const args = [
+      const triples = [
         ...Object.entries(u.incr ?? {}).flatMap(([f, v]) => ['+', f, v]),
         ...Object.entries(u.min ?? {}).flatMap(([f, v]) => ['<', f, v]),
         ...Object.entries(u.max ?? {}).flatMap(([f, v]) => ['>', f, v]),
       ];
-      for (let i = 0; i < args.length; i += 3 * HBATCH_FIELDS) {
-        calls.push(this.redis.hbatchLua(this.key.hash(u.key), ...args.slice(i, i + 3 * HBATCH_FIELDS)));
+      for (let i = 0; i < triples.length; i += 3 * HBATCH_FIELDS) {
+        const chunk = triples.slice(i, i + 3 * HBATCH_FIELDS);
+        if (fields + chunk.length / 3 > perCall) send();
+        keys.push(this.key.hash(u.key));
+        args.push(chunk.length / 3, ...chunk);
+        fields += chunk.length / 3;
       }
     }
+    send();
     await Promise.all(calls);
   }
 

@@ -177,37 +177,44 @@ return at`;
 
 // ── Telemetry counters.
 /**
- * KEYS[1] hash; ARGV (op, field, value) triples, op '+' add, '<' lower to, '>' raise to. One read and
- * one write for every field of a telemetry flush; numbers written back with full double precision.
+ * KEYS the hashes; ARGV for each hash in turn: its number of triples n, then n (op, field, value)
+ * triples, op '+' add, '<' lower to, '>' raise to. One read and one write per hash, every hash of a
+ * telemetry flush in one call; numbers written back with full double precision.
  */
-const HBATCH = `local fields = {}
-for i = 2, #ARGV, 3 do fields[#fields + 1] = ARGV[i] end
-local cur = redis.call('HMGET', KEYS[1], unpack(fields))
-local vals, order = {}, {}
-for i = 1, #fields do
-  local f, op, v = fields[i], ARGV[3 * i - 2], tonumber(ARGV[3 * i])
-  local c = vals[f]
-  if c == nil then
-    order[#order + 1] = f
-    if cur[i] then c = tonumber(cur[i]) end
+const HBATCH = `local a = 1
+for k = 1, #KEYS do
+  local n = tonumber(ARGV[a])
+  local fields = {}
+  for i = 1, n do fields[i] = ARGV[a + 3 * i - 1] end
+  local cur = redis.call('HMGET', KEYS[k], unpack(fields))
+  local vals, order = {}, {}
+  for i = 1, n do
+    local f, op, v = fields[i], ARGV[a + 3 * i - 2], tonumber(ARGV[a + 3 * i])
+    local c = vals[f]
+    if c == nil then
+      order[#order + 1] = f
+      if cur[i] then c = tonumber(cur[i]) end
+    end
+    if op == '+' then c = (c or 0) + v
+    elseif c == nil or (op == '<' and v < c) or (op == '>' and v > c) then c = v end
+    vals[f] = c
   end
-  if op == '+' then c = (c or 0) + v
-  elseif c == nil or (op == '<' and v < c) or (op == '>' and v > c) then c = v end
-  vals[f] = c
+  local out = {}
+  for _, f in ipairs(order) do
+    out[#out + 1] = f
+    out[#out + 1] = string.format('%.17g', vals[f])
+  end
+  redis.call('HSET', KEYS[k], unpack(out))
+  a = a + 1 + 3 * n
 end
-local out = {}
-for _, f in ipairs(order) do
-  out[#out + 1] = f
-  out[#out + 1] = string.format('%.17g', vals[f])
-end
-redis.call('HSET', KEYS[1], unpack(out))
 return 0`;
-/** Fields per HBATCH call: Lua's unpack() has a stack limit (~8000 values). */
+/** Fields per HBATCH call, all its hashes together: Lua's unpack() has a stack limit (~8000 values). */
 export const HBATCH_FIELDS = 1_000;
 
 /**
  * The Lua scripts, each defined on the command connection as an ioredis command (`defineCommand`:
- * called by SHA1, loaded again after a Redis restart), with its number of keys.
+ * called by SHA1, loaded again after a Redis restart), with its number of keys (undefined: the
+ * call's first argument gives it).
  */
 const SCRIPTS = {
   acquireLua: [ACQUIRE, 2],
@@ -229,8 +236,8 @@ const SCRIPTS = {
   addFeedbackLua: [ADD_FEEDBACK, 5],
   feedbackPageLua: [FEEDBACK_PAGE, 4],
   schedulePruneLua: [SCHEDULE_PRUNE, 1],
-  hbatchLua: [HBATCH, 1],
-} as const satisfies Record<string, readonly [string, number]>;
+  hbatchLua: [HBATCH, undefined],
+} as const satisfies Record<string, readonly [string, number | undefined]>;
 
 type ScriptName = keyof typeof SCRIPTS;
 /** A connection with the scripts defined on it. */
