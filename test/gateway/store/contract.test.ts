@@ -658,6 +658,48 @@ test('the Cluster run is a real one: sessions spread over its 3 primaries, each 
   }
 });
 
+test('one server: the tick commits of one turn of the event loop are one script call, each answered and published on its own', async () => {
+  const store = await RedisStore.connect(redis.url, { prefix: 'ticks:' });
+  try {
+    for (let i = 0; i < 20; i++) await store.putSession(session(`b-${i}`, { owner: 'gw-a', epoch: 1 }));
+    await store.commitTick('b-0', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 0, channel: 'c', message: 'm' }); // loads the script
+    const heard: string[] = [];
+    await store.subscribe('results:b-3', (m) => heard.push(m));
+    await redis.command('CONFIG', 'RESETSTAT');
+    const commits = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        store.commitTick(`b-${i}`, {
+          owner: i === 1 ? 'gw-b' : 'gw-a',
+          epoch: 1,
+          tick: i === 0 ? 0 : 5,
+          costMicrocents: 10,
+          channel: `results:b-${i}`,
+          message: `r-${i}`,
+          outcome: { ok: true, inferenceMs: 7 },
+        }),
+      ),
+    );
+    const stats = await redis.command('INFO', 'commandstats');
+    const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+    expect(calls('evalsha') + calls('eval')).toBe(1);
+    expect([calls('hmget'), calls('hset'), calls('publish')]).toEqual([20, 18, 18]);
+    expect(commits[0]).toEqual({ ok: false, reason: 'duplicate' });
+    expect(commits[1]).toEqual({ ok: false, reason: 'fenced' });
+    expect(commits.slice(2).every((c) => c.ok)).toBe(true);
+    expect(await store.getSession('b-7')).toMatchObject({ lastTick: 5, costMicrocents: 10, inferencesCompleted: 1 });
+    await deadline(
+      (async () => {
+        while (!heard.length) await sleep(10);
+      })(),
+      5_000,
+      'the batched commit published',
+    );
+    expect(heard).toEqual(['r-3']);
+  } finally {
+    await store.close();
+  }
+});
+
 test('one server: a telemetry flush of many hashes is one script call (one HMGET and one HSET per hash inside)', async () => {
   const store = await RedisStore.connect(redis.url, { prefix: 'flush:' });
   try {

@@ -86,27 +86,39 @@ redis.call('HSET', KEYS[1], 'owner', ARGV[3], 'epoch', tostring(epoch + 1))
 return redis.call('HGETALL', KEYS[1])`;
 
 /**
- * ARGV owner (JSON), epoch, tick, cost, channel, message, outcome ('ok', 'failed' or '' for none),
- * inference ms. The fenced tick: checks, lastTick, cost, the outcome's counters and the publish in
- * one script (one HMGET, one HSET, one PUBLISH), so a result is published at most once per (stream,
- * tick) and never by a fenced owner. {1, promptRev} or {0, reason}.
+ * KEYS the session hashes of one or more tick commits; ARGV 8 per commit, in KEYS order: owner
+ * (JSON), epoch, tick, cost, channel, message, outcome ('ok', 'failed' or '' for none), inference ms.
+ * Each is the fenced tick: checks, lastTick, cost, the outcome's counters and the publish (one HMGET,
+ * one HSET, one PUBLISH), so a result is published at most once per (stream, tick) and never by a
+ * fenced owner. Commits are independent of each other (a batch of them is one round trip and one
+ * EVALSHA); each answers {1, promptRev} or {0, reason}, flat in KEYS order.
  */
-const COMMIT_TICK = `${COST_FIELD}
-local v = redis.call('HMGET', KEYS[1], 'state', 'owner', 'epoch', 'lastTick', 'promptRev', 'costMicrocents', 'inferencesCompleted', 'inferencesFailed')
-if not v[1] then return {0, 'missing'} end
-if v[1] ~= '"active"' then return {0, 'ended'} end
-if v[2] ~= ARGV[1] or tonumber(v[3] or '0') ~= tonumber(ARGV[2]) then return {0, 'fenced'} end
-if tonumber(ARGV[3]) <= tonumber(v[4] or '-1') then return {0, 'duplicate'} end
-local cost = costField(tonumber(v[6] or '0') + tonumber(ARGV[4]))
-if ARGV[7] == 'ok' then
-  redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', cost, 'inferencesCompleted', tostring(tonumber(v[7] or '0') + 1), 'lastInferenceMs', ARGV[8])
-elseif ARGV[7] == 'failed' then
-  redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', cost, 'inferencesFailed', tostring(tonumber(v[8] or '0') + 1), 'lastInferenceMs', ARGV[8])
-else
-  redis.call('HSET', KEYS[1], 'lastTick', ARGV[3], 'costMicrocents', cost)
+const COMMIT_TICKS = `${COST_FIELD}
+local function commit(key, o)
+  local v = redis.call('HMGET', key, 'state', 'owner', 'epoch', 'lastTick', 'promptRev', 'costMicrocents', 'inferencesCompleted', 'inferencesFailed')
+  if not v[1] then return 0, 'missing' end
+  if v[1] ~= '"active"' then return 0, 'ended' end
+  if v[2] ~= ARGV[o + 1] or tonumber(v[3] or '0') ~= tonumber(ARGV[o + 2]) then return 0, 'fenced' end
+  if tonumber(ARGV[o + 3]) <= tonumber(v[4] or '-1') then return 0, 'duplicate' end
+  local cost = costField(tonumber(v[6] or '0') + tonumber(ARGV[o + 4]))
+  local outcome = ARGV[o + 7]
+  if outcome == 'ok' then
+    redis.call('HSET', key, 'lastTick', ARGV[o + 3], 'costMicrocents', cost, 'inferencesCompleted', tostring(tonumber(v[7] or '0') + 1), 'lastInferenceMs', ARGV[o + 8])
+  elseif outcome == 'failed' then
+    redis.call('HSET', key, 'lastTick', ARGV[o + 3], 'costMicrocents', cost, 'inferencesFailed', tostring(tonumber(v[8] or '0') + 1), 'lastInferenceMs', ARGV[o + 8])
+  else
+    redis.call('HSET', key, 'lastTick', ARGV[o + 3], 'costMicrocents', cost)
+  end
+  redis.call('PUBLISH', ARGV[o + 5], ARGV[o + 6])
+  return 1, v[5] or '0'
 end
-redis.call('PUBLISH', ARGV[5], ARGV[6])
-return {1, v[5] or '0'}`;
+local out = {}
+for k = 1, #KEYS do
+  local ok, value = commit(KEYS[k], (k - 1) * 8)
+  out[2 * k - 1] = ok
+  out[2 * k] = value
+end
+return out`;
 
 /** KEYS[1] session hash; ARGV field, value pairs. 1 when written, 0 when the hash exists. */
 const RESTORE = `if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -227,7 +239,7 @@ const SCRIPTS = {
   setPromptLua: [SET_PROMPT, 1],
   addCostLua: [ADD_COST, 1],
   claimLua: [CLAIM, 1],
-  commitTickLua: [COMMIT_TICK, 1],
+  commitTicksLua: [COMMIT_TICKS, undefined],
   publishFromLua: [PUBLISH_FROM, 1],
   heartbeatLua: [HEARTBEAT, 1],
   membersLua: [MEMBERS, 1],

@@ -1,5 +1,6 @@
 import type { OwnerFence, SessionRecord, SessionRecords, TickCommit, TickCommitInput } from '../store';
 import { RedisRole } from './role';
+import { TickBatch } from './tick-batch';
 
 /**
  * Session records, one hash each, and the fleet's operations on them. Each script touches one
@@ -11,6 +12,8 @@ import { RedisRole } from './role';
  * filters by it.
  */
 export class RedisSessions extends RedisRole implements SessionRecords {
+  private readonly ticks = new TickBatch(this.redis);
+
   async putSession(rec: SessionRecord): Promise<void> {
     return this.guard('putSession', async () => {
       const key = this.key.session(rec.streamId);
@@ -112,13 +115,15 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     });
   }
 
-  /** One EVALSHA (one round trip): the fence, lastTick, the cost and the PUBLISH in one script. */
+  /**
+   * One script (the fence, lastTick, the cost and the PUBLISH), sent with the other commits of this
+   * turn of the event loop (./tick-batch.ts): one round trip, and one EVALSHA for the batch.
+   */
   async commitTick(streamId: string, c: TickCommitInput): Promise<TickCommit> {
     return this.guard('commitTick', async () => {
       const outcome = c.outcome ? (c.outcome.ok ? 'ok' : 'failed') : '';
       const ms = c.outcome ? String(Math.max(0, Math.round(c.outcome.inferenceMs))) : '0';
-      const [ok, value] = (await this.redis.commitTickLua(
-        this.key.session(streamId),
+      const [ok, value] = await this.ticks.commit(this.key.session(streamId), [
         JSON.stringify(c.owner),
         c.epoch,
         c.tick,
@@ -127,7 +132,7 @@ export class RedisSessions extends RedisRole implements SessionRecords {
         c.message,
         outcome,
         ms,
-      )) as [number, string];
+      ]);
       if (ok !== 1) return { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
       return { ok: true, promptRev: JSON.parse(value) as number };
     });
