@@ -7,6 +7,8 @@ import { MAIN } from './util';
 /** `npm run bench -- chaos [--duration 600] [--seed 42] [--interval 15] [--streams 40] [--store redis|sentinel] [--verbose]`: prints the report; exit code 1 when an invariant fails. */
 export async function benchChaos(cfg: Config, flags: BenchFlags): Promise<void> {
   const num = (v: string | boolean | undefined, d: number) => (typeof v === 'string' ? Number(v) : d);
+  if (flags.store === 'cluster')
+    throw new Error('chaos runs on one redis-server or a Sentinel set (--store redis|sentinel), not a Cluster');
   const report = await runChaos({
     main: MAIN,
     brand: cfg.brand,

@@ -80,7 +80,8 @@ const USAGE = `usage: npm run bench -- [SECTION...] [--duration S] [--seed N] [-
   --seed N            chaos: seed of the fault sequence (default 42)
   --interval S        chaos: seconds between faults (default 15)
   --streams N         chaos: streams, 5 per API key (default 40); scale: streams (BENCH_SCALE_STREAMS, a list, default 300)
-  --store S           chaos: redis (default: one redis-server) or sentinel (a primary, two replicas, three sentinels)
+  --store S           chaos: redis (default: one redis-server) or sentinel (a primary, two replicas, three sentinels);
+                      scale: redis (default) or cluster (a 3-primary Redis Cluster, commands per primary; BENCH_SCALE_STORE)
   --verbose           chaos: print every replica line at warn or above as it comes
   --replicas LIST     scale: replica counts, 1 = one process on the memory store (BENCH_SCALE_REPLICAS, default 1,3)
   -c, --config FILE   JSON config layered over config/default.json (docs/configuration.md)
@@ -124,8 +125,8 @@ function parseBenchArgs(argv: string[]): { sections: string[]; flags: BenchFlags
     if (v !== undefined && !(Number.isInteger(Number(v)) && Number(v) > 0))
       fail(`--${flag} must be a whole number > 0, got '${String(v)}'`);
   }
-  if (flags.store !== undefined && flags.store !== 'redis' && flags.store !== 'sentinel')
-    fail(`--store must be redis or sentinel, got '${String(flags.store)}'`);
+  if (flags.store !== undefined && !['redis', 'sentinel', 'cluster'].includes(String(flags.store)))
+    fail(`--store must be redis, sentinel (chaos) or cluster (scale), got '${String(flags.store)}'`);
   if (flags.replicas !== undefined && !/^[1-9]\d*(,[1-9]\d*)*$/.test(String(flags.replicas)))
     fail(`--replicas must be whole numbers > 0 separated by commas, got '${String(flags.replicas)}'`);
   const unknown = parsed.positionals.filter((n) => !Object.hasOwn(SECTIONS, n));

@@ -32,7 +32,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { brandOf } from '../src/brand';
 import type { Config } from '../src/config';
-import { startFleet } from '../test/helpers/fleet';
+import { nodeCommands, startFleet } from '../test/helpers/fleet';
 import type { Fleet } from '../test/helpers/fleet';
 import type { ClientCounts } from './legacy-clients';
 import type { FastUpstreamArgs } from './fast-upstream';
@@ -50,6 +50,8 @@ export interface ScaleSetup {
   /** Client processes the streams are split over. */
   clients: number;
   warmupSeconds: number;
+  /** The fleet's Redis: one redis-server, or a 3-primary Cluster (`--store cluster`). */
+  redisStore: 'redis' | 'cluster';
 }
 
 /** One setup's figures, for the closing table. */
@@ -162,10 +164,13 @@ async function countAll(clients: Child[]): Promise<ClientCounts> {
 }
 
 /** Redis's own CPU seconds so far (INFO cpu). */
+/** CPU seconds of the fleet's Redis (every node of a Cluster). */
 async function redisCpuSeconds(fleet: Fleet): Promise<number> {
-  const info = String(await fleet.redisCall('INFO', 'cpu'));
-  const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
-  return field('used_cpu_user') + field('used_cpu_sys');
+  const infos = fleet.cluster
+    ? await Promise.all(fleet.cluster.nodes.map((n) => n.command('INFO', 'cpu')))
+    : [String(await fleet.redisCall('INFO', 'cpu'))];
+  const field = (info: string, name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
+  return infos.reduce((k, info) => k + field(info, 'used_cpu_user') + field(info, 'used_cpu_sys'), 0);
 }
 
 /** Store calls per operation from the replicas' `gateway_store_command_seconds` counts, busiest first. */
@@ -186,8 +191,9 @@ const perSecond = (entries: [string, number][], streamSeconds: number, top = 10)
 
 async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise<ScaleRow> {
   const { streams, replicas, seconds, perKey } = setup;
-  const store = replicas === 1 ? 'memory' : 'redis';
-  const label = `${streams} streams, ${replicas === 1 ? '1 process, memory store' : `${replicas} replicas, Redis store`}`;
+  const store = replicas === 1 ? 'memory' : setup.redisStore;
+  const storeName = store === 'cluster' ? '3-primary Redis Cluster' : 'Redis store';
+  const label = `${streams} streams, ${replicas === 1 ? '1 process, memory store' : `${replicas} replicas, ${storeName}`}`;
   const snapshotDir = process.env.BENCH_SCALE_HEAPSNAPSHOTS ? path.resolve(process.env.BENCH_SCALE_HEAPSNAPSHOTS) : undefined;
   if (snapshotDir) fs.mkdirSync(snapshotDir, { recursive: true });
   console.log(`\n${label}`);
@@ -267,8 +273,9 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
     const snapshot = async () => ({
       cpu: sample().map((x) => x.cpuMs),
       metrics: await scrapeMetrics(urls),
-      commands: store === 'redis' ? await f.redisCommands() : undefined,
-      redisCpu: store === 'redis' ? await redisCpuSeconds(f) : 0,
+      commands: store !== 'memory' ? await f.redisCommands() : undefined,
+      perPrimary: f.cluster ? await Promise.all(f.cluster.nodes.map(nodeCommands)) : undefined,
+      redisCpu: store !== 'memory' ? await redisCpuSeconds(f) : 0,
       counts: await countAll(clients),
       countedAt: performance.now(),
       upstreamMs: cpuOf(pids.upstream),
@@ -353,10 +360,22 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
       );
       console.log(`    by command           ${perSecond(cmds, streamSeconds, 16)}`);
     }
+    if (before.perPrimary && after.perPrimary) {
+      const totals = after.perPrimary.map((m, i) =>
+        commandDeltas(before.perPrimary![i]!, m)
+          .filter(([name]) => name !== 'info')
+          .reduce((k, [, n]) => k + n, 0),
+      );
+      const mean = totals.reduce((k, n) => k + n, 0) / totals.length;
+      const spread = Math.max(...totals.map((n) => Math.abs(n / mean - 1))) * 100;
+      console.log(
+        `  per primary            ${totals.map((n) => `${(n / wall).toFixed(0)}/s`).join(', ')} commands (widest ±${spread.toFixed(1)} % from the mean)`,
+      );
+    }
     const pct = (ms: number) => `${(ms / 10 / wall).toFixed(0)} %`;
     console.log(
       `  beside the gateway     upstream stub ${pct(after.upstreamMs - before.upstreamMs)} (${upstream.pids.length} workers), ` +
-        `clients ${pct(after.clientsMs - before.clientsMs)}${store === 'redis' ? `, redis-server ${pct((after.redisCpu - before.redisCpu) * 1000)}` : ''}; ` +
+        `clients ${pct(after.clientsMs - before.clientsMs)}${store !== 'memory' ? `, redis-server${f.cluster ? 's' : ''} ${pct((after.redisCpu - before.redisCpu) * 1000)}` : ''}; ` +
         `load average ${os.loadavg()[0]!.toFixed(1)} on ${os.cpus().length} cores`,
     );
     return {
@@ -398,6 +417,8 @@ export async function benchScale(cfg: Config, flags: BenchFlags = {}): Promise<v
   const env = process.env;
   const sizes = numbers((flags.streams as string | undefined) ?? env.BENCH_SCALE_STREAMS, [300], 'BENCH_SCALE_STREAMS');
   const replicaCounts = numbers((flags.replicas as string | undefined) ?? env.BENCH_SCALE_REPLICAS, [1, 3], 'BENCH_SCALE_REPLICAS');
+  const redisStore = ((flags.store as string | undefined) ?? env.BENCH_SCALE_STORE ?? 'redis') as ScaleSetup['redisStore'];
+  if (redisStore !== 'redis' && redisStore !== 'cluster') throw new Error(`--store ${String(redisStore)}: redis or cluster`);
   const one = (name: string, fallback: number) => numbers(env[name], [fallback], name)[0]!;
   const seconds = one('BENCH_SECONDS', 30);
   const perKey = one('BENCH_SCALE_PER_KEY', 5);
@@ -415,7 +436,7 @@ export async function benchScale(cfg: Config, flags: BenchFlags = {}): Promise<v
       if (note) console.log(note);
       const clients = one('BENCH_SCALE_CLIENTS', Math.ceil(streams / 2500));
       for (const replicas of replicaCounts) {
-        rows.push(await runSetup(cfg, { streams, replicas, seconds, perKey, upstreamWorkers, clients, warmupSeconds }, clkTck));
+        rows.push(await runSetup(cfg, { streams, replicas, seconds, perKey, upstreamWorkers, clients, warmupSeconds, redisStore }, clkTck));
       }
     }
   } finally {

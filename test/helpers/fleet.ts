@@ -19,8 +19,8 @@ import { mergeDeep } from '../../src/config';
 import { resultId } from '../../src/gateway/legacy/sessions/ownership';
 import { runNode } from './node-process';
 import type { NodeProcess } from './node-process';
-import { startRedis } from './redis';
-import type { RedisServer } from './redis';
+import { startRedis, startRedisCluster } from './redis';
+import type { RedisCluster, RedisServer } from './redis';
 import { startSentinelSet } from './sentinel';
 import type { SentinelSet } from './sentinel';
 import { parseSentinelUrl } from '../../src/lib/redis-url';
@@ -38,8 +38,9 @@ export interface FleetOptions {
   /**
    * 'memory': no Redis; every replica is a fleet of one (the bench's baseline). 'sentinel': a
    * primary, two replicas and three sentinels (`redis+sentinel://`; `fleet.sentinel` fails it over).
+   * 'cluster': a 3-primary Redis Cluster (`redis+cluster://`; `fleet.cluster` names its nodes).
    */
-  store?: 'redis' | 'memory' | 'sentinel';
+  store?: 'redis' | 'memory' | 'sentinel' | 'cluster';
   /** Extra env for every replica (LEGACY_LEASE_TTL_SECONDS, …). */
   env?: Record<string, string>;
   /** Env of one replica, given the fleet's Redis and upstream URLs (a replica reaching one through a fault proxy). */
@@ -108,6 +109,8 @@ export interface Fleet {
   redis: RedisServer | undefined;
   /** The Sentinel set (store 'sentinel'). */
   sentinel: SentinelSet | undefined;
+  /** The Redis Cluster (store 'cluster'); `redis` is then its first node. */
+  cluster: RedisCluster | undefined;
   emulatorUrl: string;
   /** The emulator's process (signal it to take the upstream away). */
   emulator: NodeProcess;
@@ -126,7 +129,7 @@ export interface Fleet {
   session(streamId: string): Promise<Record<string, unknown> | undefined>;
   /** A command on the fleet's Redis (one shared client; fails while Redis is away). */
   redisCall(...args: (string | number)[]): Promise<unknown>;
-  /** `calls` per command from INFO commandstats (Redis counts a script's inner calls too). */
+  /** `calls` per command from INFO commandstats (Redis counts a script's inner calls too); a Cluster's summed over its nodes. */
   redisCommands(): Promise<Map<string, number>>;
   stop(): Promise<void>;
 }
@@ -213,21 +216,25 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-fleet-'));
   let redis: RedisServer | undefined;
   let sentinel: SentinelSet | undefined;
+  let cluster: RedisCluster | undefined;
   let client: Redis | undefined;
   const replicas: Replica[] = [];
   const stop = async () => {
     client?.disconnect();
     await Promise.all(replicas.map((r) => stopProc(r.proc)));
     await Promise.all(started.map(stopProc));
-    await (sentinel ? sentinel.stop() : redis?.stop());
+    await (sentinel ? sentinel.stop() : cluster ? cluster.stop() : redis?.stop());
     fs.rmSync(dir, { recursive: true, force: true });
   };
   try {
     if (opts.store === 'sentinel') {
       sentinel = await startSentinelSet();
       redis = sentinel.nodes[0];
+    } else if (opts.store === 'cluster') {
+      cluster = await startRedisCluster(3);
+      redis = cluster.nodes[0];
     } else if (opts.store !== 'memory') redis = await startRedis(['--maxmemory-policy', 'noeviction', ...(opts.redisArgs ?? [])]);
-    const redisUrl = sentinel?.url ?? redis?.url;
+    const redisUrl = sentinel?.url ?? cluster?.url ?? redis?.url;
     const pub = opts.publisher === false ? undefined : (opts.publisher ?? DEFAULT_PUBLISHER);
     const defaults = JSON.parse(fs.readFileSync(DEFAULTS_FILE, 'utf8')) as Record<string, unknown>;
     const layered = (name: string, over: Record<string, unknown> | undefined) => {
@@ -338,6 +345,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     return {
       redis,
       sentinel,
+      cluster,
       emulatorUrl,
       emulator,
       replicas,
@@ -378,6 +386,13 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
         return Object.fromEntries(Object.entries(h).map(([k, v]) => [k, JSON.parse(v) as unknown]));
       },
       async redisCommands() {
+        if (cluster) {
+          const sum = new Map<string, number>();
+          for (const perNode of await Promise.all(cluster.nodes.map(nodeCommands))) {
+            for (const [name, n] of perNode) sum.set(name, (sum.get(name) ?? 0) + n);
+          }
+          return sum;
+        }
         const c = redisClient();
         await waitReady(c);
         const info = await c.info('commandstats');
@@ -389,6 +404,12 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     await stop();
     throw err;
   }
+}
+
+/** `calls` per command of one Redis node (INFO commandstats). */
+export async function nodeCommands(node: RedisServer): Promise<Map<string, number>> {
+  const info = await node.command('INFO', 'commandstats');
+  return new Map([...info.matchAll(/cmdstat_([^:]+):calls=(\d+)/g)].map((m) => [m[1]!, Number(m[2])]));
 }
 
 /** Result ids seen more than once (a result published twice). */
