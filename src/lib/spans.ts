@@ -8,7 +8,6 @@
  * (W3C, `traceIdOf`) and upstream calls carry the request's or the stream's trace id with a new
  * span id (`childTraceparent`), as the W3C propagator would write them.
  */
-import { randomBytes } from 'node:crypto';
 import {
   ROOT_CONTEXT,
   SpanKind,
@@ -25,6 +24,7 @@ import type { Attributes, Context, Link, Span, SpanContext } from '@opentelemetr
 
 export type { Span };
 import { RPCType, W3CTraceContextPropagator, getRPCMetadata } from '@opentelemetry/core';
+import { randomHex } from './random-hex';
 
 /**
  * Attribute names. Every span of a legacy stream carries `legacy.stream_id` (set, or inherited
@@ -258,13 +258,13 @@ export function traceIdOf(traceparent: string | undefined): string | undefined {
 
 /** A new trace id (16 random bytes, hex). */
 export function newTraceId(): string {
-  return randomBytes(16).toString('hex');
+  return randomHex(16);
 }
 
 /** The `traceparent` of one call in trace `traceId`: a new span id, sampled flag set (written by the W3C propagator). */
 export function childTraceparent(traceId: string): string {
   const carrier: Record<string, string> = {};
-  const sc: SpanContext = { traceId, spanId: randomBytes(8).toString('hex'), traceFlags: TraceFlags.SAMPLED };
+  const sc: SpanContext = { traceId, spanId: randomHex(8), traceFlags: TraceFlags.SAMPLED };
   w3c.inject(trace.setSpanContext(ROOT_CONTEXT, sc), carrier, defaultTextMapSetter);
   return carrier.traceparent ?? '';
 }
