@@ -13,6 +13,8 @@ import { FakeClock } from '../../helpers/fake-clock';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
 import { deadline, sleep } from '../../helpers/time';
+import { logLines } from '../../helpers/log-lines';
+import { createLogger } from '../../../src/lib/logger';
 
 const clip: ResultWindow = { streamId: 's-1', accountId: 'acct-a', mode: 'clip', startMs: 1500, endMs: 2500, maxFps: 2 };
 const frame: ResultWindow = { streamId: 's-2', accountId: 'acct-a', mode: 'frame', startMs: 900, endMs: 900, maxFps: 0 };
@@ -120,17 +122,54 @@ describe('RedisStore', () => {
     expect(await b.getResultWindow('pending-1')).toEqual(clip);
   });
 
-  test('a write Redis refuses rejects the puts it carried; the next write goes through', async () => {
+  /** Resolves once Redis refused an HSET (out of memory): the order of events, not a wait. */
+  async function refusedOnce(): Promise<void> {
+    await deadline(
+      (async () => {
+        while (!/cmdstat_hset:.*(rejected|failed)_calls=[1-9]/.test(await redis.command('INFO', 'commandstats'))) await sleep(10);
+      })(),
+      10_000,
+      'Redis refused a window write',
+    );
+  }
+
+  test('a write Redis refuses is tried again with the next: the put resolves once its window is written', async () => {
+    await redis.command('CONFIG', 'RESETSTAT');
     await redis.command('CONFIG', 'SET', 'maxmemory', '1');
-    await redis.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+    let put: Promise<void>;
     try {
-      await expect(a.putResultWindow('refused', clip, 60_000)).rejects.toThrow();
+      put = a.putResultWindow('refused-then-written', clip, 60_000);
+      await refusedOnce();
+      expect(await b.getResultWindow('refused-then-written')).toBeUndefined();
+      expect(await a.getResultWindow('refused-then-written')).toEqual(clip);
     } finally {
       await redis.command('CONFIG', 'SET', 'maxmemory', '0');
     }
-    expect(await b.getResultWindow('refused')).toBeUndefined();
-    await a.putResultWindow('accepted', clip, 60_000);
-    expect(await b.getResultWindow('accepted')).toEqual(clip);
+    await expect(put).resolves.toBeUndefined();
+    expect(await b.getResultWindow('refused-then-written')).toEqual(clip);
+  });
+
+  test('refused past the retry time: dropped with one log line for the batch, and its puts reject', async () => {
+    const { sink, lines } = logLines();
+    const store = await RedisStore.connect(redis.url, {
+      prefix: 'rw:',
+      logger: createLogger('warn', 'test', sink),
+      resultWindows: { flushMs, retryMs: 0 },
+    });
+    await redis.command('CONFIG', 'RESETSTAT');
+    await redis.command('CONFIG', 'SET', 'maxmemory', '1');
+    try {
+      const puts = ['d-1', 'd-2', 'd-3'].map((id) => store.putResultWindow(id, clip, 60_000));
+      for (const p of puts) await expect(p).rejects.toThrow();
+    } finally {
+      await redis.command('CONFIG', 'SET', 'maxmemory', '0');
+      await store.close();
+    }
+    const dropped = lines
+      .map((l) => JSON.parse(l) as { msg: string; windows?: number })
+      .filter((l) => l.msg.startsWith('result windows dropped'));
+    expect(dropped).toEqual([expect.objectContaining({ windows: 3 })]);
+    expect(await b.getResultWindow('d-1')).toBeUndefined();
   });
 });
 

@@ -21,6 +21,7 @@
  * result stays un-re-runnable (reinfer answers 404).
  */
 import type { Clock } from '../../../lib/timers';
+import { StoreUnavailableError } from '../../store/store';
 import type { ResultWindow } from '../../store/result-windows';
 import type { LiveStream } from './live-stream';
 import type { LegacyRecord, SessionContext } from './ports';
@@ -74,7 +75,8 @@ export class ResultWindowRecorder {
       const window = windowAt(stream.record, anchor.streamMs + (sentAtMs - anchor.localMs));
       await this.deps.store.putResultWindow(resultId, window, this.ttlMs);
     } catch (err) {
-      if (stream.stopping) return;
+      // A store that cannot take windows says so itself, once, not once per result.
+      if (stream.stopping || err instanceof StoreUnavailableError) return;
       this.deps.logger.warn(
         { streamId: stream.record.streamId, err: err instanceof Error ? err.message : String(err) },
         'result window not recorded',

@@ -13,17 +13,22 @@ const SHARDS = 4;
 const BUCKET_MS = 15_000;
 /** Windows held for writing at most (Redis unreachable for long): past it the oldest are dropped. */
 const MAX_PENDING = 100_000;
+/** A window Redis refused is tried again with the next writes for this long (a failover, a short outage), then dropped. */
+export const WINDOW_RETRY_MS = 10_000;
 
 export interface ResultWindowOptions {
   /** How long windows are put for at most (`legacy.resultWindowSeconds`): how far back a read looks. */
   maxTtlMs?: number;
   /** How long a put waits for the write that carries it. */
   flushMs?: number;
+  /** How long a refused window is tried again (WINDOW_RETRY_MS). */
+  retryMs?: number;
 }
 
 interface Pending {
   json: string;
   until: number;
+  putAt: number;
 }
 
 interface Flush {
@@ -44,25 +49,31 @@ interface Flush {
  * The provider persists a result's clip 1–2 s after the result (spec/legacy-clients.md): until the
  * flush, another replica answers 404 and the client retries; this replica reads its own pending
  * windows at once. A replica that dies loses at most its last second of windows (their reinfer
- * answers 404); a failed write rejects the puts it carried (the recorder logs them).
+ * answers 404). A write Redis refuses is tried again with the next ones for WINDOW_RETRY_MS, so a
+ * failover loses none; past that its windows are dropped with one log line, and their puts reject.
  */
 export class RedisResultWindows extends RedisRole implements ResultWindows {
   private pending = new Map<string, Pending>();
   private flushing: Flush | undefined;
   private readonly maxTtlMs: number;
   private readonly flushMs: number;
+  private readonly retryMs: number;
+  /** The store is closing: a refused write is not tried again. */
+  private closing = false;
 
   constructor(context: RedisContext, opts: ResultWindowOptions = {}) {
     super(context);
     this.maxTtlMs = opts.maxTtlMs ?? WINDOW_MAX_TTL_MS;
     this.flushMs = opts.flushMs ?? WINDOW_FLUSH_MS;
+    this.retryMs = opts.retryMs ?? WINDOW_RETRY_MS;
   }
 
   putResultWindow(resultId: string, window: ResultWindow, ttlMs: number): Promise<void> {
-    const until = Date.now() + Math.min(this.maxTtlMs, Math.max(1, Math.round(ttlMs)));
+    const putAt = Date.now();
+    const until = putAt + Math.min(this.maxTtlMs, Math.max(1, Math.round(ttlMs)));
     const done = (this.flushing ??= this.schedule()).done;
     this.pending.delete(resultId); // a later put replaces, and goes last (the oldest are dropped first)
-    this.pending.set(resultId, { json: JSON.stringify({ ...window, until }), until });
+    this.pending.set(resultId, { json: JSON.stringify({ ...window, until }), until, putAt });
     if (this.pending.size > MAX_PENDING) this.pending.delete(this.pending.keys().next().value!);
     return done;
   }
@@ -87,6 +98,7 @@ export class RedisResultWindows extends RedisRole implements ResultWindows {
 
   /** Writes what is pending now (the store is closing); resolves whether or not Redis took it. */
   async flushNow(): Promise<void> {
+    this.closing = true;
     if (!this.flushing) return;
     clearTimeout(this.flushing.timer);
     await this.flush();
@@ -112,8 +124,30 @@ export class RedisResultWindows extends RedisRole implements ResultWindows {
       await this.guard('putResultWindow', () => this.write(entries));
       batch.settle();
     } catch (err) {
-      batch.settle(err);
+      this.retry(entries, batch, err);
     }
+  }
+
+  /** Puts the refused windows that are young enough back in line (a newer put of an id wins); the rest are dropped. */
+  private retry(entries: Map<string, Pending>, batch: Flush, err: unknown): void {
+    const now = Date.now();
+    let kept = 0;
+    let dropped = 0;
+    for (const [id, w] of entries) {
+      if (this.pending.has(id)) continue;
+      if (this.closing || now - w.putAt >= this.retryMs) dropped++;
+      else {
+        this.pending.set(id, w);
+        kept++;
+      }
+    }
+    if (dropped) this.log?.warn({ windows: dropped }, 'result windows dropped: the store refused them too long');
+    if (dropped && !kept) return batch.settle(err);
+    // The puts of this batch settle with the write that carries their windows now.
+    (this.flushing ??= this.schedule()).done.then(
+      () => batch.settle(),
+      (e: unknown) => batch.settle(e),
+    );
   }
 
   private async write(entries: Map<string, Pending>): Promise<void> {
