@@ -147,8 +147,8 @@ class ChaosClient {
   fatal: { code: number; reason: string; atMs: number } | undefined;
   keepalivesSent = 0;
   keepalivesFailed = 0;
-  /** The last answer of each keepalive that failed after its retries (0: no answer). */
-  readonly keepaliveFailures: number[] = [];
+  /** The last answer of each keepalive that failed after its retries (0: no answer) and the replica that gave it. */
+  readonly keepaliveFailures: { status: number; replica: string }[] = [];
   private sock: ResultsSocket | undefined;
   private tries = 0;
   /** Keepalives stopped (the run is deleting its streams). */
@@ -161,8 +161,13 @@ class ChaosClient {
   constructor(
     readonly streamId: string,
     readonly key: string,
-    private readonly pickUrl: () => string,
+    private readonly pick: () => { id: string; url: string },
+    private readonly onKeepaliveFailed: (failure: { status: number; replica: string }) => void = () => undefined,
   ) {}
+
+  private pickUrl(): string {
+    return this.pick().url;
+  }
 
   start(keepaliveEveryMs: number, firstKeepaliveMs: number): void {
     this.connect();
@@ -218,9 +223,12 @@ class ChaosClient {
   private async keepalive(): Promise<void> {
     this.keepalivesSent++;
     let status = 0;
+    let replica = '';
     for (let attempt = 0; attempt <= KEEPALIVE_RETRIES && !this.stopped; attempt++) {
       if (attempt > 0) await sleep(KEEPALIVE_RETRY_MS);
-      status = await fetch(`${this.pickUrl()}/v0.2/streams/${this.streamId}/keepalive`, {
+      const to = this.pick();
+      replica = to.id;
+      status = await fetch(`${to.url}/v0.2/streams/${this.streamId}/keepalive`, {
         method: 'POST',
         headers: { authorization: `Bearer ${this.key}` },
         signal: AbortSignal.timeout(10_000),
@@ -232,7 +240,8 @@ class ChaosClient {
     }
     if (this.stopped) return;
     this.keepalivesFailed++;
-    this.keepaliveFailures.push(status);
+    this.keepaliveFailures.push({ status, replica });
+    this.onKeepaliveFailed({ status, replica });
   }
 
   /** Resolves once the socket closed for good (a fatal close), or after `ms`. */
@@ -394,6 +403,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const check = (name: string, ok: boolean, detail: string) => invariants.push({ name, ok, detail });
   try {
     const routing = new Routing(routeRand);
+    // When the fault phase starts (the creates before it count from the run's start).
+    let phaseStart = Date.now();
     for (const r of fleet.replicas) routing.add(r);
     const body = {
       mode: 'frame',
@@ -405,7 +416,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       const key = keys[Math.floor(i / perKey)]!;
       const c = await createRetrying(routing, key, body);
       if (!c.id) throw new Error(`create ${i + 1} answered ${c.status}`);
-      const client = new ChaosClient(c.id, key, () => routing.pick().url);
+      const client = new ChaosClient(
+        c.id,
+        key,
+        () => routing.pick(),
+        ({ status, replica }) =>
+          log(
+            `  keepalive of ${c.id} failed after the retries at +${((Date.now() - phaseStart) / 1000).toFixed(1)} s: last answer ${status || 'none'} from ${replica}`,
+          ),
+      );
       clients.push(client);
       client.start(opts.keepaliveEveryMs ?? 10_000, Math.floor(routeRand() * (opts.keepaliveEveryMs ?? 10_000)));
     }
@@ -430,7 +449,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       }
       return bag.pop()!;
     };
-    const phaseStart = Date.now();
+    phaseStart = Date.now();
     for (let n = 1; phaseStart + n * opts.faultEveryMs <= phaseStart + opts.durationMs; n++) {
       await sleep(phaseStart + n * opts.faultEveryMs - Date.now());
       const kind = nextKind();
@@ -581,7 +600,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     check(
       'every keepalive succeeds within the SDK retries',
       kaFailed === 0,
-      `${kaFailed} of ${clients.reduce((s, c) => s + c.keepalivesSent, 0)} failed after ${KEEPALIVE_RETRIES} retries${kaFailed ? ` (last answers: ${reasonsOf(clients.flatMap((c) => c.keepaliveFailures.map(String)))})` : ''}`,
+      `${kaFailed} of ${clients.reduce((s, c) => s + c.keepalivesSent, 0)} failed after ${KEEPALIVE_RETRIES} retries${kaFailed ? ` (last answers: ${reasonsOf(clients.flatMap((c) => c.keepaliveFailures.map((f) => `${f.status} from ${f.replica}`)))})` : ''}`,
     );
     check(
       'nothing left behind once all are deleted',
