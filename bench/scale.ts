@@ -57,6 +57,8 @@ export interface ScaleSetup {
 /** One setup's figures, for the closing table. */
 interface ScaleRow {
   label: string;
+  streams: number;
+  replicas: number;
   cpuMsPerStreamSecond: number;
   peakPct: number;
   lateness: string;
@@ -380,6 +382,8 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
     );
     return {
       label,
+      streams,
+      replicas,
       cpuMsPerStreamSecond: (cpu * 1000) / streamSeconds,
       peakPct,
       lateness,
@@ -444,11 +448,14 @@ export async function benchScale(cfg: Config, flags: BenchFlags = {}): Promise<v
     process.off('SIGTERM', onSignal);
   }
   console.log(
-    '\nsetup                                   CPU ms/stream-s  peak %  lateness p50 / p99      overhead p99  received  dups  RSS KiB/stream  heap / ext KiB  Redis cmds/stream-s',
+    '\nsetup                                   CPU ms/stream-s  ÷ 1 process  peak %  lateness p50 / p99      overhead p99  received  dups  RSS KiB/stream  heap / ext KiB  Redis cmds/stream-s',
   );
   for (const r of rows) {
+    // The fleet's CPU per stream-second over one process's at the same size (the ≤ 1.5× goal), when both ran.
+    const one = rows.find((o) => o.replicas === 1 && o.streams === r.streams);
+    const ratio = one && r.replicas > 1 ? `${(r.cpuMsPerStreamSecond / one.cpuMsPerStreamSecond).toFixed(2)}×` : '–';
     console.log(
-      `${r.label.padEnd(40)}${r.cpuMsPerStreamSecond.toFixed(3).padStart(15)}  ${r.peakPct.toFixed(0).padStart(6)}  ${r.lateness.padEnd(24)}${r.overheadP99.padStart(12)}  ` +
+      `${r.label.padEnd(40)}${r.cpuMsPerStreamSecond.toFixed(3).padStart(15)}  ${ratio.padStart(11)}  ${r.peakPct.toFixed(0).padStart(6)}  ${r.lateness.padEnd(24)}${r.overheadP99.padStart(12)}  ` +
         `${(r.received * 100).toFixed(1).padStart(7)} %${String(r.duplicates).padStart(6)}${r.rssKibPerStream.toFixed(1).padStart(16)}  ${`${r.heapKibPerStream.toFixed(1)} / ${r.externalKibPerStream.toFixed(1)}`.padStart(14)}  ${r.redisPerStreamSecond?.toFixed(3) ?? '–'}`,
     );
   }
