@@ -49,8 +49,9 @@ interface Flush {
  * The provider persists a result's clip 1–2 s after the result (spec/legacy-clients.md): until the
  * flush, another replica answers 404 and the client retries; this replica reads its own pending
  * windows at once. A replica that dies loses at most its last second of windows (their reinfer
- * answers 404). A write Redis refuses is tried again with the next ones for WINDOW_RETRY_MS, so a
- * failover loses none; past that its windows are dropped with one log line, and their puts reject.
+ * answers 404). A write Redis refuses is tried again with the next ones for WINDOW_RETRY_MS, so the
+ * refusals of a failover lose nothing (what the old primary took but had not replicated goes with
+ * it); past that the windows are dropped with one log line, and their puts reject.
  */
 export class RedisResultWindows extends RedisRole implements ResultWindows {
   private pending = new Map<string, Pending>();
