@@ -220,7 +220,12 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
         MALLOC_ARENA_MAX: '2',
         MALLOC_TRIM_THRESHOLD_: '131072',
       },
-      nodeArgs: [...(snapshotDir ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`] : []), ...replicaNodeArgs()],
+      nodeArgs: [
+        // The production image's V8 heap setting (Dockerfile ENTRYPOINT).
+        ...IMAGE_NODE_ARGS,
+        ...(snapshotDir ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`] : []),
+        ...replicaNodeArgs(),
+      ],
     });
     fleet = f;
     const reps = f.replicas;
@@ -411,6 +416,9 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
     await upstream.proc.kill();
   }
 }
+
+/** The node flags of the production image's ENTRYPOINT (Dockerfile), which every replica runs with. */
+const IMAGE_NODE_ARGS = ['--heap-growing-percent=30'];
 
 /** BENCH_SCALE_NODE_ARGS: node flags for every replica (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`). */
 function replicaNodeArgs(): string[] {

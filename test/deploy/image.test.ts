@@ -53,6 +53,16 @@ test('the runtime stage holds production dependencies, dist, config and docs, an
   ]);
 });
 
+test('the image and npm start run node with the same V8 heap flag, and this node takes it', () => {
+  const entry = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(dockerfile)?.[1] ?? '[]') as string[];
+  expect(entry).toEqual(['node', '--heap-growing-percent=30', 'dist/main.js']);
+  const start = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts.start;
+  expect(start).toBe(`${entry.join(' ')} serve`);
+  // An unknown V8 flag would stop node before the gateway starts.
+  const r = spawnSync(process.execPath, ['--heap-growing-percent=30', '-e', 'process.stdout.write("ran")'], { encoding: 'utf8' });
+  expect(r.stdout).toBe('ran');
+});
+
 test('no dev dependency is in the production dependency tree', () => {
   const r = spawnSync('npm', ['ls', '--omit=dev', '--all', '--parseable'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
   const prod = new Set(
