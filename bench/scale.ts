@@ -32,7 +32,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { brandOf } from '../src/brand';
 import type { Config } from '../src/config';
-import { nodeCommands, startFleet } from '../test/helpers/fleet';
+import { startFleet } from '../test/helpers/fleet';
+import { serverCommandCalls } from '../test/helpers/redis';
 import type { Fleet } from '../test/helpers/fleet';
 import type { ClientCounts } from './legacy-clients';
 import type { FastUpstreamArgs } from './fast-upstream';
@@ -281,7 +282,7 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
       cpu: sample().map((x) => x.cpuMs),
       metrics: await scrapeMetrics(urls),
       commands: store !== 'memory' ? await f.redisCommands() : undefined,
-      perPrimary: f.cluster ? await Promise.all(f.cluster.nodes.map(nodeCommands)) : undefined,
+      perPrimary: f.cluster ? await Promise.all(f.cluster.nodes.map(serverCommandCalls)) : undefined,
       redisCpu: store !== 'memory' ? await redisCpuSeconds(f) : 0,
       counts: await countAll(clients),
       countedAt: performance.now(),

@@ -19,7 +19,7 @@ import { mergeDeep } from '../../src/config';
 import { resultId } from '../../src/gateway/legacy/sessions/ownership';
 import { runNode } from './node-process';
 import type { NodeProcess } from './node-process';
-import { startRedis, startRedisCluster } from './redis';
+import { commandCalls, serverCommandCalls, startRedis, startRedisCluster } from './redis';
 import type { RedisCluster, RedisServer } from './redis';
 import { startSentinelSet } from './sentinel';
 import type { SentinelSet } from './sentinel';
@@ -388,7 +388,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
       async redisCommands() {
         if (cluster) {
           const sum = new Map<string, number>();
-          for (const perNode of await Promise.all(cluster.nodes.map(nodeCommands))) {
+          for (const perNode of await Promise.all(cluster.nodes.map(serverCommandCalls))) {
             for (const [name, n] of perNode) sum.set(name, (sum.get(name) ?? 0) + n);
           }
           return sum;
@@ -396,7 +396,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
         const c = redisClient();
         await waitReady(c);
         const info = await c.info('commandstats');
-        return new Map([...info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].map((m) => [m[1]!, Number(m[2])]));
+        return commandCalls(info);
       },
       stop,
     };
@@ -404,12 +404,6 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     await stop();
     throw err;
   }
-}
-
-/** `calls` per command of one Redis node (INFO commandstats). */
-export async function nodeCommands(node: RedisServer): Promise<Map<string, number>> {
-  const info = await node.command('INFO', 'commandstats');
-  return new Map([...info.matchAll(/cmdstat_([^:]+):calls=(\d+)/g)].map((m) => [m[1]!, Number(m[2])]));
 }
 
 /** Result ids seen more than once (a result published twice). */

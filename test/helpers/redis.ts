@@ -32,6 +32,16 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
+/** `calls` per command in an INFO commandstats reply (Redis counts a script's inner calls too). */
+export function commandCalls(info: string): Map<string, number> {
+  return new Map([...info.matchAll(/cmdstat_([^:]+):calls=(\d+)/g)].map((m) => [m[1]!, Number(m[2])]));
+}
+
+/** `calls` per command of one server since it started or its last CONFIG RESETSTAT. */
+export async function serverCommandCalls(server: Pick<RedisServer, 'command'>): Promise<Map<string, number>> {
+  return commandCalls(await server.command('INFO', 'commandstats'));
+}
+
 /** Processes started here and not yet stopped: killed when this process exits, even on a failure. */
 const live = new Set<ChildProcess>();
 process.once('exit', () => {

@@ -10,7 +10,7 @@ import { parseResultWindow } from '../../../src/gateway/store/result-windows';
 import type { ResultWindow } from '../../../src/gateway/store/result-windows';
 import type { Store } from '../../../src/gateway/store/store';
 import { FakeClock } from '../../helpers/fake-clock';
-import { startRedis } from '../../helpers/redis';
+import { serverCommandCalls, startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
 import { deadline, sleep } from '../../helpers/time';
 import { logLines } from '../../helpers/log-lines';
@@ -78,14 +78,6 @@ describe('RedisStore', () => {
     await redis?.stop();
   });
 
-  /** Commands Redis executed since the last CONFIG RESETSTAT, by name. */
-  async function commandStats(): Promise<Record<string, number>> {
-    const info = await redis.command('INFO', 'commandstats');
-    const out: Record<string, number> = {};
-    for (const m of info.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) out[m[1]!] = Number(m[2]);
-    return out;
-  }
-
   test('written on one connection, read on another by the result id; a later put replaces; expires', async () => {
     await a.putResultWindow('r1', clip, 60_000);
     expect(await b.getResultWindow('r1')).toEqual(clip);
@@ -106,9 +98,9 @@ describe('RedisStore', () => {
     await redis.command('CONFIG', 'RESETSTAT');
     const ids = Array.from({ length: 200 }, (_, i) => `${(i % 16).toString(16)}${i}-result`);
     await Promise.all(ids.map((id, i) => a.putResultWindow(id, { ...clip, endMs: 2500 + i }, 60_000)));
-    const stats = await commandStats();
-    expect(stats.hset).toBe(4);
-    expect(stats.pexpireat).toBe(4);
+    const stats = await serverCommandCalls(redis);
+    expect(stats.get('hset')).toBe(4);
+    expect(stats.get('pexpireat')).toBe(4);
     expect(await b.getResultWindow(ids[137]!)).toEqual({ ...clip, endMs: 2637 });
   });
 
