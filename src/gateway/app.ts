@@ -136,7 +136,17 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   });
 
   const lifecycle = new Lifecycle();
-  const web = httpApp(cfg, logger, { upstreamUrl: opts.upstreamUrl, brand, store, upstream, sessions, callers, telemetry, lifecycle });
+  const web = httpApp(cfg, logger, {
+    upstreamUrl: opts.upstreamUrl,
+    brand,
+    store,
+    upstream,
+    sessions,
+    callers,
+    telemetry,
+    lifecycle,
+    fleet,
+  });
   const shutdown = gatewayShutdown(lifecycle, {
     sessions,
     fleet,

@@ -15,6 +15,7 @@ import { browserCors, detailErrorHandler, foldSlashes, legacyErrorHandler, reque
 import { legacyRouter } from './legacy';
 import type { LegacySessions } from './legacy';
 import type { LifecycleView } from './lifecycle';
+import type { FleetMember } from './fleet/member';
 import { mountDocs, mountHealth, mountMetrics } from './operator';
 import { createPassthrough } from './passthrough';
 import type { Passthrough } from './passthrough';
@@ -34,6 +35,8 @@ export interface HttpAppDeps {
   telemetry: GatewayTelemetry;
   /** Readiness and keep-alive follow the replica's state. */
   lifecycle: LifecycleView;
+  /** Readiness also follows the fleet: a replica cut from the upstream while others reach it is not ready. */
+  fleet: Pick<FleetMember, 'yieldsToPeers'>;
 }
 
 export interface HttpApp {
@@ -86,7 +89,7 @@ export function httpApp(cfg: Config, logger: Logger, deps: HttpAppDeps): HttpApp
   const corsStep = browserCors(cfg.cors);
   app.use('/v0.2', corsStep);
   app.use('/healthz', corsStep);
-  mountHealth(app, { store, upstreamHealth, leaving: () => !lifecycle.ready });
+  mountHealth(app, { store, upstreamHealth, leaving: () => !lifecycle.ready, yieldsToPeers: () => deps.fleet.yieldsToPeers });
   const metricsApp = mountMetrics(app, cfg.telemetry, metrics, logger);
   if (cfg.admin.token) app.use('/admin', adminRouter({ token: cfg.admin.token, usage, deprecation: deps.telemetry.deprecation }));
   mountDocs(app, brand, cfg.deprecation);

@@ -20,17 +20,24 @@ import type { UpstreamHealth } from './telemetry/upstream-health';
 const MIGRATION_GUIDE = path.resolve(__dirname, '..', '..', 'docs', 'migration.md');
 
 /** `/healthz` and `/v0.2/healthz` (the process answers) and `/readyz` (this replica can serve). */
-export function mountHealth(app: Express, deps: { store: Pick<Store, 'ready'>; upstreamHealth: UpstreamHealth; leaving(): boolean }): void {
+export function mountHealth(
+  app: Express,
+  deps: { store: Pick<Store, 'ready'>; upstreamHealth: UpstreamHealth; leaving(): boolean; yieldsToPeers(): boolean },
+): void {
   // Also under the legacy base: the Python SDK calls its health check there (HEAD is served by GET).
   app.get(['/healthz', '/v0.2/healthz'], (_req, res) => {
     res.type('text/plain').send('ok');
   });
-  // "This replica can serve": the store answers and no shutdown began. The upstream's health is
-  // reported (last probe) but does not decide: one upstream blip must not empty the load balancer.
+  // "This replica can serve": the store answers, no shutdown began, and it is not the one replica
+  // cut from an upstream the others reach. The upstream's own health (last probe) is reported but
+  // does not decide: an upstream outage must not empty the load balancer.
   app.get('/readyz', async (_req, res) => {
     const storeOk = await deps.store.ready().catch(() => false);
     const leaving = deps.leaving();
-    res.status(storeOk && !leaving ? 200 : 503).json({ store: storeOk, draining: leaving, upstream: deps.upstreamHealth.up ?? null });
+    const impaired = deps.yieldsToPeers();
+    res
+      .status(storeOk && !leaving && !impaired ? 200 : 503)
+      .json({ store: storeOk, draining: leaving, upstream: deps.upstreamHealth.up ?? null, upstream_impaired: impaired });
   });
 }
 

@@ -218,7 +218,7 @@ describe('readiness and upstream health', () => {
       expect(await gauge()).toBe('0');
       expect(await http(s.url, 'GET', '/readyz', { key: null })).toMatchObject({
         status: 200,
-        body: { store: true, draining: false, upstream: false },
+        body: { store: true, draining: false, upstream: false, upstream_impaired: false },
       });
     } finally {
       await s.gateway.close();

@@ -5,9 +5,10 @@
  * AOF, pause Redis, fail Redis over through Sentinel, cut one replica from Redis or the upstream,
  * slow them down) while native frame-mode streams run over several accounts (5 per key), each with
  * a results socket that reconnects as the Python SDK does and keepalives as the Python SDK sends
- * them. Then it checks the invariants: no stream ended unless asked, no result delivered twice,
- * every stream delivered again within the bound after each fault, the 5-stream limit exact
- * afterwards, and nothing left behind (slots, upstream streams) once every stream is deleted.
+ * them, every call routed as a balancer checking /readyz would. Then it checks the invariants: no
+ * stream ended unless asked, no result delivered twice, every stream delivered again within the
+ * bound after each fault, the 5-stream limit exact afterwards, and nothing left behind (slots,
+ * upstream streams) once every stream is deleted.
  * Shared by test/gateway/fleet/chaos.test.ts (short runs) and `npm run bench -- chaos`.
  */
 import { loadConfig } from '../../src/config';
@@ -280,11 +281,23 @@ class ChaosClient {
   }
 }
 
-/** The replicas a load balancer would send a call to now (running, not paused, not draining). */
+/** How often the balancer model asks each replica's /readyz, and how long it waits for the answer. */
+const READY_CHECK_MS = 500;
+const READY_TIMEOUT_MS = 400;
+
+/**
+ * The replicas a load balancer would send a call to now: running, not paused, not draining, and
+ * answering /readyz 200 at its last check (`fall 1 rise 1`). When none is ready, every running
+ * replica is picked (a balancer would answer 503 itself; the clients retry either way).
+ */
 class Routing {
   private readonly serving = new Set<Replica>();
+  private readonly unready = new Set<Replica>();
+  private readonly checks: ReturnType<typeof setInterval>;
 
-  constructor(private readonly rand: () => number) {}
+  constructor(private readonly rand: () => number) {
+    this.checks = setInterval(() => void this.checkReadiness(), READY_CHECK_MS);
+  }
 
   add(r: Replica): void {
     this.serving.add(r);
@@ -292,16 +305,36 @@ class Routing {
 
   remove(r: Replica): void {
     this.serving.delete(r);
+    this.unready.delete(r);
   }
 
+  /** Every running replica, ready or not (what faults pick from). */
   list(): Replica[] {
     return [...this.serving];
   }
 
   pick(): Replica {
-    const list = this.list();
+    const ready = this.list().filter((r) => !this.unready.has(r));
+    const list = ready.length > 0 ? ready : this.list();
     if (list.length === 0) throw new Error('no replica serving');
     return list[Math.floor(this.rand() * list.length)]!;
+  }
+
+  stop(): void {
+    clearInterval(this.checks);
+  }
+
+  private async checkReadiness(): Promise<void> {
+    await Promise.all(
+      this.list().map(async (r) => {
+        const ok = await fetch(`${r.url}/readyz`, { signal: AbortSignal.timeout(READY_TIMEOUT_MS) })
+          .then((res) => res.status === 200)
+          .catch(() => false);
+        if (!this.serving.has(r)) return;
+        if (ok) this.unready.delete(r);
+        else this.unready.add(r);
+      }),
+    );
   }
 }
 
@@ -401,8 +434,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const faults: FaultRecord[] = [];
   const invariants: Invariant[] = [];
   const check = (name: string, ok: boolean, detail: string) => invariants.push({ name, ok, detail });
+  const routing = new Routing(routeRand);
   try {
-    const routing = new Routing(routeRand);
     // When the fault phase starts (the creates before it count from the run's start).
     let phaseStart = Date.now();
     for (const r of fleet.replicas) routing.add(r);
@@ -634,6 +667,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       ok: invariants.every((i) => i.ok),
     };
   } finally {
+    routing.stop();
     for (const c of clients) c.close();
     await fleet.stop();
     await Promise.all([...proxies.values()].flatMap((p) => [p.redis?.close(), p.upstream.close()]));

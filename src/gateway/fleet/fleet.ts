@@ -62,6 +62,7 @@ export class Fleet implements FleetMember {
   private draining = false;
   /** This replica's impaired mark as last written to the store. */
   private markedImpaired = false;
+  private yielding = false;
 
   constructor(private readonly opts: FleetOptions) {
     this.clock = opts.clock ?? realClock;
@@ -132,7 +133,8 @@ export class Fleet implements FleetMember {
       if (sessions.selfFenced || !m.alive.includes(this.id)) return;
       if (this.draining) return void (await this.moveOn(m));
       // Impaired with somewhere better to go: streams leave, none is taken (else it works on as it can).
-      if ((await this.upstreamImpaired(m)) && targetsIn(m, this.id).length > 0) return void (await this.moveOn(m));
+      this.yielding = (await this.upstreamImpaired(m)) && targetsIn(m, this.id).length > 0;
+      if (this.yielding) return void (await this.moveOn(m));
       const pickable = [this.id, ...targetsIn(m, this.id)];
       for (const dead of m.dead) if (dead !== this.id) await this.takeOver(dead, pickable);
     } finally {
@@ -263,6 +265,15 @@ export class Fleet implements FleetMember {
     for (const t of this.timers.splice(0)) t.clear();
     this.unsubscribe?.();
     this.unsubscribe = undefined;
+  }
+
+  /**
+   * Marked impaired while, at the last sweep, a replica alive reached the upstream: /readyz answers
+   * 503 so the balancer sends the new work (creates, keepalives) there. When every replica is
+   * impaired, none yields: the balancer is never emptied by an upstream outage.
+   */
+  get yieldsToPeers(): boolean {
+    return this.yielding;
   }
 
   /** Replicas alive at the last sweep. */

@@ -14,6 +14,8 @@ import type { FleetOptions, FleetSessions } from './fleet';
 export interface FleetMember {
   /** Not part of a fleet: nobody can take this replica's streams, so a SIGTERM has no drain. */
   readonly solo: boolean;
+  /** Cannot reach the upstream while another replica can: the balancer should route elsewhere (/readyz 503). */
+  readonly yieldsToPeers: boolean;
   /** Joins (heartbeat, control channel, loops); resolves at once for a solo replica. */
   start(): Promise<void>;
   /**
@@ -38,6 +40,7 @@ export const SOLO_LINK: FleetLink = { replicaId: SOLO_REPLICA, tell: () => Promi
 /** The fleet of a gateway that is not part of one: nothing to join, nobody to hand streams to. */
 export class SoloFleet implements FleetMember {
   readonly solo = true;
+  readonly yieldsToPeers = false;
 
   constructor(private readonly sessions: Pick<FleetSessions, 'halt'>) {}
 

@@ -1,9 +1,10 @@
 /**
  * A gray failure on real processes: replica C loses its path to the upstream (a fault proxy cuts
  * it) while A and B keep theirs. After a few ticks in a row without an answer, C marks itself
- * impaired and hands its streams to A and B, where they tick successfully again: nothing ends, no
- * socket closes, no result id arrives twice. Healed: once the probe answers and no tick has failed
- * for the recovery time, C withdraws the mark and is a target again.
+ * impaired, answers /readyz 503 (A and B reach the upstream) and hands its streams to them, where
+ * they tick successfully again: nothing ends, no socket closes, no result id arrives twice. Healed:
+ * once the probe answers and no tick has failed for the recovery time, C withdraws the mark, is a
+ * target again and ready.
  */
 import { proxyInFront } from '../../helpers/fault-proxy';
 import type { FaultProxy } from '../../helpers/fault-proxy';
@@ -58,6 +59,10 @@ test('a replica cut from the upstream hands its streams to replicas that reach i
   const gauge = async (id: string) =>
     /^gateway_fleet_upstream_impaired (\S+)$/m.exec(String((await http(fleet().replica(id).url, 'GET', '/metrics')).body))?.[1];
   expect([await gauge('C'), await gauge('A')]).toEqual(['1', '0']);
+  // The balancer is told to send C's new work (creates, keepalives) to A and B.
+  const ready = async (id: string) => http(fleet().replica(id).url, 'GET', '/readyz');
+  expect(await ready('C')).toMatchObject({ status: 503, body: { store: true, draining: false, upstream_impaired: true } });
+  expect(await ready('A')).toMatchObject({ status: 200, body: { upstream_impaired: false } });
   const movedAt = Date.now();
   await deadline(Promise.all(sockets.map((s) => okResultsAfter(s, movedAt, 2))), 30_000, 'successful results from A or B');
 
@@ -69,6 +74,11 @@ test('a replica cut from the upstream hands its streams to replicas that reach i
     'C’s impaired mark withdrawn',
   );
   const recoveredAfterMs = Date.now() - healedAt;
+  await deadline(
+    until(async () => (await ready('C')).status === 200),
+    10_000,
+    'C ready again',
+  );
 
   for (const s of sockets) {
     expect(s.isOpen()).toBe(true);
