@@ -168,7 +168,7 @@ export class MemoryStore implements Store {
       s.lastInferenceMs = Math.max(0, Math.round(c.outcome.inferenceMs));
     }
     await this.publish(c.channel, c.message);
-    return { ok: true, promptRev: s.promptRev };
+    return { ok: true, promptRev: s.promptRev, leaseExpiresAtMs: s.leaseExpiresAtMs };
   }
 
   async sessionsOf(replica: string): Promise<string[]> {

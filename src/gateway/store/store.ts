@@ -131,7 +131,8 @@ export const FLEET_DEFAULTS = {
 
 /** Answer of `commitTick`: published, or why not (nothing was written then). */
 export type TickCommit =
-  | { ok: true; promptRev: number }
+  /** The record's prompt revision and lease as of the commit (a PATCH or keepalive on another replica shows here). */
+  | { ok: true; promptRev: number; leaseExpiresAtMs: number }
   /** `fenced`: another owner or epoch; `duplicate`: tick ≤ lastTick; `ended`/`missing`: no active record. */
   | { ok: false; reason: 'fenced' | 'duplicate' | 'ended' | 'missing' };
 

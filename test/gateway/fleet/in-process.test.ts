@@ -101,6 +101,8 @@ interface FleetOptions {
   media?: (replicaId: string) => MediaRelay;
   /** Wraps a replica's view of the store (a heartbeat that fails for one replica only). */
   wrap?: (replicaId: string, store: Store) => Store;
+  /** Fleet timing (`store.fleet`) over the defaults. */
+  fleet?: Record<string, number>;
 }
 
 let fleets = 0;
@@ -121,7 +123,7 @@ async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOpt
   const replicas: Replica[] = [];
   const running: (() => number)[] = [];
   for (const id of ids) {
-    const cfg: Config = testConfig({ legacy: o.legacy ?? {}, store: { gatewayId: id, secret: SECRET } });
+    const cfg: Config = testConfig({ legacy: o.legacy ?? {}, store: { gatewayId: id, secret: SECRET, fleet: o.fleet ?? {} } });
     const logger = o.log ? createLogger('warn', 'gateway', o.log) : createLogger(cfg.logLevel);
     const gw = await startGateway(cfg, logger, upstreamUrl, {
       store: o.wrap ? o.wrap(id, await connect()) : await connect(),
@@ -430,6 +432,45 @@ test('a Redis outage never ends a stream as lease_expired: the lease check retri
     const n = sock.messages.length;
     await driveUntil(f, () => sock.messages.length >= n + 1);
     expect(f.ended).toEqual([]);
+  } finally {
+    await f.close();
+  }
+});
+
+test('keepalives served by another replica reach the owner through its tick commits: its lease checks read nothing, and once they stop the stream ends lease_expired', async () => {
+  const reads = new Map<string, number>();
+  const counting = (replica: string, store: Store): Store =>
+    new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'getSession') {
+          return (id: string) => {
+            reads.set(replica, (reads.get(replica) ?? 0) + 1);
+            return target.getSession(id);
+          };
+        }
+        const v = Reflect.get(target, prop, receiver) as unknown;
+        return typeof v === 'function' ? (v as (...args: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+  // The fleet-wide slot reconciler (it reads records too) stays out of the count.
+  const f = await startFleet(['A', 'B'], 'memory', { legacy: { leaseTtlSeconds: 4 }, wrap: counting, fleet: { reconcileMs: 3_600_000 } });
+  try {
+    const [a, b] = f.replicas as [Replica, Replica];
+    const id = await create(a);
+    const sock = await openResults(a.url, id, KEY);
+    await driveUntil(f, () => sock.messages.length >= 1);
+    const readsBefore = reads.get('A') ?? 0;
+    // Three leases' worth of fake time, a keepalive through B every 2 s.
+    for (let i = 0; i < 6; i++) {
+      expect((await call(b.url, 'POST', `/v0.2/streams/${id}/keepalive`)).status).toBe(200);
+      await drive(f, 40);
+    }
+    expect(f.ended).toEqual([]);
+    expect(reads.get('A') ?? 0).toBe(readsBefore);
+    // No keepalive any more: the lease lapses, and A's check reads the store and ends the stream.
+    await driveUntil(f, () => f.ended.length > 0);
+    expect(f.ended).toEqual(['A:lease_expired']);
+    expect(reads.get('A')).toBeGreaterThan(readsBefore);
   } finally {
     await f.close();
   }

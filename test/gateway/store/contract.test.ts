@@ -378,14 +378,17 @@ describe.each(factories)('%s', (_name, make) => {
           message: `tick-${n}`,
           ...over,
         });
-      expect(await tick(store, 0)).toEqual({ ok: true, promptRev: 3 });
+      const lease = (await store.getSession('t-1'))!.leaseExpiresAtMs;
+      expect(await tick(store, 0)).toEqual({ ok: true, promptRev: 3, leaseExpiresAtMs: lease });
       expect(await tick(store, 0)).toEqual({ ok: false, reason: 'duplicate' });
+      // A keepalive served by another replica shows in the owner's next commit.
+      expect(await third.renewLease('t-1', lease + 60_000, lease - 1000)).toBeDefined();
       // 20 concurrent commits of one tick (a paused owner and itself, over 3 connections): one wins.
       const same = await Promise.all(Array.from({ length: 20 }, (_, i) => tick([store, other, third][i % 3], 1)));
       expect(same.filter((r) => r.ok)).toHaveLength(1);
       expect(same.filter((r) => !r.ok).every((r) => !r.ok && r.reason === 'duplicate')).toBe(true);
       // Ticks may skip (a missed one) but never go back.
-      expect(await tick(store, 3)).toEqual({ ok: true, promptRev: 3 });
+      expect(await tick(store, 3)).toEqual({ ok: true, promptRev: 3, leaseExpiresAtMs: lease + 60_000 });
       expect(await tick(store, 2)).toEqual({ ok: false, reason: 'duplicate' });
       expect(await tick(store, 4, { owner: 'gw-b' })).toEqual({ ok: false, reason: 'fenced' });
       expect(await tick(store, 4, { epoch: 2 })).toEqual({ ok: false, reason: 'fenced' });
@@ -393,8 +396,9 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await other.claimSession('t-1', { owner: 'gw-a', epoch: 1 }, 'gw-b')).toBeDefined();
       expect(await tick(store, 4)).toEqual({ ok: false, reason: 'fenced' });
       expect(await tick(other, 3, { owner: 'gw-b', epoch: 2 })).toEqual({ ok: false, reason: 'duplicate' });
-      expect(await tick(other, 4, { owner: 'gw-b', epoch: 2 })).toEqual({ ok: true, promptRev: 3 });
-      expect(await store.getSession('t-1')).toMatchObject({ lastTick: 4, costMicrocents: 400, owner: 'gw-b', epoch: 2 });
+      expect(await tick(other, 4, { owner: 'gw-b', epoch: 2 })).toEqual({ ok: true, promptRev: 3, leaseExpiresAtMs: lease + 60_000 });
+      // The keepalive took the cost so far (tick 0's); ticks 1, 3 and 4 count from it.
+      expect(await store.getSession('t-1')).toMatchObject({ lastTick: 4, costMicrocents: 300, owner: 'gw-b', epoch: 2 });
       await store.endSession('t-1', 'client_requested', 1);
       expect(await tick(other, 5, { owner: 'gw-b', epoch: 2 })).toEqual({ ok: false, reason: 'ended' });
       expect(
@@ -493,7 +497,9 @@ describe.each(factories)('%s', (_name, make) => {
       await store.putSession(owned('p-1', 'gw-a'));
       expect(await other.setPrompt('p-1', 'new {x}', 7_000)).toMatchObject({ prompt: 'new {x}', promptUpdatedAtMs: 7_000, promptRev: 1 });
       expect(await other.setPrompt('p-1', 'newer "quoted" \\ {x}', 8_000)).toMatchObject({ promptRev: 2 });
-      expect(await store.commitTick('p-1', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 0, channel: 'c', message: 'm' })).toEqual({
+      expect(
+        await store.commitTick('p-1', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 0, channel: 'c', message: 'm' }),
+      ).toMatchObject({
         ok: true,
         promptRev: 2,
       });

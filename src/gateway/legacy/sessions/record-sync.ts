@@ -24,11 +24,15 @@ export class RecordSync {
       .catch((err: unknown) => this.deps.logger.warn({ err, streamId }, 'could not record the frame size'));
   }
 
-  /** A tick's commit answer: a new prompt revision is read; a lost stream stops here; a lost record is re-registered. */
+  /**
+   * A tick's commit answer: a new prompt revision is read; a lease renewed elsewhere is taken (the
+   * lease check then needs no read); a lost stream stops here; a lost record is re-registered.
+   */
   onCommit(stream: LiveStream, tick: number, commit: TickCommit): void {
     if (commit.ok) {
       stream.committed(tick);
       if (commit.promptRev !== stream.record.promptRev) void this.refreshPrompt(stream.id);
+      if (commit.leaseExpiresAtMs > stream.record.leaseExpiresAtMs) stream.extendLease(commit.leaseExpiresAtMs);
       return;
     }
     this.deps.observer?.tickFenced?.(commit.reason);

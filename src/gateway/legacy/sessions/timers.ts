@@ -49,12 +49,15 @@ export class StreamTimers {
   }
 
   /**
-   * The store's lease is the truth (a keepalive may have landed on another replica). A store that
+   * The store's lease is the truth (a keepalive may have landed on another replica): a ticking
+   * stream learns it from its commits, so only a lease not seen renewed there is read. A store that
    * cannot be read is asked again later, and a lease that lapsed meanwhile is extended by one TTL
    * from the recovery: an outage of the store never ends a stream as lease_expired.
    */
   private async checkLease(stream: LiveStream, storeFailed = false): Promise<void> {
     if (stream.stopping) return;
+    // A tick's commit already showed the store's lease renewed (a keepalive on another replica).
+    if (!storeFailed && stream.record.leaseExpiresAtMs > this.clock.now()) return this.armLease(stream, stream.record.leaseExpiresAtMs);
     let rec: SessionRecord | undefined;
     try {
       rec = await this.deps.store.getSession(stream.id);

@@ -91,15 +91,16 @@ return redis.call('HGETALL', KEYS[1])`;
  * Each is the fenced tick: checks, lastTick, cost, the outcome's counters and the publish (one HMGET,
  * one HSET, one PUBLISH), so a result is published at most once per (stream, tick) and never by a
  * fenced owner. Commits are independent of each other (a batch of them is one round trip and one
- * EVALSHA); each answers {1, promptRev} or {0, reason}, flat in KEYS order.
+ * EVALSHA); each answers {1, promptRev, leaseExpiresAtMs} or {0, reason, ''}, flat in KEYS order: the
+ * owner learns a prompt change and a lease renewed on another replica from its ticks, without reads.
  */
 const COMMIT_TICKS = `${COST_FIELD}
 local function commit(key, o)
-  local v = redis.call('HMGET', key, 'state', 'owner', 'epoch', 'lastTick', 'promptRev', 'costMicrocents', 'inferencesCompleted', 'inferencesFailed')
-  if not v[1] then return 0, 'missing' end
-  if v[1] ~= '"active"' then return 0, 'ended' end
-  if v[2] ~= ARGV[o + 1] or tonumber(v[3] or '0') ~= tonumber(ARGV[o + 2]) then return 0, 'fenced' end
-  if tonumber(ARGV[o + 3]) <= tonumber(v[4] or '-1') then return 0, 'duplicate' end
+  local v = redis.call('HMGET', key, 'state', 'owner', 'epoch', 'lastTick', 'promptRev', 'costMicrocents', 'inferencesCompleted', 'inferencesFailed', 'leaseExpiresAtMs')
+  if not v[1] then return 0, 'missing', '' end
+  if v[1] ~= '"active"' then return 0, 'ended', '' end
+  if v[2] ~= ARGV[o + 1] or tonumber(v[3] or '0') ~= tonumber(ARGV[o + 2]) then return 0, 'fenced', '' end
+  if tonumber(ARGV[o + 3]) <= tonumber(v[4] or '-1') then return 0, 'duplicate', '' end
   local cost = costField(tonumber(v[6] or '0') + tonumber(ARGV[o + 4]))
   local outcome = ARGV[o + 7]
   if outcome == 'ok' then
@@ -110,13 +111,14 @@ local function commit(key, o)
     redis.call('HSET', key, 'lastTick', ARGV[o + 3], 'costMicrocents', cost)
   end
   redis.call('PUBLISH', ARGV[o + 5], ARGV[o + 6])
-  return 1, v[5] or '0'
+  return 1, v[5] or '0', v[9] or '0'
 end
 local out = {}
 for k = 1, #KEYS do
-  local ok, value = commit(KEYS[k], (k - 1) * 8)
-  out[2 * k - 1] = ok
-  out[2 * k] = value
+  local ok, value, lease = commit(KEYS[k], (k - 1) * 8)
+  out[3 * k - 2] = ok
+  out[3 * k - 1] = value
+  out[3 * k] = lease
 end
 return out`;
 

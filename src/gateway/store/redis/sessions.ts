@@ -123,7 +123,7 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     return this.guard('commitTick', async () => {
       const outcome = c.outcome ? (c.outcome.ok ? 'ok' : 'failed') : '';
       const ms = c.outcome ? String(Math.max(0, Math.round(c.outcome.inferenceMs))) : '0';
-      const [ok, value] = await this.ticks.commit(this.key.session(streamId), [
+      const [ok, value, lease] = await this.ticks.commit(this.key.session(streamId), [
         JSON.stringify(c.owner),
         c.epoch,
         c.tick,
@@ -134,7 +134,7 @@ export class RedisSessions extends RedisRole implements SessionRecords {
         ms,
       ]);
       if (ok !== 1) return { ok: false, reason: value as 'fenced' | 'duplicate' | 'ended' | 'missing' };
-      return { ok: true, promptRev: JSON.parse(value) as number };
+      return { ok: true, promptRev: JSON.parse(value) as number, leaseExpiresAtMs: JSON.parse(lease) as number };
     });
   }
 

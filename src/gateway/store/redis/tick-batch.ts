@@ -3,10 +3,13 @@ import type { ScriptConn } from './connection';
 /** Commits per script call at most (8 arguments each). */
 const MAX_BATCH = 64;
 
+/** A commit's answer: `[1, promptRev, leaseExpiresAtMs]` or `[0, reason, '']` (the script's three values). */
+export type CommitAnswer = [number, string, string];
+
 interface Queued {
   key: string;
   args: (string | number)[];
-  resolve(answer: [number, string]): void;
+  resolve(answer: CommitAnswer): void;
   reject(err: unknown): void;
 }
 
@@ -24,9 +27,9 @@ export class TickBatch {
 
   constructor(private readonly redis: ScriptConn) {}
 
-  /** Commits one tick (`args`: the script's 8 for it); its `[ok, value]` answer. */
-  commit(key: string, args: (string | number)[]): Promise<[number, string]> {
-    if (this.redis.isCluster) return this.redis.commitTicksLua(1, key, ...args) as Promise<[number, string]>;
+  /** Commits one tick (`args`: the script's 8 for it); its answer. */
+  commit(key: string, args: (string | number)[]): Promise<CommitAnswer> {
+    if (this.redis.isCluster) return this.redis.commitTicksLua(1, key, ...args) as Promise<CommitAnswer>;
     return new Promise((resolve, reject) => {
       this.queue.push({ key, args, resolve, reject });
       if (this.queue.length >= MAX_BATCH) this.send();
@@ -47,7 +50,7 @@ export class TickBatch {
     this.redis.commitTicksLua(batch.length, ...batch.map((q) => q.key), ...batch.flatMap((q) => q.args)).then(
       (flat) => {
         const answers = flat as (number | string)[];
-        batch.forEach((q, i) => q.resolve([answers[2 * i] as number, answers[2 * i + 1] as string]));
+        batch.forEach((q, i) => q.resolve([answers[3 * i] as number, answers[3 * i + 1] as string, answers[3 * i + 2] as string]));
       },
       (err: unknown) => {
         for (const q of batch) q.reject(err);
