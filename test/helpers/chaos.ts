@@ -11,6 +11,7 @@
  * upstream streams) once every stream is deleted.
  * Shared by test/gateway/fleet/chaos.test.ts (short runs) and `npm run bench -- chaos`.
  */
+import fs from 'node:fs';
 import { loadConfig } from '../../src/config';
 import type { FleetConfig } from '../../src/config';
 import { keyHash } from '../../src/lib/keys';
@@ -21,7 +22,7 @@ import { connectResults } from './results-socket';
 import type { ResultsSocket } from './results-socket';
 import { proxyInFront } from './fault-proxy';
 import type { FaultProxy } from './fault-proxy';
-import { sleep } from './time';
+import { deadline, sleep } from './time';
 import { quantile } from './util';
 
 export type FaultKind = 'kill' | 'term' | 'stop' | 'redis-restart' | 'redis-pause' | 'redis-cut' | 'upstream-cut' | 'latency' | 'failover';
@@ -125,6 +126,8 @@ export interface ChaosReport {
   fleetEvents: Record<string, number>;
   /** Replica lines at warn or above, by message: where to look when an invariant fails. */
   warnings: Record<string, number>;
+  /** The emulator's resident memory (MiB) before the faults, its largest after any fault, and at the end. */
+  emulatorRssMiB: { start: number; max: number; end: number };
   invariants: Invariant[];
   ok: boolean;
 }
@@ -137,6 +140,8 @@ const RECONNECT_DELAYS_MS = [1000, 2000, 4000, 8000, 10_000];
 /** The Python SDK's keepalive: 3 retries, 2 s apart. */
 const KEEPALIVE_RETRIES = 3;
 const KEEPALIVE_RETRY_MS = 2000;
+/** The longest one fault may take to inject and undo (a Sentinel failover waits up to 30 s for a promotion and 30 s for the rejoin). */
+const FAULT_DEADLINE_MS = 90_000;
 
 /** One customer stream: its results socket (reconnecting like the Python SDK) and its keepalives. */
 class ChaosClient {
@@ -483,56 +488,64 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       return bag.pop()!;
     };
     phaseStart = Date.now();
+    const emulatorRss = () => rssMiBOf(fleet.emulator.child.pid);
+    const rss = { start: emulatorRss(), max: 0, end: 0 };
     for (let n = 1; phaseStart + n * opts.faultEveryMs <= phaseStart + opts.durationMs; n++) {
       await sleep(phaseStart + n * opts.faultEveryMs - Date.now());
       const kind = nextKind();
       const atMs = Date.now();
       const rec: FaultRecord = { kind, atMs, doneMs: atMs, boundMs: boundOf(kind), gapsMs: [] };
-      if (kind === 'kill' || kind === 'term' || kind === 'stop') {
-        const serving = routing.list();
-        const target = serving[Math.floor(rand() * serving.length)]!;
-        rec.target = target.id;
-        routing.remove(target);
-        if (kind === 'stop') {
-          target.kill('SIGSTOP');
-          await sleep(replicaPauseMs);
-          target.kill('SIGCONT');
-          routing.add(target);
+      // Bounded: a fault that never finishes (a helper waiting on a promise that cannot settle)
+      // fails the run naming it, instead of leaving it silent.
+      const inject = async () => {
+        if (kind === 'kill' || kind === 'term' || kind === 'stop') {
+          const serving = routing.list();
+          const target = serving[Math.floor(rand() * serving.length)]!;
+          rec.target = target.id;
+          routing.remove(target);
+          if (kind === 'stop') {
+            target.kill('SIGSTOP');
+            await sleep(replicaPauseMs);
+            target.kill('SIGCONT');
+            routing.add(target);
+          } else {
+            target.kill(kind === 'kill' ? 'SIGKILL' : 'SIGTERM');
+            exits.push(target.proc.exited);
+            const replacement = await fleet.addReplica(nextId());
+            rec.replacement = replacement.id;
+            routing.add(replacement);
+          }
+        } else if (kind === 'redis-restart') {
+          await fleet.redis!.restart({ keepData: true });
+        } else if (kind === 'redis-cut' || kind === 'upstream-cut') {
+          const serving = routing.list();
+          const target = serving[Math.floor(rand() * serving.length)]!;
+          rec.target = target.id;
+          const p = proxies.get(target.id)!;
+          const proxy = kind === 'redis-cut' ? p.redis! : p.upstream;
+          proxy.set(kind === 'redis-cut' ? { kind: 'blackhole' } : { kind: 'cut' });
+          await sleep(networkFaultMs);
+          proxy.set({ kind: 'pass' });
+        } else if (kind === 'latency') {
+          for (const p of proxies.values()) {
+            p.redis?.set({ kind: 'delay', delayMs: 100 });
+            p.upstream.set({ kind: 'delay', delayMs: 500 });
+          }
+          await sleep(networkFaultMs);
+          for (const p of proxies.values()) for (const x of [p.redis, p.upstream]) x?.set({ kind: 'pass' });
+        } else if (kind === 'failover') {
+          const { old, primary } = await fleet.sentinel!.failover();
+          rec.target = `redis :${old.port} → :${primary.port}`;
+          await fleet.sentinel!.rejoin(old);
         } else {
-          target.kill(kind === 'kill' ? 'SIGKILL' : 'SIGTERM');
-          exits.push(target.proc.exited);
-          const replacement = await fleet.addReplica(nextId());
-          rec.replacement = replacement.id;
-          routing.add(replacement);
+          fleet.redis!.pause();
+          await sleep(redisPauseMs);
+          fleet.redis!.resume();
         }
-      } else if (kind === 'redis-restart') {
-        await fleet.redis!.restart({ keepData: true });
-      } else if (kind === 'redis-cut' || kind === 'upstream-cut') {
-        const serving = routing.list();
-        const target = serving[Math.floor(rand() * serving.length)]!;
-        rec.target = target.id;
-        const p = proxies.get(target.id)!;
-        const proxy = kind === 'redis-cut' ? p.redis! : p.upstream;
-        proxy.set(kind === 'redis-cut' ? { kind: 'blackhole' } : { kind: 'cut' });
-        await sleep(networkFaultMs);
-        proxy.set({ kind: 'pass' });
-      } else if (kind === 'latency') {
-        for (const p of proxies.values()) {
-          p.redis?.set({ kind: 'delay', delayMs: 100 });
-          p.upstream.set({ kind: 'delay', delayMs: 500 });
-        }
-        await sleep(networkFaultMs);
-        for (const p of proxies.values()) for (const x of [p.redis, p.upstream]) x?.set({ kind: 'pass' });
-      } else if (kind === 'failover') {
-        const { old, primary } = await fleet.sentinel!.failover();
-        rec.target = `redis :${old.port} → :${primary.port}`;
-        await fleet.sentinel!.rejoin(old);
-      } else {
-        fleet.redis!.pause();
-        await sleep(redisPauseMs);
-        fleet.redis!.resume();
-      }
+      };
+      await deadline(inject(), FAULT_DEADLINE_MS, `fault ${faults.length + 1} (${kind})`);
       rec.doneMs = Date.now();
+      rss.max = Math.max(rss.max, emulatorRss());
       faults.push(rec);
       log(
         `  fault ${faults.length} at +${((atMs - phaseStart) / 1000).toFixed(1)} s: ${kind}${rec.target ? ` ${rec.target}` : ''}${rec.replacement ? ` → ${rec.replacement}` : ''} (${rec.doneMs - atMs} ms)`,
@@ -542,6 +555,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     await sleep(Math.max(...faults.map((f) => f.boundMs), failoverBoundMs) + slackMs + 2000);
     await Promise.race([Promise.all(exits), sleep(15_000)]);
     const faultEnd = Date.now();
+    rss.end = emulatorRss();
+    rss.max = Math.max(rss.max, rss.end);
 
     for (const f of faults) f.gapsMs = clients.filter((c) => !c.fatal || c.fatal.atMs > f.atMs).map((c) => c.gapAcross(f.atMs));
 
@@ -663,6 +678,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       leftovers,
       fleetEvents,
       warnings,
+      emulatorRssMiB: rss,
       invariants,
       ok: invariants.every((i) => i.ok),
     };
@@ -671,6 +687,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     for (const c of clients) c.close();
     await fleet.stop();
     await Promise.all([...proxies.values()].flatMap((p) => [p.redis?.close(), p.upstream.close()]));
+  }
+}
+
+/** Resident memory of a process, MiB (0 once it is gone). */
+function rssMiBOf(pid: number | undefined): number {
+  try {
+    return Math.round(Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024);
+  } catch {
+    return 0;
   }
 }
 
@@ -726,6 +751,8 @@ export function formatChaos(r: ChaosReport): string {
       .map(([k, n]) => `${k} ${n}`)
       .join('; ')}`,
   );
+  const { start, max, end } = r.emulatorRssMiB;
+  lines.push(`emulator RSS ${start} MiB before the faults, at most ${max} MiB after one, ${end} MiB at the end`);
   const warned = Object.entries(r.warnings).sort((a, b) => b[1] - a[1]);
   if (warned.length) lines.push(`replica warnings: ${warned.map(([m, n]) => `${n}× ${m}`).join('; ')}`);
   for (const i of r.invariants) lines.push(`${i.ok ? 'PASS' : 'FAIL'} ${i.name}: ${i.detail}`);

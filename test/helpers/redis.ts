@@ -58,6 +58,9 @@ export function rawCommand(port: number, args: string[]): Promise<string> {
       sock.destroy();
       resolve(d.toString());
     });
+    // A server that closes without a word (killed, or stopping as it accepted) settles it too:
+    // callers poll with deadlines, and a promise left pending would hang them for good.
+    sock.once('close', () => reject(new Error('redis-server closed the connection without answering')));
     sock.once('connect', () => sock.write(`${args.map((a) => `"${a.replace(/["\\]/g, '\\$&')}"`).join(' ')}\r\n`));
   });
 }
