@@ -23,6 +23,7 @@
  * BENCH_SCALE_UPSTREAM_WORKERS, BENCH_SCALE_CLIENTS and BENCH_SCALE_WARMUP_S size the rest.
  * BENCH_SCALE_HEAPSNAPSHOTS=<dir> writes a heap snapshot of each replica there when idle and again
  * at the end of the measurement (`node bench/heap-diff.js idle loaded streams` compares two).
+ * STORE_COMMIT_BATCH_MS, when set, is passed to every replica (an A/B of the commit batch window).
  * BENCH_SCALE_NODE_ARGS passes node flags to every replica (`--cpu-prof --cpu-prof-dir=DIR`: the
  * replicas then exit with SIGTERM, after the clients deleted their streams, so the profiles are written).
  */
@@ -220,6 +221,8 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
         // The production image's malloc settings (Dockerfile).
         MALLOC_ARENA_MAX: '2',
         MALLOC_TRIM_THRESHOLD_: '131072',
+        // An A/B of the commit batch window (docs/configuration.md), else the default.
+        ...(process.env.STORE_COMMIT_BATCH_MS ? { STORE_COMMIT_BATCH_MS: process.env.STORE_COMMIT_BATCH_MS } : {}),
       },
       nodeArgs: [
         // The production image's V8 heap setting (Dockerfile ENTRYPOINT).

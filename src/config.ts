@@ -393,6 +393,11 @@ const storeSchema = z.strictObject({
   gatewayId: z.string().min(1).max(200).default(`${os.hostname()}:${process.pid}`),
   /** Shared by every replica (required with redisUrl): protects what the fleet shares to act for a session. */
   secret: z.string().min(32, 'use at least 32 characters').optional(),
+  /**
+   * How long a replica gathers tick commits into one Redis script call: what a result may wait
+   * before it is published, traded for fewer commands (docs/scaling.md). 0: one event-loop turn.
+   */
+  commitBatchMs: z.number().int().min(0).max(100).default(5),
   /** Timing of the fleet's membership, failover and reconciling (src/gateway/fleet, docs/scaling.md). */
   fleet: z
     .strictObject({
@@ -524,6 +529,7 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   REDIS_URL: { path: ['store', 'redisUrl'], type: 'string' },
   GATEWAY_ID: { path: ['store', 'gatewayId'], type: 'string' },
   GATEWAY_SECRET: { path: ['store', 'secret'], type: 'string' },
+  STORE_COMMIT_BATCH_MS: { path: ['store', 'commitBatchMs'], type: 'number' },
   /** The secret read from a file (a mounted secret), trailing newline dropped. */
   GATEWAY_SECRET_FILE: { path: ['store', 'secret'], type: 'file' },
 };

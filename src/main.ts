@@ -124,6 +124,7 @@ async function openStore(cfg: Config, logger: Logger) {
     const store = await RedisStore.connect(cfg.store.redisUrl, {
       logger: logger.child({ component: 'redis' }),
       resultWindows: { maxTtlMs: cfg.legacy.resultWindowSeconds * 1000 },
+      commitBatchMs: cfg.store.commitBatchMs,
     });
     logger.info({ gatewayId: cfg.store.gatewayId }, 'redis store connected');
     return store;

@@ -7,7 +7,7 @@ import { MemoryStore } from '../../../src/gateway/store/memory';
 import { measuredStore } from '../../../src/gateway/store/measured';
 import { RedisStore } from '../../../src/gateway/store/redis';
 import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
-import type { FeedbackRecord, SessionRecord, Store } from '../../../src/gateway/store/store';
+import type { FeedbackRecord, SessionRecord, Store, TickCommit } from '../../../src/gateway/store/store';
 import { serverCommandCalls, startRedis, startRedisCluster } from '../../helpers/redis';
 import type { RedisCluster, RedisServer } from '../../helpers/redis';
 import { deadline, sleep } from '../../helpers/time';
@@ -704,6 +704,32 @@ test('one server: the tick commits of one turn of the event loop are one script 
   } finally {
     await store.close();
   }
+});
+
+test('one server: commits of later turns of the event loop join the batch while its window is open; without a window each turn is its own call', async () => {
+  const commitsOverTurns = async (commitBatchMs: number) => {
+    const store = await RedisStore.connect(redis.url, { prefix: `turns-${commitBatchMs}:`, commitBatchMs });
+    try {
+      for (let i = 0; i < 3; i++) await store.putSession(session(`w-${i}`, { owner: 'gw-a', epoch: 1 }));
+      const tick = (i: number, n: number) =>
+        store.commitTick(`w-${i}`, { owner: 'gw-a', epoch: 1, tick: n, costMicrocents: 0, channel: 'c', message: 'm' });
+      await tick(0, 0); // loads the script
+      await redis.command('CONFIG', 'RESETSTAT');
+      // Three commits, each in its own turn (a check phase apart, well inside any timer's window).
+      const pending: Promise<TickCommit>[] = [];
+      for (let i = 0; i < 3; i++) {
+        pending.push(tick(i, 1));
+        await new Promise((r) => setImmediate(r));
+      }
+      expect((await Promise.all(pending)).every((c) => c.ok)).toBe(true);
+      const stats = await serverCommandCalls(redis);
+      return (stats.get('evalsha') ?? 0) + (stats.get('eval') ?? 0);
+    } finally {
+      await store.close();
+    }
+  };
+  expect(await commitsOverTurns(50)).toBe(1);
+  expect(await commitsOverTurns(0)).toBe(3);
 });
 
 test('one server: a telemetry flush of many hashes is one script call (one HMGET and one HSET per hash inside)', async () => {

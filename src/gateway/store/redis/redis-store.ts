@@ -27,6 +27,8 @@ export interface RedisStoreOptions extends ConnectOptions {
   prefix?: string;
   /** Reinfer's result windows: their longest TTL (`legacy.resultWindowSeconds`) and how long they wait to be written. */
   resultWindows?: ResultWindowOptions;
+  /** How long tick commits are gathered into one script call (`store.commitBatchMs`; 0: one turn of the event loop). */
+  commitBatchMs?: number;
 }
 
 export class RedisStore implements Store {
@@ -44,7 +46,7 @@ export class RedisStore implements Store {
   ) {
     const context = new RedisContext(connections.redis, new RedisKeys(opts.prefix ?? DEFAULT_PREFIX), opts.logger);
     this.slots = new RedisSlots(context);
-    this.sessions = new RedisSessions(context);
+    this.sessions = new RedisSessions(context, opts.commitBatchMs);
     this.members = new RedisMembership(context);
     this.feedback = new RedisFeedback(context);
     this.broker = new RedisBroker(context, connections.sub);

@@ -1,5 +1,6 @@
 import type { OwnerFence, SessionRecord, SessionRecords, TickCommit, TickCommitInput } from '../store';
 import { RedisRole } from './role';
+import type { RedisContext } from './role';
 import { TickBatch } from './tick-batch';
 
 /**
@@ -12,7 +13,13 @@ import { TickBatch } from './tick-batch';
  * filters by it.
  */
 export class RedisSessions extends RedisRole implements SessionRecords {
-  private readonly ticks = new TickBatch(this.redis);
+  private readonly ticks: TickBatch;
+
+  /** @param commitBatchMs how long tick commits are gathered into one script call (./tick-batch.ts). */
+  constructor(context: RedisContext, commitBatchMs = 0) {
+    super(context);
+    this.ticks = new TickBatch(this.redis, commitBatchMs);
+  }
 
   async putSession(rec: SessionRecord): Promise<void> {
     return this.guard('putSession', async () => {

@@ -14,18 +14,21 @@ interface Queued {
 }
 
 /**
- * Tick commits gathered into one script call: the commits a replica makes in one turn of the event
- * loop (completions that answered together) go as one EVALSHA and one round trip instead of one
- * each, which is what a busy replica saves. Nothing waits for a batch to fill: it is sent when the
- * turn ends (`setImmediate`), or at once when MAX_BATCH are queued, so a lone commit costs no latency.
- * Each commit is still checked on its own inside the script; a failed call fails every commit it carried.
- * On a Cluster the session hashes lie in any slot: each commit is its own call there.
+ * Tick commits gathered into one script call: the commits a replica makes within `windowMs` of the
+ * first one (or, with 0, in one turn of the event loop: completions that answered together) go as
+ * one EVALSHA and one round trip instead of one each. The window is what a result may wait before
+ * it is published; a full batch (MAX_BATCH) is sent at once. Each commit is still checked on its
+ * own inside the script; a failed call fails every commit it carried. On a Cluster the session
+ * hashes lie in any slot: each commit is its own call there.
  */
 export class TickBatch {
   private queue: Queued[] = [];
   private scheduled = false;
 
-  constructor(private readonly redis: ScriptConn) {}
+  constructor(
+    private readonly redis: ScriptConn,
+    private readonly windowMs = 0,
+  ) {}
 
   /** Commits one tick (`args`: the script's 8 for it); its answer. */
   commit(key: string, args: (string | number)[]): Promise<CommitAnswer> {
@@ -35,10 +38,12 @@ export class TickBatch {
       if (this.queue.length >= MAX_BATCH) this.send();
       else if (!this.scheduled) {
         this.scheduled = true;
-        setImmediate(() => {
+        const due = () => {
           this.scheduled = false;
           this.send();
-        });
+        };
+        if (this.windowMs > 0) setTimeout(due, this.windowMs);
+        else setImmediate(due);
       }
     });
   }
