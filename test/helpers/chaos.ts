@@ -421,6 +421,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       return { REDIS_URL: redis?.url ?? redisUrl!, UPSTREAM_URL: upstream.url };
     },
     keepLines: false,
+    // Ticks ask for the latest frame once a second: 2 fps is plenty. At the harness's default
+    // 10 fps, 40 streams kept the emulator at ≈ 80 % of a core encoding frames, and its 10-minute
+    // frame buffers grew it past 4 GiB (a 2-core machine then starves the replicas it tests).
+    publisher: { fps: 2, width: 160, height: 120 },
     logLevel: 'info',
     redisArgs: ['--appendonly', 'yes', '--appendfsync', 'everysec'],
     emulatorConfig: { emulator: { accounts: [...defaultAccounts, ...accounts] } },
