@@ -171,6 +171,13 @@ export class MemoryStore implements Store {
     return { ok: true, promptRev: s.promptRev, leaseExpiresAtMs: s.leaseExpiresAtMs };
   }
 
+  async indexedSessions(replicas: readonly string[]): Promise<Set<string>> {
+    const owners = new Set(replicas);
+    return new Set(
+      [...this.sessions.values()].filter((s) => s.state === 'active' && s.owner !== null && owners.has(s.owner)).map((s) => s.streamId),
+    );
+  }
+
   async sessionsOf(replica: string): Promise<string[]> {
     return [...this.sessions.values()].filter((s) => s.state === 'active' && s.owner === replica).map((s) => s.streamId);
   }

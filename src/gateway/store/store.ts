@@ -279,6 +279,11 @@ export interface SessionRecords {
    * taken from the index without reading their records.
    */
   sessionsOf(replica: string, vouched?: ReadonlySet<string>): Promise<string[]>;
+  /**
+   * The stream ids in the owner indexes of `replicas`, records not read: an entry may name a
+   * stream that ended until its owner's next owned-streams reconcile (or a takeover) drops it.
+   */
+  indexedSessions(replicas: readonly string[]): Promise<Set<string>>;
 }
 
 /** Which replicas are alive, on the store's clock. */

@@ -38,3 +38,33 @@ test('frees slots of ended or vanished streams and old unbound slots of dead rep
   expect(await reconcileSlots(store, 3000, logger)).toBe(0);
   await store.close();
 });
+
+test('a slot whose stream is in an owner index is kept without reading its record; once the index drops an ended one, its slot is freed', async () => {
+  const clock = new FakeClock();
+  const memory = new MemoryStore({ clock });
+  const index = new Set(['live', 'over']);
+  const reads: string[] = [];
+  const store = Object.assign(Object.create(memory) as MemoryStore, {
+    indexedSessions: async () => new Set(index),
+    getSession: async (id: string) => {
+      reads.push(id);
+      return memory.getSession(id);
+    },
+  });
+  await memory.heartbeat('alive');
+  await memory.putSession({ ...sessionRecord('live'), keyHash: 'k' });
+  await memory.putSession({ ...sessionRecord('over'), keyHash: 'k' });
+  // Ended, but its owner has not dropped it from its index yet.
+  await memory.endSession('over', 'client_requested', clock.now());
+  for (const stream of ['live', 'over', 'gone']) {
+    await memory.acquireSlot('k', `s-${stream}`, 10, 'alive');
+    await memory.bindSlot('k', `s-${stream}`, stream);
+  }
+  expect(await reconcileSlots(store, 3000, logger)).toBe(1);
+  expect(reads).toEqual(['gone']);
+  expect((await memory.slotHolders('k')).map((h) => h.slotId).sort()).toEqual(['s-live', 's-over']);
+  index.delete('over');
+  expect(await reconcileSlots(store, 3000, logger)).toBe(1);
+  expect((await memory.slotHolders('k')).map((h) => h.slotId)).toEqual(['s-live']);
+  await memory.close();
+});

@@ -325,6 +325,15 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await store.getSession('f-1')).toMatchObject({ state: 'ended', endReason: 'lease_expired', owner: null });
     });
 
+    test('indexedSessions: the streams in the owner indexes of the replicas asked, with no record read', async () => {
+      await store.putSession(owned('i-1', 'gw-a'));
+      await store.putSession(owned('i-2', 'gw-b'));
+      await store.putSession(owned('i-3', 'gw-c'));
+      await store.putSession(session('i-4'));
+      expect([...(await store.indexedSessions(['gw-a', 'gw-b', 'gw-none']))].sort()).toEqual(['i-1', 'i-2']);
+      expect(await store.indexedSessions([])).toEqual(new Set());
+    });
+
     test('claimSession: a compare-and-set; of 20 concurrent claimers on 3 connections exactly one wins, epoch + 1', async () => {
       const fleetStores = await replicas(3);
       await store.putSession(owned('c-1', 'gw-dead'));

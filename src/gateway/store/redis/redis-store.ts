@@ -79,6 +79,7 @@ export class RedisStore implements Store {
   claimSession: SessionRecords['claimSession'] = (...a) => this.sessions.claimSession(...a);
   commitTick: SessionRecords['commitTick'] = (...a) => this.sessions.commitTick(...a);
   sessionsOf: SessionRecords['sessionsOf'] = (...a) => this.sessions.sessionsOf(...a);
+  indexedSessions: SessionRecords['indexedSessions'] = (...a) => this.sessions.indexedSessions(...a);
 
   heartbeat: Members['heartbeat'] = (...a) => this.members.heartbeat(...a);
   membership: Members['membership'] = (...a) => this.members.membership(...a);

@@ -167,6 +167,13 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     });
   }
 
+  async indexedSessions(replicas: readonly string[]): Promise<Set<string>> {
+    return this.guard('indexedSessions', async () => {
+      const sets = await Promise.all(replicas.map((r) => this.redis.smembers(this.key.owned(r))));
+      return new Set(sets.flat());
+    });
+  }
+
   private async indexOwner(streamId: string, owner: string | null): Promise<void> {
     if (owner !== null) await this.redis.sadd(this.key.owned(owner), streamId);
   }
