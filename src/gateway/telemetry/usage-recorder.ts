@@ -25,7 +25,7 @@ const MEMO_KEYS = 10_000;
  * hashes): what a crash loses, and what the counters cost the store (a flush reads and writes each
  * hash it names, and a replica names every key it served since the last one).
  */
-const FLUSH_MS = 5_000;
+const FLUSH_MS = 15_000;
 const PENDING_HASHES = 1_000;
 /** While the store refuses flushes, counters are kept for the next one, up to this many hashes. */
 const RETAINED_HASHES = 20_000;
