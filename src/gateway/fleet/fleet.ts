@@ -62,6 +62,7 @@ export class Fleet implements FleetMember {
   private draining = false;
   /** This replica's impaired mark as last written to the store. */
   private markedImpaired = false;
+  /** Impaired with a peer to yield to, at the last sweep (`yieldsToPeers`). */
   private yielding = false;
 
   constructor(private readonly opts: FleetOptions) {
