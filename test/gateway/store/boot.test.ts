@@ -15,10 +15,11 @@ import { deadline } from '../../helpers/time';
 const SECRET = 'a-fleet-secret-of-at-least-32-characters';
 
 describe('config', () => {
-  test('REDIS_URL, GATEWAY_ID, GATEWAY_SECRET and GATEWAY_SECRET_FILE', () => {
+  test('REDIS_URL, GATEWAY_ID, GATEWAY_SECRET, GATEWAY_SECRET_FILE and STORE_COMMIT_BATCH_MS', () => {
     const bare = loadConfig({ env: {} }).store;
     expect(bare).toEqual({
       gatewayId: `${os.hostname()}:${process.pid}`,
+      commitBatchMs: 5,
       fleet: { heartbeatMs: 1000, sweepMs: 500, deadAfterMs: 3000, fenceAfterMs: 2500, claimBackoffMs: 1500, reconcileMs: 10_000 },
     });
     // A replica must stop ticking before the fleet counts it dead.
@@ -42,6 +43,8 @@ describe('config', () => {
       fs.rmSync(dir, { recursive: true, force: true });
     }
     expect(() => loadConfig({ env: { GATEWAY_SECRET: 'short' } })).toThrow(/store\.secret: use at least 32 characters/);
+    expect(loadConfig({ env: { STORE_COMMIT_BATCH_MS: '0' } }).store.commitBatchMs).toBe(0);
+    expect(() => loadConfig({ env: { STORE_COMMIT_BATCH_MS: '500' } })).toThrow(/store\.commitBatchMs/);
     expect(() => loadConfig({ env: { REDIS_URL: 'http://r:6379' } })).toThrow(
       /store\.redisUrl: use a redis:\/\/, rediss:\/\/, redis\+cluster:\/\/host:port,host:port or redis\+sentinel:\/\/host:port,host:port\/<master name> URL/,
     );
