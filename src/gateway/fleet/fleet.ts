@@ -44,6 +44,13 @@ export interface FleetOptions {
 
 /** How often the streams the store says are ours are compared with those running here. */
 export const OWNED_RECONCILE_MS = 5000;
+/**
+ * How long a replica stays impaired (marked, taking nothing) before it hands its streams away and
+ * answers /readyz 503. An upstream slow for every replica fails their ticks at about the same
+ * time: within this grace the others are marked too, nobody is left to hand to, and no stream
+ * moves for nothing. A replica cut alone loses only this much more of error results.
+ */
+export const IMPAIRED_GRACE_MS = 3000;
 /** Key of the fleet-wide run-once slot reconciler. */
 export const RECONCILE_SLOTS_KEY = 'reconcile-slots';
 
@@ -64,6 +71,8 @@ export class Fleet implements FleetMember {
   private markedImpaired = false;
   /** Impaired with a peer to yield to, at the last sweep (`yieldsToPeers`). */
   private yielding = false;
+  /** When this replica last became impaired (local clock); undefined while it is not. */
+  private impairedSinceMs: number | undefined;
 
   constructor(private readonly opts: FleetOptions) {
     this.clock = opts.clock ?? realClock;
@@ -133,9 +142,15 @@ export class Fleet implements FleetMember {
       // A fenced replica claims nothing: the fleet may already count it dead.
       if (sessions.selfFenced || !m.alive.includes(this.id)) return;
       if (this.draining) return void (await this.moveOn(m));
-      // Impaired with somewhere better to go: streams leave, none is taken (else it works on as it can).
-      this.yielding = (await this.upstreamImpaired(m)) && targetsIn(m, this.id).length > 0;
+      // Impaired with somewhere better to go: none is taken, and after the grace its streams leave
+      // (else it works on as it can).
+      const impaired = await this.upstreamImpaired(m);
+      const now = this.clock.now();
+      this.impairedSinceMs = impaired ? (this.impairedSinceMs ?? now) : undefined;
+      const elsewhere = impaired && targetsIn(m, this.id).length > 0;
+      this.yielding = elsewhere && now - this.impairedSinceMs! >= IMPAIRED_GRACE_MS;
       if (this.yielding) return void (await this.moveOn(m));
+      if (elsewhere) return;
       const pickable = [this.id, ...targetsIn(m, this.id)];
       for (const dead of m.dead) if (dead !== this.id) await this.takeOver(dead, pickable);
     } finally {
@@ -269,9 +284,9 @@ export class Fleet implements FleetMember {
   }
 
   /**
-   * Marked impaired while, at the last sweep, a replica alive reached the upstream: /readyz answers
-   * 503 so the balancer sends the new work (creates, keepalives) there. When every replica is
-   * impaired, none yields: the balancer is never emptied by an upstream outage.
+   * Marked impaired for `IMPAIRED_GRACE_MS` while, at the last sweep, a replica alive reached the
+   * upstream: /readyz answers 503 so the balancer sends the new work (creates, keepalives) there.
+   * When every replica is impaired, none yields: the balancer is never emptied by an upstream outage.
    */
   get yieldsToPeers(): boolean {
     return this.yielding;

@@ -1,79 +1,52 @@
 /**
- * Which replica tells the balancer to route elsewhere: one that cannot reach the upstream while
- * another alive replica can. When every replica is cut, none does, so an upstream outage never
- * empties the balancer. Two fleet members over one MemoryStore, swept by hand on a fake clock.
+ * Which replica tells the balancer to route elsewhere and hands its streams away: one that cannot
+ * reach the upstream while another alive replica can, once it has been impaired for the grace.
+ * When every replica is cut (an upstream slow or down for all), none does, so an upstream outage
+ * never empties the balancer and moves no stream. Two fleet members over one MemoryStore, their
+ * loops run on a fake clock.
  */
 import { loadConfig } from '../../../src/config';
-import { Fleet } from '../../../src/gateway/fleet/fleet';
+import { Fleet, IMPAIRED_GRACE_MS } from '../../../src/gateway/fleet/fleet';
 import type { FleetSessions } from '../../../src/gateway/fleet/fleet';
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { createLogger } from '../../../src/lib/logger';
 import { FakeClock, settle } from '../../helpers/fake-clock';
 
-const idleSessions = (): FleetSessions => ({
-  ownedIds: [],
-  selfFenced: false,
-  adopt: () => Promise.resolve(false),
-  onOwnerMessage: () => Promise.resolve(),
-  handOver: () => Promise.resolve(0),
-  reconcileOwned: () => Promise.resolve(),
-  halt: () => Promise.resolve(),
-});
+/** Sessions that run one stream and count the hand-overs asked of them. */
+const oneStream = () => {
+  const s = {
+    handOvers: 0,
+    ownedIds: ['s-1'],
+    selfFenced: false,
+    adopt: () => Promise.resolve(false),
+    onOwnerMessage: () => Promise.resolve(),
+    handOver: () => {
+      s.handOvers++;
+      return Promise.resolve(0);
+    },
+    reconcileOwned: () => Promise.resolve(),
+    halt: () => Promise.resolve(),
+  };
+  return s satisfies FleetSessions;
+};
 
-function twoReplicas() {
+async function twoReplicas() {
   const clock = new FakeClock(1_000_000);
   const store = new MemoryStore({ clock });
   const cut = { A: false, B: false };
+  const sessions = { A: oneStream(), B: oneStream() };
   const member = (id: 'A' | 'B') =>
     new Fleet({
       store,
       replicaId: id,
       cfg: loadConfig({ env: {} }).store.fleet,
-      sessions: idleSessions(),
+      sessions: sessions[id],
       logger: createLogger('silent'),
       clock,
       upstreamImpaired: () => cut[id],
     });
   const a = member('A');
   const b = member('B');
-  /** Both heartbeat, then sweep in the order given (each sweep reads what the earlier ones marked). */
-  const sweep = async (...order: Fleet[]) => {
-    await store.heartbeat('A');
-    await store.heartbeat('B');
-    for (const f of order) await f.sweep();
-  };
-  return { a, b, cut, sweep, store, clock };
-}
-
-test('a replica cut from the upstream yields while another reaches it, and stops yielding once it reaches it again', async () => {
-  const { a, b, cut, sweep, store } = twoReplicas();
-  await sweep(a, b);
-  expect([a.yieldsToPeers, b.yieldsToPeers]).toEqual([false, false]);
-
-  cut.A = true;
-  await sweep(a, b);
-  expect([a.yieldsToPeers, b.yieldsToPeers]).toEqual([true, false]);
-  expect((await store.membership(3000)).impaired).toEqual(['A']);
-
-  cut.A = false;
-  await sweep(a, b);
-  expect([a.yieldsToPeers, b.yieldsToPeers]).toEqual([false, false]);
-});
-
-test('when every replica is cut from the upstream, none yields once each has seen the others marked', async () => {
-  const { a, b, cut, sweep } = twoReplicas();
-  await sweep(a, b);
-  cut.A = true;
-  cut.B = true;
-  // A sweeps first and still sees B reaching the upstream; B already sees A marked.
-  await sweep(a, b);
-  expect([a.yieldsToPeers, b.yieldsToPeers]).toEqual([true, false]);
-  await sweep(a, b);
-  expect([a.yieldsToPeers, b.yieldsToPeers]).toEqual([false, false]);
-});
-
-test('a replica that yields to a peer that dies serves again: nobody left reaches the upstream better', async () => {
-  const { a, b, cut, clock } = twoReplicas();
   await Promise.all([a.start(), b.start()]);
   /** Runs both members' loops for `ms` of fake time. */
   const run = async (ms: number) => {
@@ -82,17 +55,63 @@ test('a replica that yields to a peer that dies serves again: nobody left reache
       for (let i = 0; i < 5; i++) await settle();
     }
   };
+  const yielding = () => [a.yieldsToPeers, b.yieldsToPeers];
+  const stop = () => Promise.all([a.stop(), b.stop()]);
+  return { a, b, cut, sessions, run, yielding, stop, store };
+}
+
+test('a replica cut from the upstream is marked at once, yields after the grace while another reaches it, and stops once it reaches it again', async () => {
+  const f = await twoReplicas();
   try {
-    cut.A = true;
-    await run(1000);
-    expect([a.yieldsToPeers, b.yieldsToPeers]).toEqual([true, false]);
-    // B crashes: once it is dead (deadAfterMs), A is the best replica left and serves.
-    await b.halt();
-    await run(2000);
-    expect(a.yieldsToPeers).toBe(true);
-    await run(2000);
-    expect(a.yieldsToPeers).toBe(false);
+    await f.run(1000);
+    expect(f.yielding()).toEqual([false, false]);
+
+    f.cut.A = true;
+    await f.run(1000);
+    // Marked (nobody's target from now on), but still serving its streams within the grace.
+    expect((await f.store.membership(3000)).impaired).toEqual(['A']);
+    expect(f.yielding()).toEqual([false, false]);
+    expect(f.sessions.A.handOvers).toBe(0);
+    await f.run(IMPAIRED_GRACE_MS);
+    expect(f.yielding()).toEqual([true, false]);
+    expect(f.sessions.A.handOvers).toBeGreaterThan(0);
+
+    f.cut.A = false;
+    await f.run(1000);
+    expect(f.yielding()).toEqual([false, false]);
+    expect(f.sessions.B.handOvers).toBe(0);
   } finally {
-    await a.stop();
+    await f.stop();
+  }
+});
+
+test('when every replica is cut within the grace (the upstream slow for all), none yields and no stream moves', async () => {
+  const f = await twoReplicas();
+  try {
+    await f.run(1000);
+    f.cut.A = true;
+    // B's ticks fail 2 s after A's: inside the grace.
+    await f.run(2000);
+    f.cut.B = true;
+    await f.run(3 * IMPAIRED_GRACE_MS);
+    expect(f.yielding()).toEqual([false, false]);
+    expect([f.sessions.A.handOvers, f.sessions.B.handOvers]).toEqual([0, 0]);
+  } finally {
+    await f.stop();
+  }
+});
+
+test('a replica that yields to a peer that dies serves again: nobody left reaches the upstream better', async () => {
+  const f = await twoReplicas();
+  try {
+    f.cut.A = true;
+    await f.run(IMPAIRED_GRACE_MS + 1000);
+    expect(f.yielding()).toEqual([true, false]);
+    // B crashes: once it is dead (deadAfterMs), A is the best replica left and serves.
+    await f.b.halt();
+    await f.run(4000);
+    expect(f.a.yieldsToPeers).toBe(false);
+  } finally {
+    await f.stop();
   }
 });
