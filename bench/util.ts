@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { decodePattern } from '../src/emulator/frames/pattern';
 import type { Pixels, RawFrame } from '../src/emulator/frames/types';
-import { ROOT, quantile } from '../test/helpers/util';
+import { ROOT, quantile, rssKbOf } from '../test/helpers/util';
 
 export function summary(samples: readonly number[], digits = 2): string {
   if (samples.length === 0) return 'no samples';
@@ -131,8 +131,7 @@ export function procSample(pid: number, ticksPerSecond: number): { cpuMs: number
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime
-  const rss = /VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return { cpuMs: (ticks * 1000) / ticksPerSecond, rssKb: Number(rss?.[1] ?? 0) };
+  return { cpuMs: (ticks * 1000) / ticksPerSecond, rssKb: rssKbOf(pid) };
 }
 
 /** A process's CPU (% of one core) over `seconds`, and its RSS at the end (`ticks`: clock ticks per second). */

@@ -11,7 +11,6 @@
  * upstream streams) once every stream is deleted.
  * Shared by test/gateway/fleet/chaos.test.ts (short runs) and `npm run bench -- chaos`.
  */
-import fs from 'node:fs';
 import { loadConfig } from '../../src/config';
 import type { FleetConfig } from '../../src/config';
 import { keyHash } from '../../src/lib/keys';
@@ -23,7 +22,7 @@ import type { ResultsSocket } from './results-socket';
 import { proxyInFront } from './fault-proxy';
 import type { FaultProxy } from './fault-proxy';
 import { deadline, sleep } from './time';
-import { quantile } from './util';
+import { quantile, rssKbOf } from './util';
 
 export type FaultKind = 'kill' | 'term' | 'stop' | 'redis-restart' | 'redis-pause' | 'redis-cut' | 'upstream-cut' | 'latency' | 'failover';
 /**
@@ -492,7 +491,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       return bag.pop()!;
     };
     phaseStart = Date.now();
-    const emulatorRss = () => rssMiBOf(fleet.emulator.child.pid);
+    const emulatorRss = () => Math.round(rssKbOf(fleet.emulator.child.pid) / 1024);
     const rss = { start: emulatorRss(), max: 0, end: 0 };
     for (let n = 1; phaseStart + n * opts.faultEveryMs <= phaseStart + opts.durationMs; n++) {
       await sleep(phaseStart + n * opts.faultEveryMs - Date.now());
@@ -691,15 +690,6 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     for (const c of clients) c.close();
     await fleet.stop();
     await Promise.all([...proxies.values()].flatMap((p) => [p.redis?.close(), p.upstream.close()]));
-  }
-}
-
-/** Resident memory of a process, MiB (0 once it is gone). */
-function rssMiBOf(pid: number | undefined): number {
-  try {
-    return Math.round(Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024);
-  } catch {
-    return 0;
   }
 }
 

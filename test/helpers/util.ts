@@ -11,6 +11,15 @@ export const ROOT = (() => {
   }
 })();
 
+/** Resident memory of a process in kB, from /proc (0 once it is gone). */
+export function rssKbOf(pid: number | undefined): number {
+  try {
+    return Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
 /** p-quantile of unsorted samples (nearest rank). */
 export function quantile(samples: readonly number[], q: number): number {
   if (samples.length === 0) return NaN;
