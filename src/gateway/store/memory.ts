@@ -131,7 +131,7 @@ export class MemoryStore implements Store {
     if (!s) return undefined;
     const out = { costMicrocents: s.costMicrocents, sinceMs: s.lastKeepaliveAtMs };
     Object.assign(s, { leaseExpiresAtMs, costMicrocents: 0, lastKeepaliveAtMs: nowMs });
-    return { ...out, record: { ...s } };
+    return out;
   }
 
   async addCost(streamId: string, costMicrocents: number): Promise<boolean> {

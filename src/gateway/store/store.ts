@@ -160,7 +160,10 @@ export interface Membership {
   draining: string[];
   /** Replicas that cannot reach the upstream now (while others may): nobody's handover or failover target. */
   impaired: string[];
-  /** The store's time (ms) when read. */
+  /**
+   * The store's time (ms) when read, or a lower bound of it dated from this replica's latest
+   * heartbeat (a store may spare a clock read so): never ahead, so nobody is counted dead early.
+   */
   nowMs: number;
 }
 
@@ -247,14 +250,10 @@ export interface SessionRecords {
   endSession(streamId: string, reason: string, endedAtMs: number, fence?: OwnerFence): Promise<SessionRecord | undefined>;
   /**
    * Legacy keepalive on an active session: sets `leaseExpiresAtMs`, reads and zeroes the cost since
-   * the previous keepalive and sets `lastKeepaliveAtMs` to `nowMs`, atomically. Returns that cost,
-   * the previous keepalive's time and the new record; undefined unless active.
+   * the previous keepalive and sets `lastKeepaliveAtMs` to `nowMs`, atomically. Returns that cost
+   * and the previous keepalive's time; undefined unless active.
    */
-  renewLease(
-    streamId: string,
-    leaseExpiresAtMs: number,
-    nowMs: number,
-  ): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined>;
+  renewLease(streamId: string, leaseExpiresAtMs: number, nowMs: number): Promise<{ costMicrocents: number; sinceMs: number } | undefined>;
   /**
    * Adds a cost the stream incurred outside its ticks (a reinfer of one of its results) to the cost
    * the next keepalive reports. False unless active.

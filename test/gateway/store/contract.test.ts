@@ -426,12 +426,8 @@ describe.each(factories)('%s', (_name, make) => {
         store.commitTick('k-1', { owner: 'gw-a', epoch: 1, tick: n, costMicrocents: cost, channel: 'results:k-1', message: 'r' });
       await tick(0, 300);
       await tick(1, 200);
-      const first = await other.renewLease('k-1', 90_000, 30_000);
-      expect(first).toEqual({
-        costMicrocents: 500,
-        sinceMs: 1_000,
-        record: expect.objectContaining({ leaseExpiresAtMs: 90_000, costMicrocents: 0, lastKeepaliveAtMs: 30_000 }),
-      });
+      expect(await other.renewLease('k-1', 90_000, 30_000)).toEqual({ costMicrocents: 500, sinceMs: 1_000 });
+      expect(await store.getSession('k-1')).toMatchObject({ leaseExpiresAtMs: 90_000, costMicrocents: 0, lastKeepaliveAtMs: 30_000 });
       await tick(2, 1_250);
       expect(await store.renewLease('k-1', 120_000, 60_000)).toMatchObject({ costMicrocents: 1_250, sinceMs: 30_000 });
       expect(await other.renewLease('k-1', 150_000, 90_000)).toMatchObject({ costMicrocents: 0, sinceMs: 60_000 });
@@ -545,7 +541,8 @@ describe.each(factories)('%s', (_name, make) => {
         // Read within deadAfter of gw-new's beat (else beat again): gw-new is then alive by definition.
         return m.nowMs - newAt <= deadAfter;
       }, 'store clock advancing');
-      expect(m.nowMs).toBeGreaterThanOrEqual(newAt);
+      // Dated from this connection's own last heartbeat (gw-old's) or read: never before it.
+      expect(m.nowMs).toBeGreaterThanOrEqual(oldAt);
       expect(m.alive).toEqual(['gw-new']);
       expect(m.dead).toEqual(['gw-old']);
       const wide = await other.membership(60_000);
@@ -739,6 +736,51 @@ test('one server: commits of later turns of the event loop join the batch while 
   };
   expect(await commitsOverTurns(50)).toBe(1);
   expect(await commitsOverTurns(0)).toBe(3);
+});
+
+test('one server: a membership read dated by a recent heartbeat reads no clock; without one it reads Redis TIME in a script', async () => {
+  const store = await RedisStore.connect(redis.url, { prefix: 'members:' });
+  try {
+    const callsOf = async (read: () => Promise<unknown>) => {
+      await redis.command('CONFIG', 'RESETSTAT');
+      await read();
+      const stats = await serverCommandCalls(redis);
+      return ['evalsha', 'time', 'zrange', 'smembers'].map((c) => stats.get(c) ?? 0);
+    };
+    // No heartbeat yet on this connection: Redis's clock is read with the members (the first call may EVAL).
+    await store.membership(3000);
+    expect(await callsOf(() => store.membership(3000))).toEqual([1, 1, 1, 2]);
+    const beatAt = await store.heartbeat('gw-a');
+    const m = await store.membership(3000);
+    expect(m.alive).toEqual(['gw-a']);
+    expect(m.nowMs).toBeGreaterThanOrEqual(beatAt);
+    expect(await callsOf(() => store.membership(3000))).toEqual([0, 0, 1, 2]);
+  } finally {
+    await store.close();
+  }
+});
+
+test('one server: a keepalive renews with one HMGET and one HSET and restores a slot without reading the clock when it is held', async () => {
+  const store = await RedisStore.connect(redis.url, { prefix: 'renew:' });
+  try {
+    await store.putSession(session('ka-1', { owner: 'gw-a', epoch: 1 }));
+    expect(await store.acquireSlot('kh', 'slot-1', 5, 'gw-a')).toBe(true);
+    await store.renewLease('ka-1', 90_000, 30_000); // loads the scripts
+    await store.restoreSlot('kh', 'slot-1', 'ka-1', 'gw-a');
+    await redis.command('CONFIG', 'RESETSTAT');
+    expect(await store.renewLease('ka-1', 120_000, 60_000)).toEqual({ costMicrocents: 0, sinceMs: 30_000 });
+    expect(await store.restoreSlot('kh', 'slot-1', 'ka-1', 'gw-a')).toBe(false);
+    const stats = await serverCommandCalls(redis);
+    const counted = [...stats].filter(([c, n]) => n > 0 && !c.startsWith('config')).sort(([a], [b]) => a.localeCompare(b));
+    expect(counted).toEqual([
+      ['evalsha', 2],
+      ['hmget', 1],
+      ['hset', 1],
+      ['zscore', 1],
+    ]);
+  } finally {
+    await store.close();
+  }
 });
 
 test('one server: a telemetry flush of many hashes is one script call (one HMGET and one HSET per hash inside)', async () => {

@@ -260,7 +260,8 @@ export class LegacySessions {
       throw LEGACY_ERRORS.insufficientCredits();
     }
     // Renewed before the upstream calls, as the service did: a slow upstream must not lapse the lease.
-    const renewed = await store.renewLease(streamId, now + this.leaseMs, now);
+    const leaseExpiresAtMs = now + this.leaseMs;
+    const renewed = await store.renewLease(streamId, leaseExpiresAtMs, now);
     if (!renewed) {
       const after = await store.getSession(streamId);
       throw LEGACY_ERRORS.streamEnded(streamId, after?.endReason ?? 'ended');
@@ -286,7 +287,7 @@ export class LegacySessions {
     const stream = this.registry.get(streamId);
     if (stream) {
       stream.renewToken(ka.publish.token);
-      stream.extendLease(renewed.record.leaseExpiresAtMs);
+      stream.extendLease(leaseExpiresAtMs);
       this.timers.armLease(stream, stream.record.leaseExpiresAtMs);
     }
     return {

@@ -25,9 +25,12 @@ return n`;
 const BIND = `if redis.call('ZSCORE', KEYS[1], ARGV[1]) then redis.call('HSET', KEYS[2], 's:' .. ARGV[1], ARGV[2]) end
 return 0`;
 
-/** KEYS slots zset, slot info hash; ARGV slot id, stream id, replica. A missing slot put back, bound (1); 0 held already. */
-const RESTORE_SLOT = `${NOW_MS}
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+/**
+ * KEYS slots zset, slot info hash; ARGV slot id, stream id, replica. A missing slot put back, bound
+ * (1); 0 held already. Redis's clock is read only to put one back: every keepalive asks.
+ */
+const RESTORE_SLOT = `if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+${NOW_MS}
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('HSET', KEYS[2], 'r:' .. ARGV[1], ARGV[3], 's:' .. ARGV[1], ARGV[2])
 return 1`;
@@ -53,11 +56,11 @@ local before = redis.call('HGETALL', KEYS[1])
 redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 return before`;
 
-/** ARGV leaseExpiresAtMs, nowMs (JSON). {cost, since (JSON), record after}, or nil unless active. */
+/** ARGV leaseExpiresAtMs, nowMs (JSON). {cost, since (JSON)}, or nil unless active. */
 const RENEW = `local v = redis.call('HMGET', KEYS[1], 'state', 'costMicrocents', 'lastKeepaliveAtMs')
 if v[1] ~= '"active"' then return false end
 redis.call('HSET', KEYS[1], 'leaseExpiresAtMs', ARGV[1], 'costMicrocents', '0', 'lastKeepaliveAtMs', ARGV[2])
-return {v[2] or '0', v[3] or '0', redis.call('HGETALL', KEYS[1])}`;
+return {v[2] or '0', v[3] or '0'}`;
 
 /** ARGV prompt, atMs (JSON). The record after (promptRev + 1), or nil unless active. */
 const SET_PROMPT = `${ACTIVE}

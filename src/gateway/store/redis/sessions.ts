@@ -86,12 +86,12 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     streamId: string,
     leaseExpiresAtMs: number,
     nowMs: number,
-  ): Promise<{ costMicrocents: number; sinceMs: number; record: SessionRecord } | undefined> {
+  ): Promise<{ costMicrocents: number; sinceMs: number } | undefined> {
     return this.guard('renewLease', async () => {
       const reply = (await this.redis.renewLua(this.key.session(streamId), JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs))) as
-        [string, string, string[]] | null;
+        [string, string] | null;
       if (!reply) return undefined;
-      return { costMicrocents: JSON.parse(reply[0]) as number, sinceMs: JSON.parse(reply[1]) as number, record: decode(reply[2]) };
+      return { costMicrocents: JSON.parse(reply[0]) as number, sinceMs: JSON.parse(reply[1]) as number };
     });
   }
 
