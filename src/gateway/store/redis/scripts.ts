@@ -35,9 +35,6 @@ redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('HSET', KEYS[2], 'r:' .. ARGV[1], ARGV[3], 's:' .. ARGV[1], ARGV[2])
 return 1`;
 
-/** KEYS slots zset, slot info hash. {{slot, score, ...}, {field, value, ...}} read together. */
-const HOLDERS = `return {redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES'), redis.call('HGETALL', KEYS[2])}`;
-
 // ── Session records: scripts on one session hash (KEYS[1]). Fields are JSON: strings compare quoted ('"active"').
 /** Returns false unless the session exists and is active (callers answer undefined / 'missing'). */
 const ACTIVE = `local st = redis.call('HGET', KEYS[1], 'state')
@@ -238,7 +235,6 @@ const SCRIPTS = {
   releaseLua: [RELEASE, 2],
   bindLua: [BIND, 2],
   restoreSlotLua: [RESTORE_SLOT, 2],
-  holdersLua: [HOLDERS, 2],
   endLua: [END, 1],
   renewLua: [RENEW, 1],
   setPromptLua: [SET_PROMPT, 1],

@@ -30,21 +30,32 @@ export class RedisSlots extends RedisRole implements Slots {
 
   async slotHolders(keyHash: string): Promise<SlotHolder[]> {
     return this.guard('slotHolders', async () => {
-      const [zset, info] = (await this.redis.holdersLua(...this.slotKeysOf(keyHash))) as [string[], string[]];
-      const fields = new Map<string, string>();
-      for (let i = 0; i < info.length; i += 2) fields.set(info[i], info[i + 1]);
+      // One pipeline, not a script: read apart, a slot released in between shows as unbound with
+      // its old time, and freeing it again is a no-op; one acquired in between is not in the set.
+      const [zset, fields] = await this.readHolders(keyHash);
       const out: SlotHolder[] = [];
       for (let i = 0; i < zset.length; i += 2) {
         const slotId = zset[i];
         out.push({
           slotId,
-          replica: fields.get(`r:${slotId}`) ?? null,
-          streamId: fields.get(`s:${slotId}`) ?? null,
+          replica: fields[`r:${slotId}`] ?? null,
+          streamId: fields[`s:${slotId}`] ?? null,
           acquiredAtMs: Number(zset[i + 1]),
         });
       }
       return out;
     });
+  }
+
+  private async readHolders(keyHash: string): Promise<[string[], Record<string, string>]> {
+    const [zset, info] = (await this.redis
+      .pipeline()
+      .zrange(this.key.slots(keyHash), '0', '-1', 'WITHSCORES')
+      .hgetall(this.key.slotInfo(keyHash))
+      .exec())!;
+    if (zset![0]) throw zset![0];
+    if (info![0]) throw info![0];
+    return [zset![1] as string[], info![1] as Record<string, string>];
   }
 
   /** SCAN for slot sets (an empty ZSET does not exist, so a key found holds a slot); the reconciler's walk. */
