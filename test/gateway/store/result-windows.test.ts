@@ -6,6 +6,7 @@
  */
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { RedisStore } from '../../../src/gateway/store/redis';
+import { EXPIRY_EVERY_WRITES } from '../../../src/gateway/store/redis/result-windows';
 import { parseResultWindow } from '../../../src/gateway/store/result-windows';
 import type { ResultWindow } from '../../../src/gateway/store/result-windows';
 import type { Store } from '../../../src/gateway/store/store';
@@ -94,14 +95,33 @@ describe('RedisStore', () => {
     );
   });
 
-  test('a second of windows is one HSET and one PEXPIREAT per shard, not a command per result', async () => {
-    await redis.command('CONFIG', 'RESETSTAT');
-    const ids = Array.from({ length: 200 }, (_, i) => `${(i % 16).toString(16)}${i}-result`);
-    await Promise.all(ids.map((id, i) => a.putResultWindow(id, { ...clip, endMs: 2500 + i }, 60_000)));
-    const stats = await serverCommandCalls(redis);
-    expect(stats.get('hset')).toBe(4);
-    expect(stats.get('pexpireat')).toBe(4);
-    expect(await b.getResultWindow(ids[137]!)).toEqual({ ...clip, endMs: 2637 });
+  test('a second of windows is one HSET per shard, not a command per result; each hash gets its expiry with the first write and every few after', async () => {
+    const store = await RedisStore.connect(redis.url, { prefix: 'rx:', resultWindows: { flushMs } });
+    try {
+      // Clear of a bucket's end (a new bucket is new hashes): the order of events below stays in one.
+      const toEnd = 15_000 - (Date.now() % 15_000);
+      if (toEnd < 5_000) await sleep(toEnd + 10);
+      await redis.command('CONFIG', 'RESETSTAT');
+      const ids = Array.from({ length: 200 }, (_, i) => `${(i % 16).toString(16)}${i}-result`);
+      await Promise.all(ids.map((id, i) => store.putResultWindow(id, { ...clip, endMs: 2500 + i }, 60_000)));
+      const first = await serverCommandCalls(redis);
+      expect([first.get('hset'), first.get('pexpireat')]).toEqual([4, 4]);
+      // Read back from Redis (nothing is pending once the flush is done).
+      expect(await store.getResultWindow(ids[137]!)).toEqual({ ...clip, endMs: 2637 });
+      // A hash that lost its expiry (as a failover that lost the first write would leave it) gets it back.
+      const bucket = Math.floor(Date.now() / 15_000);
+      const hash = `rx:rw:{rw${shardOfId(ids[0]!)}}:${bucket}`;
+      expect(await redis.command('PERSIST', hash)).toMatch(/^:1/);
+      await redis.command('CONFIG', 'RESETSTAT');
+      for (let n = 1; n <= EXPIRY_EVERY_WRITES; n++) {
+        await Promise.all(ids.map((id) => store.putResultWindow(id, clip, 60_000)));
+        const stats = await serverCommandCalls(redis);
+        expect([n, stats.get('hset'), stats.get('pexpireat') ?? 0]).toEqual([n, 4 * n, n < EXPIRY_EVERY_WRITES ? 0 : 4]);
+      }
+      expect(Number((await redis.command('PTTL', hash)).slice(1))).toBeGreaterThan(60_000);
+    } finally {
+      await store.close();
+    }
   });
 
   test('the writing replica reads its windows before they are written; another replica once they are (at the latest when the writer closes)', async () => {
@@ -180,3 +200,8 @@ test('parseResultWindow: only a whole window is one', () => {
     expect(parseResultWindow(bad)).toBeUndefined();
   }
 });
+
+/** The shard the Redis store files a result id under (its first character, 4 shards). */
+function shardOfId(resultId: string): number {
+  return resultId.charCodeAt(0) % 4;
+}

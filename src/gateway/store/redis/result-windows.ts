@@ -15,6 +15,12 @@ const BUCKET_MS = 15_000;
 const MAX_PENDING = 100_000;
 /** A window Redis refused is tried again with the next writes for this long (a failover, a short outage), then dropped. */
 export const WINDOW_RETRY_MS = 10_000;
+/**
+ * A hash's expiry is set with this replica's first write to it and again with every this many
+ * writes after (one a second): a hash that lost it (a failover that lost the first write) gets it
+ * back within seconds, while most writes carry no PEXPIREAT.
+ */
+export const EXPIRY_EVERY_WRITES = 5;
 
 export interface ResultWindowOptions {
   /** How long windows are put for at most (`legacy.resultWindowSeconds`): how far back a read looks. */
@@ -61,6 +67,8 @@ export class RedisResultWindows extends RedisRole implements ResultWindows {
   private readonly retryMs: number;
   /** The store is closing: a refused write is not tried again. */
   private closing = false;
+  /** Writes since this replica last set the expiry of each hash of the bucket it writes now. */
+  private expiry = { bucket: -1, writesSince: new Map<string, number>() };
 
   constructor(context: RedisContext, opts: ResultWindowOptions = {}) {
     super(context);
@@ -155,20 +163,26 @@ export class RedisResultWindows extends RedisRole implements ResultWindows {
     const now = Date.now();
     const bucket = bucketOf(now);
     const shards: string[][] = Array.from({ length: SHARDS }, () => []);
-    let until = now;
-    for (const [id, w] of entries) {
-      shards[shardOf(id)]!.push(id, w.json);
-      until = Math.max(until, w.until);
-    }
-    // A hash goes when the newest entry written to it would; its bucket's end bounds how late that is.
-    const expireAt = (bucket + 1) * BUCKET_MS + (until - now);
+    for (const [id, w] of entries) shards[shardOf(id)]!.push(id, w.json);
+    // A hash goes when the latest window that may be written to it would: one put at its bucket's end for the longest TTL.
+    const expireAt = (bucket + 1) * BUCKET_MS + this.maxTtlMs;
+    if (this.expiry.bucket !== bucket) this.expiry = { bucket, writesSince: new Map() };
+    const { writesSince } = this.expiry;
+    const expiring: string[] = [];
     const writes: Promise<unknown>[] = [];
     shards.forEach((fields, s) => {
       if (!fields.length) return;
       const key = this.key.resultWindows(s, bucket);
-      writes.push(this.redis.hset(key, ...fields), this.redis.pexpireat(key, expireAt));
+      writes.push(this.redis.hset(key, ...fields));
+      const since = writesSince.get(key);
+      if (since === undefined || since >= EXPIRY_EVERY_WRITES) {
+        writes.push(this.redis.pexpireat(key, expireAt));
+        expiring.push(key);
+      } else writesSince.set(key, since + 1);
     });
     await Promise.all(writes);
+    // Counted once Redis took it: a refused write sets it again with the next one.
+    for (const key of expiring) writesSince.set(key, 1);
   }
 }
 
