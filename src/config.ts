@@ -397,7 +397,7 @@ const storeSchema = z.strictObject({
    * How long a replica gathers tick commits into one Redis script call: what a result may wait
    * before it is published, traded for fewer commands (docs/scaling.md). 0: one event-loop turn.
    */
-  commitBatchMs: z.number().int().min(0).max(100).default(5),
+  commitBatchMs: z.number().int().min(0).max(100).default(10),
   /** Timing of the fleet's membership, failover and reconciling (src/gateway/fleet, docs/scaling.md). */
   fleet: z
     .strictObject({

@@ -19,7 +19,7 @@ describe('config', () => {
     const bare = loadConfig({ env: {} }).store;
     expect(bare).toEqual({
       gatewayId: `${os.hostname()}:${process.pid}`,
-      commitBatchMs: 5,
+      commitBatchMs: 10,
       fleet: { heartbeatMs: 1000, sweepMs: 500, deadAfterMs: 3000, fenceAfterMs: 2500, claimBackoffMs: 1500, reconcileMs: 10_000 },
     });
     // A replica must stop ticking before the fleet counts it dead.
