@@ -13,7 +13,9 @@
  * - RSS per stream on each replica, over its idle RSS (each replica owns N/R streams and holds N/R sockets);
  * - store calls per stream-second by operation (/metrics), and on Redis the commands it executed per
  *   stream-second by command (INFO commandstats: a script counts as EVALSHA and each call inside it
- *   under its own name).
+ *   under its own name);
+ * - in the closing table, the fleet's CPU over one process's at N streams and, when that ran too, at
+ *   N/R streams (one replica's share).
  *
  * The RSS figure is the loaded mean over the idle mean (garbage between collections included, as a
  * process carries it); beside it the V8 heap in use and the external (native) memory per stream, from
@@ -460,14 +462,18 @@ export async function benchScale(cfg: Config, flags: BenchFlags = {}): Promise<v
     process.off('SIGTERM', onSignal);
   }
   console.log(
-    '\nsetup                                   CPU ms/stream-s  ÷ 1 process  peak %  lateness p50 / p99      overhead p99  received  dups  RSS KiB/stream  heap / ext KiB  Redis cmds/stream-s',
+    '\nsetup                                   CPU ms/stream-s  ÷ 1 process  ÷ 1 at N/R  peak %  lateness p50 / p99      overhead p99  received  dups  RSS KiB/stream  heap / ext KiB  Redis cmds/stream-s',
   );
+  // The fleet's CPU per stream-second over one process's, when both ran: at the same size (the
+  // ≤ 1.5× goal), and at one replica's share (N/R streams: the same streams per process, so what the
+  // fleet's own work costs apart from a process's per-stream cost falling as it gets busier).
+  const ratio = (r: ScaleRow, streams: number) => {
+    const one = rows.find((o) => o.replicas === 1 && o.streams === streams);
+    return one && r.replicas > 1 ? `${(r.cpuMsPerStreamSecond / one.cpuMsPerStreamSecond).toFixed(2)}×` : '–';
+  };
   for (const r of rows) {
-    // The fleet's CPU per stream-second over one process's at the same size (the ≤ 1.5× goal), when both ran.
-    const one = rows.find((o) => o.replicas === 1 && o.streams === r.streams);
-    const ratio = one && r.replicas > 1 ? `${(r.cpuMsPerStreamSecond / one.cpuMsPerStreamSecond).toFixed(2)}×` : '–';
     console.log(
-      `${r.label.padEnd(40)}${r.cpuMsPerStreamSecond.toFixed(3).padStart(15)}  ${ratio.padStart(11)}  ${r.peakPct.toFixed(0).padStart(6)}  ${r.lateness.padEnd(24)}${r.overheadP99.padStart(12)}  ` +
+      `${r.label.padEnd(40)}${r.cpuMsPerStreamSecond.toFixed(3).padStart(15)}  ${ratio(r, r.streams).padStart(11)}  ${ratio(r, r.streams / r.replicas).padStart(10)}  ${r.peakPct.toFixed(0).padStart(6)}  ${r.lateness.padEnd(24)}${r.overheadP99.padStart(12)}  ` +
         `${(r.received * 100).toFixed(1).padStart(7)} %${String(r.duplicates).padStart(6)}${r.rssKibPerStream.toFixed(1).padStart(16)}  ${`${r.heapKibPerStream.toFixed(1)} / ${r.externalKibPerStream.toFixed(1)}`.padStart(14)}  ${r.redisPerStreamSecond?.toFixed(3) ?? '–'}`,
     );
   }
