@@ -424,7 +424,7 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
 }
 
 /** The node flags of the production image's ENTRYPOINT (Dockerfile), which every replica runs with. */
-const IMAGE_NODE_ARGS = ['--heap-growing-percent=30'];
+const IMAGE_NODE_ARGS = ['--heap-growing-percent=30', '--max-semi-space-size=16'];
 
 /** BENCH_SCALE_NODE_ARGS: node flags for every replica (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`). */
 function replicaNodeArgs(): string[] {

@@ -53,13 +53,13 @@ test('the runtime stage holds production dependencies, dist, config and docs, an
   ]);
 });
 
-test('the image and npm start run node with the same V8 heap flag, and this node takes it', () => {
+test('the image and npm start run node with the same V8 heap flags, and this node takes them', () => {
   const entry = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(dockerfile)?.[1] ?? '[]') as string[];
-  expect(entry).toEqual(['node', '--heap-growing-percent=30', 'dist/main.js']);
+  expect(entry).toEqual(['node', '--heap-growing-percent=30', '--max-semi-space-size=16', 'dist/main.js']);
   const start = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts.start;
   expect(start).toBe(`${entry.join(' ')} serve`);
   // An unknown V8 flag would stop node before the gateway starts.
-  const r = spawnSync(process.execPath, ['--heap-growing-percent=30', '-e', 'process.stdout.write("ran")'], { encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [...entry.slice(1, -1), '-e', 'process.stdout.write("ran")'], { encoding: 'utf8' });
   expect(r.stdout).toBe('ran');
 });
 
