@@ -36,6 +36,7 @@ import path from 'node:path';
 import { brandOf } from '../src/brand';
 import type { Config } from '../src/config';
 import { startFleet } from '../test/helpers/fleet';
+import { ROOT } from '../test/helpers/util';
 import { serverCommandCalls } from '../test/helpers/redis';
 import type { Fleet } from '../test/helpers/fleet';
 import type { ClientCounts } from './legacy-clients';
@@ -423,8 +424,14 @@ async function runSetup(cfg: Config, setup: ScaleSetup, clkTck: number): Promise
   }
 }
 
-/** The node flags of the production image's ENTRYPOINT (Dockerfile), which every replica runs with. */
-const IMAGE_NODE_ARGS = ['--heap-growing-percent=30', '--max-semi-space-size=16'];
+/**
+ * The node flags every replica runs with: those of `npm start`, which test/deploy/image.test.ts
+ * holds equal to the image's ENTRYPOINT (Dockerfile).
+ */
+const IMAGE_NODE_ARGS = (() => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
+  return pkg.scripts.start.split(/\s+/).filter((w) => w.startsWith('--'));
+})();
 
 /** BENCH_SCALE_NODE_ARGS: node flags for every replica (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`). */
 function replicaNodeArgs(): string[] {
