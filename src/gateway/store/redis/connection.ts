@@ -5,7 +5,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
-import type { RedisOptions } from 'ioredis';
+import type { ChainableCommander, RedisOptions } from 'ioredis';
 import type { Logger } from '../../../lib/logger';
 import { parseClusterUrl, parseSentinelUrl } from '../../../lib/redis-url';
 import { defineScripts } from './scripts';
@@ -256,4 +256,12 @@ function safeUrl(url: string): string {
   } catch {
     return '(unparseable URL)';
   }
+}
+
+/** A pipeline's replies in order; the first command Redis refused rejects the whole read. */
+export async function pipelineReplies(pipeline: ChainableCommander): Promise<unknown[]> {
+  return ((await pipeline.exec()) ?? []).map(([err, value]) => {
+    if (err) throw err;
+    return value;
+  });
 }

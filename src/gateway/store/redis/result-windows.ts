@@ -1,5 +1,6 @@
 import { parseResultWindow } from '../result-windows';
 import type { ResultWindow, ResultWindows } from '../result-windows';
+import { pipelineReplies } from './connection';
 import { RedisRole } from './role';
 import type { RedisContext } from './role';
 
@@ -96,8 +97,7 @@ export class RedisResultWindows extends RedisRole implements ResultWindows {
       const read = this.redis.pipeline();
       for (let b = bucketOf(now) + 1; b >= bucketOf(now - this.maxTtlMs) - 1; b--)
         read.hget(this.key.resultWindows(shardOf(resultId), b), resultId);
-      for (const [err, text] of (await read.exec()) ?? []) {
-        if (err) throw err;
+      for (const text of await pipelineReplies(read)) {
         const w = parseLive(text as string | null);
         if (w) return w;
       }

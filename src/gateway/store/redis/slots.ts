@@ -1,5 +1,5 @@
 import type { SlotHolder, Slots } from '../store';
-import { scan } from './connection';
+import { pipelineReplies, scan } from './connection';
 import { RedisRole } from './role';
 
 /** Concurrency slots: each key's slots ZSET and its holders hash, changed together by one script. */
@@ -48,14 +48,10 @@ export class RedisSlots extends RedisRole implements Slots {
   }
 
   private async readHolders(keyHash: string): Promise<[string[], Record<string, string>]> {
-    const [zset, info] = (await this.redis
-      .pipeline()
-      .zrange(this.key.slots(keyHash), '0', '-1', 'WITHSCORES')
-      .hgetall(this.key.slotInfo(keyHash))
-      .exec())!;
-    if (zset![0]) throw zset![0];
-    if (info![0]) throw info![0];
-    return [zset![1] as string[], info![1] as Record<string, string>];
+    const [zset, info] = await pipelineReplies(
+      this.redis.pipeline().zrange(this.key.slots(keyHash), '0', '-1', 'WITHSCORES').hgetall(this.key.slotInfo(keyHash)),
+    );
+    return [zset as string[], info as Record<string, string>];
   }
 
   /** SCAN for slot sets (an empty ZSET does not exist, so a key found holds a slot); the reconciler's walk. */
