@@ -18,12 +18,13 @@ import type { LifecycleView } from './lifecycle';
 import type { FleetMember } from './fleet/member';
 import { mountDocs, mountHealth, mountMetrics } from './operator';
 import { createPassthrough } from './passthrough';
-import type { Passthrough } from './passthrough';
+import type { Passthrough, PassthroughEvent } from './passthrough';
 import type { Store } from './store/store';
 import { announceDeprecation } from './telemetry/deprecation';
 import type { GatewayTelemetry } from './telemetry/gateway-telemetry';
 import { accessLog, passthroughTelemetry, requestMetrics } from './telemetry/http';
 import { passthroughMigration, requestTelemetry } from './telemetry/observer';
+import { SettledBatch } from './telemetry/settled-batch';
 
 export interface HttpAppDeps {
   upstreamUrl: string;
@@ -63,14 +64,18 @@ export function httpApp(cfg: Config, logger: Logger, deps: HttpAppDeps): HttpApp
     clientAddress,
   });
   const migration = passthroughMigration(usage, brand.keyPrefix);
+  // Run in batches, off the path of the next request (SettledBatch); a scrape or a counter flush takes what waits first.
+  const settled = new SettledBatch<PassthroughEvent>((e) => {
+    proxied(e);
+    migration(e);
+  }, logger);
+  metrics.beforeScrape(settled.flush);
+  usage.beforeFlush(settled.flush);
   const passthrough = createPassthrough({
     upstreamUrl: deps.upstreamUrl,
     logger,
     timeoutMs: cfg.requestTimeoutMs,
-    onSettled(e) {
-      proxied(e);
-      migration(e);
-    },
+    onSettled: (e) => settled.push(e),
   });
 
   const inFlight = { count: 0 };

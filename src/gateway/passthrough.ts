@@ -36,7 +36,7 @@ import { redactQuery, routeLabel } from './telemetry/http';
 export type PassthroughPrefix = 'v1beta' | 'billing';
 export type PassthroughOutcome = 'ok' | 'client_abort' | 'upstream_unreachable' | 'upstream_timeout' | 'upstream_reset' | 'bad_path';
 
-/** What the settled hook sees of one proxied request (the per-request record itself: read, never keep). */
+/** What the settled hook sees of one proxied request (the per-request record itself: kept no longer than its telemetry batch). */
 export interface PassthroughEvent {
   readonly prefix: PassthroughPrefix;
   readonly outcome: PassthroughOutcome;
@@ -46,6 +46,8 @@ export interface PassthroughEvent {
   readonly upstreamHeadersMs?: number;
   /** From arrival to the client response's close. */
   readonly durationMs: number;
+  /** Wall-clock ms of the client response's close: the access line's time, however late it is written. */
+  readonly settledAtMs: number;
   /** The id sent upstream and to the client (the upstream's own when it answered with one). */
   readonly requestId: string;
   /** The client's `Authorization` and `User-Agent`, picked up while its headers were copied (per-caller telemetry without building `req.headers`). */
@@ -149,6 +151,7 @@ class Flight implements PassthroughEvent {
   status = 0;
   upstreamHeadersMs?: number;
   durationMs = 0;
+  settledAtMs = 0;
   authorization?: string;
   userAgent?: string;
   /** The caller's `traceparent` (tracing off: parsed for the access line only when it is written). */
@@ -288,6 +291,7 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     }
     f.status = res.headersSent ? res.statusCode : 0;
     f.durationMs = performance.now() - f.startedAt;
+    f.settledAtMs = Date.now();
     if (f.span) endLeg(f.span, f.outcome, f.status);
     opts.onSettled?.(f);
   };

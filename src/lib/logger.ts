@@ -33,11 +33,28 @@ export const REDACT_PATHS = [
  */
 export const LOG_TIME = isoTimeBySecond();
 
+/** Set while `atLogTime` writes: the time its lines carry instead of now. */
+let pinnedMs: number | undefined;
+
+/**
+ * Runs `write` with every line it logs dated `epochMs` (wall-clock ms) instead of now: for a line
+ * written a little after what it records, so it still says when that happened (the batched
+ * passthrough access lines).
+ */
+export function atLogTime(epochMs: number, write: () => void): void {
+  pinnedMs = Math.floor(epochMs);
+  try {
+    write();
+  } finally {
+    pinnedMs = undefined;
+  }
+}
+
 function isoTimeBySecond(): () => string {
   let second = NaN;
   let head = '';
   return () => {
-    const now = Date.now();
+    const now = pinnedMs ?? Date.now();
     const s = Math.floor(now / 1000);
     if (s !== second) {
       second = s;

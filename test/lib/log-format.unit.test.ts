@@ -6,7 +6,7 @@
 import { PassThrough } from 'node:stream';
 import { ConfigError, loadConfig } from '../../src/config';
 import pino from 'pino';
-import { createLogger, LOG_TIME, logFormat, prettyDestination } from '../../src/lib/logger';
+import { atLogTime, createLogger, LOG_TIME, logFormat, prettyDestination } from '../../src/lib/logger';
 
 describe('logFormat', () => {
   test.each([
@@ -72,4 +72,22 @@ describe('LOG_TIME', () => {
       expect(LOG_TIME()).toBe(pino.stdTimeFunctions.isoTime());
     },
   );
+
+  test('atLogTime dates the lines written inside it, and only those', () => {
+    const now = 1_764_224_971_005;
+    const then = 1_764_224_970_048.7;
+    jest.spyOn(Date, 'now').mockReturnValue(then);
+    const expected = pino.stdTimeFunctions.isoTime();
+    jest.spyOn(Date, 'now').mockReturnValue(now);
+    const seen: string[] = [];
+    atLogTime(then, () => seen.push(LOG_TIME()));
+    expect(seen).toEqual([expected]);
+    expect(LOG_TIME()).toBe(pino.stdTimeFunctions.isoTime());
+    expect(() =>
+      atLogTime(then, () => {
+        throw new Error('write failed');
+      }),
+    ).toThrow('write failed');
+    expect(LOG_TIME()).toBe(pino.stdTimeFunctions.isoTime());
+  });
 });

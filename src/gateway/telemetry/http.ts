@@ -4,6 +4,7 @@ import { LRUCache } from 'lru-cache';
 import { pinoHttp } from 'pino-http';
 import type { ClientAddress } from '../../lib/client-address';
 import { redactQuery } from '../../lib/redact-query';
+import { atLogTime } from '../../lib/logger';
 import type { Logger } from '../../lib/logger';
 import type { PassthroughEvent } from '../passthrough';
 import type { GatewayMetrics } from './metrics';
@@ -175,9 +176,11 @@ export function passthroughTelemetry(
     if (!opts.log || !access.isLevelEnabled(level)) return;
     const ms = Math.round(e.durationMs);
     const fields = reqFields(req);
-    access[level](
-      { reqId: e.requestId, traceId: e.traceId, req: fields, res: responseFields(res), responseTime: ms },
-      messageOf(method, fields.url, finished, res.statusCode, ms),
+    atLogTime(e.settledAtMs, () =>
+      access[level](
+        { reqId: e.requestId, traceId: e.traceId, req: fields, res: responseFields(res), responseTime: ms },
+        messageOf(method, fields.url, finished, res.statusCode, ms),
+      ),
     );
   };
 }

@@ -85,6 +85,7 @@ export class GatewayMetrics {
   /** The store metrics' label children per op (an op's error count starts at 0 on its first call). */
   /** Store operations seen (their error series start at 0). */
   private readonly storeOps = new Set<string>();
+  private readonly scrapeHooks: (() => void)[] = [];
   constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
     // Event-loop delay sampled every 100 ms (prom-client's default, 10 ms, wakes an idle process
@@ -383,7 +384,13 @@ export class GatewayMetrics {
     return this.registry.contentType;
   }
 
+  /** `hook` runs before every scrape: a caller that holds observations back hands them over first. */
+  beforeScrape(hook: () => void): void {
+    this.scrapeHooks.push(hook);
+  }
+
   text(): Promise<string> {
+    for (const hook of this.scrapeHooks) hook();
     return this.registry.metrics();
   }
 }

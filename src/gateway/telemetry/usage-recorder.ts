@@ -59,6 +59,7 @@ export class UsageRecorder {
   /** Counter writes since the last flush: events (ticks, requests, passthrough calls) cost a Map update. */
   private readonly buffer = new CounterBuffer();
   private readonly ptPending = new Map<string, PendingPassthrough>();
+  private readonly flushHooks: (() => void)[] = [];
   private flushTimer: LongTimer | undefined;
   /** Consecutive failed flushes: an outage is logged once when it starts and once when it ends. */
   private failedFlushes = 0;
@@ -153,8 +154,14 @@ export class UsageRecorder {
     this.scheduleFlush();
   }
 
+  /** `hook` runs first in every `flush()`: a caller that holds events back hands them over first. */
+  beforeFlush(hook: () => void): void {
+    this.flushHooks.push(hook);
+  }
+
   /** Writes the buffered counters now, and resolves once every counter write has landed (shutdown, reports, tests). */
   async flush(): Promise<void> {
+    for (const hook of this.flushHooks) hook();
     this.writeBuffer();
     while (this.pending.size) await Promise.all([...this.pending]);
   }
