@@ -3,8 +3,11 @@
  * that turns a hang into a failure (`deadline`).
  */
 
-/** Resolves after `ms`; the timer never holds the process. Never assert on how long it took. */
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+/**
+ * Resolves after `ms` (a time already past: at the next turn, without Node's negative-timeout
+ * warning); the timer never holds the process. Never assert on how long it took.
+ */
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)).unref());
 
 /** Rejects when `p` takes longer than `ms` (a hang is a failure, not a jest timeout). */
 export function deadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
