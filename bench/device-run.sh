@@ -2,15 +2,15 @@
 # The scale and passthrough benches on a lent machine (no Node, npm or Redis there).
 #
 # Here, once per build:   bash bench/device-run.sh --pack
-#   builds dist/ and dist-bench/, packs Node, the production dependencies and redis-server with
-#   ../shared/tools/device-bundle.sh into .device/ (git-ignored locally), and adds dist-bench/.
-# There (the device tool's run, carry [".device"]):   bash bench/device-run.sh PART...
+#   builds dist/ and dist-bench/, packs Node, the production dependencies and redis-server into
+#   .device/ (git-ignored) with the workplace's ../shared/tools/device-bundle.sh, and adds dist-bench/.
+# There, with .device/ carried beside the checkout:   bash bench/device-run.sh PART...
 #   unpacks under /opt/b, then runs each PART with its own time limit, its output in $OUT/PART.log.
 #
 # PARTs and their time on a 16-core machine (Node 20): s1k3k (1,000 and 3,000 streams on one
 # process and 3 replicas, ≈ 160 s), s3k8 (3,000 on 8 replicas, ≈ 45 s), cl3k (3,000 on 3
 # replicas over a 3-primary Cluster, ≈ 45 s), s10k (10,000 on 8 replicas, ≈ 50 s), pt (the
-# passthrough, ≈ 95 s); unpacking ≈ 5 s. Each part measures 20 s after a 5 s warm-up.
+# passthrough, ≈ 95 s); unpacking ≈ 5 s. Each scale part measures 20 s after a 5 s warm-up.
 set -u
 if [ "${1:-}" = --pack ]; then
   set -e
@@ -32,7 +32,7 @@ if [ ! -x "$B/bin/node" ]; then
 fi
 rm -rf "$B/app/dist-bench" && cp -r .device/dist-bench "$B/app/dist-bench"
 export PATH=$B/bin:$PATH
-# 10,000 streams hold 20,000 sockets and more; the hard limit may stop lower (it was 20,000 there, enough).
+# 10,000 streams hold 20,000 sockets and more; a hard limit of 20,000 still carries them.
 ulimit -n 200000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 cd "$B/app" || exit 1
 {
@@ -48,7 +48,8 @@ part() {
   echo "== $name (limit $limit s) at +$((start - t0)) s" | tee -a "$OUT/times.txt"
   env "$@" timeout -k 5 "$limit" node --expose-gc dist-bench/bench/main.js "$section" >"$OUT/$name.log" 2>&1
   echo "   rc=$? in $(($(date +%s) - start)) s" | tee -a "$OUT/times.txt"
-  # A part cut at its limit may leave its children: none may load the next part.
+  # A part cut at its limit may leave its children: none may load the next part (the lent
+  # machine runs nothing else, so every redis-server there is the bench's).
   pkill -9 -f "$B/app/dist" 2>/dev/null
   pkill -9 -x redis-server 2>/dev/null
   sleep 1

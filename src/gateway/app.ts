@@ -156,6 +156,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     telemetry,
     upstream,
     passthrough: web.passthrough,
+    passthroughTelemetry: web.passthroughTelemetry,
     ownStore: opts.store ? undefined : store,
     clock,
   });

@@ -48,6 +48,8 @@ export interface HttpApp {
   /** `/metrics` alone, when `telemetry.metricsPort` moves it off the public port. */
   metricsApp?: Express;
   passthrough: Passthrough;
+  /** Its requests' telemetry, run in batches (closed at shutdown). */
+  passthroughTelemetry: SettledBatch<PassthroughEvent>;
   /** HTTP requests whose response has not closed yet. */
   inFlight(): number;
 }
@@ -66,8 +68,11 @@ export function httpApp(cfg: Config, logger: Logger, deps: HttpAppDeps): HttpApp
   const migration = passthroughMigration(usage, brand.keyPrefix);
   // Run in batches, off the path of the next request (SettledBatch); a scrape or a counter flush takes what waits first.
   const settled = new SettledBatch<PassthroughEvent>((e) => {
-    proxied(e);
-    migration(e);
+    try {
+      proxied(e);
+    } finally {
+      migration(e);
+    }
   }, logger);
   metrics.beforeScrape(settled.flush);
   usage.beforeFlush(settled.flush);
@@ -130,5 +135,5 @@ export function httpApp(cfg: Config, logger: Logger, deps: HttpAppDeps): HttpApp
     if (!passthrough.proxy(req, res)) void app(req, res);
   };
 
-  return { handler, app, metricsApp, passthrough, inFlight: () => inFlight.count + passthrough.inFlight };
+  return { handler, app, metricsApp, passthrough, passthroughTelemetry: settled, inFlight: () => inFlight.count + passthrough.inFlight };
 }

@@ -28,7 +28,7 @@ import type { Readable, Writable } from 'node:stream';
 import { parseBearer } from '../lib/bearer';
 import { memoKeyHash } from '../lib/keys';
 import type { Logger } from '../lib/logger';
-import { ATTR, activeSpan, failSpan, setServerRoute, startClientSpan, traceIdOf, tracingOn } from '../lib/spans';
+import { ATTR, activeSpan, activeSpanContext, failSpan, setServerRoute, startClientSpan, traceIdOf, tracingOn } from '../lib/spans';
 import type { Span } from '../lib/spans';
 import { requestIdOf } from './http';
 import { redactQuery, routeLabel } from './telemetry/http';
@@ -55,6 +55,8 @@ export interface PassthroughEvent {
   readonly userAgent?: string;
   /** The trace of the request, for its access line: its span's (tracing on), else the caller's `traceparent`'s. */
   readonly traceId?: string;
+  /** The request's server span (tracing on), for its access line: written later, outside that span. */
+  readonly spanId?: string;
   /** The client's request: method, URL and headers stay readable at settle time. */
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
@@ -156,8 +158,9 @@ class Flight implements PassthroughEvent {
   userAgent?: string;
   /** The caller's `traceparent` (tracing off: parsed for the access line only when it is written). */
   traceparent?: string;
-  /** The server span's trace (tracing on). */
+  /** The server span's trace and id (tracing on). */
   tracedId?: string;
+  spanId?: string;
   /** The upstream leg's client span (tracing on). */
   span?: Span;
   upstream?: http.ClientRequest;
@@ -390,6 +393,14 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     f.authorization = authorization;
     f.userAgent = userAgent;
     f.traceparent = traceparent;
+    if (traced) {
+      const sc = activeSpanContext();
+      f.tracedId = sc?.traceId;
+      f.spanId = sc?.spanId;
+    }
+    // Read now, a bad path's too: Node keeps the peer's address once read, and the access line
+    // reads it after the response, when the socket may be gone.
+    const remote = req.socket.remoteAddress;
     inFlight += 1;
     // 'close' comes once per response: `on` spares the once-wrapper.
     res.on('close', () => settle(f));
@@ -403,7 +414,6 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     }
     // `base + path` clients produce double slashes: fold them in the path, never in the query.
     if (path.includes('//')) path = path.replace(/\/{2,}/g, '/');
-    const remote = req.socket.remoteAddress;
     const outHeaders = connection && !PLAIN_CONNECTION.test(connection) ? dropNamed(headers, connection) : headers;
     outHeaders.push('host', target.host, 'x-request-id', f.requestId);
     if (remote) outHeaders.push('x-forwarded-for', xff === undefined ? remote : `${xff}, ${remote}`);
@@ -448,7 +458,6 @@ export function createPassthrough(opts: PassthroughOptions): Passthrough {
     const key = parseBearer(f.authorization);
     server?.setAttributes({ [ATTR.passthroughPrefix]: f.prefix, ...(key ? { [ATTR.keyHash]: memoKeyHash(key) } : {}) });
     setServerRoute(routeLabel(path));
-    f.tracedId = server?.spanContext().traceId;
     const method = f.req.method ?? 'GET';
     const leg = startClientSpan('passthrough.upstream', {
       'http.request.method': method,

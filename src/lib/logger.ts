@@ -42,11 +42,12 @@ let pinnedMs: number | undefined;
  * passthrough access lines).
  */
 export function atLogTime(epochMs: number, write: () => void): void {
+  const outer = pinnedMs;
   pinnedMs = Math.floor(epochMs);
   try {
     write();
   } finally {
-    pinnedMs = undefined;
+    pinnedMs = outer;
   }
 }
 

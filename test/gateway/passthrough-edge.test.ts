@@ -17,7 +17,7 @@ interface Line {
   time?: string;
   reqId?: string;
   url?: string;
-  req?: { method: string; url: string };
+  req?: { method: string; url: string; remoteAddress?: string };
   res?: { statusCode: number };
 }
 
@@ -97,6 +97,13 @@ describe('passthrough edge', () => {
     expect(JSON.parse(r.body)).toEqual({ detail: expect.stringMatching(/segments/) });
     expect(r.headers['x-request-id']).toMatch(/^[\w-]+$/);
     expect(seen).toEqual([]);
+  });
+
+  test("a refused path's access line still names the client, its connection closed by then", async () => {
+    const r = await rawRequest(gw.url, { path: '/v1beta/a/../b', headers: { connection: 'close' } });
+    expect(r.status).toBe(400);
+    const line = await lineWhere((l) => l.reqId === r.headers['x-request-id'] && !!l.req, 'the refused path access line');
+    expect(line.req).toEqual({ method: 'GET', url: '/v1beta/a/../b', remoteAddress: '127.0.0.1' });
   });
 
   test('dots that are not whole segments, and dots in the query, pass', async () => {

@@ -91,6 +91,8 @@ describe('tracing on (http/json, always on)', () => {
   const KEEPALIVE_TRACE = '5bf92f3577b34da6a3ce929d0e0e4737';
   const PASSTHROUGH_TRACE = '6bf92f3577b34da6a3ce929d0e0e4738';
   const DELETE_TRACE = '7bf92f3577b34da6a3ce929d0e0e4739';
+  /** Two passthrough calls at once: each access line must carry its own request's span. */
+  const PARALLEL_TRACES = ['8bf92f3577b34da6a3ce929d0e0e4731', '9bf92f3577b34da6a3ce929d0e0e4732'];
   const CALLER = '00f067aa0ba902b7';
   const ROOM_SECRET = 'room-token-that-must-not-leak';
 
@@ -130,13 +132,18 @@ describe('tracing on (http/json, always on)', () => {
       traceparent: traceparent(PASSTHROUGH_TRACE, CALLER),
     });
     expect(balance.status).toBe(200);
+    const parallel = await Promise.all(
+      PARALLEL_TRACES.map((t) => call(url, 'GET', '/v1beta/models', { traceparent: traceparent(t, CALLER) })),
+    );
+    expect(parallel.map((r) => r.status)).toEqual([200, 200]);
     await spansWhen((s) => named(s, 'legacy.upstream_keepalive', streamId).length > 0, 'an upstream keepalive of the gateway');
     expect((await call(url, 'DELETE', `/v0.2/streams/${streamId}`, { traceparent: traceparent(DELETE_TRACE, CALLER) })).status).toBe(200);
     await deadline(socket.closed, 10_000, 'socket closed at the end');
     spans = await spansWhen(
       (s) =>
-        named(s, 'legacy.end', streamId).length > 0 && s.some((x) => x.traceId === PASSTHROUGH_TRACE && x.name === 'passthrough.upstream'),
-      'the end and the passthrough leg',
+        named(s, 'legacy.end', streamId).length > 0 &&
+        [PASSTHROUGH_TRACE, ...PARALLEL_TRACES].every((t) => s.some((x) => x.traceId === t && x.name === 'passthrough.upstream')),
+      'the end and the passthrough legs',
     );
   }, 90_000);
   afterAll(async () => {
@@ -280,6 +287,11 @@ describe('tracing on (http/json, always on)', () => {
       proc.lines.find((l) => (l.req as { url?: string } | undefined)?.url?.match(url) && l.responseTime !== undefined);
     expect(access(/^\/v0\.2\/streams$/)).toMatchObject({ traceId: CREATE_TRACE });
     expect(access(/^\/billing\/accounts\/me\/balance/)).toMatchObject({ traceId: PASSTHROUGH_TRACE });
+    // Written after the response, in batches: each line still names its own request's server span.
+    for (const t of [PASSTHROUGH_TRACE, ...PARALLEL_TRACES]) {
+      const server = spans.find((s) => s.traceId === t && s.kind === SERVER && s.parentSpanId === CALLER)!;
+      expect(proc.lines.find((l) => l.traceId === t && l.responseTime !== undefined)).toMatchObject({ traceId: t, spanId: server.spanId });
+    }
   });
 });
 

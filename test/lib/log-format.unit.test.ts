@@ -89,5 +89,12 @@ describe('LOG_TIME', () => {
       }),
     ).toThrow('write failed');
     expect(LOG_TIME()).toBe(pino.stdTimeFunctions.isoTime());
+    // Nested: the inner date holds inside, the outer one again after it.
+    const nested: string[] = [];
+    atLogTime(then, () => {
+      atLogTime(now, () => nested.push(LOG_TIME()));
+      nested.push(LOG_TIME());
+    });
+    expect(nested).toEqual([pino.stdTimeFunctions.isoTime(), expected]);
   });
 });

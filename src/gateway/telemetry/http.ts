@@ -156,7 +156,7 @@ export function passthroughTelemetry(
   opts: { log: boolean; metrics: GatewayMetrics; httpMetrics: boolean; clientAddress: ClientAddress },
 ): (e: PassthroughEvent) => void {
   const { metrics } = opts;
-  // The line's fields are fixed (reqId, traceId, req: method, URL with its query values redacted
+  // The line's fields are fixed (reqId, traceId, spanId, req: method, URL with its query values redacted
   // and client address, res: status, responseTime): none is one of the redacted paths
   // (REDACT_PATHS) and none holds a header, so the redaction pass, which clones every field of
   // every line, would never change it and is left out.
@@ -178,7 +178,7 @@ export function passthroughTelemetry(
     const fields = reqFields(req);
     atLogTime(e.settledAtMs, () =>
       access[level](
-        { reqId: e.requestId, traceId: e.traceId, req: fields, res: responseFields(res), responseTime: ms },
+        { reqId: e.requestId, traceId: e.traceId, spanId: e.spanId, req: fields, res: responseFields(res), responseTime: ms },
         messageOf(method, fields.url, finished, res.statusCode, ms),
       ),
     );

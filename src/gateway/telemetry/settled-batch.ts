@@ -1,4 +1,5 @@
 import type { Logger } from '../../lib/logger';
+import { detached } from '../../lib/spans';
 import { realClock } from '../../lib/timers';
 import type { Clock, TimerHandle } from '../../lib/timers';
 
@@ -8,16 +9,16 @@ export const SETTLED_BATCH_MAX = 256;
 
 /**
  * Settled requests whose telemetry (metrics, access line, migration counters) runs in batches:
- * every `windowMs` after the first one waiting, at once when `max` are waiting, and on `flush()`
- * (before a scrape or a counter flush reads what they feed). Run back to back the same work costs
- * less than run between two proxied requests, whose own code has pushed it out of the caches: on
- * the passthrough bench the gateway's CPU per request fell from 1.17-1.21x a bare pipe's to
- * 1.10-1.11x at a fixed rate (2 cores). A batch runs in arrival order; a handler that throws is
- * logged and the rest of the batch still runs.
+ * `windowMs` after the first one waits, at once when `max` wait, and on `flush()` (before a scrape
+ * or a counter flush reads what they feed). Run back to back the same work costs less than run
+ * between two proxied requests, whose own code has pushed it out of the caches (the figures:
+ * docs/decisions/0004-libraries-before-forks.md). A batch runs in arrival order, outside any span;
+ * a handler that throws is logged and the rest of the batch still runs.
  */
 export class SettledBatch<E> {
   private pending: E[] = [];
   private timer: TimerHandle | undefined;
+  private closed = false;
   private readonly clock: Clock;
   private readonly windowMs: number;
   private readonly max: number;
@@ -39,7 +40,7 @@ export class SettledBatch<E> {
 
   push(e: E): void {
     this.pending.push(e);
-    if (this.pending.length >= this.max) this.flush();
+    if (this.closed || this.pending.length >= this.max) this.flush();
     else if (this.timer === undefined) {
       this.timer = this.clock.setTimeout(this.flush, this.windowMs);
       this.timer.unref?.();
@@ -53,12 +54,21 @@ export class SettledBatch<E> {
     const batch = this.pending;
     if (!batch.length) return;
     this.pending = [];
-    for (const e of batch) {
-      try {
-        this.handle(e);
-      } catch (err) {
-        this.logger.error({ err }, 'request telemetry failed');
+    // Outside any span: the timer or the caller that runs the batch is some other request's.
+    detached(() => {
+      for (const e of batch) {
+        try {
+          this.handle(e);
+        } catch (err) {
+          this.logger.error({ err }, 'request telemetry failed');
+        }
       }
-    }
+    });
   };
+
+  /** Runs what waits, then every later event at once (shutdown: no timer left to outlive the process). */
+  close(): void {
+    this.closed = true;
+    this.flush();
+  }
 }

@@ -62,6 +62,16 @@ describe('SettledBatch', () => {
     expect(clock.pending).toBe(0);
   });
 
+  test('close runs what waits, then each later event at once, with no timer left', () => {
+    const { clock, ran, batch } = numbers(10);
+    batch.push(1);
+    batch.close();
+    expect(ran).toEqual([1]);
+    batch.push(2);
+    expect(ran).toEqual([1, 2]);
+    expect(clock.pending).toBe(0);
+  });
+
   test('flush runs what waits now; a handler that throws is logged and the rest still runs', () => {
     const clock = new FakeClock();
     const { logger, lines } = capture();
