@@ -156,7 +156,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     telemetry,
     upstream,
     passthrough: web.passthrough,
-    passthroughTelemetry: web.passthroughTelemetry,
+    passthroughSettled: web.passthroughSettled,
     ownStore: opts.store ? undefined : store,
     clock,
   });

@@ -49,7 +49,7 @@ export interface HttpApp {
   metricsApp?: Express;
   passthrough: Passthrough;
   /** Its requests' telemetry, run in batches (closed at shutdown). */
-  passthroughTelemetry: SettledBatch<PassthroughEvent>;
+  passthroughSettled: SettledBatch<PassthroughEvent>;
   /** HTTP requests whose response has not closed yet. */
   inFlight(): number;
 }
@@ -135,5 +135,5 @@ export function httpApp(cfg: Config, logger: Logger, deps: HttpAppDeps): HttpApp
     if (!passthrough.proxy(req, res)) void app(req, res);
   };
 
-  return { handler, app, metricsApp, passthrough, passthroughTelemetry: settled, inFlight: () => inFlight.count + passthrough.inFlight };
+  return { handler, app, metricsApp, passthrough, passthroughSettled: settled, inFlight: () => inFlight.count + passthrough.inFlight };
 }

@@ -48,7 +48,7 @@ export interface ShutdownParts {
   upstream: Pick<UpstreamClient, 'close'>;
   passthrough: Pick<Passthrough, 'close'>;
   /** The passthrough's batched request telemetry: from the close on, each request's runs at once. */
-  passthroughTelemetry?: { close(): void };
+  passthroughSettled?: { close(): void };
   /** The store when the gateway made it (closed last); an injected one is closed by its owner. */
   ownStore?: Pick<Store, 'close'>;
   clock?: Clock;
@@ -87,7 +87,7 @@ export function gatewayShutdown(lifecycle: Lifecycle, parts: ShutdownParts): Gat
       closing ??= (async () => {
         lifecycle.advance('closed');
         // Requests cut from here on settle with no timer left to write their lines before the exit.
-        parts.passthroughTelemetry?.close();
+        parts.passthroughSettled?.close();
         telemetry.upstreamHealth.stop();
         await fleet.stop();
         await endAll();

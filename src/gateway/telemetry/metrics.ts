@@ -82,8 +82,7 @@ export class GatewayMetrics {
   private readonly drainActive: Gauge;
   private readonly drainHeld: Gauge<'kind'>;
   private readonly drainSecondsLeft: Gauge;
-  /** The store metrics' label children per op (an op's error count starts at 0 on its first call). */
-  /** Store operations seen (their error series start at 0). */
+  /** Store operations seen (their error series start at 0 on an op's first call). */
   private readonly storeOps = new Set<string>();
   private readonly scrapeHooks: (() => void)[] = [];
   constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {

@@ -4,7 +4,7 @@ import { RedisRole } from './role';
 
 /** Concurrency slots: each key's slots ZSET and its holders hash, changed together by one script. */
 export class RedisSlots extends RedisRole implements Slots {
-  private slotKeysOf(keyHash: string): string[] {
+  private slotKeysOf(keyHash: string): [string, string] {
     return [this.key.slots(keyHash), this.key.slotInfo(keyHash)];
   }
 
@@ -48,10 +48,9 @@ export class RedisSlots extends RedisRole implements Slots {
   }
 
   private async readHolders(keyHash: string): Promise<[string[], Record<string, string>]> {
-    const [zset, info] = await pipelineReplies(
-      this.redis.pipeline().zrange(this.key.slots(keyHash), '0', '-1', 'WITHSCORES').hgetall(this.key.slotInfo(keyHash)),
-    );
-    return [zset as string[], info as Record<string, string>];
+    const [slots, info] = this.slotKeysOf(keyHash);
+    const [zset, holders] = await pipelineReplies(this.redis.pipeline().zrange(slots, '0', '-1', 'WITHSCORES').hgetall(info));
+    return [zset as string[], holders as Record<string, string>];
   }
 
   /** SCAN for slot sets (an empty ZSET does not exist, so a key found holds a slot); the reconciler's walk. */
