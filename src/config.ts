@@ -624,7 +624,14 @@ function expandBrand(cfg: Config): Config {
   return { ...cfg, emulator: { ...cfg.emulator, accounts } };
 }
 
-export const DEFAULT_CONFIG_FILE = path.resolve(__dirname, '..', 'config', 'default.json');
+/**
+ * config/default.json of the repository or image: one level above this module in `src/` and
+ * `dist/`, two above it in `dist-bench/src/` (the benches' build).
+ */
+export const DEFAULT_CONFIG_FILE =
+  [path.resolve(__dirname, '..', 'config', 'default.json'), path.resolve(__dirname, '..', '..', 'config', 'default.json')].find((f) =>
+    fs.existsSync(f),
+  ) ?? path.resolve(__dirname, '..', 'config', 'default.json');
 
 export interface LoadOptions {
   /** An extra JSON file layered over config/default.json. */
