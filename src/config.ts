@@ -103,6 +103,22 @@ const emulatorSchema = z.strictObject({
       apiKey: z.string().min(1).default('emulator-room-key'),
       apiSecret: z.string().min(32).default('emulator-room-secret-0123456789abcdef'),
       tokenTtlSeconds: positiveInt.default(600),
+      /** WHIP publishing at `<room>/whip/v1`, as LiveKit servers 1.9+ serve it (src/emulator/room/README.md). */
+      whip: z
+        .strictObject({
+          enabled: z.boolean().default(true),
+          /** ICE servers named to WHIP clients in `Link` headers (the room's own peers use none). */
+          iceServers: z
+            .array(
+              z.strictObject({
+                urls: z.array(z.string().min(1)).min(1),
+                username: z.string().optional(),
+                credential: z.string().optional(),
+              }),
+            )
+            .default([]),
+        })
+        .prefault({}),
     })
     .prefault({}),
   accounts: z.array(accountSchema).default([]),
@@ -512,6 +528,7 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   EMULATOR_CAMERA_ALLOWED_HOSTS: { path: ['emulator', 'cameraSources', 'allowedHosts'], type: 'list' },
   EMULATOR_RATE_LIMIT_PER_SECOND: { path: ['emulator', 'rateLimit', 'completionsPerSecond'], type: 'number' },
   EMULATOR_REAP_IDLE_SECONDS: { path: ['emulator', 'reapIdleSeconds'], type: 'number' },
+  EMULATOR_ROOM_WHIP: { path: ['emulator', 'room', 'whip', 'enabled'], type: 'boolean' },
   LEGACY_LEASE_TTL_SECONDS: { path: ['legacy', 'leaseTtlSeconds'], type: 'number' },
   LEGACY_MAX_STREAMS_PER_KEY: { path: ['legacy', 'maxStreamsPerKey'], type: 'number' },
   LEGACY_TOMBSTONE_SECONDS: { path: ['legacy', 'tombstoneSeconds'], type: 'number' },

@@ -52,6 +52,7 @@ export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => st
     streams,
     models: new ModelRegistry(cfg.emulator.models, cfg.emulator.charsPerToken),
     faults: new FaultInjector(),
+    whipFaults: new FaultInjector(),
     roomKeys: { apiKey: cfg.emulator.room.apiKey, apiSecret: cfg.emulator.room.apiSecret },
     publishUrl,
     baseUrl: opts.baseUrl ?? (() => publishUrl().replace(/^ws/, 'http')),
@@ -62,6 +63,7 @@ export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => st
   const room = new MediaRoomServer({
     keys: ctx.roomKeys,
     logger: logger.child({ component: 'room' }),
+    whip: { ...cfg.emulator.room.whip, takeFault: () => ctx.whipFaults.take('whip') },
     resolveRoom: (name) => {
       const stream = streams.get(name);
       if (!stream || stream.state !== 'active') return undefined;

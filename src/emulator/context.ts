@@ -16,6 +16,8 @@ export interface EmulatorContext {
   streams: StreamRegistry;
   models: ModelRegistry;
   faults: FaultInjector;
+  /** Faults armed for the media room's next WHIP publishes (`/_emulator/whip/faults`). */
+  whipFaults: FaultInjector;
   roomKeys: RoomKeys;
   /** ws:// URL of the media room handed out as `publish.url` (set once the server listens). */
   publishUrl(): string;

@@ -28,6 +28,14 @@ const faultSchema = z.strictObject({
   retryAfterSeconds: z.number().min(0).optional(),
 });
 
+const whipFaultSchema = z.strictObject({
+  count: z.number().int().positive().default(1),
+  status: z.number().int().min(400).max(599).optional(),
+  message: z.string().optional(),
+  reset: z.boolean().optional(),
+  latencyMs: z.number().int().min(0).max(120_000).optional(),
+});
+
 const modelStatusSchema = z.strictObject({ model: z.string().min(1), status: z.enum(['ready', 'unavailable']) });
 const balanceSchema = z
   .strictObject({
@@ -67,6 +75,17 @@ export function controlRouter(ctx: EmulatorContext, publishers: SyntheticPublish
   });
   r.delete('/faults', (_req, res) => {
     ctx.faults.clear();
+    res.json({ cleared: true });
+  });
+
+  // The media room's next WHIP publishes (POST /whip/v1): a status with `{"error": message}`, a delay, a reset.
+  r.post('/whip/faults', (req, res) => {
+    const spec = parse(whipFaultSchema, req.body);
+    ctx.whipFaults.add({ ...spec, model: 'whip' });
+    res.status(201).json({ armed: spec });
+  });
+  r.delete('/whip/faults', (_req, res) => {
+    ctx.whipFaults.clear();
     res.json({ cleared: true });
   });
 

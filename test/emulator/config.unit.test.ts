@@ -13,6 +13,7 @@ describe('emulator settings of the provider behaviours', () => {
       cameraSources: { allowedHosts: [], connectTimeoutMs: 3000 },
       rateLimit: { completionsPerSecond: 0, per: 'account' },
       reapIdleSeconds: 0,
+      room: { whip: { enabled: true, iceServers: [] } },
     });
   });
 
@@ -25,6 +26,7 @@ describe('emulator settings of the provider behaviours', () => {
         EMULATOR_CAMERA_ALLOWED_HOSTS: '[::1]',
         EMULATOR_RATE_LIMIT_PER_SECOND: '5',
         EMULATOR_REAP_IDLE_SECONDS: '900',
+        EMULATOR_ROOM_WHIP: 'false',
       },
     );
     expect(cfg).toMatchObject({
@@ -33,6 +35,7 @@ describe('emulator settings of the provider behaviours', () => {
       cameraSources: { allowedHosts: ['[::1]'] },
       rateLimit: { completionsPerSecond: 5 },
       reapIdleSeconds: 900,
+      room: { whip: { enabled: false } },
     });
   });
 
@@ -45,6 +48,7 @@ describe('emulator settings of the provider behaviours', () => {
     [{ rateLimit: { per: 'ip' } }, 'emulator.rateLimit.per'],
     [{ reapIdleSeconds: -1 }, 'emulator.reapIdleSeconds'],
     [{ checkout: { sessionTtlSeconds: 0 } }, 'emulator.checkout.sessionTtlSeconds'],
+    [{ room: { whip: { iceServers: [{ urls: [] }] } } }, 'emulator.room.whip.iceServers.0.urls'],
   ])('%j fails at boot naming %s', (emulator, key) => {
     expect(() => load(emulator)).toThrow(ConfigError);
     expect(() => load(emulator)).toThrow(new RegExp(`${key.replaceAll('.', '\\.')}:`));

@@ -51,6 +51,7 @@ export async function startHarness(overrides: Record<string, unknown> = {}, opts
     streams,
     models: new ModelRegistry(cfg.emulator.models),
     faults: new FaultInjector(),
+    whipFaults: new FaultInjector(),
     roomKeys: { apiKey: cfg.emulator.room.apiKey, apiSecret: cfg.emulator.room.apiSecret },
     publishUrl: () => 'ws://127.0.0.1:0',
     baseUrl: () => url,

@@ -17,7 +17,7 @@ import type { Logger } from '../../lib/logger';
 import type { RoomGrant } from './auth';
 import { PublisherTransport, SubscriberTransport } from './peer';
 import type { IncomingTrack, TransportEvents } from './peer';
-import type { MediaRoom, Publication } from './room';
+import type { MediaRoom, Publication, RoomMember } from './room';
 import { SERVER_PROTOCOL, SERVER_VERSION, decodeRequest, encodeResponse, newSid, parseCandidate, participantInfo } from './signal';
 import type { JoinParams, ResponseMessage } from './signal';
 
@@ -85,7 +85,7 @@ function escapeRegExp(text: string): string {
  * behind it. Every way out (leave, socket close, ping timeout, room closed, replaced, refused)
  * goes through `end`, which is idempotent.
  */
-export class Participant {
+export class Participant implements RoomMember {
   readonly sid = newSid('PA_');
   readonly identity: string;
   readonly name: string;

@@ -10,6 +10,8 @@ export interface TransportEvents {
   onCandidate(candidateInit: string, target: SignalTarget): void;
   /** ICE/DTLS failed for good, or an offer went unanswered: the participant should go (the client then rejoins). */
   onFailed(target: SignalTarget): void;
+  /** Every connection state change (a WHIP publisher is watched by it). */
+  onState?(state: RTCPeerConnectionState, target: SignalTarget): void;
 }
 
 type SdpInit = { type: 'offer' | 'answer'; sdp: string };
@@ -40,7 +42,9 @@ abstract class Transport {
     this.pc.onconnectionstatechange = () => {
       const state = this.pc.connectionState;
       this.logger.debug({ target: SignalTarget[this.target], state }, 'peer connection state');
-      if (state === 'failed' && !this.closed) this.events.onFailed(this.target);
+      if (this.closed) return;
+      this.events.onState?.(state, this.target);
+      if (state === 'failed') this.events.onFailed(this.target);
     };
   }
 
@@ -86,6 +90,7 @@ abstract class Transport {
     this.pendingCandidates = [];
     this.pc.onicecandidate = null;
     this.pc.onconnectionstatechange = null;
+    this.pc.onicegatheringstatechange = null;
     this.pc.ontrack = null;
     this.pc.ondatachannel = null;
     this.pc.close();
@@ -118,13 +123,43 @@ export class PublisherTransport extends Transport {
    * answer (not the local description) is munged: top simulcast layer accepted, start bitrate set.
    */
   answer(offer: SessionDescription): Promise<{ sdp: string; acceptedRids: { mid: string; rid: string }[] }> {
-    return this.run(async () => {
-      await this.setRemote({ type: 'offer', sdp: offer.sdp });
-      const answer = await this.pc.createAnswer();
-      await this.pc.setLocalDescription(answer);
-      const local = this.pc.localDescription?.sdp ?? answer.sdp ?? '';
-      const munged = acceptTopSimulcastLayer(offer.sdp, local);
-      return { sdp: withStartBitrate(munged.sdp, START_BITRATE_KBPS), acceptedRids: munged.accepted };
+    return this.run(() => this.answerNow(offer.sdp));
+  }
+
+  /**
+   * Answers a WHIP offer once ICE gathering is complete (or after `gatherTimeoutMs` with what was
+   * gathered): a WHIP client may never trickle, so the answer carries every server candidate.
+   */
+  answerGathered(offerSdp: string, gatherTimeoutMs: number): Promise<{ sdp: string; acceptedRids: { mid: string; rid: string }[] }> {
+    return this.run(() => this.answerNow(offerSdp, gatherTimeoutMs));
+  }
+
+  private async answerNow(
+    offerSdp: string,
+    gatherTimeoutMs?: number,
+  ): Promise<{ sdp: string; acceptedRids: { mid: string; rid: string }[] }> {
+    await this.setRemote({ type: 'offer', sdp: offerSdp });
+    const answer = await this.pc.createAnswer();
+    await this.pc.setLocalDescription(answer);
+    if (gatherTimeoutMs !== undefined) await this.gathered(gatherTimeoutMs);
+    const local = this.pc.localDescription?.sdp ?? answer.sdp ?? '';
+    const munged = acceptTopSimulcastLayer(offerSdp, local);
+    return { sdp: withStartBitrate(munged.sdp, START_BITRATE_KBPS), acceptedRids: munged.accepted };
+  }
+
+  /** Resolves when ICE gathering completes, or after `timeoutMs`. */
+  private gathered(timeoutMs: number): Promise<void> {
+    if (this.pc.iceGatheringState === 'complete') return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.pc.onicegatheringstatechange = null;
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      this.pc.onicegatheringstatechange = () => {
+        if (this.pc.iceGatheringState === 'complete') done();
+      };
     });
   }
 

@@ -2,12 +2,26 @@ import { DisconnectReason } from '@livekit/protocol';
 import type { ParticipantInfo, Room as RoomProto, TrackInfo } from '@livekit/protocol';
 import type { RawFrame } from '../frames/types';
 import type { Logger } from '../../lib/logger';
-import type { Participant } from './participant';
 import { VideoRelay } from './relay';
 import { ServerPublisher } from './server-video';
 import type { RoomPublisher, ServerVideoOptions } from './server-video';
 import { newSid } from './signal';
 import type { RoomFrameSink, RoomStats } from './types';
+
+/**
+ * A participant of a room: a signalling session (./participant.ts) or a WHIP publisher
+ * (./whip-participant.ts). What the room asks of each.
+ */
+export interface RoomMember extends RoomPublisher {
+  readonly canSubscribe: boolean;
+  /** Ends it (idempotent); with a `reason`, a signalling client is told to leave first. */
+  end(why: string, reason?: DisconnectReason): Promise<void>;
+  /** ↓ participantUpdate (a WHIP publisher has no signalling: nothing to tell). */
+  sendParticipantUpdate(participants: ParticipantInfo[]): void;
+  /** Another participant's video went live / ended (subscribers take or drop it). */
+  publicationStarted(publication: Publication): void;
+  publicationEnded(publication: Publication): void;
+}
 
 /** The room's one live video: whose it is, its TrackInfo and the decoder/relay behind it. */
 export interface Publication {
@@ -24,8 +38,8 @@ export interface Publication {
 export class MediaRoom {
   readonly sid = newSid('RM_');
   readonly createdAtMs = Date.now();
-  private readonly participants = new Map<string, Participant>();
-  private publisher: Participant | undefined;
+  private readonly participants = new Map<string, RoomMember>();
+  private publisher: RoomMember | undefined;
   private publication: Publication | undefined;
   private server: ServerPublisher | undefined;
   private framesIn = 0;
@@ -50,7 +64,7 @@ export class MediaRoom {
   }
 
   /** Adds a participant. Like LiveKit, a second connection of one identity replaces the first. */
-  add(participant: Participant): void {
+  add(participant: RoomMember): void {
     for (const other of [...this.participants.values()]) {
       if (other.identity === participant.identity) {
         other.end('duplicate identity', DisconnectReason.DUPLICATE_IDENTITY);
@@ -61,7 +75,7 @@ export class MediaRoom {
   }
 
   /** Called once per participant when it goes, whatever the path. */
-  remove(participant: Participant): void {
+  remove(participant: RoomMember): void {
     if (this.participants.get(participant.sid) !== participant) return;
     this.participants.delete(participant.sid);
     if (this.publication?.participant === participant) this.endPublication(participant);
@@ -74,7 +88,7 @@ export class MediaRoom {
    * leaves. A participant of another identity asking meanwhile is refused (same identity is
    * handled by `add`, which replaces the old connection).
    */
-  claimPublisher(participant: Participant): boolean {
+  claimPublisher(participant: RoomMember): boolean {
     if (this.publisher && this.publisher !== participant) return false;
     this.publisher = participant;
     return true;
@@ -85,7 +99,7 @@ export class MediaRoom {
   }
 
   /** The publisher's video track arrived: decode it, tell everyone, feed the subscribers. */
-  startPublication(participant: Participant, info: TrackInfo, track: MediaStreamTrack): void {
+  startPublication(participant: RoomMember, info: TrackInfo, track: MediaStreamTrack): void {
     if (this.closed || this.publisher !== participant) return;
     this.stopPublication();
     const relay = VideoRelay.decoding(
@@ -193,7 +207,7 @@ export class MediaRoom {
   }
 
   /** ParticipantInfo of everyone but `except` (for a join response), the server's publisher included. */
-  othersInfo(except: Participant): ParticipantInfo[] {
+  othersInfo(except: RoomMember): ParticipantInfo[] {
     const others = [...this.participants.values()].filter((p) => p !== except).map((p) => p.info());
     if (this.server) others.push(this.server.info());
     return others;
@@ -230,6 +244,9 @@ export class MediaRoom {
       framesIn: this.framesIn,
       width: this.width,
       height: this.height,
+      publication: this.publication
+        ? { identity: this.publication.participant.identity, trackSid: this.publication.info.sid, trackName: this.publication.info.name }
+        : null,
     };
   }
 

@@ -15,6 +15,8 @@ import type { ServerVideo, ServerVideoOptions } from './server-video';
 import { parseJoinParams } from './signal';
 import type { JoinParams, SignalPath } from './signal';
 import type { MediaRoomOptions, RoomFrameSink, RoomStats } from './types';
+import { WHIP_TIMING, WhipParticipant } from './whip-participant';
+import { whipRouter } from './whip-routes';
 
 const DEFAULT_PING_INTERVAL_SECONDS = 5;
 const DEFAULT_PING_TIMEOUT_SECONDS = 15;
@@ -70,6 +72,8 @@ export class MediaRoomServer {
   private readonly serverVideos = new Map<string, ServerVideoOptions>();
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_SIGNAL_FRAME_BYTES });
   private readonly upgrading = new Set<stream.Duplex>();
+  /** WHIP publishers by participant id (the resource their `Location` names). */
+  private readonly whipSessions = new Map<string, WhipParticipant>();
   private readonly logger: Logger;
   private readonly pingIntervalSeconds: number;
   private readonly pingTimeoutSeconds: number;
@@ -153,15 +157,7 @@ export class MediaRoomServer {
       void refuseResume(ws);
       return;
     }
-    let room = this.rooms.get(grant.room);
-    if (!room || room.isClosed) {
-      room = new MediaRoom(grant.room, sink, this.logger.child({ room: grant.room }));
-      this.rooms.set(grant.room, room);
-      const video = this.serverVideos.get(grant.room);
-      if (video) room.attachServerVideo(video);
-    } else {
-      room.setSink(sink);
-    }
+    const room = this.roomFor(grant.room, sink);
     const participant = new Participant({
       room,
       ws,
@@ -174,9 +170,65 @@ export class MediaRoomServer {
     participant.start();
   }
 
-  /** Express router for GET /rtc/validate and /rtc/v1/validate (with Access-Control-Allow-Origin). */
+  /** The room `name` as a join finds it: made on the first admitted join, its sink the latest one. */
+  private roomFor(name: string, sink: RoomFrameSink): MediaRoom {
+    let room = this.rooms.get(name);
+    if (!room || room.isClosed) {
+      room = new MediaRoom(name, sink, this.logger.child({ room: name }));
+      this.rooms.set(name, room);
+      const video = this.serverVideos.get(name);
+      if (video) room.attachServerVideo(video);
+    } else {
+      room.setSink(sink);
+    }
+    return room;
+  }
+
+  /** A WHIP publisher joins `grant.room` and answers `offerSdp` (./whip-participant.ts). */
+  private async openWhip(grant: RoomGrant, sink: RoomFrameSink, offerSdp: string) {
+    if (this.closing) throw new Error('media room server is shutting down');
+    const participant = new WhipParticipant({
+      room: this.roomFor(grant.room, sink),
+      grant,
+      logger: this.logger,
+      timing: { ...WHIP_TIMING, ...this.opts.whip?.timing },
+      onGone: (p) => {
+        if (this.whipSessions.get(p.sid) === p) this.whipSessions.delete(p.sid);
+      },
+    });
+    this.whipSessions.set(participant.sid, participant);
+    try {
+      return { participant, answerSdp: await participant.answer(offerSdp) };
+    } catch (err) {
+      await participant.end('offer refused');
+      throw err;
+    }
+  }
+
+  /** WHIP sessions (publishers without a signalling socket) in every room now. */
+  get whipSessionCount(): number {
+    return this.whipSessions.size;
+  }
+
+  /**
+   * Express router for GET /rtc/validate and /rtc/v1/validate (with Access-Control-Allow-Origin)
+   * and, unless `whip.enabled` is false, WHIP at /whip/v1 (./whip-routes.ts).
+   */
   router(): express.Router {
     const router = express.Router();
+    if (this.opts.whip?.enabled !== false) {
+      router.use(
+        whipRouter({
+          logger: this.logger,
+          keys: this.opts.keys,
+          iceServers: this.opts.whip?.iceServers ?? [],
+          resolveRoom: (name) => (this.closing ? undefined : this.opts.resolveRoom(name)),
+          open: (grant, sink, offer) => this.openWhip(grant, sink, offer),
+          session: (id) => this.whipSessions.get(id),
+          takeFault: this.opts.whip?.takeFault,
+        }),
+      );
+    }
     const cors = (res: express.Response) => {
       res.set('Access-Control-Allow-Origin', '*');
       res.set('Access-Control-Allow-Methods', 'GET, OPTIONS');

@@ -1,6 +1,9 @@
 import type { RawFrame } from '../frames/types';
 import type { Logger } from '../../lib/logger';
+import type { FaultSpec } from '../faults';
 import type { RoomKeys } from './tokens';
+import type { WhipTiming } from './whip-participant';
+import type { WhipIceServer } from './whip-routes';
 
 /** Where a room's decoded frames go (the stream's frame buffer). */
 export interface RoomFrameSink {
@@ -20,6 +23,16 @@ export interface MediaRoomOptions {
   pingIntervalSeconds?: number;
   /** Silence after which either side gives up on the other (default 15). */
   pingTimeoutSeconds?: number;
+  /** WHIP publishing at /whip/v1 (on unless `enabled` is false). */
+  whip?: {
+    enabled?: boolean;
+    /** Named to clients in `Link: <url>; rel="ice-server"` headers (the room's own peers use none). */
+    iceServers?: WhipIceServer[];
+    /** The publisher's timeline (tests shorten it). */
+    timing?: Partial<WhipTiming>;
+    /** The fault armed for the next POST (`/_emulator/whip/faults`). */
+    takeFault?: () => FaultSpec | undefined;
+  };
 }
 
 export interface RoomStats {
@@ -32,4 +45,6 @@ export interface RoomStats {
   /** Size of the last decoded frame (0 before the first). */
   width: number;
   height: number;
+  /** The live video publication: its participant's identity, the track's sid and name (null: none). */
+  publication: { identity: string; trackSid: string; trackName: string } | null;
 }

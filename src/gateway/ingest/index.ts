@@ -3,4 +3,4 @@ export type { IngestRelayOptions, IngestStats } from './relay';
 export { checkSource, sourceProblem } from './checks';
 export { FrameSampler, relayFps } from './rate';
 export { checkRoomToken, roomUrlProblem } from './room-token';
-export { offerProblem, offeredVideo, DECODABLE_VIDEO_CODECS } from './sdp';
+export { offerProblem, DECODABLE_VIDEO_CODECS } from './sdp';

@@ -9,7 +9,7 @@ import { closeServer, listen } from '../../../src/lib/listen';
 import { createLogger } from '../../../src/lib/logger';
 import type { RawFrame } from '../../../src/emulator/frames/types';
 import { MediaRoomServer } from '../../../src/emulator/room';
-import type { RoomFrameSink, RoomKeys } from '../../../src/emulator/room';
+import type { MediaRoomOptions, RoomFrameSink, RoomKeys } from '../../../src/emulator/room';
 
 export const TEST_KEYS: RoomKeys = { apiKey: 'APItestkey', apiSecret: 'test-secret-that-is-long-enough-000000' };
 
@@ -84,7 +84,9 @@ export interface RoomHarness {
   close(): Promise<void>;
 }
 
-export async function startRoomHarness(opts: { pingIntervalSeconds?: number; pingTimeoutSeconds?: number } = {}): Promise<RoomHarness> {
+export async function startRoomHarness(
+  opts: Pick<MediaRoomOptions, 'pingIntervalSeconds' | 'pingTimeoutSeconds' | 'whip'> = {},
+): Promise<RoomHarness> {
   const sinks = new Map<string, FrameCollector>();
   const logger = createLogger(process.env.ROOM_TEST_LOG ?? 'silent', 'room-test');
   const server = new MediaRoomServer({

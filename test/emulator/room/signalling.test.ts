@@ -75,7 +75,7 @@ test('v1 join: JoinResponse first, with the fields stock clients check', async (
   expect(join.pingInterval).toBe(5);
   expect(join.pingTimeout).toBe(15);
   expect(join.iceServers).toEqual([]);
-  expect(h.server.stats('s-join')).toEqual({ publishers: 0, subscribers: 0, framesIn: 0, width: 0, height: 0 });
+  expect(h.server.stats('s-join')).toEqual({ publishers: 0, subscribers: 0, framesIn: 0, width: 0, height: 0, publication: null });
 });
 
 test('ping/pong, pingReq/pongResp, garbage ignored, leave closes', async () => {
