@@ -185,7 +185,25 @@ const relaySchema = z.strictObject({
    * closed page is noticed (libwebrtc alone takes ~17 s).
    */
   peerSilenceMs: positiveInt.min(1000).default(5000),
-  /** ICE servers of the gateway's own peer connections (host candidates only when empty). */
+});
+
+/** How legacy webrtc sources reach the upstream's room (src/gateway/ingest/README.md). */
+const webrtcSchema = z.strictObject({
+  /**
+   * `whip`: the client's own offer is published into the upstream's room over WHIP, so the media
+   * flows client → room and never through the gateway. `relay`: the gateway answers the offer
+   * itself and republishes the frames (for a room without WHIP; needs UDP or a TURN server).
+   */
+  mode: z.enum(['whip', 'relay']).default('whip'),
+  /** WHIP: how long the upstream's room may take to answer an offer (it answers after its ICE gathering). */
+  answerTimeoutMs: positiveInt.max(60_000).default(10_000),
+  /** WHIP: how often the stream's owner reads the upstream stream's frames. */
+  frameCheckMs: positiveInt.min(100).default(2000),
+  /** WHIP: no new frame upstream for this long → the client is gone (`webrtc_disconnected`). */
+  framesLostMs: positiveInt.min(1000).default(10_000),
+  /** WHIP: no first frame upstream this long after the answer → the client never connected (`webrtc_disconnected`). */
+  firstFrameTimeoutMs: positiveInt.min(1000).default(20_000),
+  /** Relay: ICE servers of the gateway's own peer connections (host candidates only when empty). */
   iceServers: z
     .array(
       z.strictObject({
@@ -238,8 +256,10 @@ const legacySchema = z.strictObject({
       authFailuresPerMinute: z.number().int().min(0).default(30),
     })
     .prefault({}),
+  /** Relay mode: the `turn_servers` of a webrtc create response (over WHIP, the room's own `Link` servers are). */
   turnServers: z.array(z.strictObject({ urls: z.string(), username: z.string(), credential: z.string() })).default([]),
-  /** The gateway's media relay (webrtc and customer-room sources → the upstream room); see src/gateway/ingest/README.md. */
+  webrtc: webrtcSchema.prefault({}),
+  /** The gateway's media relay (customer-room sources, and webrtc in relay mode → the upstream room); see src/gateway/ingest/README.md. */
   relay: relaySchema.prefault({}),
   /** Feedback one tenant may keep (entries are at most 4 KiB of text) and the list endpoint's page size (default = the account cap, so an unchanged legacy client still sees every entry; pages are opt-in). */
   feedback: z
@@ -478,6 +498,7 @@ export type Config = z.infer<typeof configSchema>;
 export type EmulatorConfig = Config['emulator'];
 export type LegacyConfig = Config['legacy'];
 export type RelayConfig = LegacyConfig['relay'];
+export type WebrtcConfig = LegacyConfig['webrtc'];
 export type ModelConfig = EmulatorConfig['models'][number];
 export type AccountConfig = EmulatorConfig['accounts'][number];
 export type DeprecationConfig = Config['deprecation'];
@@ -532,6 +553,7 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   LEGACY_LEASE_TTL_SECONDS: { path: ['legacy', 'leaseTtlSeconds'], type: 'number' },
   LEGACY_MAX_STREAMS_PER_KEY: { path: ['legacy', 'maxStreamsPerKey'], type: 'number' },
   LEGACY_TOMBSTONE_SECONDS: { path: ['legacy', 'tombstoneSeconds'], type: 'number' },
+  LEGACY_WEBRTC_MODE: { path: ['legacy', 'webrtc', 'mode'], type: 'string' },
   DEPRECATION_DATE: { path: ['deprecation', 'date'], type: 'string' },
   DEPRECATION_SUNSET: { path: ['deprecation', 'sunset'], type: 'string' },
   DEPRECATION_LINK: { path: ['deprecation', 'link'], type: 'string' },

@@ -13,7 +13,7 @@ import { fleetMember, sessionsLink } from './fleet/member';
 import type { FleetMember } from './fleet/member';
 import { UpstreamReach } from './fleet/upstream-reach';
 import { httpApp } from './http-app';
-import { IngestRelay } from './ingest';
+import { IngestRelay, gatewaySources } from './ingest';
 import { fanOut, LegacySessions, ResultsSockets, socketAuthorizer } from './legacy';
 import type { LegacyObserver, MediaRelay, SunsetPolicy } from './legacy';
 import { Lifecycle } from './lifecycle';
@@ -93,9 +93,14 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const { metrics, store, usage } = telemetry;
   const callers = callerChecks(cfg, logger, upstream, clock);
   const { catalog } = callers;
-  // The default media relay (webrtc and customer-room sources); an injected one is closed by its owner.
+  // The default media relay (customer-room sources; webrtc in relay mode); an injected one is closed by its owner.
   const ingest = opts.media ? undefined : new IngestRelay({ cfg: cfg.legacy, logger: logger.child({ component: 'ingest' }) });
-  const media = opts.media ?? ingest;
+  const sources = gatewaySources({
+    cfg: cfg.legacy,
+    logger: logger.child({ component: 'ingest' }),
+    clock: clock ?? realClock,
+    relay: opts.media ?? (ingest as IngestRelay),
+  });
   const fleetLink = sessionsLink(cfg.store, store);
   // Ticks tell whether this replica reaches the upstream; the probe tells when it does again.
   const reach = new UpstreamReach({ failuresInARow: 5, recoverAfterMs: 2 * cfg.telemetry.upstreamProbeMs, clock: clock ?? realClock });
@@ -106,7 +111,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     store,
     upstream,
     catalog,
-    media,
+    sources,
     observer: fanOut([telemetry.observer, reach]),
     clock,
     storeHealth: telemetry.storeHealth,
@@ -151,7 +156,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     sessions,
     fleet,
     sockets,
-    media,
+    sources,
     ingest,
     telemetry,
     upstream,

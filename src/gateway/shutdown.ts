@@ -8,7 +8,7 @@ import type { UpstreamClient } from '../upstream/client';
 import type { FleetMember } from './fleet/member';
 import type { IngestRelay } from './ingest';
 import { LEGACY_CLOSES } from './legacy';
-import type { LegacySessions, MediaRelay, ResultsSockets } from './legacy';
+import type { LegacySessions, ResultsSockets, StreamSources } from './legacy';
 import type { Lifecycle } from './lifecycle';
 import type { Passthrough } from './passthrough';
 import type { Store } from './store/store';
@@ -41,8 +41,8 @@ export interface ShutdownParts {
   sessions: Pick<LegacySessions, 'stopCreating' | 'closeAll'>;
   fleet: FleetMember;
   sockets: Pick<ResultsSockets, 'connections' | 'close'>;
-  /** The media relay streams use (its relays are held); `ingest`: the gateway's own, closed here. */
-  media?: Pick<MediaRelay, 'activeCount'>;
+  /** The media sources (what they hold here is held; closed here); `ingest`: the gateway's own relay, closed here. */
+  sources?: Pick<StreamSources, 'held' | 'close'>;
   ingest?: Pick<IngestRelay, 'close'>;
   telemetry: Pick<GatewayTelemetry, 'upstreamHealth' | 'rollup' | 'sunset' | 'usage'>;
   upstream: Pick<UpstreamClient, 'close'>;
@@ -76,7 +76,7 @@ export function gatewayShutdown(lifecycle: Lifecycle, parts: ShutdownParts): Gat
       if (holding) lifecycle.advance('holding');
       return holding;
     },
-    held: () => ({ sockets: sockets.connections, relays: parts.media?.activeCount ?? 0 }),
+    held: () => ({ sockets: sockets.connections, relays: parts.sources?.held ?? 0 }),
     async handOverOrEnd(why?: string) {
       lifecycle.advance('leaving');
       // Handed-over streams leave this replica; what is left (webrtc, or no other replica) ends.
@@ -91,6 +91,7 @@ export function gatewayShutdown(lifecycle: Lifecycle, parts: ShutdownParts): Gat
         telemetry.upstreamHealth.stop();
         await fleet.stop();
         await endAll();
+        await parts.sources?.close();
         await parts.ingest?.close();
         await sockets.close(handedOver ? LEGACY_CLOSES.replicaLeaving : undefined, endedHere);
         await telemetry.rollup.stop();

@@ -63,6 +63,7 @@ export const ERROR_CODES = {
   upstream_unavailable: '/v0.2',
   upstream_unreachable: 'gateway upstream client',
   validation_error: '/v1beta emulator; /v0.2',
+  whip_unsupported: '/v0.2 (webrtc create)',
 } as const satisfies Record<string, string>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -100,7 +100,7 @@ async function grantOf(host: WhipHost, req: Request): Promise<RoomGrant> {
   }
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
 
 export function whipRouter(host: WhipHost): Router {
   const r = express.Router();
@@ -127,7 +127,8 @@ export function whipRouter(host: WhipHost): Router {
       const grant = await grantOf(host, req);
       const fault = host.takeFault?.();
       if (fault?.latencyMs) await sleep(fault.latencyMs);
-      if (fault?.reset) return void req.socket.destroy();
+      // A client that gave up during the delay gets nothing (a timed-out WHIP client made no session).
+      if (fault?.reset || req.socket.destroyed) return void req.socket.destroy();
       if (fault?.status) throw new WhipHttpError(fault.status, fault.message ?? 'injected fault');
       if (!grant.canPublish) throw new WhipHttpError(401, 'token does not grant canPublish');
       const offer = await readBody(req);

@@ -4,3 +4,8 @@ export { checkSource, sourceProblem } from './checks';
 export { FrameSampler, relayFps } from './rate';
 export { checkRoomToken, roomUrlProblem } from './room-token';
 export { offerProblem, DECODABLE_VIDEO_CODECS } from './sdp';
+export { gatewaySources } from './sources';
+export type { GatewaySourcesOptions } from './sources';
+export { WhipSource } from './whip-source';
+export { RelaySource } from './relay-source';
+export { FrameWatch } from './frame-watch';

@@ -11,8 +11,8 @@ import { RoomJoinFailed, RoomSource } from './room-source';
 import { OfferRejected, WebrtcSource } from './webrtc-source';
 
 export interface IngestRelayOptions {
-  /** `relay` (rates, ICE timing) and `turnServers` (echoed in webrtc create responses). */
-  cfg: Pick<LegacyConfig, 'relay' | 'turnServers'>;
+  /** `relay` (rates, ICE timing), `webrtc.iceServers` (its peer connections) and `turnServers` (echoed in webrtc create responses). */
+  cfg: Pick<LegacyConfig, 'relay' | 'turnServers' | 'webrtc'>;
   logger: Logger;
   /** Module loaders (tests may count loads); default: the real packages, loaded on first use. */
   load?: { rtc?: () => Promise<RtcModule>; wrtc?: () => Promise<WrtcModule> };
@@ -137,7 +137,7 @@ export class IngestRelay implements MediaRelay {
         const wrtc = await this.loadWrtc();
         const { source, answerSdp } = await WebrtcSource.answer(spec.source.sdp, {
           wrtc,
-          cfg: cfg.relay,
+          cfg: { ...cfg.relay, iceServers: cfg.webrtc.iceServers },
           logger: log,
           onFrame: (frame) => {
             ingest.framesIn += 1;
@@ -172,7 +172,7 @@ export class IngestRelay implements MediaRelay {
         log.error({ err: (err as Error).message }, 'could not join the upstream room');
         throw legacyError(502, 'upstream_error', 'The service could not open its media room for this stream; retry later');
       }
-      if (ingest.stopped) throw legacyError(503, 'stream_ended', 'The stream ended while its media was being set up');
+      if (ingest.stopped) throw LEGACY_ERRORS.streamEndedDuringSetup();
       ingest.started = true;
       log.info({ fps }, 'media relay started');
       if (ingest.lostBeforeStart) this.lose(ingest, 'lost during setup', log);

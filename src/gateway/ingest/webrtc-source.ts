@@ -1,10 +1,11 @@
-import type { RelayConfig } from '../../config';
+import type { RelayConfig, WebrtcConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
 import type { I420Frame, WrtcModule, WrtcVideoSink } from './natives';
 
 export interface WebrtcSourceOptions {
   wrtc: WrtcModule;
-  cfg: Pick<RelayConfig, 'iceGatheringTimeoutMs' | 'connectTimeoutMs' | 'disconnectGraceMs' | 'peerSilenceMs' | 'iceServers'>;
+  cfg: Pick<RelayConfig, 'iceGatheringTimeoutMs' | 'connectTimeoutMs' | 'disconnectGraceMs' | 'peerSilenceMs'> &
+    Pick<WebrtcConfig, 'iceServers'>;
   logger: Logger;
   /** Every decoded frame of the client's video track, on wrtc's callback (keep it short). */
   onFrame(frame: I420Frame): void;

@@ -15,7 +15,20 @@ export { legacyError, legacyErrorRequestId, legacyJsonInvalid, legacyValidationE
 
 export { UpstreamCatalog } from './sessions/catalog';
 export { fanOut } from './sessions/ports';
-export type { FleetLink, HandOverOptions, LegacyObserver, MediaRelay, OwnerMessage, RelayStart } from './sessions/ports';
+export type {
+  FleetLink,
+  HandOverOptions,
+  LegacyObserver,
+  MediaRelay,
+  MediaSessionRef,
+  OwnerMessage,
+  RelayStart,
+  SourceContext,
+  SourceStarted,
+  StreamSource,
+  StreamSources,
+} from './sessions/ports';
+export { nativeSource } from './sessions/sources';
 export { LegacySessions } from './sessions/sessions';
 
 export { socketAuthorizer } from './http/access';

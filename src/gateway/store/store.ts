@@ -80,6 +80,12 @@ export interface SessionRecord<Spec = unknown> {
   promptRev: number;
   /** Bound to its owner's process (a webrtc relay): cannot fail over, ends when its owner dies. */
   pinned: boolean;
+  /**
+   * The stream's media session outside the gateway (a webrtc client's WHIP session in the upstream's
+   * room): whichever replica ends the stream ends it. `token` is the latest publish token (renewed
+   * by keepalives), sealed like `sealedKey` when the fleet shares its store. Absent or null: none.
+   */
+  mediaSession?: StoredMediaSession | null;
   /** The client's API key sealed with GATEWAY_SECRET (src/lib/seal.ts); '' once ended. */
   sealedKey: string;
   /** The stream's fallback models, chosen at create (a new owner keeps them). */
@@ -100,6 +106,15 @@ export interface SessionRecord<Spec = unknown> {
   /** Size of the frames the gateway relays (webrtc and room sources; the upstream does not tell it for native ones). */
   frameWidth?: number;
   frameHeight?: number;
+}
+
+/** A stream's media session as its record keeps it (`SessionRecord.mediaSession`). */
+export interface StoredMediaSession {
+  kind: 'whip';
+  /** The WHIP session's resource (absolute URL). */
+  resource: string;
+  /** The latest publish token: sealed with GATEWAY_SECRET in a fleet, plain in one process's memory. */
+  token: string;
 }
 
 /** What a tick commit publishes and counts: the fence, the tick, its cost, the message and its outcome. */

@@ -4,7 +4,8 @@
  * - native: POST /v0.2/streams, then publish the (fake) camera into the returned room with
  *   livekit-client;
  * - webrtc: offer the camera with RTCPeerConnection (no ICE servers, sent before gathering ends,
- *   as the SDKs do), POST it as `source` or as the deprecated top-level `webrtc`, apply the answer.
+ *   as the SDKs do), POST it as `source` or as the deprecated top-level `webrtc`, apply the answer;
+ *   stall the video or close the peer connection.
  */
 import { LogLevel, Room, setLogLevel } from 'livekit-client';
 
@@ -25,6 +26,10 @@ declare global {
         opts: { deprecatedField: boolean; mungeOffer?: 'h264-only' },
       ): Promise<CreateResult>;
       peerState(): string | undefined;
+      /** Video frames the peer connection has sent so far (its outbound-rtp stats). */
+      framesSent(): Promise<number>;
+      /** Sends no video for `ms` (the sender's track removed, the connection kept), then sends again. */
+      stall(ms: number): Promise<void>;
       closePeer(): void;
       leave(): Promise<void>;
     };
@@ -89,6 +94,21 @@ window.legacyTest = {
     return result;
   },
   peerState: () => pc?.connectionState,
+  async framesSent() {
+    let sent = 0;
+    (await pc?.getStats())?.forEach((s: Record<string, unknown>) => {
+      if (s.type === 'outbound-rtp' && s.kind === 'video') sent += Number(s.framesSent ?? 0);
+    });
+    return sent;
+  },
+  async stall(ms) {
+    const sender = pc?.getSenders().find((s) => s.track?.kind === 'video');
+    if (!sender) throw new Error('no video sender');
+    const track = sender.track;
+    await sender.replaceTrack(null);
+    await new Promise((r) => setTimeout(r, ms));
+    await sender.replaceTrack(track);
+  },
   closePeer() {
     pc?.close();
   },

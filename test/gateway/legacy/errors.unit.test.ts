@@ -72,12 +72,54 @@ describe('LEGACY_ERRORS', () => {
       'model_unavailable',
       'Model x/y is saturated (at capacity) and takes no new streams; retry later or use another ready model',
     ],
+    [
+      'streamEndedDuringSetup',
+      LEGACY_ERRORS.streamEndedDuringSetup(),
+      503,
+      'stream_ended',
+      'The stream ended while its media was being set up',
+    ],
+    [
+      'roomFailed',
+      LEGACY_ERRORS.roomFailed(401),
+      502,
+      'upstream_error',
+      "The service's media room could not take the stream's media (401); retry later",
+    ],
+    [
+      'roomFailed, no status',
+      LEGACY_ERRORS.roomFailed(null),
+      502,
+      'upstream_error',
+      "The service's media room could not take the stream's media; retry later",
+    ],
+    [
+      'roomTimeout',
+      LEGACY_ERRORS.roomTimeout(),
+      504,
+      'upstream_timeout',
+      "The service's media room did not answer the offer in time; retry later",
+    ],
+    [
+      'roomUnreachable',
+      LEGACY_ERRORS.roomUnreachable(),
+      502,
+      'upstream_unreachable',
+      "The service's media room could not be reached; retry later",
+    ],
+    [
+      'whipUnsupported',
+      LEGACY_ERRORS.whipUnsupported(405),
+      502,
+      'whip_unsupported',
+      'The service\'s media room does not accept WHIP publishers (405 at its /whip/v1); the gateway must run with legacy.webrtc.mode "relay" (LEGACY_WEBRTC_MODE=relay) for this room',
+    ],
   ])('%s → %i %s', (_name, err, status, code, message) => {
     expect(err).toBeInstanceOf(ServiceError);
     expect(err).toMatchObject({ status, code, message, shape: 'legacy' });
   });
 
-  it('every factory is in the table above', () => expect(Object.keys(LEGACY_ERRORS)).toHaveLength(16));
+  it('every factory is in the table above', () => expect(Object.keys(LEGACY_ERRORS)).toHaveLength(21));
 
   it('details: the limit, the saturated status, the model field', () => {
     expect(LEGACY_ERRORS.concurrentStreamLimit(5).options.details).toEqual({ limit: 5 });

@@ -26,7 +26,7 @@ function setup(over: Partial<LegacyRecord> = {}) {
   const stream = new LiveStream(rec, 'key', {
     publishToken: 'tok0',
     clock,
-    media: { renewToken: (id, token) => renewed.push([id, token]) },
+    source: { renewToken: (id: string, token: string) => void renewed.push([id, token]) },
   });
   return { clock, rec, stream, renewed };
 }
@@ -49,7 +49,7 @@ test('a record without a trace gets one of its own', () => {
   expect(stream.record.ids.traceId).toMatch(/^[0-9a-f]{32}$/);
 });
 
-test('a renewed publish token is kept and handed to the relay', () => {
+test('a renewed publish token is kept and handed to the source', () => {
   const { stream, renewed } = setup();
   stream.renewToken('tok1');
   expect(stream.publishToken).toBe('tok1');

@@ -28,6 +28,27 @@ export const LEGACY_ERRORS = {
     legacyError(499, 'client_closed_request', 'The client closed the request before the stream was created'),
   unsupportedSource: (transport: string): ServiceError =>
     legacyError(422, 'unsupported_source', `Source ${transport} is not available on this gateway`),
+  /** The stream ended (a DELETE, a shutdown) while its media was being set up. */
+  streamEndedDuringSetup: (): ServiceError => legacyError(503, 'stream_ended', 'The stream ended while its media was being set up'),
+  /** The upstream's media room refused the service's publish token or failed: not the client's business (502, retried). */
+  roomFailed: (status: number | null): ServiceError =>
+    legacyError(
+      502,
+      'upstream_error',
+      `The service's media room could not take the stream's media${status === null ? '' : ` (${status})`}; retry later`,
+    ),
+  roomTimeout: (): ServiceError =>
+    legacyError(504, 'upstream_timeout', "The service's media room did not answer the offer in time; retry later"),
+  roomUnreachable: (): ServiceError =>
+    legacyError(502, 'upstream_unreachable', "The service's media room could not be reached; retry later"),
+  /** The upstream's room has no WHIP endpoint (404/405/501): the operator's setting, named for them. */
+  whipUnsupported: (status: number): ServiceError =>
+    legacyError(
+      502,
+      'whip_unsupported',
+      `The service's media room does not accept WHIP publishers (${status} at its /whip/v1); ` +
+        'the gateway must run with legacy.webrtc.mode "relay" (LEGACY_WEBRTC_MODE=relay) for this room',
+    ),
   /** The /v1beta model list does not name it (`loc`: where the body names the model). */
   unknownModel: (id: string, loc: readonly string[] = ['body', 'inference', 'model']): ServiceError =>
     legacyError(422, 'validation_error', unknownModelText(id), [{ loc: [...loc], msg: unknownModelText(id), type: 'value_error' }]),

@@ -10,6 +10,7 @@ import type { CallOptions } from '../../../upstream/client';
 import type { Stream } from '../../../lib/wire';
 import type { SessionRecord } from '../../store/store';
 import type { LiveStream } from './live-stream';
+import { releaseMedia } from './media';
 import type { StreamRegistry } from './registry';
 import { endEnvelope, resultsChannel } from './results-channel';
 import type { OwnerMessage, SessionContext } from './ports';
@@ -89,6 +90,8 @@ export class SessionEnd {
     this.deps.observer?.streamEnded?.(before.keyHash, reason);
     logger.info({ streamId, reason, key: before.keyHash }, 'legacy stream ended');
     if (before.owner && before.owner !== this.deps.replicaId) tellOwner(this.deps, before.owner, { op: 'ended', streamId, reason });
+    // Its media outside this process (a WHIP session) ends before the upstream stream is deleted.
+    await releaseMedia(this.deps, before, stream?.publishToken);
     const key = stream?.apiKey ?? opts.apiKey ?? this.openKey(before);
     const ids = stream?.record.ids ?? (before.ids.traceId ? before.ids : {});
     if (opts.deleteUpstream !== false && key) await this.deleteUpstream(key, streamId, ids);

@@ -8,7 +8,7 @@ import type { ValidateFunction } from 'ajv';
 import { newTraceId } from '../../../lib/spans';
 import type { Clock, LongTimer, TimerHandle } from '../../../lib/timers';
 import { legacyThreadId } from '../contract/upstream-request';
-import type { LegacyRecord, MediaRelay } from './ports';
+import type { LegacyRecord, StreamSource } from './ports';
 import type { Ticker } from './ticker';
 
 export interface LiveStreamOptions {
@@ -16,8 +16,8 @@ export interface LiveStreamOptions {
   validate?: ValidateFunction;
   /** The publish token the upstream handed out last ('' until an adopted stream's first keepalive). */
   publishToken: string;
-  /** The relay to tell of a renewed publish token (webrtc and room sources). */
-  media?: Pick<MediaRelay, 'renewToken'>;
+  /** Its source, told of a renewed publish token (a relay publishes with it). */
+  source?: Pick<StreamSource, 'renewToken'>;
   clock: Pick<Clock, 'clearTimeout'>;
 }
 
@@ -29,7 +29,7 @@ export class LiveStream {
   readonly validate?: ValidateFunction;
   private readonly rec: LegacyRecord;
   private readonly abort = new AbortController();
-  private readonly media?: Pick<MediaRelay, 'renewToken'>;
+  private readonly source?: Pick<StreamSource, 'renewToken'>;
   private readonly clock: Pick<Clock, 'clearTimeout'>;
   private token: string;
   private stoppingNow = false;
@@ -46,7 +46,7 @@ export class LiveStream {
     this.threadId = legacyThreadId(rec.streamId);
     this.validate = opts.validate;
     this.token = opts.publishToken;
-    this.media = opts.media;
+    this.source = opts.source;
     this.clock = opts.clock;
   }
 
@@ -78,10 +78,10 @@ export class LiveStream {
 
   // ── The record, as its owner moves it ──
 
-  /** A fresh publish token from the upstream keepalive, handed to the relay that publishes with it. */
+  /** A fresh publish token from the upstream keepalive, handed to the source (a relay publishes with it). */
   renewToken(token: string): void {
     this.token = token;
-    this.media?.renewToken?.(this.id, token);
+    this.source?.renewToken(this.id, token);
   }
 
   /** A prompt the store took (a PATCH here or on another replica): the next tick asks with it. */

@@ -6,6 +6,7 @@
  */
 import type { ValidateFunction } from 'ajv';
 import type { JsonSchemaValidators } from '../../../lib/json-schema';
+import type { StreamMedia } from './media';
 import { ATTR, detached, inSpan } from '../../../lib/spans';
 import type { SessionRecord } from '../../store/store';
 import { compileOutputSchema } from '../contract/output-schema';
@@ -31,6 +32,8 @@ export class StreamMoves {
     private readonly timers: StreamTimers,
     /** Output-schema validators (an adopted stream's schema is compiled again here). */
     private readonly schemas: JsonSchemaValidators,
+    /** The stream's media, taken over by its source. */
+    private readonly media: StreamMedia,
   ) {}
 
   /** Pauses (true) or resumes ticking on every stream here (a replica whose heartbeat fails fences itself). */
@@ -57,9 +60,10 @@ export class StreamMoves {
 
   /**
    * Takes over a stream whose record names this replica its owner (after a claim): opens the sealed
-   * key, rebuilds the live session from the record, arms its lease and upstream keepalive, re-joins a
-   * room source and resumes ticking on the same grid. A pinned (webrtc) stream ends instead: its
-   * media relay died with its owner. False when it is already running here. Traced as
+   * key, rebuilds the live session from the record, arms its lease and upstream keepalive, takes its
+   * media over (a room source re-joins the customer's room; a WHIP session needs nothing) and resumes
+   * ticking on the same grid. A pinned stream ends instead: its media (the webrtc relay) died with
+   * its owner. False when it is already running here. Traced as
    * `legacy.adopt` (a trace of its own, linked to the create).
    */
   async adopt(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean> {
@@ -75,10 +79,12 @@ export class StreamMoves {
     const { registry, ender, timers } = this;
     if (registry.get(id) || this.adopting.has(id) || registry.closing) return false;
     this.adopting.add(id);
-    const { logger, media, clock } = this.deps;
+    const { logger, clock } = this.deps;
     try {
+      const record = legacyRecord(rec);
       if (rec.pinned) {
-        await ender.end(id, transportLostReason('webrtc', this.deps.brand));
+        // Its media lived in the dead owner's process (the webrtc relay).
+        await ender.end(id, transportLostReason(record.spec.transport === 'room' ? 'room' : 'webrtc', this.deps.brand));
         return false;
       }
       const apiKey = ender.openKey(rec);
@@ -87,13 +93,12 @@ export class StreamMoves {
         await ender.end(id, ender.reasons.serverShutdown);
         return false;
       }
-      const record = legacyRecord(rec);
-      const stream = new LiveStream(record, apiKey, { validate: this.validatorOf(record), publishToken: '', media, clock });
+      const source = this.media.sourceOf({ record });
+      const stream = new LiveStream(record, apiKey, { validate: this.validatorOf(record), publishToken: '', source, clock });
       registry.add(stream);
       // Outside the adoption's span: the stream's later work is traced on its own.
       detached(() => timers.arm(stream, rec.leaseExpiresAtMs));
-      if (record.spec.transport === 'room') await this.rejoinRoom(stream);
-      if (stream.stopping) return false;
+      if (!(await this.media.adopt(stream)) || stream.stopping) return false;
       detached(() => (rec.gridStartMs === null ? timers.waitForFirstFrame(stream) : timers.resumeTicking(stream, rec)));
       this.deps.observer?.sessionAdopted?.(id, how);
       logger.info({ streamId: id, how, epoch: rec.epoch, key: rec.keyHash }, 'legacy stream adopted');
@@ -110,29 +115,6 @@ export class StreamMoves {
     } catch (err) {
       this.deps.logger.warn({ err, streamId: rec.streamId }, "adopted stream's output schema does not compile here; results go unchecked");
       return undefined;
-    }
-  }
-
-  /** A room source's relay died with its previous owner: join the customer's room again from here. */
-  private async rejoinRoom(stream: LiveStream): Promise<void> {
-    const { media, upstream, brand, logger } = this.deps;
-    const { record } = stream;
-    if (!media) return;
-    try {
-      const ka = await upstream.keepalive(stream.apiKey, record.streamId, record.ids);
-      stream.renewToken(ka.publish.token);
-      if (!ka.publish.url) throw new Error('the upstream keepalive named no publish url');
-      await media.start({
-        spec: record.spec,
-        streamId: record.streamId,
-        publishUrl: ka.publish.url,
-        publishToken: ka.publish.token,
-        onLost: () => void this.ender.end(record.streamId, transportLostReason('room', brand)),
-        onFrameSize: (width, height) => this.sync.frameSize(record.streamId, width, height),
-      });
-    } catch (err) {
-      logger.warn({ err, streamId: record.streamId }, 'could not re-join the room source');
-      await this.ender.end(record.streamId, transportLostReason('room', brand));
     }
   }
 

@@ -9,11 +9,11 @@ import type { Sealer } from '../../../lib/seal';
 import type { Clock } from '../../../lib/timers';
 import type { UpstreamClient } from '../../../upstream/client';
 import type { StoreHealth } from '../../store/outage';
-import type { Broker, SessionRecord, SessionRecords, Slots } from '../../store/store';
+import type { Broker, SessionRecord, SessionRecords, Slots, StoredMediaSession } from '../../store/store';
 import type { ResultWindows } from '../../store/result-windows';
 import type { UpstreamCatalog } from './catalog';
 import type { LegacyMedia } from '../contract/responses';
-import type { SessionSpec } from '../contract/spec';
+import type { SessionSpec, Transport } from '../contract/spec';
 
 /** What the gateway observes of legacy sessions (metrics, deprecation telemetry). All optional. */
 export interface LegacyObserver {
@@ -78,7 +78,11 @@ export interface RelayStart {
   onFrameSize?: (width: number, height: number) => void;
 }
 
-/** The media side of a stream (webrtc / customer room relays); native streams have none. */
+/**
+ * The gateway's media relay (webrtc in relay mode, customer rooms): it receives the client's video
+ * in this process and publishes it into the upstream's room (src/gateway/ingest/relay.ts). The
+ * sources that relay (`StreamSource`) run on it.
+ */
 export interface MediaRelay {
   /** Rejects a source that cannot work (bad SDP, codec, room token) before anything is created. */
   check?(spec: SessionSpec): void;
@@ -92,6 +96,59 @@ export interface MediaRelay {
   stop(streamId: string): Promise<void> | void;
   /** Relays running in this process (a draining replica waits for them to end). */
   readonly activeCount?: number;
+}
+
+/** Media of a stream that lives outside the gateway and outlives its owner: a WHIP session in the upstream's room. */
+export type MediaSessionRef = Omit<StoredMediaSession, 'token'>;
+
+/** What a source is given to set a stream's media up (create) or take it over (adoption). */
+export interface SourceContext {
+  spec: SessionSpec;
+  streamId: string;
+  /** The media is lost for good: the stream ends (`webrtc_disconnected`, `<vendor>_disconnected`). */
+  onLost(): void;
+  /** The size of the first relayed frame, and of every change. */
+  onFrameSize?(width: number, height: number): void;
+  /** The upstream room's publish URL and a current publish token (create: the create's; adoption: an upstream keepalive's). */
+  publish(): Promise<{ url: string; token: string }>;
+  /** Reads the upstream stream's state and frame fields (with the stream's key; aborted when it stops here). */
+  readUpstream(): Promise<{ state: string; last_frame_index: number | null }>;
+}
+
+/** A started source: the create response's media part, and its session when the media lives outside this process. */
+export interface SourceStarted {
+  media: LegacyMedia;
+  session?: MediaSessionRef;
+}
+
+/**
+ * One kind of media source of a legacy stream (native, webrtc over WHIP, webrtc relay, customer
+ * room) behind one interface, so the sessions never branch on the transport (src/gateway/ingest).
+ */
+export interface StreamSource {
+  /** The stream's media survives its owner (failover, hand-over); false: pinned, it ends with its owner. */
+  readonly movable: boolean;
+  /** The 422 a create with this source gets, thrown before anything is set up. */
+  check(spec: SessionSpec): void;
+  /** Sets a new stream's media up (throws legacy errors: the create fails and leaves nothing). */
+  start(ctx: SourceContext): Promise<SourceStarted>;
+  /** Takes a stream's media over on its new owner (throws: the stream ends as its media lost). */
+  adopt(ctx: SourceContext): Promise<void>;
+  /** A fresh publish token from an upstream keepalive. */
+  renewToken(streamId: string, token: string): void;
+  /** Stops what runs here for the stream: it ended here or left this replica. Idempotent. */
+  stop(streamId: string): Promise<void> | void;
+  /** The stream ended (on whichever replica ended it): ends its media session outside this process, best effort. */
+  release(session: MediaSessionRef, publishToken: string, streamId: string): Promise<void>;
+}
+
+/** The sources of this gateway, by transport (src/gateway/ingest/sources.ts). */
+export interface StreamSources {
+  of(transport: Transport): StreamSource;
+  /** Media connections held in this process that cannot move (a draining replica keeps them until they end). */
+  readonly held: number;
+  /** Stops every source's work here (shutdown). */
+  close(): Promise<void>;
 }
 
 /** How a drain hands streams over (`StreamMoves.handOver`). */
@@ -126,7 +183,8 @@ export interface SessionDeps {
   store: Slots & SessionRecords & Broker & ResultWindows;
   upstream: UpstreamClient;
   catalog: UpstreamCatalog;
-  media?: MediaRelay;
+  /** The media sources by transport (default: native only; src/gateway/ingest builds the gateway's). */
+  sources?: StreamSources;
   observer?: LegacyObserver;
   /** Time and timers of leases, keepalives, first-frame polls and ticks (default: the real clock). */
   clock?: Clock;
@@ -143,7 +201,7 @@ export type LegacyRecord = SessionRecord<SessionSpec>;
  * The deps as every part of sessions sees them: the clock resolved (the real one unless injected)
  * and this replica's id (the owner in the records it writes).
  */
-export type SessionContext = SessionDeps & { clock: Clock; replicaId: string };
+export type SessionContext = SessionDeps & { clock: Clock; replicaId: string; sources: StreamSources };
 
 export interface CreateInput {
   apiKey: string;

@@ -6,11 +6,12 @@
  */
 import type { Logger } from '../../../lib/logger';
 import type { LiveStream } from './live-stream';
-import type { LegacyObserver, MediaRelay } from './ports';
+import type { LegacyObserver, StreamSources } from './ports';
 
 export interface StreamRegistryDeps {
   logger: Logger;
-  media?: Pick<MediaRelay, 'stop'>;
+  /** Each stream's source stops what it runs here when the stream stops here. */
+  sources: Pick<StreamSources, 'of'>;
   observer?: Pick<LegacyObserver, 'ownedSessions'>;
 }
 
@@ -64,9 +65,9 @@ export class StreamRegistry {
     this.live.delete(id);
     this.deps.observer?.ownedSessions?.(this.live.size);
     try {
-      await this.deps.media?.stop(id);
+      await this.deps.sources.of(stream.record.spec.transport).stop(id);
     } catch (err) {
-      this.deps.logger.warn({ err, streamId: id }, 'media relay did not stop cleanly');
+      this.deps.logger.warn({ err, streamId: id }, "the stream's media did not stop cleanly");
     }
   }
 

@@ -13,15 +13,17 @@ import { compileOutputSchema } from '../contract/output-schema';
 import { SessionEnd, tellOwner } from './end';
 import type { EndOptions } from './end';
 import { LiveStream } from './live-stream';
+import { StreamMedia } from './media';
 import { StreamMoves } from './moves';
 import { legacyRecord, streamAccess } from './ownership';
 import type { CreateInput, CreateOutput, LegacyRecord, SessionContext, SessionDeps } from './ports';
 import { RecordSync } from './record-sync';
 import { StreamRegistry } from './registry';
+import { nativeOnlySources } from './sources';
 import { StreamTimers } from './timers';
 import type { LegacyEndReasons } from '../contract/closes';
 import type { LegacyMedia } from '../contract/responses';
-import { legacyEndReasons, transportLostReason } from '../contract/closes';
+import { legacyEndReasons } from '../contract/closes';
 import { legacyRoomToken, microcentsToCents } from '../contract/responses';
 import { UPSTREAM_CONTEXTS, toLegacyError } from '../contract/upstream-errors';
 import type { UpstreamCallContext } from '../contract/upstream-errors';
@@ -47,19 +49,26 @@ export class LegacySessions {
   private readonly ender: SessionEnd;
   private readonly timers: StreamTimers;
   private readonly sync: RecordSync;
+  private readonly media: StreamMedia;
 
   constructor(deps: SessionDeps) {
-    const ctx: SessionContext = { ...deps, clock: deps.clock ?? realClock, replicaId: deps.fleet.replicaId };
+    const ctx: SessionContext = {
+      ...deps,
+      clock: deps.clock ?? realClock,
+      replicaId: deps.fleet.replicaId,
+      sources: deps.sources ?? nativeOnlySources(),
+    };
     this.deps = ctx;
     this.replicaId = ctx.replicaId;
     this.reasons = legacyEndReasons(deps.brand);
     this.schemas = new JsonSchemaValidators({ maxEntries: 256, logger: deps.logger });
-    const registry = (this.registry = new StreamRegistry({ logger: deps.logger, media: deps.media, observer: deps.observer }));
+    const registry = (this.registry = new StreamRegistry({ logger: deps.logger, sources: ctx.sources, observer: deps.observer }));
     const ender = (this.ender = new SessionEnd(ctx, registry, this.reasons));
     const sync = (this.sync = new RecordSync(ctx, registry));
+    this.media = new StreamMedia(ctx, (id, reason) => ender.end(id, reason), sync);
     const inference = new TickInference(ctx, ender, sync);
     const timers = (this.timers = new StreamTimers(ctx, ender, registry, sync, inference));
-    this.moves = new StreamMoves(ctx, registry, ender, sync, timers, this.schemas);
+    this.moves = new StreamMoves(ctx, registry, ender, sync, timers, this.schemas, this.media);
   }
 
   private get leaseMs(): number {
@@ -106,7 +115,8 @@ export class LegacySessions {
     const { registry, ender } = this;
     const { spec, apiKey } = input;
     if (!registry.acceptsCreates) throw LEGACY_ERRORS.shuttingDown();
-    if (spec.transport !== 'native') this.deps.media?.check?.(spec);
+    const source = this.deps.sources.of(spec.transport);
+    source.check(spec);
     // Before the slot and the upstream stream: a models failure here must leave nothing behind.
     const fallbackModels = (cfg.fallbackModels ?? (await this.modelIds())).filter((m) => m !== spec.model);
     const kh = keyHash(apiKey);
@@ -167,13 +177,13 @@ export class LegacySessions {
       costMicrocents: 0,
       lastKeepaliveAtMs: now,
       promptRev: 0,
-      // A webrtc relay lives in this process: the stream cannot outlive it on another replica.
-      pinned: spec.transport === 'webrtc',
+      // A source whose media lives in this process (the webrtc relay): the stream cannot outlive it elsewhere.
+      pinned: !source.movable,
       sealedKey: this.deps.fleet.sealer?.seal(apiKey, streamId) ?? '',
       fallbackModels,
       ids,
     };
-    const stream = new LiveStream(record, apiKey, { validate, publishToken: created.publish.token, media: this.deps.media, clock });
+    const stream = new LiveStream(record, apiKey, { validate, publishToken: created.publish.token, source, clock });
     registry.beginCreate(streamId);
     registry.add(stream);
     try {
@@ -189,22 +199,12 @@ export class LegacySessions {
       registry.endCreate(streamId);
     }
 
-    let media: LegacyMedia = { transport: 'native', url: created.publish.url, token: created.publish.token };
-    if (spec.transport !== 'native') {
-      try {
-        if (!this.deps.media) throw LEGACY_ERRORS.unsupportedSource(spec.transport);
-        media = await this.deps.media.start({
-          spec,
-          streamId,
-          publishUrl: created.publish.url,
-          publishToken: created.publish.token,
-          onLost: () => void this.end(streamId, transportLostReason(spec.transport as 'webrtc' | 'room', this.deps.brand)),
-          onFrameSize: (width, height) => this.sync.frameSize(streamId, width, height),
-        });
-      } catch (err) {
-        await this.end(streamId, this.reasons.clientRequested);
-        throw err;
-      }
+    let media: LegacyMedia;
+    try {
+      media = await this.media.start(stream, created.publish);
+    } catch (err) {
+      await this.end(streamId, this.reasons.clientRequested);
+      throw err;
     }
     if (registry.closing) {
       // Shutdown began while this create was in flight: do not hand out a stream that is about to end.
@@ -290,6 +290,7 @@ export class LegacySessions {
       stream.extendLease(leaseExpiresAtMs);
       this.timers.armLease(stream, stream.record.leaseExpiresAtMs);
     }
+    await this.media.tokenRenewed(rec, ka.publish.token);
     return {
       streamId,
       ttlSeconds: cfg.leaseTtlSeconds,
