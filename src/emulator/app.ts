@@ -105,7 +105,7 @@ export function createEmulator(cfg: Config, logger: Logger, publishUrl: () => st
   app.use('/v1beta', completionsRouter(ctx));
   app.use('/v1beta', modelsRouter(ctx));
   app.use('/billing', billingRouter(ctx));
-  if (cfg.emulator.controlApi) app.use('/_emulator', controlRouter(ctx, publishers));
+  if (cfg.emulator.controlApi) app.use('/_emulator', controlRouter(ctx, publishers, room));
   app.use((req) => {
     throw detailError(404, 'not_found', `No route for ${req.method} ${req.path}`);
   });

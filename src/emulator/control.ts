@@ -5,6 +5,7 @@ import { detailError, validationError } from '../lib/errors';
 import type { EmulatorContext } from './context';
 import { uuidParam } from './http';
 import type { SyntheticPublishers } from './publishers';
+import type { MediaRoomServer } from './room';
 
 /** Parses a control-API body, answering 422 in the contract's validation shape. */
 function parse<T>(schema: z.ZodType<T>, body: unknown): T {
@@ -54,15 +55,20 @@ const publisherSchema = z.strictObject({
  * `/_emulator/*`: fault injection and state control for tests and demos. Mounted only when
  * `emulator.controlApi` is on; it takes no API key, so never enable it facing the internet.
  */
-export function controlRouter(ctx: EmulatorContext, publishers: SyntheticPublishers): Router {
+export function controlRouter(ctx: EmulatorContext, publishers: SyntheticPublishers, room: MediaRoomServer): Router {
   const r = express.Router();
 
   r.get('/state', (_req, res) => {
     res.json({
       region: ctx.cfg.emulator.region,
-      streams: ctx.streams
-        .active()
-        .map((s) => ({ ...ctx.streams.view(s), account_id: s.accountId, publishing: publishers.isRunning(s.id) })),
+      streams: ctx.streams.active().map((s) => ({
+        ...ctx.streams.view(s),
+        account_id: s.accountId,
+        publishing: publishers.isRunning(s.id),
+        // Who publishes into its room: the participant's identity and track (a WHIP publisher's included).
+        room_publication: room.stats(s.id)?.publication ?? null,
+      })),
+      whip_sessions: room.whipSessionCount,
       faults: ctx.faults.list(),
       models: ctx.models.list().data,
     });

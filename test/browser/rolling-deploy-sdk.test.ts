@@ -1,18 +1,21 @@
 /**
  * @jest-environment ./test/media-environment.js
  *
- * A rolling deploy behind a real load balancer while the published browser SDK streams, on real
- * processes: three replicas on the provider's profile (its `overshoot` backend is the SDK's default, its keys `ovs-…`) behind HAProxy, and
- * `@overshoot/sdk` 0.1.0-alpha.2 in Chromium sending its fake camera over webrtc through the
- * balancer (create, keepalives every lease/2, results socket). The SDK ends the customer's stream
- * on any socket close or failed keepalive, so a deploy must close nothing: each old replica is
- * replaced (new one counted up by the balancer, then SIGTERM to the old), and the SDK reports no
- * error, its results keep coming with no stretch of the stream's schedule over max(2 intervals,
- * 2 s) without one (ticks read from the result ids, not arrival times a loaded machine stretches),
- * the upstream stream is still active and still receiving the relayed camera after every replica
- * was replaced. The old replicas holding neither the SDK's socket nor its relay exit by themselves;
- * those holding one stay until the SDK stops, then exit. The emulator's synthetic publisher is
- * off: every frame upstream came through the gateway's relay.
+ * The published browser SDK (`@overshoot/sdk` 0.1.0-alpha.2 in Chromium, sending its fake camera
+ * over webrtc) against a fleet behind a real load balancer, on real processes: three replicas on
+ * the provider's profile (its `overshoot` backend is the SDK's default, its keys `ovs-…`) behind
+ * HAProxy on Redis. Its offer is published into the upstream's room over WHIP, so the camera goes
+ * straight to the room: no replica maps a WebRTC library or holds a UDP socket, and the upstream
+ * stores the camera's own frame rate. The SDK ends the customer's stream on any socket close or
+ * failed keepalive, so neither a rolling deploy nor a crash may close anything:
+ * - a rolling deploy (each old replica replaced: new one counted up by the balancer, then SIGTERM to
+ *   the old) hands the stream over like a native one; the SDK reports no error, its results keep
+ *   coming with no stretch of the stream's schedule over max(2 intervals, 2 s) without one (ticks
+ *   read from the result ids, not arrival times a loaded machine stretches); the old replicas
+ *   exit by themselves unless they hold the SDK's socket (that one exits once the SDK stopped);
+ * - SIGKILL of the replica that owns the stream (not the one holding its socket): a survivor adopts
+ *   it, the results go on, the SDK sees nothing.
+ * The emulator's synthetic publisher is off: every frame upstream came from the camera.
  */
 import http from 'node:http';
 import path from 'node:path';
@@ -22,9 +25,10 @@ import { closeServer, listen } from '../../src/lib/listen';
 import { longestTickGap } from '../helpers/fleet';
 import { replaceReplica } from '../helpers/rolling';
 import type { ReplacedReplica } from '../helpers/rolling';
-import { deadline, slotsOfKey, until, useFleet } from '../gateway/fleet/fleet-test';
+import { deadline, ownerOf, slotsOfKey, until, useFleet } from '../gateway/fleet/fleet-test';
 import { startHaproxy } from '../helpers/haproxy';
 import type { Balancer } from '../helpers/haproxy';
+import { mediaLibrariesMapped, udpSockets } from '../helpers/process-footprint';
 import { bundleScript, launchBrowser, servePage } from './helpers';
 import type { TestBrowser } from './helpers';
 import { sleep } from '../helpers/time';
@@ -97,6 +101,24 @@ async function socketsOn(url: string): Promise<number> {
   return Number(/^gateway_ws_connections (\d+)/m.exec(text)?.[1] ?? 0);
 }
 
+/**
+ * The camera reaches the room without the gateway: no running replica maps a WebRTC library or
+ * holds a UDP socket, and the upstream stores what the SDK sends (not a sampled rate).
+ */
+async function expectNoMediaInReplicas(page: Page, id: string): Promise<void> {
+  for (const r of fleet().replicas.filter((x) => x.running())) {
+    const pid = r.proc.child.pid!;
+    expect({ replica: r.id, libraries: mediaLibrariesMapped(pid), udp: udpSockets(pid) }).toEqual({ replica: r.id, libraries: [], udp: 0 });
+  }
+  const stored = async () => (await fleet().upstreamStreams()).find((u) => u.id === id)?.last_frame_index ?? 0;
+  const [sent0, stored0] = [await page.evaluate(() => window.sdkTest.framesSent()), await stored()];
+  await sleep(3000);
+  const [sent, got] = [(await page.evaluate(() => window.sdkTest.framesSent())) - sent0, (await stored()) - stored0];
+  console.log(`SDK over WHIP: over 3 s the SDK sent ${sent} frames, the upstream stored ${got}`);
+  expect(sent).toBeGreaterThan(30);
+  expect(got).toBeGreaterThanOrEqual(Math.floor(0.8 * sent));
+}
+
 const longestGap = (results: Results) => results.slice(1).reduce((gap, r, i) => Math.max(gap, r[1] - results[i]![1]), 0);
 
 test('the browser SDK streams through a rolling deploy of three replicas: no error, no gap, old replicas exit once the SDK is gone', async () => {
@@ -119,14 +141,12 @@ test('the browser SDK streams through a rolling deploy of three replicas: no err
     const id = started.streamId!;
     await deadline(sdkResults(page, 3), 30_000, 'first SDK results');
 
-    // Where the SDK's connections landed: the replica that answered the create relays its camera.
-    const relayOn = fleet().replicas.find((r) =>
-      r.lines.some((l) => l.streamId === id && String(l.msg).startsWith('media relay started')),
-    )!.id;
+    // Where the SDK's socket landed (the stream itself moves with every replaced replica).
     const socketOn: string[] = [];
     for (const r of fleet().replicas) if ((await socketsOn(r.url)) > 0) socketOn.push(r.id);
     expect(socketOn).toHaveLength(1);
-    const holders = new Set([relayOn, socketOn[0]!]);
+    const holders = new Set([socketOn[0]!]);
+    await expectNoMediaInReplicas(page, id);
 
     const steps: ReplacedReplica[] = [];
     for (const [old, next] of [
@@ -135,7 +155,7 @@ test('the browser SDK streams through a rolling deploy of three replicas: no err
       ['C', 'F'],
     ] as const) {
       steps.push(await replaceReplica(fleet(), lb, old, next));
-      const what = `after the SIGTERM of ${old} (relay on ${relayOn}, socket on ${socketOn[0]})`;
+      const what = `after the SIGTERM of ${old} (socket on ${socketOn[0]})`;
       await deadline(sdkResults(page, (await sdkResults(page, 0, what)).length + 3, what), 30_000, `SDK results ${what}`);
     }
 
@@ -157,7 +177,7 @@ test('the browser SDK streams through a rolling deploy of three replicas: no err
       `SDK through the deploy: longest time between two results ${longestGap(results)} ms (this machine's load included; not asserted)`,
     );
     expect(new Set(results.map((r) => r[0])).size).toBe(results.length);
-    // Still active upstream, and the camera still arrives through the relay.
+    // Still active upstream, and the camera still arrives in the room.
     expect(before?.state).toBe('active');
     expect(after?.state).toBe('active');
     expect(after!.last_frame_index!).toBeGreaterThan(before!.last_frame_index!);
@@ -177,8 +197,8 @@ test('the browser SDK streams through a rolling deploy of three replicas: no err
       expect(exit.code).toBe(0);
       expect(exit.atMs).toBeGreaterThanOrEqual(stoppedAt);
     }
-    // 0.1.x never DELETEs: the stream ends when the gateway notices the camera is gone, or at the
-    // lease (10 s here; the relay's 5 s silence limit usually comes first).
+    // 0.1.x never DELETEs: the stream ends when its owner sees the camera's frames stop upstream
+    // (legacy.webrtc.framesLostMs, 10 s), or at the lease (10 s here).
     await deadline(
       until(async () => (await fleet().session(id))?.state === 'ended'),
       60_000,
@@ -191,6 +211,64 @@ test('the browser SDK streams through a rolling deploy of three replicas: no err
       'the slot is released',
     );
     expect((await fleet().upstreamStreams()).map((u) => u.id)).not.toContain(id);
+    expect(await page.evaluate(() => window.sdkTest.errors)).toEqual([]);
+  } finally {
+    await page.close();
+  }
+}, 300_000);
+
+test('SIGKILL of the replica that owns the SDK stream (another holds its socket): a survivor adopts it, no SDK error, its results go on', async () => {
+  const page = await browser.newPage();
+  page.on('console', (m) => void (m.text().includes('[RealtimeVision]') && sdkLog.push(m.text())));
+  try {
+    let id = '';
+    let owner = '';
+    // The balancer decides where the create and the socket land; only an owner that is not the
+    // socket's replica can die without closing the SDK's socket (round robin separates them).
+    for (let attempt = 1; ; attempt++) {
+      await page.goto(pageUrl);
+      const started = await page.evaluate(
+        ([apiUrl, apiKey, delay]) =>
+          window.sdkTest.start({
+            apiUrl,
+            apiKey,
+            prompt: 'What happens?',
+            model: 'local/analyzer-mini',
+            processing: { clip_length_seconds: 1, delay_seconds: delay },
+          }),
+        [`${lb.url}/v0.2`, KEY, INTERVAL_S] as const,
+      );
+      expect(started.error).toBeUndefined();
+      id = started.streamId!;
+      await deadline(sdkResults(page, 3), 30_000, 'first SDK results');
+      owner = await ownerOf(fleet(), id);
+      const socketOn: string[] = [];
+      for (const r of fleet().replicas.filter((x) => x.running())) if ((await socketsOn(r.url)) > 0) socketOn.push(r.id);
+      expect(socketOn).toHaveLength(1);
+      if (socketOn[0] !== owner) break;
+      if (attempt === 3) throw new Error(`the balancer put the create and the socket on ${owner} three times`);
+      await page.evaluate(() => window.sdkTest.stop());
+    }
+    await expectNoMediaInReplicas(page, id);
+
+    const before = (await sdkResults(page, 0)).length;
+    fleet().replica(owner).kill('SIGKILL');
+    const results = await deadline(sdkResults(page, before + 4, `after the SIGKILL of ${owner}`), 60_000, 'SDK results after the SIGKILL');
+    const adopter = await ownerOf(fleet(), id);
+    expect(adopter).not.toBe(owner);
+    expect(await page.evaluate(() => window.sdkTest.errors)).toEqual([]);
+    expect(await page.evaluate(() => window.sdkTest.active())).toBe(true);
+    expect(new Set(results.map((r) => r[0])).size).toBe(results.length);
+    // The camera still arrives in the room, straight from the SDK's peer connection.
+    await expectNoMediaInReplicas(page, id);
+
+    await page.evaluate(() => window.sdkTest.stop());
+    await deadline(
+      until(async () => (await fleet().session(id))?.state === 'ended'),
+      60_000,
+      'the stream ends after the SDK stopped',
+    );
+    expect(['webrtc_disconnected', 'lease_expired']).toContain((await fleet().session(id))?.endReason);
     expect(await page.evaluate(() => window.sdkTest.errors)).toEqual([]);
   } finally {
     await page.close();

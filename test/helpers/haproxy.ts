@@ -83,6 +83,9 @@ function configText(port: number, socket: string, servers: BalancerServer[], int
     '  timeout client 1h',
     '  timeout server 1h',
     '  timeout tunnel 1h',
+    // As deploy/haproxy.cfg: a connection refused by a replica that just died is tried on another.
+    '  retries 3',
+    '  option redispatch 1',
     '  option forwardfor',
     'frontend gateway',
     `  bind 127.0.0.1:${port}`,

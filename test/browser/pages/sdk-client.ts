@@ -24,6 +24,8 @@ declare global {
       results: [string, number, string][];
       errors: string[];
       active(): boolean;
+      /** Video frames the SDK's peer connection has sent so far (its outbound-rtp stats). */
+      framesSent(): Promise<number>;
       stop(): Promise<void>;
     };
   }
@@ -55,6 +57,15 @@ window.sdkTest = {
     }
   },
   active: () => vision?.isActive() ?? false,
+  async framesSent() {
+    // The SDK keeps its peer connection to itself: read it as the page's own code could.
+    const pc = (vision as unknown as { peerConnection?: RTCPeerConnection } | undefined)?.peerConnection;
+    let sent = 0;
+    (await pc?.getStats())?.forEach((s: Record<string, unknown>) => {
+      if (s.type === 'outbound-rtp' && s.kind === 'video') sent += Number(s.framesSent ?? 0);
+    });
+    return sent;
+  },
   async stop() {
     await vision?.stop();
   },

@@ -1,9 +1,9 @@
 /**
  * @jest-environment ./test/media-environment.js
  *
- * The end of a drain, on real processes (redis-server, the emulator, replicas A and B; a webrtc
- * client from @roamhq/wrtc in this process). A SIGTERM'd replica holding results sockets and a
- * webrtc relay keeps them until the drain deadline (`DRAIN_TIMEOUT_MS`, short here); at the
+ * The end of a drain, on real processes (redis-server, the emulator, replicas A and B in relay mode,
+ * `LEGACY_WEBRTC_MODE=relay`; a webrtc client from @roamhq/wrtc in this process). A SIGTERM'd
+ * replica holding results sockets and a webrtc relay keeps them until the drain deadline (`DRAIN_TIMEOUT_MS`, short here); at the
  * deadline what it still holds is handed over or ended as at any shutdown, one log line per stream:
  * its sockets of streams that live on close 1012 `service_restart` (clients reconnect elsewhere),
  * the webrtc stream whose relay it holds ends `server_shutdown` everywhere (its sockets on A too),
@@ -27,7 +27,7 @@ async function native(url: string, publish: (id: string) => Promise<void>): Prom
 }
 
 describe('drain deadline', () => {
-  const fleet = useFleet({ ids: ['A', 'B'], env: { DRAIN_TIMEOUT_MS: String(DRAIN_MS) }, publisher: false });
+  const fleet = useFleet({ ids: ['A', 'B'], env: { DRAIN_TIMEOUT_MS: String(DRAIN_MS), LEGACY_WEBRTC_MODE: 'relay' }, publisher: false });
   let sender: WebrtcSender | undefined;
   afterAll(() => sender?.close());
 
