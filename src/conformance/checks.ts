@@ -26,6 +26,10 @@ export const CHECKS = {
   'region.wrong': { title: 'the other region gets 409 region_error; the right one 200', doc: 'regions.mdx' },
   'stream.keepalive': { title: 'keepalive: new expires_at_ms, fresh publish.token, stream_time_ms', doc: 'keepalive-stream.mdx' },
   'viewer-token': { title: 'viewer token {view: {url, token, expires_in_seconds}}', doc: 'viewer-token.mdx' },
+  'room.whip': {
+    title: 'the room takes a WHIP publisher (webrtc legacy streams): POST <publish url>/whip/v1 → answer with candidates; DELETE ends it',
+    doc: 'create-stream.mdx',
+  },
   'frames.first': { title: 'first frame: last_frame_at_ms turns non-null, with index and stream clock', doc: 'stream-lifecycle.mdx' },
   'completion.clip': {
     title: 'clip reference (start_offset_ms<0, max_fps) answers; completion shape and usage',

@@ -30,6 +30,7 @@ import { CLIP_FPS, CLIP_MS, MAX_COMPLETIONS, OUTPUT_CAP, estimateCost, costLine,
 import type { CostEstimate } from './cost';
 import { UUID_RE, describe, problem, shapeProblems } from './shapes';
 import { checkSse } from './sse';
+import { whipVerdict } from './whip';
 import { completionProblems, createProblems, errorText, expectStreamError, parseLenient, readProblems } from './verdicts';
 import type { Finding } from './verdicts';
 
@@ -361,6 +362,7 @@ class Run {
       'region.wrong',
       'stream.keepalive',
       'viewer-token',
+      'room.whip',
       'frames.first',
       'completion.clip',
       'completion.frame',
@@ -422,6 +424,14 @@ class Run {
       };
     });
     await this.check('viewer-token', () => this.viewerToken(id));
+    // Before any publisher joins: the synthetic WHIP session uses the stream's publish identity.
+    await this.check('room.whip', async () => {
+      const publish = created.publish;
+      if (!isRecord(publish) || typeof publish.url !== 'string' || typeof publish.token !== 'string') {
+        return { problems: [], skip: 'the create response has no publish url and token' };
+      }
+      return whipVerdict(publish.url, publish.token, this.signal);
+    });
 
     const frames = await this.firstFrames(id, createOk ? created : undefined);
     const frameChecks: CheckId[] = ['completion.clip', 'completion.frame', 'prompt-cache', 'completion.sse', 'reference.future-frame'];

@@ -78,6 +78,9 @@ test('passes against the emulator: every check runs, one stream, bounded complet
   const text = formatReport(r);
   expect(text).toMatch(/^pass +completion\.sse +api-reference\/chat-completions\.mdx/m);
   expect(text).toMatch(/^pass +region\.wrong +api-reference\/regions\.mdx/m);
+  expect(r.results.find((x) => x.id === 'room.whip')!.detail).toMatch(
+    /^answer with [1-9]\d* candidates, 0 ICE servers, ETag; session deleted$/,
+  );
 }, 180_000);
 
 test('a create response without ttl_seconds fails stream.create alone; the stream is still deleted', async () => {
@@ -109,6 +112,29 @@ test('an SSE answer without data: [DONE] fails completion.sse; the stream is del
   // A check skipped on request is reported so, never as passed.
   expect(outcomes(r)['viewer-token']).toBe('skip');
   expectDeleted(r);
+}, 180_000);
+
+test('a room without WHIP fails room.whip alone, naming the setting the gateway then needs; the passing run deleted its WHIP session', async () => {
+  expect(emu.emulator.room.whipSessionCount).toBe(0);
+  const bare = await startEmulator(
+    testConfig({ emulator: { autoPublish: TEST_PUBLISHER, room: { whip: { enabled: false } } } }),
+    createLogger('silent'),
+  );
+  try {
+    const r = await run(bare.url);
+    expect(r.results.filter((x) => x.outcome === 'fail')).toEqual([
+      {
+        id: 'room.whip',
+        outcome: 'fail',
+        detail: expect.stringMatching(
+          /^POST http:\/\/127\.0\.0\.1:\d+\/whip\/v1: WHIP unsupported \(404\): .*legacy\.webrtc\.mode "relay"$/,
+        ),
+      },
+    ]);
+    expect(r.streamDeleted).toBe(true);
+  } finally {
+    await bare.close();
+  }
 }, 180_000);
 
 test('a 401 whose body the gateway cannot read fails key.wrong', async () => {
