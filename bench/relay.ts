@@ -1,16 +1,20 @@
 /**
- * The media relay under load: legacy webrtc streams at 640×480, 30 fps in (Chromium's fake
- * camera, or a canvas painting the emulator's index pattern), answered by a gateway in a child
- * process and relayed into the upstream rooms of an emulator in this process.
+ * Legacy webrtc streams under load: 640×480, 30 fps in (Chromium's fake camera, or a canvas
+ * painting the emulator's index pattern), created through a gateway in a child process against an
+ * emulator in this process, in each `legacy.webrtc.mode`: over WHIP (the page publishes into the
+ * emulator's room; the gateway carries no media) and through the relay (the gateway answers,
+ * decodes and republishes).
  *
- * Reports the gateway process's CPU and RSS (from /proc, so only the gateway counts) for one and two
- * relayed streams at target_fps 30 and one at target_fps 5, and the end-to-end delay from a frame
+ * Reports the gateway process's CPU and RSS (from /proc, so only the gateway counts) idle, with two
+ * native streams, with one and two webrtc streams at target_fps 30 and one at target_fps 5; the
+ * frames the browser sent against those the upstream stored; and the end-to-end delay from a frame
  * leaving the browser (painted on the canvas) to it being resolvable upstream (stored in the
  * emulator's frame buffer), matched by pattern index.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import path from 'node:path';
 import { build } from 'esbuild';
 import { chromium } from 'playwright-core';
@@ -20,6 +24,7 @@ import { startEmulator } from '../src/emulator/server';
 import type { EmulatedStream } from '../src/emulator/streams';
 import { closeServer, listen } from '../src/lib/listen';
 import { createLogger } from '../src/lib/logger';
+import { syntheticOffer } from '../src/lib/sdp';
 import type { SenderOptions } from './relay-page';
 import { ROOT, freePort, quantile } from '../test/helpers/util';
 import { child, MAIN, measure, patternOf, waitHealthy } from './util';
@@ -92,13 +97,21 @@ async function serveSenderPage(): Promise<{ url: string; close(): Promise<void> 
   return { url: `http://127.0.0.1:${port}/`, close: () => closeServer(server) };
 }
 
+/**
+ * The media path of legacy webrtc streams, per `legacy.webrtc.mode` (`BENCH_RELAY_MODES`, default
+ * `whip,relay`), one gateway process each against the same in-process emulator and browser:
+ * `whip` publishes the page's offer into the emulator's room (the media never reaches the
+ * gateway), `relay` answers it in the gateway and republishes the frames.
+ */
 export async function benchRelay(cfg: Config): Promise<void> {
   if (!fs.existsSync(CHROMIUM)) {
     console.log(`skipped: no Chromium at ${CHROMIUM} (set CHROMIUM_PATH)`);
     return;
   }
-  const ticks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
-  const key = `${cfg.brand}-local-dev`;
+  const modes = (process.env.BENCH_RELAY_MODES ?? 'whip,relay')
+    .split(',')
+    .map((m) => m.trim())
+    .filter((m) => m === 'whip' || m === 'relay');
   const seen = new Map<string, Seen>();
   const emuCfg: Config = {
     ...cfg,
@@ -113,41 +126,63 @@ export async function benchRelay(cfg: Config): Promise<void> {
   };
   const emulator = await startEmulator(emuCfg, createLogger('warn', 'emulator'));
   emulator.emulator.ctx.streams.onCreate((s) => watchBuffer(s, seen));
+  const pages = await serveSenderPage();
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--use-fake-device-for-media-stream=fps=30',
+      '--use-fake-ui-for-media-stream',
+      '--allow-loopback-in-peer-connection',
+      '--disable-background-networking',
+      '--disable-background-timer-throttling',
+      '--disable-renderer-backgrounding',
+    ],
+  });
+  try {
+    for (const mode of modes) {
+      console.log(`\n-- legacy.webrtc.mode ${mode} --`);
+      await benchMode(mode, cfg, emulator.url, pages.url, browser, seen);
+    }
+    await benchDensity(cfg, emulator.url, Number(process.env.BENCH_RELAY_DENSITY ?? 400));
+  } finally {
+    await browser.close().catch(() => undefined);
+    await pages.close();
+    await emulator.close();
+  }
+}
 
+async function benchMode(
+  mode: string,
+  cfg: Config,
+  emulatorUrl: string,
+  pageUrl: string,
+  browser: Browser,
+  seen: Map<string, Seen>,
+): Promise<void> {
+  const ticks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+  const key = `${cfg.brand}-local-dev`;
   const gwPort = await freePort();
   const gateway = child(MAIN, ['serve'], {
-    UPSTREAM_URL: emulator.url,
+    UPSTREAM_URL: emulatorUrl,
     PORT: String(gwPort),
     HOST: '127.0.0.1',
     LOG_LEVEL: 'warn',
     TELEMETRY_REQUEST_LOG: 'false',
     NODE_ENV: 'production',
+    LEGACY_WEBRTC_MODE: mode,
   });
   const gwUrl = `http://127.0.0.1:${gwPort}`;
-  const pages = await serveSenderPage();
-  let browser: Browser | undefined;
   const open: Page[] = [];
   try {
     await waitHealthy(`${gwUrl}/healthz`);
     const pid = gateway.proc.pid!;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--use-fake-device-for-media-stream=fps=30',
-        '--use-fake-ui-for-media-stream',
-        '--allow-loopback-in-peer-connection',
-        '--disable-background-networking',
-        '--disable-background-timer-throttling',
-        '--disable-renderer-backgrounding',
-      ],
-    });
     const start = async (targetFps: number, source: SenderOptions['source']): Promise<{ page: Page; streamId: string }> => {
-      const page = await browser!.newPage();
+      const page = await browser.newPage();
       open.push(page);
-      await page.goto(pages.url);
+      await page.goto(pageUrl);
       const opts: SenderOptions = { source, width: WIDTH, height: HEIGHT, fps: CAMERA_FPS };
       const r = await page.evaluate(([gw, k, body, o]) => window.relayBench.start(gw, k, body, o), [
         gwUrl,
@@ -174,7 +209,8 @@ export async function benchRelay(cfg: Config): Promise<void> {
           const sent = (out1[i]!.framesSent - out0[i]!.framesSent) / seconds;
           const stored = ((seen.get(s.streamId)?.frames ?? 0) - before[i]!) / seconds;
           const limited = out1[i]!.limitation === 'none' ? '' : `, browser limited by ${out1[i]!.limitation}`;
-          return `browser sent ${sent.toFixed(1)} fps at ${out1[i]!.size} → upstream ${stored.toFixed(1)} fps at ${seen.get(s.streamId)?.size}${limited}`;
+          const share = sent > 0 ? ` (${((stored / sent) * 100).toFixed(0)} %)` : '';
+          return `browser sent ${sent.toFixed(1)} fps at ${out1[i]!.size} → upstream ${stored.toFixed(1)} fps${share} at ${seen.get(s.streamId)?.size}${limited}`;
         })
         .join('; ');
     };
@@ -183,8 +219,26 @@ export async function benchRelay(cfg: Config): Promise<void> {
         `${label.padEnd(44)} gateway CPU ${m.cpuPct.toFixed(1).padStart(5)} % of a core   RSS ${mib(m.rssKb).padStart(9)}   ${extra}`,
       );
 
-    const idle = await measure(pid, ticks, 3);
+    // The boot's own work (JIT, first GCs) settles before anything is measured.
+    await sleep(5000);
+    const idle = await measure(pid, ticks, 4);
     line('idle (no stream)', idle, '');
+
+    // Native streams for comparison: the same sessions with no media at all (nothing publishes).
+    const natives: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(`${gwUrl}/v0.2/streams`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify(clipBody(30)),
+      });
+      natives.push(((await res.json()) as { stream_id: string }).stream_id);
+    }
+    await sleep(2000);
+    const native = await measure(pid, ticks, 4);
+    line('2 native streams (nothing published)', native, '');
+    for (const id of natives) await fetch(`${gwUrl}/v0.2/streams/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } });
+    await sleep(1000);
 
     // One, then two camera streams at target_fps 30 (every camera frame relayed).
     const a = await start(30, 'camera');
@@ -233,15 +287,77 @@ export async function benchRelay(cfg: Config): Promise<void> {
     await stop(d);
 
     console.log(
-      `per relayed stream (640x480, 30 fps in): ~${(one.cpuPct - idle.cpuPct).toFixed(1)} % of a core at target 30 ` +
-        `(second stream +${(two.cpuPct - one.cpuPct).toFixed(1)} %), ~${(low.cpuPct - idle.cpuPct).toFixed(1)} % at target 5; ` +
-        `RSS +${mib(one.rssKb - idle.rssKb)} for the first stream (loads rtc-node + wrtc), +${mib(two.rssKb - one.rssKb)} for the second`,
+      `${mode}: per webrtc stream (640x480, 30 fps in): ${(one.cpuPct - idle.cpuPct).toFixed(1)} % of a core at target 30 ` +
+        `(second stream ${(two.cpuPct - one.cpuPct).toFixed(1)} %), ${(low.cpuPct - idle.cpuPct).toFixed(1)} % at target 5; ` +
+        `RSS +${mib(one.rssKb - idle.rssKb)} for the first stream${mode === 'relay' ? ' (loads rtc-node + wrtc)' : ''}, ` +
+        `+${mib(two.rssKb - one.rssKb)} for the second; two native streams +${mib(native.rssKb - idle.rssKb)}`,
     );
   } finally {
     for (const p of open) await p.close().catch(() => undefined);
-    await browser?.close().catch(() => undefined);
     await gateway.kill();
-    await pages.close();
-    await emulator.close();
+  }
+}
+
+/**
+ * What a webrtc stream over WHIP costs the gateway beside a native one, at `n` streams of each on a
+ * fresh gateway: RSS and CPU per stream. The WHIP offers are synthetic (the room answers, nothing
+ * ever connects), so neither kind has frames: both wait for a first frame, and a WHIP stream also
+ * reads the upstream stream every `legacy.webrtc.frameCheckMs` for its frames.
+ */
+async function benchDensity(cfg: Config, emulatorUrl: string, n: number): Promise<void> {
+  if (!(n > 0)) return;
+  const ticks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+  const key = `${cfg.brand}-local-dev`;
+  const configFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'relay-bench-')), 'config.json');
+  // Room for n streams on one key; no stream ends for want of a first frame while it is measured.
+  fs.writeFileSync(
+    configFile,
+    JSON.stringify({
+      legacy: {
+        maxStreamsPerKey: n + 1,
+        webrtc: { firstFrameTimeoutMs: 600_000 },
+      },
+    }),
+  );
+  console.log(`\n-- ${n} streams of each kind, nothing published (gateway RSS and CPU per stream) --`);
+  for (const kind of ['native', 'whip'] as const) {
+    const port = await freePort();
+    const gateway = child(MAIN, ['serve', '--config', configFile], {
+      UPSTREAM_URL: emulatorUrl,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      TELEMETRY_REQUEST_LOG: 'false',
+      NODE_ENV: 'production',
+    });
+    const url = `http://127.0.0.1:${port}`;
+    const ids: string[] = [];
+    try {
+      await waitHealthy(`${url}/healthz`);
+      await sleep(5000);
+      const pid = gateway.proc.pid!;
+      const idle = await measure(pid, ticks, 4);
+      for (let i = 0; i < n; i++) {
+        const body = { ...clipBody(30), mode: 'frame', processing: { interval_seconds: 60 } };
+        const res = await fetch(`${url}/v0.2/streams`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify(kind === 'whip' ? { ...body, source: { type: 'webrtc', sdp: syntheticOffer() } } : body),
+        });
+        if (res.status !== 201) throw new Error(`${kind} create ${i}: ${res.status} ${await res.text()}`);
+        ids.push(((await res.json()) as { stream_id: string }).stream_id);
+      }
+      await sleep(3000);
+      const loaded = await measure(pid, ticks, 6);
+      console.log(
+        `${String(n).padStart(4)} ${kind.padEnd(6)} streams: RSS +${((loaded.rssKb - idle.rssKb) / n).toFixed(1)} KiB per stream ` +
+          `(idle ${mib(idle.rssKb)} → ${mib(loaded.rssKb)}), CPU +${((loaded.cpuPct - idle.cpuPct) / n).toFixed(3)} % of a core per stream ` +
+          `(${idle.cpuPct.toFixed(1)} → ${loaded.cpuPct.toFixed(1)} %)`,
+      );
+    } finally {
+      for (const id of ids)
+        await fetch(`${url}/v0.2/streams/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } }).catch(() => undefined);
+      await gateway.kill();
+    }
   }
 }
