@@ -38,6 +38,8 @@ class Client {
   readonly arrivals: number[] = [];
   readonly closes: string[] = [];
   ended: string | undefined;
+  /** The client DELETEd its stream (it keeps it alive no more). */
+  deleted = false;
   reconnects = 0;
   private ws: WebSocket | undefined;
   private leaving = false;
@@ -122,12 +124,12 @@ function keepAlive(lb: Balancer, key: string, clients: readonly Client[]): { fai
   const loop = (async () => {
     while (on) {
       for (const c of clients) {
-        if (c.ended !== undefined || !on) continue;
+        if (c.ended !== undefined || c.deleted || !on) continue;
         const r = await fetch(`${lb.url}/v0.2/streams/${c.id}/keepalive`, {
           method: 'POST',
           headers: { authorization: `Bearer ${key}` },
         }).catch(() => undefined);
-        if (!r?.ok && c.ended === undefined) failures.push(String(r?.status ?? 'network error'));
+        if (!r?.ok && c.ended === undefined && !c.deleted) failures.push(String(r?.status ?? 'network error'));
         await r?.text();
       }
       await sleep(5000);
@@ -197,7 +199,7 @@ export async function benchRolling(cfg: Config): Promise<void> {
     const ready = await waitUntil(() => clients.every((c) => c.arrivals.length >= 3), 90_000);
     const ka = keepAlive(lb, key, clients);
 
-    // With live connections: every socket and relay is on A, B or C when the deploy starts.
+    // With live connections: every socket (and, with LEGACY_WEBRTC_MODE=relay, every relay) is on A, B or C when the deploy starts.
     const deployAt = Date.now();
     const steps = await deploy(fleet, lb, [
       ['A', 'D'],
@@ -221,6 +223,7 @@ export async function benchRolling(cfg: Config): Promise<void> {
       if (c.kind === 'native') c.leave(true);
       else {
         c.leave(false);
+        c.deleted = true;
         if (c.ended === undefined)
           await fetch(`${lb.url}/v0.2/streams/${c.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })
             .then((r) => r.text())
