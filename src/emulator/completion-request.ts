@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { ValidationDetail } from '../lib/errors';
-import { validationError } from '../lib/errors';
+import { streamError, validationError } from '../lib/errors';
 import type { ResponseFormat } from './models/backend';
 import { isImageUrl, parseImageUrl } from './images';
 import type { ImageSource } from './images';
@@ -42,7 +42,15 @@ export interface RequestParserOptions {
   defaultTokensPerFrame: number;
   /** Hosts `image_url` http(s) URLs may be fetched from (`emulator.imageFetch.allowedHosts`). */
   imageAllowedHosts?: readonly string[];
+  /**
+   * `provider`: a repeated query key or two anchors of one kind is the provider's 400
+   * `query_param_invalid` (its error page), not the contract's 422 validation error.
+   */
+  dialect?: 'contract' | 'provider';
 }
+
+/** Reference problems the provider answers with its own 400 `query_param_invalid`. */
+const QUERY_PARAM_PROBLEMS = new Set(['duplicate_parameter', 'multiple_anchors']);
 
 const positiveInt = z.number().int().positive();
 
@@ -161,6 +169,8 @@ export function completionRequestParser(opts: RequestParserOptions): (body: unkn
       });
       return { role: m.role, parts };
     });
+    const queryProblem = opts.dialect === 'provider' ? problems.find((p) => QUERY_PARAM_PROBLEMS.has(p.type)) : undefined;
+    if (queryProblem) throw streamError(400, 'query_param_invalid', `Invalid stream reference: ${queryProblem.msg}`);
     if (problems.length) {
       throw validationError(`Invalid ${problems[0]!.loc.includes('image_url') ? 'image_url' : 'video_url'}: ${problems[0]!.msg}`, problems);
     }

@@ -22,6 +22,7 @@ import { accountOf, requireAccount } from './http';
 import { loadImage } from './images';
 import type { RequestImage } from './images';
 import type { ModelMessage, ModelResult, VisualContext } from './models/backend';
+import { ModelLatency } from './models/latency';
 import { PromptCache, unitKey } from './prompt-cache';
 import type { PromptUnit } from './prompt-cache';
 import { rateLimit, rateLimited } from './rate-limit';
@@ -65,8 +66,10 @@ export function completionsRouter(ctx: EmulatorContext): Router {
     tokensPerFrameField: cfg.tokensPerFrameField,
     defaultTokensPerFrame: cfg.tokensPerFrame,
     imageAllowedHosts: cfg.imageFetch.allowedHosts,
+    dialect: cfg.dialect,
   });
   const cache = new PromptCache();
+  const latency = new ModelLatency(cfg.modelLatencySeed);
   const tokensOfChars = (chars: number) => Math.ceil(chars / cfg.charsPerToken);
 
   r.post('/chat/completions', requireAccount(ctx), rateLimit(ctx), async (req: Request, res: Response) => {
@@ -131,6 +134,9 @@ export function completionsRouter(ctx: EmulatorContext): Router {
       ctx.logger.error({ err, model: creq.model }, 'model backend failed');
       throw streamError(503, 'model_unavailable', `Model ${creq.model} failed to answer`);
     }
+    // The answer takes as long as a hosted model's would (`emulator.modelLatency`; none by default).
+    const waitMs = latency.draw(model.latency ?? cfg.modelLatency, resolved.frameCount);
+    if (waitMs > 0) await sleep(waitMs, undefined, { signal: abort.signal }).catch(() => undefined);
     // Work stopped because nobody is listening: no answer, no charge.
     if (abort.signal.aborted) return;
 

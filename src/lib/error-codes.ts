@@ -31,6 +31,7 @@ export const ERROR_CODES = {
   not_found: '/v1beta emulator; /v0.2',
   not_native_stream: '/v0.2 (spectate)',
   payload_too_large: '/v1beta emulator',
+  query_param_invalid: '/v1beta emulator (provider dialect)',
   rate_limit_exceeded: '/v1beta emulator',
   region_error: '/v1beta emulator',
   request_aborted: 'framework (emulator, gateway)',

@@ -1,11 +1,2 @@
-/** mulberry32: a small seeded PRNG (uniform in [0, 1)), so a seeded run or fuzz case replays exactly. Not for secrets. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The seeded PRNG of replayable test runs (the chaos runner, fuzz cases): src/lib/prng.ts's mulberry32. */
+export { seededRandom as prng } from '../../src/lib/prng';
