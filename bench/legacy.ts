@@ -9,8 +9,7 @@ import path from 'node:path';
 import type { Config } from '../src/config';
 import { createLogger } from '../src/lib/logger';
 import { startGateway } from '../src/gateway/server';
-import { freePort } from '../test/helpers/util';
-import { child, cpuMeter, MAIN, summary, waitHealthy } from './util';
+import { child, cpuMeter, emulatorChild, summary } from './util';
 
 const kib = (b: number) => `${(b / 1024).toFixed(1)} KiB`;
 const mib = (b: number) => `${(b / 1024 / 1024).toFixed(1)} MiB`;
@@ -19,15 +18,7 @@ export async function benchLegacy(cfg: Config, opts: { streams?: number; seconds
   const streams = opts.streams ?? 1000;
   const seconds = opts.seconds ?? Number(process.env.BENCH_SECONDS ?? 30);
   const key = `${cfg.brand}-local-dev`;
-  const emuPort = await freePort();
-  const emulator = child(MAIN, ['emulator'], {
-    EMULATOR_PORT: String(emuPort),
-    EMULATOR_CONTROL_API: 'true',
-    EMULATOR_AUTO_PUBLISH: 'false',
-    LOG_LEVEL: 'warn',
-  });
-  const emuUrl = `http://127.0.0.1:${emuPort}`;
-  await waitHealthy(`${emuUrl}/healthz`);
+  const { child: emulator, url: emuUrl } = await emulatorChild();
 
   const lateness: number[] = [];
   const overhead: number[] = [];

@@ -39,8 +39,10 @@ registerSection('legacy', async () => {
   const sizes = process.env.BENCH_STREAMS ? [Number(process.env.BENCH_STREAMS)] : [300, 1000];
   return async (cfg) => {
     for (const streams of sizes) await m.benchLegacy(cfg, { streams });
+    await (await import('./cadence')).benchCadence(cfg);
   };
 });
+registerSection('cadence', async () => (await import('./cadence')).benchCadence);
 registerSection('passthrough', async () => (await import('./passthrough')).benchPassthrough);
 registerSection('telemetry', async () => (await import('./telemetry')).benchTelemetry);
 registerSection('upstream-outage', async () => (await import('./upstream-outage')).benchUpstreamOutage);

@@ -16,8 +16,7 @@ import { execFileSync } from 'node:child_process';
 import * as rtc from '@livekit/rtc-node';
 import type { Config } from '../src/config';
 import { PatternRenderer } from '../src/emulator/frames/pattern';
-import { freePort } from '../test/helpers/util';
-import { MAIN, child, measure, patternOf, summary, waitHealthy, waitUntil } from './util';
+import { emulatorChild, measure, patternOf, summary, waitUntil } from './util';
 
 const WIDTH = Number(process.env.BENCH_ROOM_WIDTH ?? 640);
 const HEIGHT = Number(process.env.BENCH_ROOM_HEIGHT ?? 480);
@@ -166,21 +165,12 @@ async function viewerCost(
 
 export async function benchRoomViewer(cfg: Config): Promise<void> {
   const ticks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
-  const port = await freePort();
-  const emulator = child(MAIN, ['emulator'], {
-    EMULATOR_PORT: String(port),
-    EMULATOR_HOST: '127.0.0.1',
-    EMULATOR_CONTROL_API: 'true',
-    EMULATOR_AUTO_PUBLISH: 'false',
-    LOG_LEVEL: 'warn',
-    NODE_ENV: 'production',
-  });
-  const api: Api = { url: `http://127.0.0.1:${port}`, key: `${cfg.brand}-local-dev` };
+  const { child: emulator, url } = await emulatorChild({ NODE_ENV: 'production' });
+  const api: Api = { url, key: `${cfg.brand}-local-dev` };
   console.log(
     `${WIDTH}x${HEIGHT} at ${FPS} fps, ${SECONDS} s windows; emulator = a child process (dist/main.js emulator), publisher and viewer rtc-node in this one`,
   );
   try {
-    await waitHealthy(`${api.url}/healthz`);
     const pid = emulator.proc.pid!;
     const idle = await measure(pid, ticks, 3);
     console.log(`${'idle emulator'.padEnd(28)} emulator CPU ${idle.cpuPct.toFixed(1).padStart(5)} % of a core; RSS ${mib(idle.rssKb)}`);

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { decodePattern } from '../src/emulator/frames/pattern';
 import type { Pixels, RawFrame } from '../src/emulator/frames/types';
-import { ROOT, quantile, rssKbOf } from '../test/helpers/util';
+import { ROOT, freePort, quantile, rssKbOf } from '../test/helpers/util';
 
 export function summary(samples: readonly number[], digits = 2): string {
   if (samples.length === 0) return 'no samples';
@@ -26,6 +26,25 @@ export interface Child {
   line(prefix: string, timeoutMs?: number): Promise<string>;
   send(line: string): void;
   kill(): Promise<void>;
+}
+
+/**
+ * The emulator CLI in a child process on a free loopback port, healthy when this resolves: its
+ * control API on, no synthetic publisher, warnings only, unless `env` says otherwise.
+ */
+export async function emulatorChild(env: NodeJS.ProcessEnv = {}): Promise<{ child: Child; url: string; port: number }> {
+  const port = await freePort();
+  const emulator = child(MAIN, ['emulator'], {
+    EMULATOR_PORT: String(port),
+    EMULATOR_HOST: '127.0.0.1',
+    EMULATOR_CONTROL_API: 'true',
+    EMULATOR_AUTO_PUBLISH: 'false',
+    LOG_LEVEL: 'warn',
+    ...env,
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitHealthy(`${url}/healthz`);
+  return { child: emulator, url, port };
 }
 
 /** Children started here and still running: SIGKILLed when the bench exits, even on a failure. */

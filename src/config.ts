@@ -34,6 +34,15 @@ const pricingSchema = z.strictObject({
   public: z.boolean().default(true),
 });
 
+/** An emulated model's answer time: log-normal (median, p99) plus a part per frame (src/emulator/models/latency.ts). */
+const latencySchema = z
+  .strictObject({
+    medianMs: z.number().min(0).max(600_000).default(0),
+    p99Ms: z.number().min(0).max(600_000).default(0),
+    perFrameMs: z.number().min(0).max(60_000).default(0),
+  })
+  .refine((l) => l.p99Ms === 0 || l.p99Ms >= l.medianMs, { message: 'p99Ms must be at least medianMs', path: ['p99Ms'] });
+
 const modelSchema = z
   .strictObject({
     /** `provider/model-name`, or a bare name (`gemini-3-flash-preview`) with `provider` set. */
@@ -51,6 +60,8 @@ const modelSchema = z
     remoteModel: z.string().optional(),
     apiKey: z.string().optional(),
     timeoutMs: positiveInt.default(60_000),
+    /** How long this model takes to answer (over `emulator.modelLatency`, which every other model takes). */
+    latency: latencySchema.optional(),
     pricing: pricingSchema,
   })
   .refine((m) => m.id.includes('/') || m.provider !== undefined, {
@@ -123,6 +134,10 @@ const emulatorSchema = z.strictObject({
     .prefault({}),
   accounts: z.array(accountSchema).default([]),
   models: z.array(modelSchema).default([]),
+  /** How long every model takes to answer, unless it has a `latency` of its own (default: at once). */
+  modelLatency: latencySchema.prefault({}),
+  /** Seed of the latency draws: the same seed, the same sequence of answer times. */
+  modelLatencySeed: z.number().int().default(1),
   /**
    * Where the contract (spec/interface.md) and the provider's own reference disagree about /v1beta,
    * which one the emulator follows (src/emulator/README.md lists each difference).
@@ -220,8 +235,12 @@ const legacySchema = z.strictObject({
   maxStreamsPerKey: positiveInt.default(5),
   maxTokensPerSecond: positive.default(128),
   tombstoneSeconds: z.number().min(0).default(300),
-  /** Inferences in flight per stream; a tick that finds this many running is skipped. */
-  maxInFlight: positiveInt.default(1),
+  /**
+   * Completions in flight per stream: a tick due while the previous one still runs starts anyway, up
+   * to this many (results still commit in tick order); a tick that finds this many running is
+   * skipped. 3 covers a hosted model's p99 (~2.8 s) at a 1 s interval.
+   */
+  maxInFlight: positiveInt.max(16).default(3),
   /** Models tried, in order, after the requested one fails with 503 or a network error. */
   /** Unset: every model the upstream lists, in its order (only `ready` ones are tried); `[]`: none. */
   fallbackModels: z.array(z.string()).optional(),
@@ -550,10 +569,15 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   EMULATOR_RATE_LIMIT_PER_SECOND: { path: ['emulator', 'rateLimit', 'completionsPerSecond'], type: 'number' },
   EMULATOR_REAP_IDLE_SECONDS: { path: ['emulator', 'reapIdleSeconds'], type: 'number' },
   EMULATOR_ROOM_WHIP: { path: ['emulator', 'room', 'whip', 'enabled'], type: 'boolean' },
+  EMULATOR_MODEL_LATENCY_MEDIAN_MS: { path: ['emulator', 'modelLatency', 'medianMs'], type: 'number' },
+  EMULATOR_MODEL_LATENCY_P99_MS: { path: ['emulator', 'modelLatency', 'p99Ms'], type: 'number' },
+  EMULATOR_MODEL_LATENCY_PER_FRAME_MS: { path: ['emulator', 'modelLatency', 'perFrameMs'], type: 'number' },
+  EMULATOR_MODEL_LATENCY_SEED: { path: ['emulator', 'modelLatencySeed'], type: 'number' },
   LEGACY_LEASE_TTL_SECONDS: { path: ['legacy', 'leaseTtlSeconds'], type: 'number' },
   LEGACY_MAX_STREAMS_PER_KEY: { path: ['legacy', 'maxStreamsPerKey'], type: 'number' },
   LEGACY_TOMBSTONE_SECONDS: { path: ['legacy', 'tombstoneSeconds'], type: 'number' },
   LEGACY_WEBRTC_MODE: { path: ['legacy', 'webrtc', 'mode'], type: 'string' },
+  LEGACY_MAX_IN_FLIGHT: { path: ['legacy', 'maxInFlight'], type: 'number' },
   DEPRECATION_DATE: { path: ['deprecation', 'date'], type: 'string' },
   DEPRECATION_SUNSET: { path: ['deprecation', 'sunset'], type: 'string' },
   DEPRECATION_LINK: { path: ['deprecation', 'link'], type: 'string' },

@@ -42,6 +42,10 @@ export const CHECKS = {
     title: 'a future frame_index fails with frame_not_yet_produced (nested error shape)',
     doc: 'chat-completions.mdx',
   },
+  'reference.repeated-key': {
+    title: 'a repeated query key is refused before inference: 422 validation_error (contract) or 400 query_param_invalid (provider)',
+    doc: 'errors.mdx',
+  },
   'errors.stream-not-found': { title: 'a completion on an unknown stream: 404 stream_not_found (nested error shape)', doc: 'errors.mdx' },
   'errors.read-not-found': {
     title: 'reading an unknown stream: 404 in a body the gateway parses ({detail: string} or nested)',

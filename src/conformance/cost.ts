@@ -40,8 +40,8 @@ export function estimateCost(model: string, pricing: CostEstimate['pricing']): C
     model,
     pricing,
     billed,
-    // Future frame, unknown stream, deleted stream.
-    refused: 3,
+    // Future frame, repeated query key, unknown stream, deleted stream.
+    refused: 4,
     inputTokens,
     outputTokens,
     microcents: costMicrocents(pricing, { prompt_tokens: inputTokens, completion_tokens: outputTokens }),

@@ -31,7 +31,16 @@ import type { CostEstimate } from './cost';
 import { UUID_RE, describe, problem, shapeProblems } from './shapes';
 import { checkSse } from './sse';
 import { whipVerdict } from './whip';
-import { completionProblems, createProblems, errorText, expectStreamError, parseLenient, readProblems } from './verdicts';
+import {
+  completionProblems,
+  createProblems,
+  errorText,
+  expectStreamError,
+  parseLenient,
+  readProblems,
+  readingOf,
+  repeatedKeyVerdict,
+} from './verdicts';
 import type { Finding } from './verdicts';
 
 const REGIONS = ['us-west1', 'us-central1'] as const;
@@ -40,6 +49,16 @@ const POLL_MS = 250;
 const PROMPT = 'Describe what you see in one short sentence.';
 
 export type PublishMode = 'auto' | 'always' | 'never';
+
+/** The checks that need the stream's frames (skipped together when none came). */
+const FRAME_CHECKS: CheckId[] = [
+  'completion.clip',
+  'completion.frame',
+  'prompt-cache',
+  'completion.sse',
+  'reference.future-frame',
+  'reference.repeated-key',
+];
 
 export interface ConformanceOptions {
   upstreamUrl: string;
@@ -364,11 +383,7 @@ class Run {
       'viewer-token',
       'room.whip',
       'frames.first',
-      'completion.clip',
-      'completion.frame',
-      'prompt-cache',
-      'completion.sse',
-      'reference.future-frame',
+      ...FRAME_CHECKS,
       'stream.delete',
       'stream.after-delete',
     ];
@@ -434,7 +449,7 @@ class Run {
     });
 
     const frames = await this.firstFrames(id, createOk ? created : undefined);
-    const frameChecks: CheckId[] = ['completion.clip', 'completion.frame', 'prompt-cache', 'completion.sse', 'reference.future-frame'];
+    const frameChecks = FRAME_CHECKS;
     if (!frames) this.skipAll(frameChecks, 'no frames (see frames.first)');
     else if (this.model === undefined) this.skipAll(frameChecks, 'no ready model');
     else await this.completionChecks(id, frames);
@@ -656,7 +671,15 @@ class Run {
         (e: unknown) => e,
       );
       // The contract says 422; the provider's error page lists 409 for this code.
-      return expectStreamError(err, [422, 409], 'frame_not_yet_produced');
+      const verdict = expectStreamError(err, [422, 409], 'frame_not_yet_produced');
+      return { ...verdict, detail: `${verdict.detail}; ${readingOf(err)}` };
+    });
+    await this.check('reference.repeated-key', async () => {
+      const err = await this.complete(this.imageRequest(id, 'frame_index=-1&frame_index=-1')).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      return repeatedKeyVerdict(err);
     });
   }
 

@@ -114,6 +114,35 @@ export function expectStreamError(err: unknown, statuses: number[], code: string
   return { problems, detail: `HTTP ${err.status} ${parsed.code ?? ''}`.trim() };
 }
 
+/**
+ * Which reading of the statuses an upstream answers with, where the contract and the provider's
+ * pages disagree: the contract's 422s, or the provider's 409 / 410 / 400 `query_param_invalid`. The
+ * gateway turns either into one error result of the tick and the stream goes on.
+ */
+export function readingOf(err: unknown): string {
+  if (!(err instanceof UpstreamError) || err.kind !== 'http') return 'reading: unknown';
+  if (err.status === 422) return 'reading: the contract (422)';
+  if (err.status === 409 || err.status === 410 || err.status === 400) return `reading: the provider's pages (${err.status})`;
+  return `reading: neither (${err.status})`;
+}
+
+/** A repeated query key: the contract's 422 validation error, or the provider's 400 `query_param_invalid`. */
+export function repeatedKeyVerdict(err: unknown): Finding {
+  if (err === undefined) return { problems: ['the request was answered (200)'] };
+  if (!(err instanceof UpstreamError) || err.kind !== 'http') return { problems: [errorText(err)] };
+  const body = err.body;
+  if (err.status === 422) {
+    const ok = isRecord(body) && body.error === 'validation_error';
+    return {
+      problems: problem(ok, `a 422 should be {error: "validation_error", …}, got ${describe(body)}`),
+      detail: `HTTP 422; ${readingOf(err)}`,
+    };
+  }
+  if (err.status === 400)
+    return { ...expectStreamError(err, [400], 'query_param_invalid'), detail: `HTTP 400 query_param_invalid; ${readingOf(err)}` };
+  return { problems: [`expected HTTP 422 or 400, got ${err.status}`], detail: readingOf(err) };
+}
+
 export function parseLenient(text: string): unknown {
   if (text === '') return undefined;
   try {

@@ -78,6 +78,11 @@ test('passes against the emulator: every check runs, one stream, bounded complet
   const text = formatReport(r);
   expect(text).toMatch(/^pass +completion\.sse +api-reference\/chat-completions\.mdx/m);
   expect(text).toMatch(/^pass +region\.wrong +api-reference\/regions\.mdx/m);
+  // The contract's reading of the statuses where the provider's pages differ, named in the report.
+  expect(r.results.find((x) => x.id === 'reference.future-frame')!.detail).toBe(
+    'HTTP 422 frame_not_yet_produced; reading: the contract (422)',
+  );
+  expect(r.results.find((x) => x.id === 'reference.repeated-key')!.detail).toBe('HTTP 422; reading: the contract (422)');
   expect(r.results.find((x) => x.id === 'room.whip')!.detail).toMatch(
     /^answer with [1-9]\d* candidates, 0 ICE servers, ETag; session deleted$/,
   );
@@ -134,6 +139,25 @@ test('a room without WHIP fails room.whip alone, naming the setting the gateway 
     expect(r.streamDeleted).toBe(true);
   } finally {
     await bare.close();
+  }
+}, 180_000);
+
+test("an upstream answering with the provider's pages' statuses passes, and the report names that reading", async () => {
+  const provider = await startEmulator(
+    testConfig({ emulator: { autoPublish: TEST_PUBLISHER, dialect: 'provider' } }),
+    createLogger('silent'),
+  );
+  try {
+    const r = await run(provider.url);
+    expectConformant(r);
+    expect(r.results.find((x) => x.id === 'reference.future-frame')!.detail).toBe(
+      "HTTP 409 frame_not_yet_produced; reading: the provider's pages (409)",
+    );
+    expect(r.results.find((x) => x.id === 'reference.repeated-key')!.detail).toBe(
+      "HTTP 400 query_param_invalid; reading: the provider's pages (400)",
+    );
+  } finally {
+    await provider.close();
   }
 }, 180_000);
 

@@ -88,6 +88,8 @@ export interface SessionRecord<Spec = unknown> {
   mediaSession?: StoredMediaSession | null;
   /** The client's API key sealed with GATEWAY_SECRET (src/lib/seal.ts); '' once ended. */
   sealedKey: string;
+  /** The upstream lease's length the create was told (`ttl_seconds`): a new owner times its renewals from it. Absent: 300 s. */
+  upstreamLeaseSeconds?: number;
   /** The stream's fallback models, chosen at create (a new owner keeps them). */
   fallbackModels: string[];
   /**

@@ -66,7 +66,7 @@ export class GatewayMetrics {
   readonly totalLatency: Histogram<'model'>;
   readonly resultOverhead: Histogram;
   readonly tickLateness: Histogram;
-  readonly ticksSkipped: Counter;
+  readonly ticksSkipped: Counter<'reason'>;
   readonly rateLimited: Counter<'event'>;
   readonly socketsOpened: Counter;
   readonly socketsShed: Counter;
@@ -182,7 +182,10 @@ export class GatewayMetrics {
     });
     this.ticksSkipped = new Counter({
       name: 'gateway_legacy_ticks_skipped_total',
-      help: 'Scheduler ticks skipped because the previous inference of the stream was still running',
+      help:
+        'Scheduler ticks that ran no inference, by reason: in_flight_limit (legacy.maxInFlight completions of the stream still running), ' +
+        'late (due while the process was paused or saturated for more than a period: dropped, not replayed), self_fenced (the replica lost its store heartbeat)',
+      labelNames: ['reason'],
       registers,
     });
     this.rateLimited = new Counter({
@@ -255,6 +258,7 @@ export class GatewayMetrics {
     });
     // Known label values start at 0, so rate() and alerts see the series before the first event.
     for (const how of ['failover', 'handover']) this.fleetAdoptions.inc({ how }, 0);
+    for (const reason of ['in_flight_limit', 'late', 'self_fenced']) this.ticksSkipped.inc({ reason }, 0);
     for (const reason of ['fenced', 'duplicate', 'ended', 'missing']) this.fleetFencedTicks.inc({ reason }, 0);
     for (const reason of ['brownout', 'sunset']) for (const kind of ['create', 'socket']) this.legacyRefusals.inc({ reason, kind }, 0);
     this.drainActive = new Gauge({

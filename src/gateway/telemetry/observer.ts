@@ -32,8 +32,8 @@ export function telemetryObserver(metrics: GatewayMetrics, usage: UsageRecorder)
       metrics.resultOverhead.observe(e.overheadMs / 1000);
       usage.inference(e.keyHash, e.ok, e.tokens);
     },
-    tickSkipped() {
-      metrics.ticksSkipped.inc();
+    tickSkipped(_streamId, reason, count = 1) {
+      metrics.ticksSkipped.inc({ reason }, count);
     },
     rateLimited(event) {
       metrics.rateLimited.inc({ event });

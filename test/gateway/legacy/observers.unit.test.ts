@@ -8,7 +8,7 @@ describe('fanOut', () => {
       streamCreated: (k) => void seen.push(`${name} created ${k}`),
       streamEnded: (k, r) => void seen.push(`${name} ended ${k} ${r}`),
       inference: (e) => void seen.push(`${name} inference ${e.model}`),
-      tickSkipped: (id) => void seen.push(`${name} skipped ${id}`),
+      tickSkipped: (id, reason, count) => void seen.push(`${name} skipped ${id} ${reason} ${count}`),
       tickLateness: (ms) => void seen.push(`${name} late ${ms}`),
       upstreamError: (s) => void seen.push(`${name} upstream ${s}`),
     });
@@ -17,7 +17,7 @@ describe('fanOut', () => {
     o.streamCreated!('k1', {} as never);
     o.streamEnded!('k1', 'lease_expired');
     o.inference!({ keyHash: 'k1', model: 'm', ok: true, tokens: 1, inferenceMs: 1, totalMs: 1, overheadMs: 0 });
-    o.tickSkipped!('s');
+    o.tickSkipped!('s', 'late', 2);
     o.tickLateness!(7);
     o.upstreamError!(503);
     expect(seen).toEqual([
@@ -28,8 +28,8 @@ describe('fanOut', () => {
       'b ended k1 lease_expired',
       'a inference m',
       'b inference m',
-      'a skipped s',
-      'b skipped s',
+      'a skipped s late 2',
+      'b skipped s late 2',
       'a late 7',
       'b late 7',
       'a upstream 503',

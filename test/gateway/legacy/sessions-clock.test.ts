@@ -18,7 +18,9 @@ import type { LegacyResultMessage } from '../../../src/gateway/legacy/contract/r
 import { parseLegacy } from '../../../src/gateway/legacy/contract/validate';
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { createLogger } from '../../../src/lib/logger';
-import { UpstreamClient } from '../../../src/upstream/client';
+import { UpstreamClient, UpstreamError } from '../../../src/upstream/client';
+import { ModelLatency } from '../../../src/emulator/models/latency';
+import { resultId } from '../../../src/gateway/legacy/sessions/ownership';
 import { FakeClock, callsInFlight, driveUntil, quiesce, settle } from '../../helpers/fake-clock';
 import { KEY, frameBody, http } from '../../helpers/stack';
 import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
@@ -177,18 +179,30 @@ describe('LegacySessions on fake time', () => {
     await r.close();
   });
 
-  test('frame_not_yet_produced skips the tick quietly: no result, stream alive, the next tick answers', async () => {
-    const r = rig();
-    const id = await create(r);
-    const seen = results(r, id);
-    await fault({ model: '*', count: 1, status: 422, code: 'frame_not_yet_produced' });
-    await drive(r, () => seen.length >= 1);
-    // The 422 was seen (and counted), yet left no result: the first one published is ok.
-    expect(r.upstreamErrors).toEqual([422]);
-    expect(seen[0]).toMatchObject({ ok: true, error: null });
-    expect(r.ended).toEqual([]);
-    await r.close();
-  });
+  test.each([
+    [409, 'frame_not_yet_produced'],
+    [422, 'frame_not_yet_produced'],
+    [410, 'frame_evicted'],
+    [422, 'frame_evicted'],
+    [400, 'query_param_invalid'],
+  ])(
+    "a tick that meets %i %s (either reading of the provider's statuses) gives one error result; the stream goes on",
+    async (status, code) => {
+      const r = rig();
+      const id = await create(r);
+      const seen = results(r, id);
+      await fault({ model: '*', count: 1, status, code });
+      await drive(r, () => seen.length >= 2);
+      expect(r.upstreamErrors).toEqual([status]);
+      expect(seen[0]).toMatchObject({
+        ok: false,
+        error: `upstream_error (502) [${code}]: the service failed to run the inference; retry later`,
+      });
+      expect(seen[1]).toMatchObject({ ok: true, error: null });
+      expect(r.ended).toEqual([]);
+      await r.close();
+    },
+  );
 
   test('the requested model failing falls back to the configured model', async () => {
     const r = rig({ fallbackModels: ['local/analyzer-mini'] });
@@ -316,6 +330,149 @@ describe('LegacySessions on fake time', () => {
     expect(seen.slice(2).every((m) => m.ok)).toBe(true);
     expect(r.ended).toEqual([]);
     expect(r.upstreamErrors).toEqual([429]);
+    await r.close();
+  });
+});
+
+/** A hosted model's answer times (median 700 ms, p99 2.8 s, +20 ms for the one frame), seeded. */
+const HOSTED = { medianMs: 700, p99Ms: 2800, perFrameMs: 20 };
+
+/**
+ * Every completion of the rig first takes `latencyMs()` of fake time (aborted with its tick), as a
+ * hosted model would, then asks the emulator; reads the most completions in flight at once and
+ * when (fake time) each was asked.
+ */
+function slowCompletions(r: Rig, latencyMs: () => number): { maxInFlight(): number; askedAt: number[] } {
+  const real = r.upstream.chatCompletion.bind(r.upstream);
+  let inFlight = 0;
+  let max = 0;
+  const askedAt: number[] = [];
+  r.upstream.chatCompletion = async (apiKey, request, opts = {}) => {
+    askedAt.push(r.clock.now());
+    max = Math.max(max, ++inFlight);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const signal = opts.signal;
+        if (signal?.aborted) return reject(signal.reason);
+        const timer = r.clock.setTimeout(resolve, latencyMs());
+        signal?.addEventListener('abort', () => (r.clock.clearTimeout(timer), reject(signal.reason)), { once: true });
+      });
+      return await real(apiKey, request, opts);
+    } finally {
+      inFlight--;
+    }
+  };
+  return { maxInFlight: () => max, askedAt };
+}
+
+/** Results of a stream with the fake time each was published at and its tick number (from its id). */
+function timedResults(r: Rig, streamId: string): { at: number; tick: number; message: LegacyResultMessage }[] {
+  const out: { at: number; tick: number; message: LegacyResultMessage }[] = [];
+  r.store.subscribe(resultsChannel(streamId), (msg) => {
+    if (!msg.startsWith('r')) return;
+    const message = JSON.parse(msg.slice(1)) as LegacyResultMessage;
+    let tick = 0;
+    while (resultId(streamId, tick) !== message.id && tick < 10_000) tick++;
+    out.push({ at: r.clock.now(), tick, message });
+  });
+  return out;
+}
+
+/** Moves fake time to `untilMs` in steps of `stepMs`, each once no upstream call runs. */
+async function runTo(r: Rig, untilMs: number, stepMs = 50): Promise<void> {
+  while (r.clock.now() < untilMs) {
+    await quiesce(r.idle);
+    r.clock.advance(Math.min(stepMs, untilMs - r.clock.now()));
+    for (let i = 0; i < 10; i++) await settle();
+  }
+  await quiet(r);
+}
+
+describe('the cadence a customer asked for, at a hosted model’s latency (fake time)', () => {
+  test('a 1 s frame stream at median 700 ms / p99 2.8 s gets ≥ 10 results of the 12 ticks due in 12 s, in tick order, ≤ 3 completions in flight; one at a time, the same answer times give fewer', async () => {
+    const delivered: Record<number, number> = {};
+    for (const maxInFlight of [3, 1]) {
+      const r = rig({ maxInFlight });
+      const latency = new ModelLatency(3);
+      const slow = slowCompletions(r, () => latency.draw(HOSTED, 1));
+      const id = await create(r, 1000);
+      const seen = timedResults(r, id);
+      await drive(r, () => slow.askedAt.length > 0);
+      // The 12 ticks due in 12 s, each given its tick deadline (4 s) to answer.
+      const firstDue = slow.askedAt[0]!;
+      await runTo(r, firstDue + 16_000);
+      delivered[maxInFlight] = seen.filter((s) => s.tick < 12).length;
+      // In tick order, each tick at most once, whatever order the completions finished in.
+      const ticks = seen.map((s) => s.tick);
+      expect(ticks).toEqual([...new Set(ticks)].sort((a, b) => a - b));
+      expect(slow.maxInFlight()).toBeLessThanOrEqual(maxInFlight);
+      expect(r.ended).toEqual([]);
+      await r.close();
+    }
+    expect(delivered[3]).toBeGreaterThanOrEqual(10);
+    // The positive control: the same answer times, one completion at a time, lose ticks.
+    expect(delivered[1]).toBeLessThan(delivered[3]!);
+    console.log(`12 ticks due at median 700 ms / p99 2.8 s: ${delivered[3]} results with 3 in flight, ${delivered[1]} with 1`);
+  });
+
+  test('a 5 s completion does not reorder results: the ticks after it that finished first are published after it', async () => {
+    const r = rig({ maxInFlight: 3 });
+    const answerTimes = [5000, 300, 300, 300];
+    const slow = slowCompletions(r, () => answerTimes.shift() ?? 300);
+    // A 2 s interval: the tick may take 8 s (tickDeadlineIntervals 4), so the slow one answers.
+    const id = await create(r, 2000);
+    const seen = timedResults(r, id);
+    await drive(r, () => slow.askedAt.length > 0);
+    const firstDue = slow.askedAt[0]!;
+    await runTo(r, firstDue + 8_000);
+    expect(seen.map((s) => s.tick).slice(0, 4)).toEqual([0, 1, 2, 3]);
+    expect(seen.slice(0, 4).every((s) => s.message.ok)).toBe(true);
+    // Ticks 1 and 2 were answered at 2.3 s and 4.3 s, and held until tick 0's answer at 5 s.
+    expect(seen[0]!.at - firstDue).toBe(5000);
+    expect(seen[1]!.at).toBe(seen[0]!.at);
+    expect(seen[2]!.at).toBe(seen[0]!.at);
+    expect(seen[3]!.at - firstDue).toBe(6300);
+    // Tick 0 and, at 4 s, tick 2 at the upstream (tick 1 answered and waiting): two at once.
+    expect(slow.maxInFlight()).toBe(2);
+    await r.close();
+  });
+
+  test('a completion that outlives its tick deadline gives its error result first; the later ones follow in order', async () => {
+    const r = rig({ maxInFlight: 3 });
+    const answerTimes = [9000, 300, 300, 300, 300, 300];
+    const slow = slowCompletions(r, () => answerTimes.shift() ?? 300);
+    const id = await create(r, 1000);
+    const seen = timedResults(r, id);
+    await drive(r, () => slow.askedAt.length > 0);
+    await runTo(r, slow.askedAt[0]! + 7000);
+    const ticks = seen.map((s) => s.tick);
+    expect(ticks).toEqual([...new Set(ticks)].sort((a, b) => a - b));
+    expect(seen[0]).toMatchObject({ tick: 0, message: { ok: false } });
+    expect(seen[0]!.message.error).toMatch(/^upstream_timeout \(504\)/);
+    expect(seen.slice(1).every((s) => s.message.ok)).toBe(true);
+    await r.close();
+  });
+});
+
+describe('the upstream lease, renewed from what the upstream says (fake time)', () => {
+  test('a 30 s lease is renewed every 10 s, and 3 s after a failed renewal', async () => {
+    const r = rig();
+    // The upstream hands out 30 s leases (the contract does not fix their length).
+    const create0 = r.upstream.createStream.bind(r.upstream);
+    r.upstream.createStream = async (...args) => ({ ...(await create0(...args)), ttl_seconds: 30 });
+    const keepalive0 = r.upstream.keepalive.bind(r.upstream);
+    const renewals: number[] = [];
+    r.upstream.keepalive = async (...args) => {
+      renewals.push(r.clock.now());
+      if (renewals.length === 2) throw new UpstreamError({ kind: 'network', status: 503, message: 'connection reset' });
+      return { ...(await keepalive0(...args)), ttl_seconds: 30 };
+    };
+    const createdAt = r.clock.now();
+    await create(r, 60_000);
+    // Within the legacy lease (45 s: nobody keeps this stream alive on the legacy side).
+    await runTo(r, createdAt + 44_000, 500);
+    expect(renewals.map((t) => t - createdAt)).toEqual([10_000, 20_000, 23_000, 33_000, 43_000]);
+    expect(r.ended).toEqual([]);
     await r.close();
   });
 });

@@ -53,19 +53,42 @@ describe('Ticker (fake time)', () => {
         finish = g.open;
         return g.p;
       },
-      onSkip: (tick) => events.push(`skip ${tick.n}`),
+      onSkip: (tick, reason) => events.push(`skip ${tick.n} ${reason}`),
     });
     t.start();
     clock.advance(60); // ticks 1-3 find run 0 still going
     finish!();
     await settle();
     clock.advance(20); // tick 4 runs
-    expect(events).toEqual(['run 0', 'skip 1', 'skip 2', 'skip 3', 'run 4']);
+    expect(events).toEqual(['run 0', 'skip 1 in_flight_limit', 'skip 2 in_flight_limit', 'skip 3 in_flight_limit', 'run 4']);
     expect(t.running).toBe(1);
     t.stop();
     finish!();
     await settle();
     expect(t.running).toBe(0);
+  });
+
+  test('ticks due while the timer could not fire (a paused process) are dropped and counted late, never replayed', async () => {
+    let now = 0;
+    let pending: (() => void) | undefined;
+    // A clock whose timer fires only when the test says, at whatever time it is then.
+    const clock = { now: () => now, setTimeout: (fn: () => void) => ((pending = fn), {}), clearTimeout: () => undefined };
+    const events: string[] = [];
+    const t = new Ticker({
+      periodMs: 100,
+      maxInFlight: 3,
+      clock,
+      onTick: async (tick) => void events.push(`run ${tick.n} late ${tick.latenessMs}`),
+      onSkip: (tick, reason, count) => events.push(`skip ${reason} ${count} at ${tick.n}`),
+    });
+    t.start(0);
+    pending!(); // tick 0, on time
+    now = 450; // paused through ticks 1-4
+    pending!();
+    now = 500;
+    pending!();
+    t.stop();
+    expect(events).toEqual(['run 0 late 0', 'skip late 3 at 1', 'run 1 late 350', 'run 5 late 0']);
   });
 
   test('stop() cancels the next tick; errors go to onError', async () => {

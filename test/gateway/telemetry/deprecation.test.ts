@@ -259,7 +259,8 @@ describe('deprecation telemetry and operations after a scripted legacy session',
     has(/^gateway_legacy_inference_latency_seconds_count\{model="local\/analyzer"\} \d+$/m);
     has(/^gateway_legacy_total_latency_seconds_sum\{model="local\/analyzer"\} [\d.e-]+$/m);
     has(/^gateway_legacy_tick_lateness_seconds_count \d+$/m);
-    has(/^gateway_legacy_ticks_skipped_total \d+$/m);
+    for (const reason of ['in_flight_limit', 'late', 'self_fenced'])
+      has(new RegExp(`^gateway_legacy_ticks_skipped_total\\{reason="${reason}"\\} \\d+$`, 'm'));
     has(/^gateway_ws_connections_total 1$/m);
     has(/^gateway_ws_messages_shed_total 0$/m);
     has(/^# TYPE gateway_upstream_errors_total counter$/m);

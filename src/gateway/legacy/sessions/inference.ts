@@ -54,10 +54,14 @@ export class TickInference {
       [ATTR.latenessMs]: Math.round(tick.latenessMs),
       [ATTR.epoch]: record.epoch,
     };
-    return inSpan('legacy.tick', { parent: 'root', link: record.ids, attributes }, (span) => this.tick(stream, tick, span));
+    // Taken now, before any await: ticks start in tick order, so they commit in it too.
+    const turn = stream.commitTurn();
+    return inSpan('legacy.tick', { parent: 'root', link: record.ids, attributes }, (span) => this.tick(stream, tick, span, turn)).finally(
+      turn.done,
+    );
   }
 
-  private async tick(stream: LiveStream, tick: TickInfo, span: Span | undefined): Promise<void> {
+  private async tick(stream: LiveStream, tick: TickInfo, span: Span | undefined, turn: { before: Promise<void> }): Promise<void> {
     const { upstream, brand, catalog, observer, store } = this.deps;
     const { record } = stream;
     const outcome = (o: string) => void span?.setAttribute(ATTR.tickOutcome, o);
@@ -101,7 +105,6 @@ export class TickInference {
       if (stream.stopping) return outcome('stopped');
       if (err instanceof UpstreamError) observer?.upstreamError?.(err.status);
       observer?.upstreamReach?.(reachedUpstream(err));
-      if (isUpstreamCode(err, 'frame_not_yet_produced')) return outcome('no_frame'); // nothing to look at yet: skip quietly
       // Rate limited: this tick reports it, the key's ticks pause for the hinted time; never an end.
       if (isUpstreamStatus(err, 429)) {
         this.backoff.limited(record.keyHash, this.clock.now(), err.retryAfterMs);
@@ -144,6 +147,8 @@ export class TickInference {
       totalLatencyMs: this.clock.now() - tick.dueAtMs,
     });
     span?.setAttribute(ATTR.resultId, result.id);
+    // An earlier tick still running (the completions overlap) commits first: results stay in tick order.
+    await turn.before;
     if (stream.stopping) return outcome('stopped');
     const commit = await store.commitTick(record.streamId, {
       owner: this.deps.replicaId,

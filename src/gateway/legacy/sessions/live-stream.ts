@@ -8,14 +8,23 @@ import type { ValidateFunction } from 'ajv';
 import { newTraceId } from '../../../lib/spans';
 import type { Clock, LongTimer, TimerHandle } from '../../../lib/timers';
 import { legacyThreadId } from '../contract/upstream-request';
+import type { StoredMediaSession } from '../../store/store';
 import type { LegacyRecord, StreamSource } from './ports';
 import type { Ticker } from './ticker';
+
+/** The contract's upstream lease (`ttl_seconds` 300), when the upstream has not said otherwise. */
+export const DEFAULT_UPSTREAM_LEASE_SECONDS = 300;
+
+/** A lease length the upstream gave, when it is one (a positive finite number of seconds). */
+const validLease = (s: number | undefined): number | undefined => (typeof s === 'number' && Number.isFinite(s) && s > 0 ? s : undefined);
 
 export interface LiveStreamOptions {
   /** The output schema's validator (absent: results go unchecked). */
   validate?: ValidateFunction;
   /** The publish token the upstream handed out last ('' until an adopted stream's first keepalive). */
   publishToken: string;
+  /** The upstream lease's length as the upstream last told it (create or keepalive `ttl_seconds`; default 300 s). */
+  upstreamLeaseSeconds?: number;
   /** Its source, told of a renewed publish token (a relay publishes with it). */
   source?: Pick<StreamSource, 'renewToken'>;
   clock: Pick<Clock, 'clearTimeout'>;
@@ -32,12 +41,15 @@ export class LiveStream {
   private readonly source?: Pick<StreamSource, 'renewToken'>;
   private readonly clock: Pick<Clock, 'clearTimeout'>;
   private token: string;
+  private upstreamLease: number;
   private stoppingNow = false;
   private ticker?: Ticker;
   private leaseCheck?: LongTimer;
   private upstreamKeepalive?: LongTimer;
   private firstFramePoll?: TimerHandle;
   private jitter?: number;
+  /** Settles when the latest tick to start has committed or given up: the next one commits after it. */
+  private commitTail: Promise<void> = Promise.resolve();
 
   constructor(rec: LegacyRecord, apiKey: string, opts: LiveStreamOptions) {
     // A copy (the store keeps its own); a record without a trace (written before tracing) gets one.
@@ -46,6 +58,7 @@ export class LiveStream {
     this.threadId = legacyThreadId(rec.streamId);
     this.validate = opts.validate;
     this.token = opts.publishToken;
+    this.upstreamLease = validLease(opts.upstreamLeaseSeconds) ?? DEFAULT_UPSTREAM_LEASE_SECONDS;
     this.source = opts.source;
     this.clock = opts.clock;
   }
@@ -82,6 +95,21 @@ export class LiveStream {
   renewToken(token: string): void {
     this.token = token;
     this.source?.renewToken(this.id, token);
+  }
+
+  /** The upstream lease's length (ms), as the upstream last told it: its renewals are timed from it. */
+  get upstreamLeaseMs(): number {
+    return this.upstreamLease * 1000;
+  }
+
+  /** An upstream keepalive answered; its `ttl_seconds` (when it gave one) is the lease from now on. */
+  upstreamLeaseRenewed(ttlSeconds: number | undefined): void {
+    this.upstreamLease = validLease(ttlSeconds) ?? this.upstreamLease;
+  }
+
+  /** Its media session outside this process (a WHIP session), as the record keeps it: a record written back from here keeps it too. */
+  holdMediaSession(session: StoredMediaSession): void {
+    this.rec.mediaSession = { ...session };
   }
 
   /** A prompt the store took (a PATCH here or on another replica): the next tick asks with it. */
@@ -130,6 +158,18 @@ export class LiveStream {
       fallbackModels: [...this.rec.fallbackModels],
       ids: { ...this.rec.ids },
     };
+  }
+
+  /**
+   * A tick's place in the commit order, taken when it starts (ticks start in tick order): `before`
+   * settles once every earlier tick committed or gave up, so results reach the sockets in tick order
+   * however the completions overlap; `done()` (always called, on every path) lets the next one go.
+   */
+  commitTurn(): { before: Promise<void>; done(): void } {
+    const before = this.commitTail;
+    let done!: () => void;
+    this.commitTail = new Promise<void>((resolve) => (done = resolve));
+    return { before, done };
   }
 
   /** Where it resumes in the spread after its key's rate-limit hold (0..1, drawn once by `draw`). */

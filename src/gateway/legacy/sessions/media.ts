@@ -67,9 +67,9 @@ export class StreamMedia {
     const started = await source.start(this.context(stream, async () => publish));
     if (started.session) {
       try {
-        await this.deps.store.updateSession(stream.id, {
-          mediaSession: storedSession(this.deps, stream.id, started.session, publish.token),
-        });
+        const mediaSession = storedSession(this.deps, stream.id, started.session, publish.token);
+        stream.holdMediaSession(mediaSession);
+        await this.deps.store.updateSession(stream.id, { mediaSession });
       } catch (err) {
         await source.release(started.session, publish.token, stream.id);
         throw err;

@@ -94,10 +94,16 @@ export class StreamMoves {
         return false;
       }
       const source = this.media.sourceOf({ record });
-      const stream = new LiveStream(record, apiKey, { validate: this.validatorOf(record), publishToken: '', source, clock });
+      const stream = new LiveStream(record, apiKey, {
+        validate: this.validatorOf(record),
+        publishToken: '',
+        upstreamLeaseSeconds: record.upstreamLeaseSeconds,
+        source,
+        clock,
+      });
       registry.add(stream);
       // Outside the adoption's span: the stream's later work is traced on its own.
-      detached(() => timers.arm(stream, rec.leaseExpiresAtMs));
+      detached(() => timers.arm(stream, rec.leaseExpiresAtMs, { renewUpstreamNow: true }));
       if (!(await this.media.adopt(stream)) || stream.stopping) return false;
       detached(() => (rec.gridStartMs === null ? timers.waitForFirstFrame(stream) : timers.resumeTicking(stream, rec)));
       this.deps.observer?.sessionAdopted?.(id, how);

@@ -28,7 +28,8 @@ export interface LegacyObserver {
     totalMs: number;
     overheadMs: number;
   }): void;
-  tickSkipped?(streamId: string): void;
+  /** `count` ticks of a stream ran no inference, for `reason` (../sessions/ticker.ts `SkipReason`, or a self-fenced replica). */
+  tickSkipped?(streamId: string, reason: 'in_flight_limit' | 'late' | 'self_fenced', count?: number): void;
   /** A tick met an upstream 429 (`event: 'limited'`), or was skipped while its key was held back. */
   rateLimited?(event: 'limited' | 'tick_skipped'): void;
   tickLateness?(ms: number): void;

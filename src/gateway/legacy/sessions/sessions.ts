@@ -182,8 +182,15 @@ export class LegacySessions {
       sealedKey: this.deps.fleet.sealer?.seal(apiKey, streamId) ?? '',
       fallbackModels,
       ids,
+      upstreamLeaseSeconds: created.ttl_seconds,
     };
-    const stream = new LiveStream(record, apiKey, { validate, publishToken: created.publish.token, source, clock });
+    const stream = new LiveStream(record, apiKey, {
+      validate,
+      publishToken: created.publish.token,
+      upstreamLeaseSeconds: created.ttl_seconds,
+      source,
+      clock,
+    });
     registry.beginCreate(streamId);
     registry.add(stream);
     try {

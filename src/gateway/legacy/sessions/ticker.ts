@@ -9,13 +9,20 @@ export interface TickInfo {
   latenessMs: number;
 }
 
+export type SkipReason = 'in_flight_limit' | 'late';
+
 export interface TickerOptions {
   periodMs: number;
   /** Runs on every tick that is not skipped. */
   onTick(tick: TickInfo): Promise<void>;
   /** Ticks allowed to run at once; a tick finding this many running is skipped. */
   maxInFlight: number;
-  onSkip?(tick: TickInfo): void;
+  /**
+   * Ticks that do not run: `in_flight_limit`, a due tick finding `maxInFlight` runs going (`tick`
+   * is it); `late`, `count` ticks due while the timer could not fire (a paused or saturated
+   * process), dropped and never replayed (`tick` is the one that does fire).
+   */
+  onSkip?(tick: TickInfo, reason: SkipReason, count: number): void;
   onError?(err: unknown): void;
   /** Time and timers (default: the real clock). */
   clock?: Clock;
@@ -76,11 +83,12 @@ export class Ticker {
     const now = this.now();
     const tick: TickInfo = { n: this.n, dueAtMs, latenessMs: Math.max(0, now - dueAtMs) };
     // Ticks missed entirely (process paused longer than a period) are dropped, not replayed.
-    const behind = Math.floor((now - dueAtMs) / this.opts.periodMs);
-    this.n += 1 + Math.max(0, behind);
+    const behind = Math.max(0, Math.floor((now - dueAtMs) / this.opts.periodMs));
+    this.n += 1 + behind;
     this.arm();
+    if (behind > 0) this.opts.onSkip?.(tick, 'late', behind);
     if (this.inFlight >= this.opts.maxInFlight) {
-      this.opts.onSkip?.(tick);
+      this.opts.onSkip?.(tick, 'in_flight_limit', 1);
       return;
     }
     this.inFlight++;

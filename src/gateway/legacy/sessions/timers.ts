@@ -5,7 +5,7 @@
  * upkeep; the stream holds its timers and stops them all in `LiveStream.stop`.
  */
 import { ATTR, inSpan } from '../../../lib/spans';
-import { setLongInterval, setLongTimeout } from '../../../lib/timers';
+import { setLongTimeout } from '../../../lib/timers';
 import type { Clock } from '../../../lib/timers';
 import { isUpstreamStatus } from '../../../upstream/client';
 import type { SessionRecord } from '../../store/store';
@@ -38,10 +38,14 @@ export class StreamTimers {
     return this.deps.cfg.leaseTtlSeconds * 1000;
   }
 
-  /** Arms a stream's lease check (at `leaseExpiresAtMs`) and its upstream keepalive (create, adoption). */
-  arm(stream: LiveStream, leaseExpiresAtMs: number): void {
+  /**
+   * Arms a stream's lease check (at `leaseExpiresAtMs`) and its upstream keepalive (create,
+   * adoption). An adopted stream renews its upstream lease at once: when its previous owner last
+   * renewed it is not known here.
+   */
+  arm(stream: LiveStream, leaseExpiresAtMs: number, opts: { renewUpstreamNow?: boolean } = {}): void {
     this.armLease(stream, leaseExpiresAtMs);
-    this.armUpstreamKeepalive(stream);
+    this.armUpstreamKeepalive(stream, opts.renewUpstreamNow ? 0 : upstreamRenewal(stream.upstreamLeaseMs, this.deps.cfg).everyMs);
   }
 
   armLease(stream: LiveStream, expiresAtMs: number): void {
@@ -102,23 +106,30 @@ export class StreamTimers {
     stream.setLeaseCheck(setLongTimeout(() => void this.checkLease(stream, true), LEASE_RETRY_MS, { clock: this.clock }));
   }
 
-  /** Keeps the upstream lease (300 s) alive on our own, well inside it (traced as `legacy.upstream_keepalive`). */
-  private armUpstreamKeepalive(stream: LiveStream): void {
-    const every = this.deps.cfg.upstreamKeepaliveSeconds * 1000;
-    stream.setUpstreamKeepalive(
-      setLongInterval(
-        () => {
-          const { record } = stream;
-          void inSpan('legacy.upstream_keepalive', { parent: 'root', link: record.ids, attributes: { [ATTR.streamId]: stream.id } }, () =>
-            this.deps.upstream.keepalive(stream.apiKey, stream.id, { signal: stream.signal, ...record.ids }),
-          )
-            .then((ka) => stream.renewToken(ka.publish.token))
-            .catch((err: unknown) => this.ender.onUpstreamLoss(stream, err));
+  /**
+   * Keeps the upstream lease alive on our own, from the lease the upstream last told: renewed at a
+   * third of it (at most every `upstreamKeepaliveSeconds`), and after a failed renewal again at a
+   * tenth of it (at least 1 s), so a short lease (30 s) survives two failed renewals. Traced as
+   * `legacy.upstream_keepalive`.
+   */
+  private armUpstreamKeepalive(stream: LiveStream, delayMs: number): void {
+    const renew = () => {
+      const { record } = stream;
+      void inSpan('legacy.upstream_keepalive', { parent: 'root', link: record.ids, attributes: { [ATTR.streamId]: stream.id } }, () =>
+        this.deps.upstream.keepalive(stream.apiKey, stream.id, { signal: stream.signal, ...record.ids }),
+      ).then(
+        (ka) => {
+          stream.renewToken(ka.publish.token);
+          stream.upstreamLeaseRenewed(ka.ttl_seconds);
+          if (!stream.stopping) this.armUpstreamKeepalive(stream, upstreamRenewal(stream.upstreamLeaseMs, this.deps.cfg).everyMs);
         },
-        every,
-        { clock: this.clock },
-      ),
-    );
+        async (err: unknown) => {
+          await this.ender.onUpstreamLoss(stream, err);
+          if (!stream.stopping) this.armUpstreamKeepalive(stream, upstreamRenewal(stream.upstreamLeaseMs, this.deps.cfg).retryMs);
+        },
+      );
+    };
+    stream.setUpstreamKeepalive(setLongTimeout(renew, delayMs, { clock: this.clock }));
   }
 
   /**
@@ -164,11 +175,25 @@ export class StreamTimers {
     const ticker = new Ticker({
       periodMs: stream.record.spec.intervalMs,
       maxInFlight: cfg.maxInFlight,
-      onTick: async (tick) => (this.registry.selfFenced ? undefined : this.inference.run(stream, tick)),
+      onTick: async (tick) =>
+        this.registry.selfFenced ? observer?.tickSkipped?.(stream.id, 'self_fenced') : this.inference.run(stream, tick),
       clock: this.clock,
-      onSkip: () => observer?.tickSkipped?.(stream.id),
+      onSkip: (_tick, reason, count) => observer?.tickSkipped?.(stream.id, reason, count),
       onError: (err) => logger.error({ err, streamId: stream.id }, 'inference tick failed'),
     });
     stream.startTicking(ticker, gridStartMs, firstN);
   }
+}
+
+/**
+ * When the gateway renews an upstream lease of `leaseMs`: every third of it, at most every
+ * `upstreamKeepaliveSeconds`; after a failed renewal, a tenth of it (at least 1 s, at most the
+ * period).
+ */
+export function upstreamRenewal(
+  leaseMs: number,
+  cfg: Pick<SessionContext['cfg'], 'upstreamKeepaliveSeconds'>,
+): { everyMs: number; retryMs: number } {
+  const everyMs = Math.max(1000, Math.min(leaseMs / 3, cfg.upstreamKeepaliveSeconds * 1000));
+  return { everyMs, retryMs: Math.min(everyMs, Math.max(1000, leaseMs / 10)) };
 }
