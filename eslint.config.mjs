@@ -54,8 +54,8 @@ const boundaries = [
     rules: restrict(
       boundary('src/conformance never imports the emulator: it checks any upstream (src/conformance/README.md)', never('emulator')),
       {
-        regex: '^\\.\\./gateway(?!/ingest/(publisher|natives)$)(/|$)',
-        message: "src/conformance takes from src/gateway only the relay's room publisher (src/conformance/README.md)",
+        regex: '^\\.\\./gateway(?!/ingest/worker-process$)(/|$)',
+        message: "src/conformance takes from src/gateway only the media worker's client, for its test pattern (src/conformance/README.md)",
       },
       boundary('src/conformance takes only types from src/config.ts (src/conformance/README.md)', ['../config'], {
         allowTypeImports: true,

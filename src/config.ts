@@ -230,6 +230,26 @@ const webrtcSchema = z.strictObject({
     .default([]),
 });
 
+/** The supervised child process the media relay runs in (src/gateway/ingest/worker-relay.ts). */
+const mediaWorkerSchema = z.strictObject({
+  /** Restarts in a minute: a worker that dies once more is not forked again for `failedCooldownMs` (its streams end; /readyz 503). */
+  maxRestartsPerMinute: positiveInt.max(100).default(5),
+  /** How long a worker that died too often stays down before a relay may fork one again. */
+  failedCooldownMs: positiveInt.min(1000).default(60_000),
+  /** A worker silent this long (it reports every second) is stuck: SIGKILLed and restarted. */
+  stallMs: positiveInt.min(2000).default(10_000),
+  /** The first restart's delay, doubled after each death up to `restartMaxMs`. */
+  restartMinMs: positiveInt.default(500),
+  restartMaxMs: positiveInt.default(10_000),
+  /** A relay whose upstream publisher stays disconnected this long is ended (`<vendor>_disconnected`). */
+  relayStallMs: positiveInt.min(1000).default(30_000),
+  /**
+   * A worker whose RSS passes this (MiB) is replaced while it carries no relayed webrtc peer: rtc-node
+   * keeps native memory of every room it left (livekit/node-sdks#514). 0: never.
+   */
+  recycleRssMb: z.number().int().min(0).default(512),
+});
+
 const legacySchema = z.strictObject({
   leaseTtlSeconds: positiveInt.default(45),
   maxStreamsPerKey: positiveInt.default(5),
@@ -280,6 +300,7 @@ const legacySchema = z.strictObject({
   webrtc: webrtcSchema.prefault({}),
   /** The gateway's media relay (customer-room sources, and webrtc in relay mode → the upstream room); see src/gateway/ingest/README.md. */
   relay: relaySchema.prefault({}),
+  mediaWorker: mediaWorkerSchema.prefault({}),
   /** Feedback one tenant may keep (entries are at most 4 KiB of text) and the list endpoint's page size (default = the account cap, so an unchanged legacy client still sees every entry; pages are opt-in). */
   feedback: z
     .strictObject({
@@ -578,6 +599,7 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   LEGACY_TOMBSTONE_SECONDS: { path: ['legacy', 'tombstoneSeconds'], type: 'number' },
   LEGACY_WEBRTC_MODE: { path: ['legacy', 'webrtc', 'mode'], type: 'string' },
   LEGACY_MAX_IN_FLIGHT: { path: ['legacy', 'maxInFlight'], type: 'number' },
+  LEGACY_MEDIA_WORKER_RECYCLE_RSS_MB: { path: ['legacy', 'mediaWorker', 'recycleRssMb'], type: 'number' },
   DEPRECATION_DATE: { path: ['deprecation', 'date'], type: 'string' },
   DEPRECATION_SUNSET: { path: ['deprecation', 'sunset'], type: 'string' },
   DEPRECATION_LINK: { path: ['deprecation', 'link'], type: 'string' },

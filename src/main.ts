@@ -279,7 +279,7 @@ async function main(argv: string[]): Promise<void> {
     case 'conformance': {
       const { runConformanceCommand } = await import('./conformance/command');
       const code = await runConformanceCommand(cfg, parsed.values, process.env);
-      // Explicitly: rtc-node, once loaded to publish frames, keeps the event loop alive.
+      // Explicitly: a keep-alive socket or the pattern publisher's worker left by a check must not hold the process.
       process.exit(code);
     }
   }

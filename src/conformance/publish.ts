@@ -1,55 +1,46 @@
 /**
  * A test pattern published into a stream's media room, for upstreams that have no publisher of
- * their own (the provider): the gateway relay's own room publisher (`UpstreamPublisher`, rtc-node)
- * fed with generated I420 frames, so the kit exercises the same join-and-publish path as a relayed
- * legacy stream.
+ * their own (the provider): the gateway's own room publisher (`UpstreamPublisher`, rtc-node) fed
+ * with generated frames, run in a media worker process (`src/gateway/ingest/media-worker.ts`), as
+ * the gateway runs every native media object: the kit's own process loads no media library.
  */
-import { UpstreamPublisher } from '../gateway/ingest/publisher';
-import { loadRtc } from '../gateway/ingest/natives';
 import type { Logger } from '../lib/logger';
+import { MediaWorkerProcess } from '../gateway/ingest/worker-process';
 
 export interface TestPattern {
-  /** Frames handed to the encoder so far. */
+  /** Frames handed to the encoder so far (as the worker last reported). */
   readonly framesPublished: number;
   stop(): Promise<void>;
 }
 
-const WIDTH = 320;
-const HEIGHT = 240;
-const FPS = 5;
+const PATTERN_ID = 'conformance-test-pattern';
 
-/** One I420 frame: a grey ramp with a bright bar that moves one step per frame. */
-export function patternFrame(n: number, width = WIDTH, height = HEIGHT): Uint8Array {
-  const ySize = width * height;
-  const data = new Uint8Array(ySize + ySize / 2);
-  const bar = (n * 8) % width;
-  for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) data[y * width + x] = x >= bar && x < bar + 24 ? 235 : 16 + Math.floor((y / height) * 160);
-  }
-  data.fill(128, ySize);
-  return data;
-}
-
-/** Joins the room with the publish token and publishes frames until `stop()`; rejects when the join fails. */
-export async function publishTestPattern(url: string, token: string, logger: Logger): Promise<TestPattern> {
-  const rtc = await loadRtc();
-  const publisher = new UpstreamPublisher({ rtc, url, token, logger, trackName: 'conformance' });
-  let n = 0;
-  const timer = setInterval(() => publisher.push({ width: WIDTH, height: HEIGHT, data: patternFrame(n++) }), 1000 / FPS);
+/**
+ * Joins the room with the publish token and publishes frames until `stop()`; rejects when the join
+ * fails. `workerScript`: the media worker to fork (default: beside its module, in dist/).
+ */
+export async function publishTestPattern(url: string, token: string, logger: Logger, workerScript?: string): Promise<TestPattern> {
+  let frames = 0;
+  const worker = new MediaWorkerProcess(
+    { script: workerScript, init: { op: 'init', logLevel: logger.level === 'silent' ? 'silent' : 'warn' } },
+    (e) => {
+      if (e.op === 'stats') frames = e.streams.find((s) => s.streamId === PATTERN_ID)?.framesRelayed ?? frames;
+    },
+  );
   try {
-    await publisher.connect();
+    await worker.ready;
+    await worker.pattern(PATTERN_ID, url, token);
   } catch (err) {
-    clearInterval(timer);
-    await publisher.close();
+    await worker.close();
     throw err;
   }
   return {
     get framesPublished() {
-      return publisher.framesPublished;
+      return frames;
     },
     async stop() {
-      clearInterval(timer);
-      await publisher.close();
+      await worker.stop(PATTERN_ID).catch(() => undefined);
+      await worker.close();
     },
   };
 }

@@ -13,7 +13,7 @@ import { fleetMember, sessionsLink } from './fleet/member';
 import type { FleetMember } from './fleet/member';
 import { UpstreamReach } from './fleet/upstream-reach';
 import { httpApp } from './http-app';
-import { IngestRelay, gatewaySources } from './ingest';
+import { WorkerRelay, gatewaySources } from './ingest';
 import { fanOut, LegacySessions, ResultsSockets, socketAuthorizer } from './legacy';
 import type { LegacyObserver, MediaRelay, SunsetPolicy } from './legacy';
 import { Lifecycle } from './lifecycle';
@@ -34,12 +34,15 @@ import type { UpstreamHealth } from './telemetry/upstream-health';
 export interface GatewayOptions {
   upstreamUrl: string;
   store?: Store;
+  /** The media relay of customer rooms and relay-mode webrtc (tests); default: the supervised media worker. */
   media?: MediaRelay;
+  /** The media worker's script and node options (tests run a bundle; default: media-worker.js beside its module). */
+  mediaWorker?: { script?: string; execArgv?: string[] };
   /** Extra observer of legacy sessions, called besides the gateway's own telemetry. */
   observer?: LegacyObserver;
   /** Shrinks upstream retry waits (tests). */
   retry?: RetryOverride;
-  /** Time and timers of the gateway: sessions, fleet, default store, caches, auth budget, breaker, probe, telemetry, sunset (tests; default the real clock). */
+  /** Time and timers of the gateway: sessions, fleet, default store, caches, auth budget, breaker, probe, telemetry, sunset, media-worker supervision (tests; default the real clock). */
   clock?: Clock;
 }
 
@@ -93,13 +96,23 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const { metrics, store, usage } = telemetry;
   const callers = callerChecks(cfg, logger, upstream, clock);
   const { catalog } = callers;
-  // The default media relay (customer-room sources; webrtc in relay mode); an injected one is closed by its owner.
-  const ingest = opts.media ? undefined : new IngestRelay({ cfg: cfg.legacy, logger: logger.child({ component: 'ingest' }) });
+  // The default media relay (customer-room sources; webrtc in relay mode), in a supervised child
+  // process: no native media library in this one. An injected relay is closed by its owner.
+  const ingest = opts.media
+    ? undefined
+    : new WorkerRelay({
+        cfg: cfg.legacy,
+        logger,
+        logLevel: cfg.logLevel,
+        clock,
+        ...opts.mediaWorker,
+        onRestart: (reason) => telemetry.metrics.mediaWorkerRestarts.inc({ reason }),
+      });
   const sources = gatewaySources({
     cfg: cfg.legacy,
     logger: logger.child({ component: 'ingest' }),
     clock: clock ?? realClock,
-    relay: opts.media ?? (ingest as IngestRelay),
+    relay: opts.media ?? (ingest as WorkerRelay),
   });
   const fleetLink = sessionsLink(cfg.store, store);
   // Ticks tell whether this replica reaches the upstream; the probe tells when it does again.
@@ -137,6 +150,14 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   metrics.observe({
     activeStreams: () => sessions.activeCount,
     socketConnections: () => sockets.connections,
+    ...(ingest
+      ? {
+          mediaWorker: () => {
+            const h = ingest.health();
+            return { ...h, up: h.state === 'up' };
+          },
+        }
+      : {}),
     ...(fleet.solo ? {} : { upstreamImpaired: () => Number(reach.impaired(telemetry.upstreamHealth.up)) }),
   });
 
@@ -151,6 +172,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     telemetry,
     lifecycle,
     fleet,
+    mediaWorker: ingest ? () => ingest.health().state : undefined,
   });
   const shutdown = gatewayShutdown(lifecycle, {
     sessions,

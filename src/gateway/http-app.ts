@@ -38,6 +38,8 @@ export interface HttpAppDeps {
   lifecycle: LifecycleView;
   /** Readiness also follows the fleet: a replica cut from the upstream while others reach it is not ready. */
   fleet: Pick<FleetMember, 'yieldsToPeers'>;
+  /** …and the media worker: one that died too often is not restarted, and the replica says so. */
+  mediaWorker?(): string;
 }
 
 export interface HttpApp {
@@ -99,7 +101,13 @@ export function httpApp(cfg: Config, logger: Logger, deps: HttpAppDeps): HttpApp
   const corsStep = browserCors(cfg.cors);
   app.use('/v0.2', corsStep);
   app.use('/healthz', corsStep);
-  mountHealth(app, { store, upstreamHealth, leaving: () => !lifecycle.ready, yieldsToPeers: () => deps.fleet.yieldsToPeers });
+  mountHealth(app, {
+    store,
+    upstreamHealth,
+    leaving: () => !lifecycle.ready,
+    yieldsToPeers: () => deps.fleet.yieldsToPeers,
+    mediaWorker: deps.mediaWorker,
+  });
   const metricsApp = mountMetrics(app, cfg.telemetry, metrics, logger);
   if (cfg.admin.token) app.use('/admin', adminRouter({ token: cfg.admin.token, usage, deprecation: deps.telemetry.deprecation }));
   mountDocs(app, brand, cfg.deprecation);

@@ -22,7 +22,14 @@ const MIGRATION_GUIDE = path.resolve(__dirname, '..', '..', 'docs', 'migration.m
 /** `/healthz` and `/v0.2/healthz` (the process answers) and `/readyz` (this replica can serve). */
 export function mountHealth(
   app: Express,
-  deps: { store: Pick<Store, 'ready'>; upstreamHealth: UpstreamHealth; leaving(): boolean; yieldsToPeers(): boolean },
+  deps: {
+    store: Pick<Store, 'ready'>;
+    upstreamHealth: UpstreamHealth;
+    leaving(): boolean;
+    yieldsToPeers(): boolean;
+    /** The media worker's state (`failed`: it died too often and is not restarted: not ready). */
+    mediaWorker?(): string;
+  },
 ): void {
   // Also under the legacy base: the Python SDK calls its health check there (HEAD is served by GET).
   app.get(['/healthz', '/v0.2/healthz'], (_req, res) => {
@@ -35,9 +42,14 @@ export function mountHealth(
     const storeOk = await deps.store.ready().catch(() => false);
     const leaving = deps.leaving();
     const impaired = deps.yieldsToPeers();
-    res
-      .status(storeOk && !leaving && !impaired ? 200 : 503)
-      .json({ store: storeOk, draining: leaving, upstream: deps.upstreamHealth.up ?? null, upstream_impaired: impaired });
+    const media = deps.mediaWorker?.() ?? 'idle';
+    res.status(storeOk && !leaving && !impaired && media !== 'failed' ? 200 : 503).json({
+      store: storeOk,
+      draining: leaving,
+      upstream: deps.upstreamHealth.up ?? null,
+      upstream_impaired: impaired,
+      media_worker: media,
+    });
   });
 }
 

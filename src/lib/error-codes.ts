@@ -25,6 +25,7 @@ export const ERROR_CODES = {
   invalid_body: '/v0.2',
   invalid_image: 'emulator control API',
   invalid_json: '/v1beta emulator',
+  media_unavailable: '/v0.2 (room and relayed webrtc creates)',
   missing_api_key: '/v1beta emulator',
   model_not_found: '/v1beta emulator',
   model_unavailable: '/v1beta emulator; /v0.2',

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { build } from 'esbuild';
+import { NODE_BUNDLE } from './media-worker-bundle';
 import { runNode } from './node-process';
 import type { NodeProcess } from './node-process';
 import { ROOT } from './util';
@@ -21,18 +22,13 @@ export async function buildMain(): Promise<MainBundle> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-main-'));
   const file = path.join(dir, 'main.js');
   await build({
-    entryPoints: [path.join(ROOT, 'src', 'main.ts')],
-    bundle: true,
-    platform: 'node',
-    target: 'node20',
-    format: 'cjs',
-    packages: 'external',
-    // import() of a package becomes require(), as tsc emits it for dist/: a bundle in a temp dir
-    // finds its packages through NODE_PATH, which only require() reads (the media relay's
-    // on-demand `@livekit/rtc-node` and `@roamhq/wrtc`).
-    supported: { 'dynamic-import': false },
-    outfile: file,
-    logLevel: 'silent',
+    ...NODE_BUNDLE,
+    // The media worker beside main.js, where the replica forks it from (as in dist/).
+    entryPoints: {
+      main: path.join(ROOT, 'src', 'main.ts'),
+      'media-worker': path.join(ROOT, 'src', 'gateway', 'ingest', 'media-worker.ts'),
+    },
+    outdir: dir,
   });
   return { file, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }

@@ -1,3 +1,4 @@
+import { mediaWorkerScript } from './media-worker-bundle';
 import type { DestinationStream } from 'pino';
 import type { Config } from '../../src/config';
 import { createLogger } from '../../src/lib/logger';
@@ -38,7 +39,9 @@ export async function startStack(
   const logger = createLogger(cfg.logLevel);
   const emulator = await startEmulator(cfg, logger);
   const gwLogger = opts.log ? createLogger('info', 'gateway', opts.log) : logger;
-  const gateway = await startGateway(cfg, gwLogger, emulator.url, { retry: FAST_RETRY, ...gwOpts });
+  // The media worker runs from a bundle (jest runs the sources; the replica forks a script).
+  const mediaWorker = { script: await mediaWorkerScript() };
+  const gateway = await startGateway(cfg, gwLogger, emulator.url, { retry: FAST_RETRY, mediaWorker, ...gwOpts });
   return {
     cfg,
     emulator,

@@ -9,3 +9,6 @@ export type { GatewaySourcesOptions } from './sources';
 export { WhipSource } from './whip-source';
 export { RelaySource } from './relay-source';
 export { FrameWatch } from './frame-watch';
+export { WorkerRelay } from './worker-relay';
+export type { MediaWorkerHealth, MediaWorkerState, RestartReason, WorkerRelayOptions } from './worker-relay';
+export { MediaWorkerProcess, defaultWorkerScript } from './worker-process';

@@ -216,6 +216,11 @@ export class IngestRelay implements MediaRelay {
     return this.ingests.size;
   }
 
+  /** Ids of the streams relayed now. */
+  streamIds(): string[] {
+    return [...this.ingests.keys()];
+  }
+
   /** Stops every relay, then releases rtc-node's native side if it was loaded. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;

@@ -33,6 +33,8 @@ export interface ScrapedSources {
   upstreamUp?(): number | undefined;
   /** API keys per migration status, fleet-wide (the report's `totals.by_status`); read at most once per MIGRATION_REFRESH_MS. */
   migrationStatuses?(): Promise<Record<string, number>>;
+  /** The media worker's state and figures (src/gateway/ingest/worker-relay.ts). */
+  mediaWorker?(): { up: boolean; rssBytes: number; heapUsedBytes: number; cpuSeconds: number; relays: number };
 }
 
 /** The migration gauge reads every key's record from the store: at most this often, whatever the scrape rate. */
@@ -67,6 +69,7 @@ export class GatewayMetrics {
   readonly resultOverhead: Histogram;
   readonly tickLateness: Histogram;
   readonly ticksSkipped: Counter<'reason'>;
+  readonly mediaWorkerRestarts: Counter<'reason'>;
   readonly rateLimited: Counter<'event'>;
   readonly socketsOpened: Counter;
   readonly socketsShed: Counter;
@@ -188,6 +191,14 @@ export class GatewayMetrics {
       labelNames: ['reason'],
       registers,
     });
+    this.mediaWorkerRestarts = new Counter({
+      name: 'gateway_media_worker_restarts_total',
+      help:
+        'The media worker forked again, by why it went: signal (killed: a native crash, the OOM killer), exit (it exited), ' +
+        'stall (silent too long: killed), recycle (past legacy.mediaWorker.recycleRssMb: replaced)',
+      labelNames: ['reason'],
+      registers,
+    });
     this.rateLimited = new Counter({
       name: 'gateway_legacy_rate_limited_total',
       help: 'Upstream 429s met by ticks (limited), and ticks skipped while their key was held back by one (tick_skipped)',
@@ -259,6 +270,7 @@ export class GatewayMetrics {
     // Known label values start at 0, so rate() and alerts see the series before the first event.
     for (const how of ['failover', 'handover']) this.fleetAdoptions.inc({ how }, 0);
     for (const reason of ['in_flight_limit', 'late', 'self_fenced']) this.ticksSkipped.inc({ reason }, 0);
+    for (const reason of ['signal', 'exit', 'stall', 'recycle']) this.mediaWorkerRestarts.inc({ reason }, 0);
     for (const reason of ['fenced', 'duplicate', 'ended', 'missing']) this.fleetFencedTicks.inc({ reason }, 0);
     for (const reason of ['brownout', 'sunset']) for (const kind of ['create', 'socket']) this.legacyRefusals.inc({ reason, kind }, 0);
     this.drainActive = new Gauge({
@@ -309,6 +321,27 @@ export class GatewayMetrics {
         'Fleet: 1 while this replica cannot reach the upstream and hands its streams to replicas that can',
         sources.upstreamImpaired,
       );
+    }
+    if (sources.mediaWorker) {
+      const read = sources.mediaWorker;
+      const gauge = (name: string, help: string, pick: (w: ReturnType<typeof read>) => number) =>
+        new Gauge({
+          name,
+          help,
+          registers,
+          collect() {
+            this.set(pick(read()));
+          },
+        });
+      gauge(
+        'gateway_media_worker_up',
+        'Whether the media worker (customer-room relays, relay-mode webrtc) runs now (1) or not (0: never needed yet, restarting, or given up)',
+        (w) => Number(w.up),
+      );
+      gauge('gateway_media_worker_resident_memory_bytes', "The media worker's resident memory, as of its last report", (w) => w.rssBytes);
+      gauge('gateway_media_worker_heap_used_bytes', "The media worker's V8 heap in use, as of its last report", (w) => w.heapUsedBytes);
+      gauge('gateway_media_worker_cpu_seconds', 'CPU time the current media worker has used (user + system)', (w) => w.cpuSeconds);
+      gauge('gateway_media_worker_relays', 'Relays the media worker carries for this replica', (w) => w.relays);
     }
     if (sources.upstreamUp) {
       const up = sources.upstreamUp;

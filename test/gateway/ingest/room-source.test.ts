@@ -7,7 +7,6 @@
  * publisher is off, so every upstream frame came through the relay.
  */
 import * as rtc from '@livekit/rtc-node';
-import { PatternRenderer } from '../../../src/emulator/frames/pattern';
 import { IngestRelay } from '../../../src/gateway/ingest';
 import type { SessionSpec } from '../../../src/gateway/legacy/contract/spec';
 import { createLogger } from '../../../src/lib/logger';
@@ -16,6 +15,7 @@ import { signRoomJwt } from '../../emulator/room/harness';
 import { KEY, KEY_B, clipBody, http as call, startStack, tail } from '../../helpers/stack';
 import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
+import { PatternCamera } from '../../helpers/pattern-camera';
 import { deadline, until as poll, sleep } from '../../helpers/time';
 
 let stack: Stack;
@@ -25,44 +25,12 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  // Closing the gateway disposes rtc-node (process-wide): every participant here is gone by then.
   await stack?.close();
+  // The cameras and the relay under test ran rtc-node in this process (the gateway's runs in its media worker).
+  await rtc.dispose();
 });
 
 const roomKeys = () => ({ apiKey: stack.cfg.emulator.room.apiKey, apiSecret: stack.cfg.emulator.room.apiSecret });
-
-/** A customer's camera: an rtc-node participant painting pattern indices from `first` at 10 fps. */
-class PatternCamera {
-  readonly room = new rtc.Room();
-  next: number;
-  private readonly renderer = new PatternRenderer(320, 240);
-  private source: rtc.VideoSource | undefined;
-  private timer: NodeJS.Timeout | undefined;
-
-  constructor(first = 0) {
-    this.next = first;
-  }
-
-  async start(url: string, token: string): Promise<void> {
-    await this.room.connect(url, token, { autoSubscribe: false, dynacast: false });
-    this.source = new rtc.VideoSource(320, 240);
-    const track = rtc.LocalVideoTrack.createVideoTrack('camera', this.source);
-    await this.room.localParticipant!.publishTrack(
-      track,
-      new rtc.TrackPublishOptions({ source: rtc.TrackSource.SOURCE_CAMERA, simulcast: false }),
-    );
-    this.timer = setInterval(() => {
-      const data = this.renderer.renderI420(this.next++);
-      this.source?.captureFrame(new rtc.VideoFrame(data, 320, 240, rtc.VideoBufferType.I420));
-    }, 100);
-  }
-
-  async close(): Promise<void> {
-    clearInterval(this.timer);
-    await this.room.disconnect().catch(() => undefined);
-    await this.source?.close().catch(() => undefined);
-  }
-}
 
 /** A customer room: an emulator stream of another account, with its publish url and token. */
 async function customerRoom(): Promise<{ id: string; url: string; publishToken: string }> {
@@ -288,6 +256,6 @@ test('the relay itself: stats, stop on every path (also during setup), one onLos
     for (const u of [up, up2, up3]) await call(stack.emulator.url, 'DELETE', `/v1beta/streams/${u.id}`);
   } finally {
     await camera.close();
-    // Not relay.close(): it would dispose rtc-node under the gateway that still uses it (the stack's own close does that).
+    // Not relay.close(): it would dispose rtc-node (process-wide) under the cameras of later tests; afterAll does.
   }
 }, 90_000);

@@ -80,6 +80,13 @@ describe('LEGACY_ERRORS', () => {
       'The stream ended while its media was being set up',
     ],
     [
+      'mediaUnavailable',
+      LEGACY_ERRORS.mediaUnavailable(),
+      503,
+      'media_unavailable',
+      "The gateway's media relay is not available right now; retry shortly",
+    ],
+    [
       'roomFailed',
       LEGACY_ERRORS.roomFailed(401),
       502,
@@ -119,7 +126,17 @@ describe('LEGACY_ERRORS', () => {
     expect(err).toMatchObject({ status, code, message, shape: 'legacy' });
   });
 
-  it('every factory is in the table above', () => expect(Object.keys(LEGACY_ERRORS)).toHaveLength(21));
+  it('every factory is in the table above', () => expect(Object.keys(LEGACY_ERRORS)).toHaveLength(22));
+
+  it("media_unavailable's retry-after: whole seconds, at least 1", () => {
+    const after = (s?: number) => (s === undefined ? LEGACY_ERRORS.mediaUnavailable() : LEGACY_ERRORS.mediaUnavailable(s)).options.headers;
+    expect([after(), after(0), after(0.2), after(59.1)]).toEqual([
+      { 'retry-after': '1' },
+      { 'retry-after': '1' },
+      { 'retry-after': '1' },
+      { 'retry-after': '60' },
+    ]);
+  });
 
   it('details: the limit, the saturated status, the model field', () => {
     expect(LEGACY_ERRORS.concurrentStreamLimit(5).options.details).toEqual({ limit: 5 });

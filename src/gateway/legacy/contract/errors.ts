@@ -3,7 +3,7 @@
  * code and text legacy clients see (spec/legacy-clients.md; codes in docs/errors.md). Upstream
  * failures map in ./upstream-errors.ts, request validation in ./validate.ts.
  */
-import type { ServiceError } from '../../../lib/errors';
+import { ServiceError } from '../../../lib/errors';
 import { legacyError } from './validate';
 
 const unknownModelText = (id: string) => `Unknown model ${JSON.stringify(id)}`;
@@ -30,6 +30,13 @@ export const LEGACY_ERRORS = {
     legacyError(422, 'unsupported_source', `Source ${transport} is not available on this gateway`),
   /** The stream ended (a DELETE, a shutdown) while its media was being set up. */
   streamEndedDuringSetup: (): ServiceError => legacyError(503, 'stream_ended', 'The stream ended while its media was being set up'),
+  /** The replica's media worker is down (restarting, or failed for good): retryable, on this replica or another. */
+  mediaUnavailable: (retryAfterSeconds = 1): ServiceError =>
+    new ServiceError(503, 'media_unavailable', "The gateway's media relay is not available right now; retry shortly", {
+      shape: 'legacy',
+      details: null,
+      headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
+    }),
   /** The upstream's media room refused the service's publish token or failed: not the client's business (502, retried). */
   roomFailed: (status: number | null): ServiceError =>
     legacyError(
