@@ -25,6 +25,8 @@ test('the panels operators need are there', () => {
     'Passthrough latency p99',
     'Passthrough errors',
     'API keys by migration status',
+    'Media worker memory by replica',
+    'Media worker restarts by reason',
   ])
     expect(titles).toContain(wanted);
 });

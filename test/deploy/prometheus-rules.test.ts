@@ -49,6 +49,7 @@ test('the alerts operations.md asks for are all there, each with a summary, a ru
       'GatewayDrainRunningLong',
       'GatewayPassthroughErrors',
       'GatewaySunsetLegacyOnlyKeys',
+      'GatewayMediaWorkerRestarting',
     ]),
   );
   expect(new Set(names).size).toBe(names.length);
@@ -99,6 +100,7 @@ async function exportedNames(): Promise<Set<string>> {
     upstreamUp: () => 1,
     migrationStatuses: async () => ({}),
     sunsetMs: 0,
+    mediaWorker: () => ({ up: true, rssBytes: 1, heapUsedBytes: 1, cpuSeconds: 0, relays: 0 }),
   });
   const names = new Set<string>();
   for (const m of await metrics.registry.getMetricsAsJSON()) {
