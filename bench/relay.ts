@@ -5,7 +5,8 @@
  * emulator's room; the gateway carries no media) and through the relay (the gateway answers,
  * decodes and republishes).
  *
- * Reports the gateway process's CPU and RSS (from /proc, so only the gateway counts) idle, with two
+ * Reports the gateway's CPU and RSS (from /proc: the gateway process and its media worker, where
+ * the relay runs, with the worker's share apart; the browser and emulator do not count) idle, with two
  * native streams, with one and two webrtc streams at target_fps 30 and one at target_fps 5; the
  * frames the browser sent against those the upstream stored; and the end-to-end delay from a frame
  * leaving the browser (painted on the canvas) to it being resolvable upstream (stored in the
@@ -28,6 +29,7 @@ import { syntheticOffer } from '../src/lib/sdp';
 import type { SenderOptions } from './relay-page';
 import { ROOT, freePort, quantile } from '../test/helpers/util';
 import { child, MAIN, measure, patternOf, waitHealthy } from './util';
+import type { Measured } from './util';
 
 const PAGE_ENTRY = path.join(ROOT, 'bench', 'relay-page.ts');
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -214,9 +216,11 @@ async function benchMode(
         })
         .join('; ');
     };
-    const line = (label: string, m: { cpuPct: number; rssKb: number }, extra: string) =>
+    // The gateway's figures count its media worker in (the relay runs there); the worker's share is shown apart.
+    const line = (label: string, m: Measured, extra: string) =>
       console.log(
-        `${label.padEnd(44)} gateway CPU ${m.cpuPct.toFixed(1).padStart(5)} % of a core   RSS ${mib(m.rssKb).padStart(9)}   ${extra}`,
+        `${label.padEnd(44)} gateway CPU ${m.cpuPct.toFixed(1).padStart(5)} % of a core (worker ${m.children.cpuPct.toFixed(1).padStart(4)})` +
+          `   RSS ${mib(m.rssKb).padStart(9)} (worker ${mib(m.children.rssKb).padStart(9)})   ${extra}`,
       );
 
     // The boot's own work (JIT, first GCs) settles before anything is measured.

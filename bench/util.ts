@@ -153,13 +153,82 @@ export function procSample(pid: number, ticksPerSecond: number): { cpuMs: number
   return { cpuMs: (ticks * 1000) / ticksPerSecond, rssKb: rssKbOf(pid) };
 }
 
-/** A process's CPU (% of one core) over `seconds`, and its RSS at the end (`ticks`: clock ticks per second). */
-export async function measure(pid: number, ticks: number, seconds: number): Promise<{ cpuPct: number; rssKb: number }> {
-  const a = procSample(pid, ticks);
+/** The pids of a process's children and their children (the gateway's media worker), from /proc. */
+export function descendantsOf(pid: number): number[] {
+  const parent = new Map<number, number[]>();
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // exited while listed
+    }
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    const list = parent.get(ppid) ?? [];
+    list.push(Number(entry));
+    parent.set(ppid, list);
+  }
+  const out: number[] = [];
+  const walk = (p: number) => {
+    for (const c of parent.get(p) ?? []) {
+      out.push(c);
+      walk(c);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+/** Per-pid samples of a process and its descendants; a process gone while read is left out. */
+function treeSample(pid: number, ticks: number): Map<number, { cpuMs: number; rssKb: number }> {
+  const out = new Map<number, { cpuMs: number; rssKb: number }>();
+  for (const p of [pid, ...descendantsOf(pid)]) {
+    try {
+      out.set(p, procSample(p, ticks));
+    } catch {
+      // exited between listing and reading
+    }
+  }
+  return out;
+}
+
+export interface Measured {
+  /** CPU (% of one core) of the process and its descendants together. */
+  cpuPct: number;
+  /** RSS (kB) of the process and its descendants together, at the end. */
+  rssKb: number;
+  /** The descendants' share of both (the gateway's media worker). */
+  children: { cpuPct: number; rssKb: number };
+}
+
+/**
+ * A process's CPU (% of one core) over `seconds` and its RSS at the end, its descendants counted
+ * in (a child born during the window counts from its birth) and shown apart (`ticks`: clock ticks
+ * per second).
+ */
+export async function measure(pid: number, ticks: number, seconds: number): Promise<Measured> {
+  const a = treeSample(pid, ticks);
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, seconds * 1000));
-  const b = procSample(pid, ticks);
-  return { cpuPct: ((b.cpuMs - a.cpuMs) / (performance.now() - t0)) * 100, rssKb: b.rssKb };
+  const b = treeSample(pid, ticks);
+  const ms = performance.now() - t0;
+  const total = { cpuMs: 0, rssKb: 0 };
+  const children = { cpuMs: 0, rssKb: 0 };
+  for (const [p, end] of b) {
+    const cpuMs = end.cpuMs - (a.get(p)?.cpuMs ?? 0);
+    total.cpuMs += cpuMs;
+    total.rssKb += end.rssKb;
+    if (p !== pid) {
+      children.cpuMs += cpuMs;
+      children.rssKb += end.rssKb;
+    }
+  }
+  return {
+    cpuPct: (total.cpuMs / ms) * 100,
+    rssKb: total.rssKb,
+    children: { cpuPct: (children.cpuMs / ms) * 100, rssKb: children.rssKb },
+  };
 }
 
 /** Every sample of a Prometheus text exposition, keyed by its series (name and labels as written), summed over `urls` (replicas). */
