@@ -3,9 +3,11 @@
  * the store survives and are shared by replicas; layout in ./usage-keys.ts).
  *
  * Writes are buffered per replica (CounterBuffer) and flushed every FLUSH_MS as one `store.hbatch`:
- * the store's cost is per flush and hash, not per tick. A crash loses at most the last FLUSH_MS of
- * this replica's counters; a flush the store refuses (outage) is kept and retried every FLUSH_MS
- * (up to RETAINED_HASHES hashes), so an outage costs no counters unless the process dies in it.
+ * the store's cost is per flush and hash, not per tick. What is news is written at once instead: a
+ * key's first /v0.2 request on this replica, its first on a route or a UTC day, and its first stream
+ * of the day; so a crash costs at most the last FLUSH_MS of figures, never a key, its last-seen or
+ * the routes it used. A flush the store refuses (outage) is kept and retried every FLUSH_MS (up to
+ * RETAINED_HASHES hashes), so an outage costs no counters unless the process dies in it.
  */
 import type { Logger } from '../../lib/logger';
 import { realClock } from '../../lib/timers';
@@ -33,6 +35,10 @@ const RETAINED_HASHES = 20_000;
 /** Per key, this process's last written day (old day fields are pruned when it changes) and families. */
 type KeyMemo = LRUCache<string, { day: string; families: Set<string> }>;
 
+/** Per key, what this process has written through today: its routes, and `STREAM_NEWS` once it created a stream. */
+type NewsMemo = LRUCache<string, { day: string; seen: Set<string> }>;
+const STREAM_NEWS = 'stream';
+
 /** A key's passthrough calls since the last flush. */
 interface PendingPassthrough {
   first: number;
@@ -56,6 +62,7 @@ export class UsageRecorder {
   private readonly pending = new Set<Promise<void>>();
   private readonly seen: KeyMemo = new LRUCache({ max: MEMO_KEYS });
   private readonly seenPassthrough: KeyMemo = new LRUCache({ max: MEMO_KEYS });
+  private readonly news: NewsMemo = new LRUCache({ max: MEMO_KEYS });
   /** Counter writes since the last flush: events (ticks, requests, passthrough calls) cost a Map update. */
   private readonly buffer = new CounterBuffer();
   private readonly ptPending = new Map<string, PendingPassthrough>();
@@ -93,7 +100,7 @@ export class UsageRecorder {
     d.add('requests');
     d.add(`key:${keyHash}`);
     if (accountId) this.buffer.hash(PER_KEY_ACCOUNTS, keyHash).raise(accountId, t);
-    this.scheduleFlush();
+    this.flushNewsNow(keyHash, endpoint, day);
     this.pruneOnNewDay(keyHash, day, t);
   }
 
@@ -126,8 +133,9 @@ export class UsageRecorder {
     k.add(`backend:${s.backend}`);
     k.add(`model:${s.model}`);
     for (const f of s.deprecatedFields) k.add(`field:${f}`);
-    this.buffer.hash(PER_DAY, this.today()).add('streams');
-    this.scheduleFlush();
+    const day = this.today();
+    this.buffer.hash(PER_DAY, day).add('streams');
+    this.flushNewsNow(keyHash, STREAM_NEWS, day);
   }
 
   streamEnded(keyHash: string, reason: string): void {
@@ -190,6 +198,20 @@ export class UsageRecorder {
   private scheduleFlush(): void {
     if (this.buffer.size + this.ptPending.size >= PENDING_HASHES && !this.failedFlushes) this.writeBuffer();
     else this.armFlushTimer();
+  }
+
+  /**
+   * Writes the buffer at once when `what` is news for the key today (see the head of this file),
+   * else schedules the flush as usual. Issued before the request goes on, so the store has it before
+   * anything the request writes after it (one connection, commands in order). Not while the store
+   * is failing: the retry timer owns that.
+   */
+  private flushNewsNow(keyHash: string, what: string, day: string): void {
+    let m = this.news.get(keyHash);
+    if (!m || m.day !== day) this.news.set(keyHash, (m = { day, seen: new Set() }));
+    if (m.seen.has(what) || this.failedFlushes || this.closed) return this.scheduleFlush();
+    m.seen.add(what);
+    this.writeBuffer();
   }
 
   private armFlushTimer(): void {

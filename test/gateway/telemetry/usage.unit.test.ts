@@ -169,32 +169,78 @@ describe('deprecation usage counters', () => {
     };
     try {
       const usage = new DeprecationUsage(store, createLogger('silent'), clock, 1_000);
+      // The key's first request here is news: written at once (key, day, account).
       usage.request('aaa', 'POST /v0.2/streams', 'acct-1');
+      await settle();
+      expect(batches).toEqual([3]);
       for (let tick = 0; tick < 300; tick++) usage.inference(tick % 3 ? 'aaa' : 'bbb', tick % 10 !== 0, 5);
+      usage.request('aaa', 'POST /v0.2/streams', 'acct-1');
       clock.advance(999);
       await settle();
-      expect(batches).toEqual([]);
-      expect(await store.keys('depr:')).toEqual([]);
+      expect(batches).toEqual([3]);
       clock.advance(1);
       await settle();
       // depr:key:aaa, depr:key:bbb, depr:day:…, depr:acct:aaa: one call for 301 events.
-      expect(batches).toEqual([4]);
+      expect(batches).toEqual([3, 4]);
       expect(await store.hgetall('depr:key:aaa')).toMatchObject({
         'inferences:ok': 180,
         'inferences:failed': 20,
         output_tokens: 1_000,
-        'req:POST /v0.2/streams': 1,
+        'req:POST /v0.2/streams': 2,
       });
       expect(await store.hgetall('depr:key:bbb')).toEqual({ 'inferences:ok': 90, 'inferences:failed': 10, output_tokens: 500 });
       // Nothing pending, no timer: the next event starts the next interval.
       clock.advance(5_000);
       await settle();
-      expect(batches).toHaveLength(1);
-      // The report writes this replica's pending counters first: it is never behind itself.
-      usage.request('aaa', 'GET /v0.2/models', 'acct-1');
-      const r = await usage.report(DEPRECATION);
-      expect(r.keys.find((k) => k.key_hash === 'aaa')!.requests).toEqual({ 'POST /v0.2/streams': 1, 'GET /v0.2/models': 1 });
       expect(batches).toHaveLength(2);
+      // The report writes this replica's pending counters first: it is never behind itself.
+      usage.inference('aaa', true, 1);
+      const r = await usage.report(DEPRECATION);
+      expect(r.keys.find((k) => k.key_hash === 'aaa')!.inferences).toEqual({ ok: 181, failed: 20 });
+      expect(batches).toHaveLength(3);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("news is written through at once: a key's first request, a new route, a new day, its first stream of the day", async () => {
+    const clock = new FakeClock(DAY1);
+    const store = new MemoryStore();
+    let calls = 0;
+    const hbatch = store.hbatch.bind(store);
+    store.hbatch = (u) => {
+      calls++;
+      return hbatch(u);
+    };
+    const traits = { transport: 'native', mode: 'clip', backend: 'svc', model: 'local/analyzer', deprecatedFields: [] };
+    try {
+      const usage = new DeprecationUsage(store, createLogger('silent'), clock, 15_000);
+      const written = async () => {
+        await settle();
+        return calls;
+      };
+      usage.request('aaa', 'POST /v0.2/streams', 'acct-1');
+      expect(await written()).toBe(1);
+      usage.streamCreated('aaa', traits);
+      expect(await written()).toBe(2);
+      expect(await store.hgetall('depr:key:aaa')).toMatchObject({ 'req:POST /v0.2/streams': 1, streams: 1, 'source:native': 1 });
+      // Not news: the same route, a second stream, another key's tick.
+      usage.request('aaa', 'POST /v0.2/streams', 'acct-1');
+      usage.streamCreated('aaa', traits);
+      usage.inference('bbb', true, 3);
+      expect(await written()).toBe(2);
+      // A new route is news (and takes what waited with it).
+      usage.request('aaa', 'POST /v0.2/streams/:id/keepalive', 'acct-1');
+      expect(await written()).toBe(3);
+      expect(await store.hgetall('depr:key:aaa')).toMatchObject({ 'req:POST /v0.2/streams': 2, streams: 2 });
+      expect(await store.hgetall('depr:key:bbb')).toMatchObject({ 'inferences:ok': 1 });
+      // The next UTC day: the same route is news again, and so is the day's first stream.
+      clock.advance(24 * 3_600_000);
+      usage.request('aaa', 'POST /v0.2/streams', 'acct-1');
+      expect(await written()).toBe(4);
+      usage.streamCreated('aaa', traits);
+      expect(await written()).toBe(5);
+      await usage.close();
     } finally {
       await store.close();
     }
@@ -213,7 +259,13 @@ describe('route labels and deprecation headers', () => {
     ['/v0.2/streams/feedback', '/v0.2/streams/feedback'],
     ['/v0.2/streams/abc/config/prompt', '/v0.2/streams/:id/config/prompt'],
     ['/v0.2/streams/abc/', '/v0.2/streams/:id'],
+    ['/v0.2/streams/abc/info', '/v0.2/streams/:id/info'],
+    ['/v0.2/streams/abc/spectate', '/v0.2/streams/:id/spectate'],
+    ['/v0.2/openapi.json', '/v0.2/openapi.json'],
+    ['/v0.2/ws/streams/abc', '/v0.2/ws/streams/:id'],
+    ['/v0.2/streams/abc/unknown', '/v0.2/*'],
     ['/metrics', '/metrics'],
+    ['/', '/'],
     ['/random/path/123', 'other'],
   ])('%s → %s', (url, label) => {
     expect(routeLabel(url)).toBe(label);
