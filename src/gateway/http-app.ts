@@ -8,14 +8,16 @@ import type { Express } from 'express';
 import type { Brand } from '../brand';
 import type { Config } from '../config';
 import type { Logger } from '../lib/logger';
+import type { Clock } from '../lib/timers';
 import type { UpstreamClient } from '../upstream/client';
 import { adminRouter } from './admin';
 import type { CallerChecks } from './callers';
 import { browserCors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
-import { legacyRouter } from './legacy';
+import { legacyBody, legacyRouter } from './legacy';
 import type { LegacySessions } from './legacy';
 import type { LifecycleView } from './lifecycle';
 import type { FleetMember } from './fleet/member';
+import { mountLanding } from './landing';
 import { mountDocs, mountHealth, mountMetrics } from './operator';
 import { createPassthrough } from './passthrough';
 import type { Passthrough, PassthroughEvent } from './passthrough';
@@ -37,9 +39,11 @@ export interface HttpAppDeps {
   /** Readiness and keep-alive follow the replica's state. */
   lifecycle: LifecycleView;
   /** Readiness also follows the fleet: a replica cut from the upstream while others reach it is not ready. */
-  fleet: Pick<FleetMember, 'yieldsToPeers'>;
+  fleet: Pick<FleetMember, 'yieldsToPeers' | 'solo'>;
   /** …and the media worker: one that died too often is not restarted, and the replica says so. */
   mediaWorker?(): string;
+  /** What "now" is for the landing page's days to the sunset and open brownout (default the real clock). */
+  clock?: Pick<Clock, 'now'>;
 }
 
 export interface HttpApp {
@@ -110,10 +114,19 @@ export function httpApp(cfg: Config, logger: Logger, deps: HttpAppDeps): HttpApp
   });
   const metricsApp = mountMetrics(app, cfg.telemetry, metrics, logger);
   if (cfg.admin.token) app.use('/admin', adminRouter({ token: cfg.admin.token, usage, deprecation: deps.telemetry.deprecation }));
-  mountDocs(app, brand, cfg.deprecation);
+  mountDocs(app, { brand, deprecation: cfg.deprecation, publicUrl: cfg.publicUrl });
+  // `/`: what this address is (no CORS, as /docs: no browser SDK calls it).
+  mountLanding(app, {
+    cfg,
+    upstreamUrl: deps.upstreamUrl,
+    sessions: deps.sessions,
+    fleet: deps.fleet,
+    sunset: deps.telemetry.sunset,
+    clock: deps.clock,
+  });
   app.use(
     '/v0.2',
-    express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] }),
+    ...legacyBody(),
     legacyRouter({
       cfg: cfg.legacy,
       brand,

@@ -32,6 +32,7 @@ export { nativeSource } from './sessions/sources';
 export { LegacySessions } from './sessions/sessions';
 
 export { socketAuthorizer } from './http/access';
+export { legacyBody } from './http/body';
 export { FailedAuthLimiter } from './http/auth-failures';
 export { ResultsSockets } from './http/results-socket';
 export type { ResultsSocketHooks } from './http/results-socket';
