@@ -29,11 +29,15 @@ const ROUTES: [RegExp, string][] = [
   [/^\/v0\.2\/streams\/[^/]+\/keepalive$/, '/v0.2/streams/:id/keepalive'],
   [/^\/v0\.2\/streams\/[^/]+\/config\/prompt$/, '/v0.2/streams/:id/config/prompt'],
   [/^\/v0\.2\/streams\/[^/]+\/feedback$/, '/v0.2/streams/:id/feedback'],
+  [/^\/v0\.2\/streams\/[^/]+\/info$/, '/v0.2/streams/:id/info'],
+  [/^\/v0\.2\/streams\/[^/]+\/spectate$/, '/v0.2/streams/:id/spectate'],
+  [/^\/v0\.2\/ws\/streams\/[^/]+$/, '/v0.2/ws/streams/:id'],
   [/^\/v0\.2\/models$/, '/v0.2/models'],
   [/^\/v0\.2\/chat\/completions\/clip$/, '/v0.2/chat/completions/clip'],
+  [/^\/v0\.2\/openapi\.json$/, '/v0.2/openapi.json'],
   [/^\/v0\.2\/healthz$/, '/v0.2/healthz'],
   [/^\/v0\.2(\/.*)?$/, '/v0.2/*'],
-  [/^\/(healthz|readyz|metrics|admin\/deprecation|docs\/migration)$/, ''],
+  [/^\/(healthz|readyz|metrics|admin\/deprecation|docs\/migration)?$/, ''],
 ];
 
 function matchRoute(path: string): string {

@@ -244,7 +244,15 @@ describe('legacy streams on the emulator', () => {
     }
     const sixth = await http(s.url, 'POST', '/v0.2/streams', { body: frameBody() });
     expect(sixth.status).toBe(429);
-    expect(sixth.body).toMatchObject({ error: 'concurrent_stream_limit' });
+    expect(sixth.body).toMatchObject({ error: 'concurrent_stream_limit', details: { limit: 5 } });
+    // When to try again: the soonest lease lapse of the key's five streams, within one lease.
+    const retryAfter = Number(sixth.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(s.cfg.legacy.leaseTtlSeconds);
+    expect((sixth.body as { details: Record<string, unknown> }).details.lease_lapses_in_seconds).toBe(retryAfter);
+    expect((sixth.body as { message: string }).message).toMatch(
+      /deleted .*or its lease lapses without a keepalive \(the soonest in \d+ s\)/,
+    );
     // Another key has its own slots.
     const other = await http(s.url, 'POST', '/v0.2/streams', { key: KEY_B, body: frameBody() });
     expect(other.status).toBe(201);

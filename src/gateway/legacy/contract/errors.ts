@@ -22,8 +22,24 @@ export const LEGACY_ERRORS = {
   unauthorized: (message = 'Invalid or revoked API key'): ServiceError => legacyError(401, 'unauthorized', message),
   /** The balance read at keepalive is zero or below. */
   insufficientCredits: (): ServiceError => legacyError(402, 'insufficient_credits', 'Insufficient credits'),
-  concurrentStreamLimit: (limit: number): ServiceError =>
-    legacyError(429, 'concurrent_stream_limit', `Concurrent stream limit reached (${limit} per API key)`, { limit }),
+  /**
+   * `freesInSeconds`: when the soonest lease of the key's streams lapses if no keepalive renews it
+   * (a crashed client's streams free their slots then); a keepalive postpones it, so it is when to
+   * try again, not a promise.
+   */
+  concurrentStreamLimit: (limit: number, freesInSeconds?: number): ServiceError =>
+    new ServiceError(
+      429,
+      'concurrent_stream_limit',
+      `Concurrent stream limit reached (${limit} per API key): a slot frees when one of this key's streams is deleted ` +
+        '(DELETE /v0.2/streams/{id}) or its lease lapses without a keepalive' +
+        (freesInSeconds === undefined ? '' : ` (the soonest in ${freesInSeconds} s)`),
+      {
+        shape: 'legacy',
+        details: { limit, ...(freesInSeconds === undefined ? {} : { lease_lapses_in_seconds: freesInSeconds }) },
+        ...(freesInSeconds === undefined ? {} : { headers: { 'retry-after': String(freesInSeconds) } }),
+      },
+    ),
   clientClosedRequest: (): ServiceError =>
     legacyError(499, 'client_closed_request', 'The client closed the request before the stream was created'),
   unsupportedSource: (transport: string): ServiceError =>

@@ -85,6 +85,23 @@ export class LegacySessions {
     this.registry.refuseCreates();
   }
 
+  /**
+   * Seconds until the soonest lease of the key's live streams lapses if not renewed (the 429's
+   * retry-after), undefined when none is known (creates in flight) or the store cannot say: the
+   * refusal must not fail on its hint.
+   */
+  private async soonestLeaseLapse(kh: string): Promise<number | undefined> {
+    try {
+      const holders = await this.deps.store.slotHolders(kh);
+      const records = await Promise.all(holders.map((h) => (h.streamId ? this.deps.store.getSession(h.streamId) : undefined)));
+      const leases = records.filter((r) => r?.state === 'active').map((r) => r!.leaseExpiresAtMs);
+      if (!leases.length) return undefined;
+      return Math.max(1, Math.ceil((Math.min(...leases) - this.deps.clock.now()) / 1000));
+    } catch {
+      return undefined;
+    }
+  }
+
   /** The upstream's model ids (the default fallback list), upstream failures mapped. */
   private async modelIds(): Promise<string[]> {
     try {
@@ -122,7 +139,7 @@ export class LegacySessions {
     const kh = keyHash(apiKey);
     const slotId = randomUUID();
     if (!(await store.acquireSlot(kh, slotId, cfg.maxStreamsPerKey, this.replicaId))) {
-      throw LEGACY_ERRORS.concurrentStreamLimit(cfg.maxStreamsPerKey);
+      throw LEGACY_ERRORS.concurrentStreamLimit(cfg.maxStreamsPerKey, await this.soonestLeaseLapse(kh));
     }
     const undo = new Undo(logger);
     undo.add(() => store.releaseSlot(kh, slotId));
