@@ -24,6 +24,8 @@ const hostName = z
     (h) => /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/.test(h),
     'must be a host name, an IP address or host:port (IPv6 in brackets)',
   );
+/** A URL fit to show customers: no userinfo, query or fragment. */
+const publicOnly = (u: URL) => !u.username && !u.password && !u.search && !u.hash;
 const brandToken = z.string().regex(/^[a-z][a-z0-9]*$/, 'lowercase letters and digits, starting with a letter');
 
 const pricingSchema = z.strictObject({
@@ -502,6 +504,13 @@ export const configSchema = z.strictObject({
   host: z.string().default('0.0.0.0'),
   /** Base URL of the /v1beta + /billing upstream. Unset → `serve` starts the embedded emulator. */
   upstreamUrl: z.string().url().optional(),
+  /** The gateway's own base URL as customers reach it: the migration guide's examples use it (unset: a placeholder). */
+  publicUrl: z
+    .string()
+    .url()
+    .refine((u) => /^https?:\/\//i.test(u), 'must be an http:// or https:// URL')
+    .refine((u) => URL.canParse(u) && publicOnly(new URL(u)), 'must carry no credentials, query or fragment: customers read it')
+    .optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Log lines for a person (pino-pretty) or one JSON object each; unset: pretty only on a terminal outside production (src/lib/logger.ts `logFormat`). */
   logPretty: z.boolean().optional(),
@@ -554,6 +563,7 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
   PORT: { path: ['port'], type: 'number' },
   HOST: { path: ['host'], type: 'string' },
   UPSTREAM_URL: { path: ['upstreamUrl'], type: 'string' },
+  PUBLIC_URL: { path: ['publicUrl'], type: 'string' },
   LOG_LEVEL: { path: ['logLevel'], type: 'string' },
   LOG_PRETTY: { path: ['logPretty'], type: 'boolean' },
   BRAND: { path: ['brand'], type: 'string' },
@@ -622,6 +632,17 @@ const ENV: Record<string, { path: string[]; type: 'string' | 'number' | 'boolean
 /** Names of the configuration environment variables set in `env` (for the boot log; never their values). */
 export function configEnvNames(env: NodeJS.ProcessEnv = process.env): string[] {
   return Object.keys(ENV).filter((name) => env[name] !== undefined && env[name] !== '');
+}
+
+/** Every configuration environment variable and the config key it sets (`emulator.port`), for the CLI's help. */
+export function configEnvVars(): { name: string; key: string }[] {
+  return Object.entries(ENV).map(([name, spec]) => ({ name, key: spec.path.join('.') }));
+}
+
+/** How a person changes a config key, for messages: `PORT (or "port" in the config file)`. */
+export function settingOf(key: string): string {
+  const env = configEnvVars().find((v) => v.key === key);
+  return env ? `${env.name} (or "${key}" in the config file)` : `"${key}" in the config file`;
 }
 
 export class ConfigError extends Error {

@@ -173,6 +173,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     lifecycle,
     fleet,
     mediaWorker: ingest ? () => ingest.health().state : undefined,
+    clock,
   });
   const shutdown = gatewayShutdown(lifecycle, {
     sessions,

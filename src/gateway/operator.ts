@@ -1,6 +1,6 @@
 /**
  * The operator's endpoints: liveness, readiness, Prometheus metrics (on the public app or an app of
- * its own), the migration guide and the legacy OpenAPI document.
+ * its own), the migration guide (markdown or HTML) and the legacy OpenAPI document.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -10,6 +10,9 @@ import type { Brand } from '../brand';
 import type { Config } from '../config';
 import type { Logger } from '../lib/logger';
 import { requireBearer } from './admin';
+import { deployedGuide } from './docs/guide';
+import { guideHtml } from './docs/guide-html';
+import { sendHtml, wantsHtml } from './docs/page';
 import { detailErrorHandler } from './http';
 import { legacyOpenApi } from './legacy';
 import type { Store } from './store/store';
@@ -74,12 +77,46 @@ export function mountMetrics(app: Express, telemetry: Config['telemetry'], metri
   return own;
 }
 
-/** `/docs/migration` (the guide as markdown) and `/v0.2/openapi.json` (built once, on first ask). */
-export function mountDocs(app: Express, brand: Brand, deprecation: Config['deprecation']): void {
-  app.get('/docs/migration', async (_req, res) => {
-    const text = await fs.readFile(MIGRATION_GUIDE, 'utf8').catch(() => undefined);
-    if (text === undefined) res.status(404).json({ detail: 'The migration guide is not installed on this gateway' });
-    else res.type('text/markdown; charset=utf-8').send(text);
+export interface DocsDeps {
+  brand: Brand;
+  deprecation: Config['deprecation'];
+  /** The gateway's public base URL (`publicUrl`): the guide's examples use it. */
+  publicUrl?: string | undefined;
+}
+
+/** The guide in both forms, rendered once per process. */
+interface ServedGuide {
+  markdown: string;
+  html: string;
+}
+
+/**
+ * `/docs/migration`, the guide in this deployment's words (src/gateway/docs/guide.ts): HTML for a
+ * browser, markdown for everyone else (`Accept`, or `?format=markdown|html`); and
+ * `/v0.2/openapi.json`. Both are built once, on first ask.
+ */
+export function mountDocs(app: Express, deps: DocsDeps): void {
+  const { brand, deprecation, publicUrl } = deps;
+  let guide: Promise<ServedGuide | undefined> | undefined;
+  const load = () =>
+    (guide ??= fs.readFile(MIGRATION_GUIDE, 'utf8').then(
+      (text) => {
+        const markdown = deployedGuide(text, { brand, deprecation, publicUrl });
+        return { markdown, html: guideHtml(markdown) };
+      },
+      () => undefined,
+    ));
+  app.get('/docs/migration', async (req, res) => {
+    const format = req.query.format;
+    if (format !== undefined && format !== 'markdown' && format !== 'html') {
+      res.status(400).json({ detail: 'format must be markdown or html' });
+      return;
+    }
+    res.vary('Accept');
+    const served = await load();
+    if (served === undefined) res.status(404).json({ detail: 'The migration guide is not installed on this gateway' });
+    else if (format === 'html' || (format === undefined && wantsHtml(req, 'text/markdown'))) sendHtml(res, served.html);
+    else res.type('text/markdown; charset=utf-8').send(served.markdown);
   });
   let openApi: string | undefined;
   app.get('/v0.2/openapi.json', (_req, res) => {
