@@ -13,6 +13,7 @@ import { bootChecks } from './boot-checks';
 import { ConfigError, DEFAULT_CONFIG_FILE, configEnvNames, loadConfig } from './config';
 import type { Config } from './config';
 import type { DemoArgs } from './demo';
+import { displayUrl } from './lib/display-url';
 import { createLogger, logFormat, processDestination } from './lib/logger';
 import type { Logger } from './lib/logger';
 import { logTraceFields } from './lib/spans';
@@ -175,16 +176,19 @@ async function runServe(
     {
       url: gw.url,
       port: gw.port,
-      upstream: upstreamUrl,
+      upstream: displayUrl(upstreamUrl),
       embeddedEmulator: emulator ?? null,
       config: sources,
       brand: brandTokens(brandOf(cfg)),
       legacyLeaseSeconds: cfg.legacy.leaseTtlSeconds,
       deprecation: cfg.deprecation,
       metrics: cfg.telemetry.metrics ? '/metrics' : null,
+      // Where /metrics listens when `telemetry.metricsPort` moves it off the gateway's port.
+      metricsUrl: gw.metricsUrl ?? null,
       adminReport: cfg.admin.token ? '/admin/deprecation' : null,
       shutdownGraceMs: cfg.shutdownGraceMs,
       store: cfg.store.redisUrl ? 'redis' : 'memory',
+      storeUrl: cfg.store.redisUrl ? displayUrl(cfg.store.redisUrl) : null,
       gatewayId: cfg.store.gatewayId,
       // A fleet member (heartbeat, failover, drain handover) when a secret is configured.
       fleet: !gw.gateway.fleet.solo,
@@ -192,7 +196,7 @@ async function runServe(
     },
     [
       `gateway listening on ${gw.url} (port ${gw.port})`,
-      `upstream ${upstreamUrl}${emulator ? ` = embedded emulator (no UPSTREAM_URL configured; control API ${emulator.controlApi ? 'on' : 'off'}, synthetic publisher ${emulator.autoPublish ? 'on' : 'off'})` : ''}`,
+      `upstream ${displayUrl(upstreamUrl)}${emulator ? ` = embedded emulator (no UPSTREAM_URL configured; control API ${emulator.controlApi ? 'on' : 'off'}, synthetic publisher ${emulator.autoPublish ? 'on' : 'off'})` : ''}`,
       `config ${sources.files.join(' + ') || '(defaults only)'}${sources.env.length ? ` + env ${sources.env.join(', ')}` : ''}`,
     ].join('; '),
   );

@@ -6,7 +6,7 @@
  */
 import type { Express, Request, Response } from 'express';
 import type { Config } from '../config';
-import { parseClusterUrl, parseSentinelUrl } from '../lib/redis-url';
+import { displayUrl } from '../lib/display-url';
 import { realClock } from '../lib/timers';
 import type { Clock } from '../lib/timers';
 import { escapeHtml, htmlPage, sendHtml, wantsHtml } from './docs/page';
@@ -75,28 +75,6 @@ const DESCRIPTION =
   'runs only /v1beta: it serves /v0.2 (streams created with a prompt, results pushed over a WebSocket) by running ' +
   'the streams and their completions on /v1beta, and passes /v1beta and /billing through unchanged at the same address.';
 
-/** A URL without userinfo, query or fragment (upstream URLs may carry credentials). */
-export function displayUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.host}${u.pathname === '/' ? '' : u.pathname}`;
-  } catch {
-    return '(not shown)';
-  }
-}
-
-const hostPort = (n: { host: string; port: number }) => `${n.host.includes(':') ? `[${n.host}]` : n.host}:${n.port}`;
-
-/** The store's Redis address rebuilt from its parts, so no credential can come along. */
-export function redisAddress(url: string): string {
-  const scheme = url.slice(0, url.indexOf('://') + 3);
-  const sentinel = parseSentinelUrl(url);
-  if (sentinel) return `${scheme}${sentinel.nodes.map(hostPort).join(',')}/${encodeURIComponent(sentinel.name)}`;
-  const cluster = parseClusterUrl(url);
-  if (cluster) return `${scheme}${cluster.nodes.map(hostPort).join(',')}`;
-  return displayUrl(url);
-}
-
 const iso = (s: string) => new Date(Date.parse(s)).toISOString();
 
 export function landingFacts(deps: LandingDeps): LandingFacts {
@@ -119,7 +97,7 @@ export function landingFacts(deps: LandingDeps): LandingFacts {
     description: DESCRIPTION,
     public_url: cfg.publicUrl ?? null,
     upstream: { url: displayUrl(deps.upstreamUrl), embedded_emulator: cfg.upstreamUrl === undefined },
-    store: cfg.store.redisUrl ? { kind: 'redis', address: redisAddress(cfg.store.redisUrl) } : { kind: 'memory', address: null },
+    store: cfg.store.redisUrl ? { kind: 'redis', address: displayUrl(cfg.store.redisUrl) } : { kind: 'memory', address: null },
     fleet: { member: !deps.fleet.solo, gateway_id: cfg.store.gatewayId },
     legacy: {
       state: past && d.afterSunset === 'refuse' ? 'retired' : openEnd !== undefined ? 'brownout' : past ? 'past_sunset' : 'deprecated',

@@ -33,6 +33,8 @@ export interface ServiceErrorOptions {
   /** Response headers to add (e.g. retry-after). */
   headers?: Record<string, string>;
   cause?: unknown;
+  /** Fields for the access line of the response (never in its body), e.g. the model a refusal names. */
+  log?: Record<string, unknown>;
 }
 
 export class ServiceError extends Error {

@@ -1,6 +1,7 @@
 import pino from 'pino';
 import type { Logger } from 'pino';
 import { PinoPretty } from 'pino-pretty';
+import { prettyMessage } from './pretty-log';
 
 export type { Logger };
 
@@ -105,11 +106,20 @@ export function logFormat(input: { logPretty?: boolean; isTTY?: boolean; nodeEnv
 }
 
 /**
- * Standard output for a person: one coloured line per entry (colours on a terminal only), the
- * rest of the fields below it; written synchronously (a terminal is not a throughput path).
+ * Standard output for a person: one coloured line per entry (colours on a terminal only), its
+ * fields on the same line (`prettyMessage`: an access line is one line, the boot line a short
+ * summary, a stack below its line); written synchronously (a terminal is not a throughput path).
  */
 export function prettyDestination(colorize: boolean, destination: number | NodeJS.WritableStream = 1): pino.DestinationStream {
-  return PinoPretty({ colorize, sync: true, destination, ignore: 'pid,hostname,service', translateTime: 'SYS:HH:MM:ss.l' });
+  return PinoPretty({
+    colorize,
+    sync: true,
+    destination,
+    ignore: 'pid,hostname,service',
+    translateTime: 'SYS:HH:MM:ss.l',
+    hideObject: true,
+    messageFormat: (log, messageKey) => prettyMessage(log, messageKey),
+  });
 }
 
 /** The process's standard output in `format` (src/main.ts: `logFormat` of the configuration and the terminal). */

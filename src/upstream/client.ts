@@ -30,7 +30,7 @@ import type {
 } from './types';
 import { isRecord } from '../lib/is-record';
 
-export { UpstreamError, isUpstreamStatus, isUpstreamCode } from './errors';
+export { UpstreamError, failureCause, isUpstreamStatus, isUpstreamCode } from './errors';
 export type { UpstreamErrorKind } from './errors';
 export type * from './types';
 
@@ -300,6 +300,11 @@ export class UpstreamClient {
           )
       : undefined;
     return this.retrier.run(policy, attempt, { signal: opts.signal, onRetry });
+  }
+
+  /** Where calls go (origin and path of the base URL, no credentials): for log lines. */
+  get baseUrl(): string {
+    return this.origin + this.basePath;
   }
 
   /** Whether the breaker currently refuses calls (for metrics and health). */

@@ -54,6 +54,38 @@ function fallbackCode(kind: UpstreamErrorKind, status: number): string {
   return `upstream_http_${status}`;
 }
 
+/**
+ * Why an upstream call failed, in a few words for a log line: `HTTP 503 model_unavailable` for an
+ * answer, else the transport's code from the error's causes (`ECONNREFUSED`, `ENOTFOUND` for DNS,
+ * `UND_ERR_CONNECT_TIMEOUT`…; undici's `fetch failed` keeps it in `cause`, a dual-stack connect
+ * in an AggregateError's `errors`), with its message; the error's own code or message otherwise.
+ */
+export function failureCause(err: unknown): string {
+  if (err instanceof UpstreamError && err.kind === 'http') {
+    return `HTTP ${err.status}${err.upstreamCode ? ` ${err.upstreamCode}` : ''}`;
+  }
+  if (err instanceof UpstreamError && err.code === 'upstream_circuit_open') return 'circuit open (upstream_circuit_open)';
+  const coded = codedCause(err, 0);
+  if (coded) return coded.message && coded.message !== coded.code ? `${coded.code} (${coded.message})` : coded.code;
+  if (err instanceof ServiceError) return `${err.code}: ${err.message}`;
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** The first error with a string `code` down `err`'s causes (and an AggregateError's errors), a few levels deep. */
+function codedCause(err: unknown, depth: number): { code: string; message?: string } | undefined {
+  if (!isRecord(err) && !(err instanceof Error)) return undefined;
+  if (depth > 4) return undefined;
+  const e = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+  // The client's own code (upstream_unreachable) says less than the transport's beneath it.
+  const own = typeof e.code === 'string' && !(err instanceof ServiceError) ? e.code : undefined;
+  if (own) return { code: own, message: typeof e.message === 'string' ? e.message : undefined };
+  for (const next of [e.cause, ...(Array.isArray(e.errors) ? (e.errors as unknown[]) : [])]) {
+    const found = codedCause(next, depth + 1);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 /** True when `err` is an UpstreamError with this HTTP status (e.g. 404, 402). */
 export function isUpstreamStatus(err: unknown, status: number): err is UpstreamError {
   return err instanceof UpstreamError && err.status === status;

@@ -1,7 +1,8 @@
 /** What `/` tells: the facts from configuration, the clock and the replica, and never a secret. */
 import { loadConfig } from '../../src/config';
 import type { Config } from '../../src/config';
-import { displayUrl, landingFacts, landingHtml, redisAddress } from '../../src/gateway/landing';
+import { displayUrl } from '../../src/lib/display-url';
+import { landingFacts, landingHtml } from '../../src/gateway/landing';
 import type { LandingDeps } from '../../src/gateway/landing';
 import { SunsetPolicy } from '../../src/gateway/legacy';
 import { FakeClock } from '../helpers/fake-clock';
@@ -118,7 +119,7 @@ describe('addresses lose their credentials', () => {
     ['redis+cluster://gw:hun?ter#2-pass@10.0.0.1:7000,[::1]:7001', 'redis+cluster://10.0.0.1:7000,[::1]:7001'],
     ['rediss+sentinel://:hunter2-pass@s1:26379,s2:26379/mymaster', 'rediss+sentinel://s1:26379,s2:26379/mymaster'],
   ])('%s → %s', (url, shown) => {
-    expect(redisAddress(url)).toBe(shown);
+    expect(displayUrl(url)).toBe(shown);
   });
 
   test('an upstream URL without userinfo, query or fragment', () => {

@@ -7,6 +7,7 @@ import type { Brand } from '../../brand';
 import type { Config } from '../../config';
 import type { Logger } from '../../lib/logger';
 import type { Clock } from '../../lib/timers';
+import { failureCause } from '../../upstream/client';
 import type { UpstreamClient } from '../../upstream/client';
 import { fanOut, legacyEndReasons, SunsetPolicy } from '../legacy';
 import type { LegacyObserver } from '../legacy';
@@ -58,7 +59,12 @@ export function gatewayTelemetry(cfg: Config, logger: Logger, deps: TelemetryDep
   const upstreamHealth = new UpstreamHealth(() => upstream.listModels(), {
     intervalMs: cfg.telemetry.upstreamProbeMs,
     clock,
-    onChange: (up) => (up ? logger.info('upstream probe: reachable') : logger.warn('upstream probe: unreachable (readiness unaffected)')),
+    onChange: (up, err) => {
+      const url = upstream.baseUrl;
+      if (up) return logger.info({ upstream: url }, `upstream probe: ${url} reachable`);
+      const cause = failureCause(err);
+      logger.warn({ upstream: url, cause }, `upstream probe: ${url} unreachable: ${cause} (readiness unaffected)`);
+    },
   });
   metrics.observe({
     upstreamUp: () => (upstreamHealth.up === undefined ? undefined : Number(upstreamHealth.up)),

@@ -4,6 +4,7 @@ import { LRUCache } from 'lru-cache';
 import { pinoHttp } from 'pino-http';
 import type { ClientAddress } from '../../lib/client-address';
 import { redactQuery } from '../../lib/redact-query';
+import { answeredError } from '../../lib/error-handler';
 import { atLogTime } from '../../lib/logger';
 import type { Logger } from '../../lib/logger';
 import type { PassthroughEvent } from '../passthrough';
@@ -105,29 +106,51 @@ const messageOf = (method: string | undefined, url: string, finished: boolean, s
   `${method} ${url} ${finished ? status : 'aborted'} ${ms}ms`;
 
 /**
- * What both access lines log of a request: method, URL (query values redacted) and the client
- * address (`remoteAddress`: the client behind trusted proxies, `server.trustProxy`). Never headers,
- * so never keys.
+ * The URL an access line names, query values redacted: the full path as the client sent it, the
+ * mount included (`/v0.2/streams`, `/admin/deprecation`), not Express's `req.url`, which a mounted
+ * router has cut to its own part by the time the response ends.
+ */
+const loggedUrl = (req: IncomingMessage & { originalUrl?: string }) => redactQuery(req.originalUrl ?? req.url ?? '/');
+
+/**
+ * What both access lines log of a request: method, URL (`loggedUrl`) and the client address
+ * (`remoteAddress`: the client behind trusted proxies, `server.trustProxy`). Never headers, so
+ * never keys.
  */
 function requestFields(clientAddress: ClientAddress) {
-  return (req: IncomingMessage & { originalUrl?: string }) => ({
-    method: req.method,
-    url: redactQuery(req.originalUrl ?? req.url ?? '/'),
-    remoteAddress: clientAddress(req),
-  });
+  return (req: IncomingMessage) => ({ method: req.method, url: loggedUrl(req), remoteAddress: clientAddress(req) });
 }
 
 const responseFields = (res: ServerResponse) => ({ statusCode: res.statusCode });
 
-/** The request's trace id (`requestId` step, or the legacy routes' upstream calls) on its access line. */
-const withTraceId = (res: ServerResponse, val: Record<string, unknown>) => {
-  const traceId = (res as { locals?: { traceId?: string } }).locals?.traceId;
-  return traceId ? { ...val, traceId } : val;
-};
+type ResponseLocals = { locals?: Record<string, unknown> & { traceId?: string } };
 
 /**
- * One access-log line per Express request (pino-http) carrying the request id and, when the request
- * has one, its trace id; `req.log` is a child logger with the same `reqId`.
+ * An Express access line's own fields: the request's trace id (`requestId` step, or the legacy
+ * routes' upstream calls) and the error the response answered with (`error`: its code and the
+ * fields it names, `answeredError`). pino-http adds an `err` with a stack of its own to every 5xx
+ * line: dropped, the response was no crash (an unexpected error is logged with its stack where it
+ * is caught); an error the response itself carries (`res.err`) stays.
+ */
+function accessFields(res: ServerResponse, val: Record<string, unknown>): Record<string, unknown> {
+  const { err, ...rest } = val;
+  const locals = (res as ResponseLocals).locals;
+  const error = answeredError(res as ResponseLocals);
+  return {
+    ...rest,
+    ...((res as { err?: unknown }).err !== undefined ? { err } : {}),
+    ...(locals?.traceId ? { traceId: locals.traceId } : {}),
+    ...(error ? { error } : {}),
+  };
+}
+
+/** pino-http passes an error line's response time as a fourth argument (its types leave it out). */
+type ErrorMessage = (req: IncomingMessage, res: ServerResponse, err: Error) => string;
+
+/**
+ * One access-log line per Express request (pino-http), `METHOD /full/path status 12ms`, carrying the
+ * request id and, when the request has them, its trace id and the error it answered with
+ * (`accessFields`); `req.log` is a child logger with the same `reqId`.
  */
 export function accessLog(logger: Logger, enabled: boolean, clientAddress: ClientAddress): EdgeStep {
   const reqFields = requestFields(clientAddress);
@@ -138,10 +161,11 @@ export function accessLog(logger: Logger, enabled: boolean, clientAddress: Clien
     autoLogging: enabled ? { ignore: (req: IncomingMessage) => QUIET.test(req.url ?? '') } : false,
     customLogLevel: (_req: IncomingMessage, res: ServerResponse, err?: Error) => levelOf(res.statusCode, err),
     customSuccessMessage: (req: IncomingMessage, res: ServerResponse, ms: number) =>
-      messageOf(req.method, redactQuery(req.url ?? '/'), res.writableFinished, res.statusCode, ms),
-    customErrorMessage: (req: IncomingMessage, res: ServerResponse) => `${req.method} ${redactQuery(req.url ?? '/')} ${res.statusCode}`,
-    customSuccessObject: (_req: IncomingMessage, res: ServerResponse, val: Record<string, unknown>) => withTraceId(res, val),
-    customErrorObject: (_req: IncomingMessage, res: ServerResponse, _err: Error, val: Record<string, unknown>) => withTraceId(res, val),
+      messageOf(req.method, loggedUrl(req), res.writableFinished, res.statusCode, ms),
+    customErrorMessage: ((req: IncomingMessage, res: ServerResponse, _err: Error, ms: number) =>
+      messageOf(req.method, loggedUrl(req), res.writableFinished, res.statusCode, ms)) as ErrorMessage,
+    customSuccessObject: (_req: IncomingMessage, res: ServerResponse, val: Record<string, unknown>) => accessFields(res, val),
+    customErrorObject: (_req: IncomingMessage, res: ServerResponse, _err: Error, val: Record<string, unknown>) => accessFields(res, val),
     serializers: {
       req: (req: { raw: IncomingMessage }) => reqFields(req.raw),
       res: (res: { raw: ServerResponse }) => responseFields(res.raw),

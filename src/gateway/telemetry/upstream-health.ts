@@ -15,7 +15,8 @@ export class UpstreamHealth {
     private readonly opts: {
       intervalMs: number;
       /** Time of the probe's timer (default the real clock). */ clock?: Clock;
-      onChange?: (up: boolean) => void;
+      /** The probe's answer changed: up, or down with the probe's error. */
+      onChange?: (up: boolean, err?: unknown) => void;
     },
   ) {}
 
@@ -28,11 +29,11 @@ export class UpstreamHealth {
   check(): Promise<boolean> {
     this.running ??= this.probe()
       .then(
-        () => true,
-        () => false,
+        () => ({ ok: true, err: undefined }),
+        (err: unknown) => ({ ok: false, err }),
       )
-      .then((ok) => {
-        if (ok !== this.last) this.opts.onChange?.(ok);
+      .then(({ ok, err }) => {
+        if (ok !== this.last) this.opts.onChange?.(ok, err);
         this.last = ok;
         this.running = undefined;
         return ok;

@@ -19,7 +19,8 @@ describe('LEGACY_ERRORS', () => {
       LEGACY_ERRORS.concurrentStreamLimit(5),
       429,
       'concurrent_stream_limit',
-      'Concurrent stream limit reached (5 per API key)',
+      "Concurrent stream limit reached (5 per API key): a slot frees when one of this key's streams is deleted " +
+        '(DELETE /v0.2/streams/{id}) or its lease lapses without a keepalive',
     ],
     [
       'clientClosedRequest',
@@ -140,6 +141,10 @@ describe('LEGACY_ERRORS', () => {
 
   it('details: the limit, the saturated status, the model field', () => {
     expect(LEGACY_ERRORS.concurrentStreamLimit(5).options.details).toEqual({ limit: 5 });
+    const hinted = LEGACY_ERRORS.concurrentStreamLimit(5, 12);
+    expect(hinted.options.details).toEqual({ limit: 5, lease_lapses_in_seconds: 12 });
+    expect(hinted.options.headers).toEqual({ 'retry-after': '12' });
+    expect(hinted.message).toMatch(/\(the soonest in 12 s\)$/);
     expect(LEGACY_ERRORS.modelSaturated('m').options.details).toEqual({ status: 'saturated' });
     expect(LEGACY_ERRORS.unknownModel('m').options.details).toEqual([
       { loc: ['body', 'inference', 'model'], msg: 'Unknown model "m"', type: 'value_error' },

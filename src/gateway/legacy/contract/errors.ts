@@ -76,16 +76,19 @@ export const LEGACY_ERRORS = {
   unknownModel: (id: string, loc: readonly string[] = ['body', 'inference', 'model']): ServiceError =>
     legacyError(422, 'validation_error', unknownModelText(id), [{ loc: [...loc], msg: unknownModelText(id), type: 'value_error' }]),
   /** The /v1beta model status is not `ready`. */
-  modelUnavailable: (id: string, status: string): ServiceError => legacyError(503, 'model_unavailable', `Model ${id} is ${status}`),
+  modelUnavailable: (id: string, status: string): ServiceError =>
+    new ServiceError(503, 'model_unavailable', `Model ${id} is ${status}`, {
+      shape: 'legacy',
+      details: null,
+      log: { model: id, modelStatus: status },
+    }),
   /** Ready upstream, but the gateway observed it saturated. */
   modelSaturated: (id: string): ServiceError =>
-    legacyError(
+    new ServiceError(
       503,
       'model_unavailable',
       `Model ${id} is saturated (at capacity) and takes no new streams; retry later or use another ready model`,
-      {
-        status: 'saturated',
-      },
+      { shape: 'legacy', details: { status: 'saturated' }, log: { model: id, modelStatus: 'saturated' } },
     ),
   /**
    * Reinfer of a result id this account has no window for: never delivered, expired

@@ -5,7 +5,9 @@ import type WebSocket from 'ws';
 import type { LegacyConfig } from '../../../config';
 import type { ClientAddress } from '../../../lib/client-address';
 import { idKey } from '../../../lib/id-key';
+import { keyHash } from '../../../lib/keys';
 import type { Logger } from '../../../lib/logger';
+import { redactQuery } from '../../../lib/redact-query';
 import { ATTR, inSpanSync, tracingOn } from '../../../lib/spans';
 import type { TraceIds } from '../../../lib/spans';
 import type { SessionRecord, Store, Unsubscribe } from '../../store/store';
@@ -42,6 +44,13 @@ export interface ResultsSocketOptions {
   /** Extra headers on the 101 response (deprecation headers). */
   upgradeHeaders?: () => string[];
   hooks?: ResultsSocketHooks;
+}
+
+/** Who a socket is: its stream, its client address (`clientAddress`) and, once sent, its key. */
+interface SocketPeer {
+  streamId: string;
+  ip: string;
+  key?: string;
 }
 
 /** The id segment is taken as is; whether it is a stream id is `access.ts`'s rule (in `authorize`). */
@@ -114,11 +123,32 @@ export class ResultsSockets {
     } catch {
       // A malformed escape in the path: refuse the upgrade, never throw in the upgrade listener.
       socket.end('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+      this.opts.logger.info(
+        { url: redactQuery(req.url ?? ''), status: 400, remoteAddress: this.addressOf(req) },
+        'results socket refused: malformed stream id in the path (400)',
+      );
       return true;
     }
-    const ip = this.opts.clientAddress?.(req) ?? req.socket.remoteAddress ?? 'unknown';
+    const ip = this.addressOf(req);
     this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, streamId, ip));
     return true;
+  }
+
+  private addressOf(req: http.IncomingMessage): string {
+    return this.opts.clientAddress?.(req) ?? req.socket.remoteAddress ?? 'unknown';
+  }
+
+  /**
+   * Closes a socket the gateway will not serve, with one line saying why: the stream, the close,
+   * the client address and the key's hash when it sent one (never the key). Info: a refusal is the
+   * client's business, not the gateway's fault.
+   */
+  private refuse(ws: WebSocket, c: LegacyClose, peer: SocketPeer): void {
+    this.opts.logger.info(
+      { streamId: peer.streamId, code: c.code, reason: c.reason, remoteAddress: peer.ip, ...(peer.key ? { key: keyHash(peer.key) } : {}) },
+      `results socket refused: ${c.reason} (${c.code})`,
+    );
+    close(ws, c);
   }
 
   private accept(ws: WebSocket, streamId: string, ip: string): void {
@@ -127,18 +157,22 @@ export class ResultsSockets {
     this.streamOf.set(ws, streamId);
     ws.on('pong', () => this.alive.set(ws, true));
     ws.on('error', (err) => logger.debug({ err, streamId }, 'results socket error'));
-    const authTimer = setTimeout(() => close(ws, LEGACY_CLOSES.authTimeout), cfg.wsAuthTimeoutMs);
+    const authTimer = setTimeout(() => this.refuse(ws, LEGACY_CLOSES.authTimeout, { streamId, ip }), cfg.wsAuthTimeoutMs);
     ws.once('close', () => clearTimeout(authTimer));
     ws.once('message', (data, isBinary) => {
       clearTimeout(authTimer);
       const key = isBinary ? undefined : apiKeyOf(data.toString());
       if (!key) {
-        close(ws, LEGACY_CLOSES.badFirstMessage);
+        this.refuse(ws, LEGACY_CLOSES.badFirstMessage, { streamId, ip });
         return;
       }
       this.opts
         .authorize(key, streamId, ip)
-        .then((auth) => (auth.ok ? this.attach(ws, streamId, auth.record) : ws.close(auth.code ?? 1008, auth.reason)))
+        .then((auth) =>
+          auth.ok
+            ? this.attach(ws, auth.record, { streamId, ip, key })
+            : this.refuse(ws, { code: auth.code ?? 1008, reason: auth.reason }, { streamId, ip, key }),
+        )
         .catch((err: unknown) => {
           logger.warn({ err, streamId }, 'results socket authorization failed');
           close(ws, LEGACY_CLOSES.authUnavailable);
@@ -146,8 +180,9 @@ export class ResultsSockets {
     });
   }
 
-  private async attach(ws: WebSocket, streamId: string, record: SessionRecord): Promise<void> {
+  private async attach(ws: WebSocket, record: SessionRecord, peer: SocketPeer): Promise<void> {
     if (ws.readyState !== ws.OPEN) return;
+    const { streamId } = peer;
     const { hooks } = this.opts;
     const group = this.join(streamId, record);
     group.sockets.add(ws);
@@ -169,7 +204,7 @@ export class ResultsSockets {
     });
     // Subscribed first, then checked: an end published in between is not missed.
     const rec = await this.opts.store.getSession(streamId);
-    if (!rec) close(ws, LEGACY_CLOSES.streamNotFound);
+    if (!rec) this.refuse(ws, LEGACY_CLOSES.streamNotFound, peer);
     else if (rec.state === 'ended') close(ws, endClose(rec.endReason ?? 'ended'));
   }
 

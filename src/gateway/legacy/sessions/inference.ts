@@ -8,7 +8,7 @@ import { ATTR, inSpan } from '../../../lib/spans';
 import type { Span } from '../../../lib/spans';
 import type { Clock } from '../../../lib/timers';
 import type { ChatCompletionResponse } from '../../../upstream/client';
-import { DEFAULT_TIMEOUTS, UpstreamError, isUpstreamCode, isUpstreamStatus } from '../../../upstream/client';
+import { DEFAULT_TIMEOUTS, UpstreamError, failureCause, isUpstreamCode, isUpstreamStatus } from '../../../upstream/client';
 import { schemaMismatch } from '../contract/output-schema';
 import { resultId } from './ownership';
 import { RateLimitBackoff } from './rate-limit-backoff';
@@ -118,9 +118,7 @@ export class TickInference {
       const modelsFault =
         err instanceof UpstreamError && err.code !== 'upstream_circuit_open' && (err.status === 503 || err.kind !== 'http');
       if (modelsFault) catalog.recordOutcome(model, false);
-      if (err instanceof UpstreamError && err.kind !== 'http') {
-        this.deps.logger.warn({ streamId: record.streamId, code: err.code, kind: err.kind, err: err.message }, 'inference failed upstream');
-      }
+      if (err instanceof UpstreamError) this.logFailure(record, err);
       error = legacyResultError(err);
     } finally {
       budget.done();
@@ -172,6 +170,29 @@ export class TickInference {
       totalMs: result.total_latency_ms,
       overheadMs: performance.now() - answeredAt,
     });
+  }
+
+  /**
+   * A tick's upstream failure, one line and no stack (what the upstream said, or why it could not
+   * be reached, is the story): the stream, the model asked for and its fallbacks (the error is the
+   * last one tried's). An answer that refuses (a 4xx: the request's or the key's business, a 429)
+   * is info; a 5xx answer (a 503 `model_unavailable`) or no answer is warn.
+   */
+  private logFailure(record: LiveStream['record'], err: UpstreamError): void {
+    const { logger } = this.deps;
+    const models = {
+      streamId: record.streamId,
+      model: record.spec.model,
+      ...(record.fallbackModels.length ? { fallbacks: record.fallbackModels } : {}),
+    };
+    if (err.kind !== 'http') {
+      logger.warn({ ...models, code: err.code, kind: err.kind, err: err.message }, 'inference failed upstream');
+      return;
+    }
+    const fields = { ...models, status: err.status, code: err.code };
+    const msg = `inference refused upstream: ${failureCause(err)}`;
+    if (err.status >= 500) logger.warn(fields, msg);
+    else logger.info(fields, msg);
   }
 
   /**
