@@ -10,6 +10,7 @@ COPY package.json package-lock.json ./
 # npm install, not npm ci: see .ci/run (the lockfile holds only the Linux optional builds).
 RUN npm install --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
 COPY src ./src
 RUN npm run build
 

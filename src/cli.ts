@@ -5,6 +5,8 @@
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { CHECK_IDS, isCheckId } from './conformance/checks';
+import { environmentHelp, wrapWords } from './env-help';
+import type { EnvUse } from './env-help';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -15,25 +17,44 @@ interface CommandSpec {
   flags?: string;
   /** Lines printed after the flags. */
   notes?: string;
+  /** The environment variables it reads, listed in its help. */
+  env: EnvUse;
   options: Options;
 }
 
 const COMMON: Options = {
   config: { type: 'string', short: 'c' },
   help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'v' },
 };
 const COMMON_HELP = `  -c, --config FILE   JSON config layered over config/default.json (docs/configuration.md)
-  -h, --help          this help`;
+  -h, --help          this help
+  -v, --version       print the version and exit`;
+
+function oneOf(...keys: string[]): (key: string) => boolean {
+  return (key) => keys.includes(key);
+}
+const BRAND = ['brand', 'brandAbbreviation', 'thirdPartyBackend', 'roomVendor'];
+/** The timeouts every HTTP server here takes (src/lib/http-server.ts). */
+const SERVER_TIMEOUTS = ['server.headersTimeoutMs', 'server.requestTimeoutMs', 'server.keepAliveTimeoutMs', 'server.idleTimeoutMs'];
+const NODE_ENV: [string, string] = ['NODE_ENV', 'production: JSON logs and the production defaults and checks (docs/configuration.md)'];
+const TRACING: [string, string] = ['OTEL_*', 'tracing, off unless OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/configuration.md "Tracing")'];
 
 export const COMMANDS = {
   serve: {
     summary: 'run the gateway (with the embedded emulator unless UPSTREAM_URL is set; in production only with EMULATOR_EMBEDDED=true)',
     usage: 'serve [--config FILE]',
+    // The embedded emulator reads the emulator's variables too.
+    env: { keys: () => true, own: [NODE_ENV, TRACING] },
     options: COMMON,
   },
   emulator: {
     summary: 'run the /v1beta + /billing emulator alone',
     usage: 'emulator [--config FILE]',
+    env: {
+      keys: (k) => k.startsWith('emulator.') || oneOf('logLevel', 'logPretty', 'shutdownGraceMs', ...BRAND, ...SERVER_TIMEOUTS)(k),
+      own: [NODE_ENV, TRACING],
+    },
     options: COMMON,
   },
   demo: {
@@ -45,6 +66,14 @@ export const COMMANDS = {
   --model ID          model (default local/analyzer)
   --prompt TEXT       prompt
   --seconds N         stop after N seconds (default 0: until Ctrl-C)`,
+    env: {
+      // The default URL and dev key.
+      keys: oneOf('port', 'host', 'brand', 'brandAbbreviation'),
+      own: [
+        ['GATEWAY_URL', 'gateway base URL, when --url is not given'],
+        ['API_KEY', 'API key, when --key is not given'],
+      ],
+    },
     options: {
       ...COMMON,
       url: { type: 'string' },
@@ -68,6 +97,7 @@ export const COMMANDS = {
   --skip IDS          checks not to run, comma-separated (reported as skipped)`,
     notes: `Exit status: 0 every check that ran passed, 1 a check failed, 2 a bad command line, 130 interrupted.
 The checks and what they cost: docs/operations.md "Switching from the emulator to the provider".`,
+    env: { keys: oneOf('upstreamUrl', 'logLevel', ...BRAND), own: [['API_KEY', 'API key, when --key is not given'], TRACING] },
     options: {
       ...COMMON,
       upstream: { type: 'string' },
@@ -87,15 +117,27 @@ const NAME = 'legacy-gateway';
 export const USAGE = `usage: ${NAME} <${Object.keys(COMMANDS).join('|')}> [options]
 
 ${Object.entries(COMMANDS)
-  .map(([name, c]) => `  ${name.padEnd(11)}  ${c.summary}`)
+  .map(([name, c]) => wrapWords(`  ${name.padEnd(11)} `, c.summary.split(' '), 15))
   .join('\n')}
 
-Run '${NAME} <command> --help' for a command's options. No command: serve.
+Run '${NAME} <command> --help' for a command's options and environment. No command: serve.
+'${NAME} --version' prints the version.
 `;
+
+/** `usage: legacy-gateway <usage>`, an option group never split, continued lines under the first option. */
+function usageLine(usage: string): string {
+  const [command = '', ...options] = usage.match(/\[[^\]]*\]|\S+/g) ?? [];
+  return wrapWords(`usage: ${NAME}`, [command, ...options], `usage: ${NAME} ${command} `.length);
+}
 
 export function commandHelp(name: CommandName): string {
   const c: CommandSpec = COMMANDS[name];
-  return `usage: ${NAME} ${c.usage}\n\n${c.summary}\n\n${c.flags ? `${c.flags}\n` : ''}${COMMON_HELP}\n${c.notes ? `\n${c.notes}\n` : ''}`;
+  return [
+    `${usageLine(c.usage)}\n\n${c.summary}\n`,
+    `${c.flags ? `${c.flags}\n` : ''}${COMMON_HELP}\n`,
+    ...(c.notes ? [`${c.notes}\n`] : []),
+    environmentHelp(c.env),
+  ].join('\n');
 }
 
 /** A command line the CLI refuses: the message to print, exit code 2. */
@@ -105,6 +147,7 @@ export class UsageError extends Error {
 
 export type Parsed =
   | { kind: 'help'; text: string }
+  | { kind: 'version' }
   | { kind: 'run'; command: CommandName; config?: string; values: Record<string, string | boolean | undefined> };
 
 function isCommand(name: string): name is CommandName {
@@ -131,6 +174,7 @@ export function parseCommandLine(argv: string[]): Parsed {
   }
   const values = parsed.values as Record<string, string | boolean | undefined>;
   if (values.help) return { kind: 'help', text: commandHelp(command) };
+  if (values.version) return { kind: 'version' };
   if (command === 'demo') {
     if (values.mode !== 'clip' && values.mode !== 'frame')
       throw new UsageError(`${NAME} demo: --mode must be clip or frame, got '${String(values.mode)}'`);

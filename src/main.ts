@@ -13,6 +13,7 @@ import { bootChecks } from './boot-checks';
 import { ConfigError, DEFAULT_CONFIG_FILE, configEnvNames, loadConfig } from './config';
 import type { Config } from './config';
 import type { DemoArgs } from './demo';
+import { PortUnavailableError } from './lib/listen';
 import { displayUrl } from './lib/display-url';
 import { createLogger, logFormat, processDestination } from './lib/logger';
 import type { Logger } from './lib/logger';
@@ -87,10 +88,25 @@ function configSources(configFile: string | undefined) {
   };
 }
 
+/**
+ * A server's start, where a port it cannot have (in use, or privileged) ends the process with one
+ * line naming the port and the setting to change (exit 1), not a stack trace.
+ */
+async function listening<T>(logger: Logger, start: Promise<T>): Promise<T> {
+  try {
+    return await start;
+  } catch (err) {
+    if (!(err instanceof PortUnavailableError)) throw err;
+    logger.fatal(err.message);
+    process.stderr.write(`${err.message}\n`);
+    process.exit(1);
+  }
+}
+
 async function runEmulator(cfg: Config, logger: Logger, configFile: string | undefined, tracing: Tracing): Promise<void> {
   // Loaded on demand: the emulator brings native modules (sharp, wrtc) a plain gateway never needs.
   const { startEmulator } = await import('./emulator/server');
-  const emu = await startEmulator(cfg, logger);
+  const emu = await listening(logger, startEmulator(cfg, logger));
   logger.info(
     {
       url: emu.url,
@@ -160,7 +176,7 @@ async function runServe(
     // The embedded default: a local emulator, by default with the control API and a synthetic publisher.
     const { startEmulator, embeddedEmulatorConfig } = await import('./emulator/server');
     const embedded = embeddedEmulatorConfig(cfg);
-    const emu = await startEmulator(embedded, logger.child({ component: 'emulator' }));
+    const emu = await listening(logger, startEmulator(embedded, logger.child({ component: 'emulator' })));
     upstreamUrl = emu.url;
     stopEmulator = () => emu.close();
     emulator = {
@@ -170,7 +186,7 @@ async function runServe(
       autoPublish: embedded.emulator.autoPublish.enabled === true,
     };
   }
-  const gw = await startGateway(cfg, logger, upstreamUrl, { store });
+  const gw = await listening(logger, startGateway(cfg, logger, upstreamUrl, { store }));
   const sources = configSources(configFile);
   logger.info(
     {
@@ -237,6 +253,10 @@ async function main(argv: string[]): Promise<void> {
   }
   if (parsed.kind === 'help') {
     process.stdout.write(parsed.text);
+    return;
+  }
+  if (parsed.kind === 'version') {
+    process.stdout.write(`legacy-gateway ${packageVersion() ?? '(version unknown: no package.json beside dist/)'}\n`);
     return;
   }
   const { command, config } = parsed;

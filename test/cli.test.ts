@@ -3,8 +3,8 @@
  * the production boot checks, on the parser and on the real process.
  */
 import { bootChecks } from '../src/boot-checks';
-import { parseCommandLine, UsageError, USAGE } from '../src/cli';
-import { loadConfig, mergeDeep } from '../src/config';
+import { COMMANDS, parseCommandLine, UsageError, USAGE } from '../src/cli';
+import { configEnvVars, loadConfig, mergeDeep } from '../src/config';
 import { deadline, until } from './helpers/time';
 import { runMain, useMainBundle } from './helpers/main-bundle';
 
@@ -24,6 +24,42 @@ describe('parseCommandLine', () => {
     const demo = parseCommandLine(['demo', '-h']);
     expect(demo.kind).toBe('help');
     expect(demo.kind === 'help' && demo.text).toMatch(/^usage: legacy-gateway demo .*\n[\s\S]*--seconds N/);
+  });
+
+  test('--version and -v, alone or after a command', () => {
+    for (const argv of [['--version'], ['-v'], ['emulator', '--version'], ['demo', '-v']])
+      expect(parseCommandLine(argv)).toEqual({ kind: 'version' });
+  });
+
+  const helpOf = (command: string) => {
+    const parsed = parseCommandLine([command, '--help']);
+    return parsed.kind === 'help' ? parsed.text : '';
+  };
+  /** The help's environment sections (from the first one to the end). */
+  const envSections = (help: string) => help.slice(help.search(/\n(Environment|Config variables)/));
+  /** The environment sections of a command's help, each variable name a space-delimited word. */
+  const envOf = (command: string) => ` ${envSections(helpOf(command)).replace(/[,\n]/g, ' ')} `;
+
+  test('each command lists the environment variables it reads; serve every configuration variable', () => {
+    for (const { name } of configEnvVars()) expect(envOf('serve')).toContain(` ${name} `);
+    for (const name of ['EMULATOR_PORT', 'EMULATOR_HOST', 'LOG_LEVEL', 'SHUTDOWN_GRACE_MS'])
+      expect(envOf('emulator')).toContain(` ${name} `);
+    for (const name of ['UPSTREAM_URL', 'PORT', 'REDIS_URL', 'EMULATOR_EMBEDDED']) expect(envOf('emulator')).not.toContain(` ${name} `);
+    for (const name of ['GATEWAY_URL', 'API_KEY', 'PORT', 'HOST']) expect(envOf('demo')).toContain(` ${name} `);
+    for (const name of ['API_KEY', 'UPSTREAM_URL', 'OTEL_*']) expect(envOf('conformance')).toContain(` ${name} `);
+  });
+
+  test('help lines fit 120 columns (the environment sections 100)', () => {
+    expect(USAGE.split('\n').filter((l) => l.length > 100)).toEqual([]);
+    for (const command of Object.keys(COMMANDS)) {
+      const help = helpOf(command);
+      expect(help.split('\n').filter((l) => l.length > 120)).toEqual([]);
+      expect(
+        envSections(help)
+          .split('\n')
+          .filter((l) => l.length > 100),
+      ).toEqual([]);
+    }
   });
 
   test.each([

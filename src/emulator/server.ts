@@ -1,3 +1,4 @@
+import { settingOf } from '../config';
 import type { Config } from '../config';
 import { createHttpServer } from '../lib/http-server';
 import { closeServer, dialHost, listen } from '../lib/listen';
@@ -42,7 +43,13 @@ export async function startEmulator(cfg: Config, logger: Logger, opts: Pick<Emul
       socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
     }
   });
-  const port = await listen(server, cfg.emulator.port, cfg.emulator.host);
+  let port: number;
+  try {
+    port = await listen(server, cfg.emulator.port, cfg.emulator.host, { server: 'emulator', setting: settingOf('emulator.port') });
+  } catch (err) {
+    await emulator.close();
+    throw err;
+  }
   base = `http://${dialHost(cfg.emulator.host)}:${port}`;
   return {
     url: base,

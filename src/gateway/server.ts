@@ -1,6 +1,7 @@
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { settingOf } from '../config';
 import type { Config } from '../config';
 import { createHttpServer } from '../lib/http-server';
 import { closeServer, dialHost, listen } from '../lib/listen';
@@ -87,13 +88,20 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
       socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
     }
   });
-  const port = await listen(server, cfg.port, cfg.host);
+  let port: number;
+  try {
+    port = await listen(server, cfg.port, cfg.host, { server: 'gateway', setting: settingOf('port') });
+  } catch (err) {
+    await gateway.close();
+    throw err;
+  }
   const url = `http://${dialHost(cfg.host)}:${port}`;
   const metricsServer = gateway.metricsApp && createHttpServer(gateway.metricsApp, cfg.server);
   let metricsUrl: string | undefined;
+  const metricsOwner = { server: 'metrics', setting: settingOf('telemetry.metricsPort') };
   if (metricsServer) {
     try {
-      metricsUrl = `http://${dialHost(cfg.host)}:${await listen(metricsServer, cfg.telemetry.metricsPort ?? 0, cfg.host)}`;
+      metricsUrl = `http://${dialHost(cfg.host)}:${await listen(metricsServer, cfg.telemetry.metricsPort ?? 0, cfg.host, metricsOwner)}`;
     } catch (err) {
       await closeServer(server);
       await gateway.close();
