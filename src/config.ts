@@ -293,7 +293,11 @@ const legacySchema = z.strictObject({
       negativeKeyCacheMs: z.number().int().min(0).default(10_000),
       /** Keys held in the negative cache (least recently used dropped first). */
       negativeKeyCacheSize: positiveInt.default(10_000),
-      /** Failed authentications (HTTP 401 and results-socket 1008) one client address (`server.trustProxy`) may have per minute; a key accepted in the last 5 minutes is never refused by it. 0 = no limit. */
+      /**
+       * Failed authentications (HTTP 401 and results-socket 1008) one client address
+       * (`server.trustProxy`) may have per minute; a key accepted in the last 5 minutes is never
+       * refused by it. 0 = no limit.
+       */
       authFailuresPerMinute: z.number().int().min(0).default(30),
     })
     .prefault({}),
@@ -303,7 +307,11 @@ const legacySchema = z.strictObject({
   /** The gateway's media relay (customer-room sources, and webrtc in relay mode → the upstream room); see src/gateway/ingest/README.md. */
   relay: relaySchema.prefault({}),
   mediaWorker: mediaWorkerSchema.prefault({}),
-  /** Feedback one tenant may keep (entries are at most 4 KiB of text) and the list endpoint's page size (default = the account cap, so an unchanged legacy client still sees every entry; pages are opt-in). */
+  /**
+   * Feedback one tenant may keep (entries are at most 4 KiB of text) and the list endpoint's page
+   * size (default = the account cap, so an unchanged legacy client still sees every entry; pages
+   * are opt-in).
+   */
   feedback: z
     .strictObject({
       perStream: positiveInt.default(50),
@@ -312,7 +320,10 @@ const legacySchema = z.strictObject({
       maxPageSize: positiveInt.default(1000),
     })
     .prefault({}),
-  /** How long a delivered result stays re-runnable (reinfer, `POST /v0.2/chat/completions/clip`): its window is kept this long; the upstream keeps frames about 10 minutes. */
+  /**
+   * How long a delivered result stays re-runnable (reinfer, `POST /v0.2/chat/completions/clip`):
+   * its window is kept this long; the upstream keeps frames about 10 minutes.
+   */
   resultWindowSeconds: positiveInt.default(600),
 });
 

@@ -212,7 +212,11 @@ async function runServe(
     },
     [
       `gateway listening on ${gw.url} (port ${gw.port})`,
-      `upstream ${displayUrl(upstreamUrl)}${emulator ? ` = embedded emulator (no UPSTREAM_URL configured; control API ${emulator.controlApi ? 'on' : 'off'}, synthetic publisher ${emulator.autoPublish ? 'on' : 'off'})` : ''}`,
+      `upstream ${displayUrl(upstreamUrl)}` +
+        (emulator
+          ? ` = embedded emulator (no UPSTREAM_URL configured; control API ${emulator.controlApi ? 'on' : 'off'}, ` +
+            `synthetic publisher ${emulator.autoPublish ? 'on' : 'off'})`
+          : ''),
       `config ${sources.files.join(' + ') || '(defaults only)'}${sources.env.length ? ` + env ${sources.env.join(', ')}` : ''}`,
     ].join('; '),
   );

@@ -50,7 +50,8 @@ export async function runConformanceCommand(
   process.on('SIGTERM', onSignal);
 
   out(
-    `conformance of ${upstreamUrl} (reference scheme ${brand.scheme}://, key prefix ${brand.keyPrefix}, region header ${brand.regionHeaderDisplay}, room ${brand.room})`,
+    `conformance of ${upstreamUrl} (reference scheme ${brand.scheme}://, key prefix ${brand.keyPrefix}, ` +
+      `region header ${brand.regionHeaderDisplay}, room ${brand.room})`,
   );
   const report = await runConformance({
     upstreamUrl,

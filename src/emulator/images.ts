@@ -85,7 +85,8 @@ export function parseImageUrl(
   if (url.username || url.password) return fail('an image URL must not carry credentials', 'url_parsing');
   if (!hostMatches(url, allowedHosts)) {
     return fail(
-      `image URLs are fetched only from the hosts in emulator.imageFetch.allowedHosts; ${JSON.stringify(url.host)} is not one of them (send the image inline as a data: URL, or reference a stream frame)`,
+      `image URLs are fetched only from the hosts in emulator.imageFetch.allowedHosts; ${JSON.stringify(url.host)} is not one of them ` +
+        '(send the image inline as a data: URL, or reference a stream frame)',
       'url_not_allowed',
     );
   }

@@ -294,9 +294,10 @@ const boundText = (b: Bound): string => (b.axis === 'index' ? `frame ${b.index}`
  * with the retained buffer (a start before it clamps up). Errors: a start in the future, or an
  * explicit start (end) index past the last frame (past the index after it) → `frame_not_yet_produced`;
  * an end before the start → a validation error at `loc` (the contract; an end at the start is an
- * empty window there) or, at or before it, 400 `segment_invalid` (the provider). A window holding no retained frame yields the frame on screen at its end — the last
- * one before it, or the oldest retained frame when the window lies before the buffer (the contract)
- * — or 404 `segment_empty` (the provider).
+ * empty window there) or, at or before it, 400 `segment_invalid` (the provider). A window holding
+ * no retained frame yields the frame on screen at its end — the last one before it, or the oldest
+ * retained frame when the window lies before the buffer (the contract) — or 404 `segment_empty`
+ * (the provider).
  *
  * Sampling is anchored at the window's newest frame (the live edge when the end is omitted) and steps
  * back by 1/max_fps to the window start, taking the nearest frame at each step: max_fps caps frames

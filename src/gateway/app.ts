@@ -42,7 +42,10 @@ export interface GatewayOptions {
   observer?: LegacyObserver;
   /** Shrinks upstream retry waits (tests). */
   retry?: RetryOverride;
-  /** Time and timers of the gateway: sessions, fleet, default store, caches, auth budget, breaker, probe, telemetry, sunset, media-worker supervision (tests; default the real clock). */
+  /**
+   * Time and timers of the gateway: sessions, fleet, default store, caches, auth budget, breaker,
+   * probe, telemetry, sunset, media-worker supervision (tests; default the real clock).
+   */
   clock?: Clock;
 }
 

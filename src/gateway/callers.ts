@@ -31,7 +31,8 @@ export function callerChecks(cfg: Config, logger: Logger, upstream: UpstreamClie
     onOverBudget: (ip) =>
       logger.warn(
         { clientAddress: ip, perMinute: failures.authFailuresPerMinute },
-        `failed-authentication budget used up by ${ip}: its unknown keys are refused for the rest of the minute${trust ? '' : " (server.trustProxy is off: behind a load balancer this is the balancer's address)"}`,
+        `failed-authentication budget used up by ${ip}: its unknown keys are refused for the rest of the minute` +
+          (trust ? '' : " (server.trustProxy is off: behind a load balancer this is the balancer's address)"),
       ),
   });
   return { catalog, trust, clientAddress: clientAddresses(trust), authLimiter };

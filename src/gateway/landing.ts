@@ -141,7 +141,10 @@ function legacyCallout(f: LandingFacts): string {
   const sunset = escapeHtml(when(l.sunset, DATE));
   const guide = `<a href="${GUIDE}">migration guide</a>`;
   if (l.state === 'retired') {
-    return `<div class="callout bad"><p><strong>/v0.2 is retired</strong> since ${sunset}: new /v0.2 streams are refused (410). Move to /v1beta with the ${guide}.</p></div>`;
+    return (
+      `<div class="callout bad"><p><strong>/v0.2 is retired</strong> since ${sunset}: new /v0.2 streams are refused (410). ` +
+      `Move to /v1beta with the ${guide}.</p></div>`
+    );
   }
   if (l.state === 'brownout') {
     return (
@@ -150,7 +153,10 @@ function legacyCallout(f: LandingFacts): string {
     );
   }
   if (l.state === 'past_sunset') {
-    return `<div class="callout warn"><p><strong>/v0.2 passed its sunset</strong> on ${sunset} and is still served here for now. Move to /v1beta with the ${guide}.</p></div>`;
+    return (
+      `<div class="callout warn"><p><strong>/v0.2 passed its sunset</strong> on ${sunset} and is still served here for now. ` +
+      `Move to /v1beta with the ${guide}.</p></div>`
+    );
   }
   const days = l.days_to_sunset;
   return (

@@ -8,14 +8,18 @@
 import type { IncomingMessage } from 'node:http';
 import proxyaddr from 'proxy-addr';
 
-/** `false`: off. A number: trust that many hops in front of the gateway. A list: trust peers in these addresses, CIDRs or named ranges (`loopback`, `linklocal`, `uniquelocal`). */
+/**
+ * `false`: off. A number: trust that many hops in front of the gateway. A list: trust peers in
+ * these addresses, CIDRs or named ranges (`loopback`, `linklocal`, `uniquelocal`).
+ */
 export type TrustProxy = false | number | string[];
 
 /** Is the hop at `addr`, `i` hops from the gateway (0 = the socket's peer), a trusted proxy. */
 export type TrustFn = (addr: string, i: number) => boolean;
 
 const TRUST_ALL =
-  '`true` would trust every hop, so any client could choose its address with X-Forwarded-For: give the number of proxies in front of the gateway or their addresses';
+  '`true` would trust every hop, so any client could choose its address with X-Forwarded-For: ' +
+  'give the number of proxies in front of the gateway or their addresses';
 
 /**
  * A configured value (JSON or the `TRUST_PROXY` string: `false`, `2`, `loopback`,

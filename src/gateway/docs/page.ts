@@ -14,7 +14,9 @@ export function escapeHtml(value: string | number): string {
   return String(value).replace(/[&<>"']/g, (c) => ENTITIES[c]!);
 }
 
-const STYLESHEET = `
+// Two template pieces only to wrap the longest line: the joined text is what the CSP hashes.
+const STYLESHEET =
+  `
 :root {
   color-scheme: light dark;
   --bg: #ffffff; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --soft: #f6f8fa;
@@ -49,7 +51,8 @@ h3 { font-size: 1.2rem; }
 h1:hover .anchor, h2:hover .anchor, h3:hover .anchor, h4:hover .anchor, .anchor:focus { opacity: 1; text-decoration: none; }
 p, ul, ol, table, pre { margin: 0 0 1rem; }
 li + li { margin-top: .25rem; }
-code { font-family: ui-monospace, SFMono-Regular, "SF Mono", Menlo, Consolas, "Liberation Mono", monospace; font-size: .875em; background: var(--code); padding: .15em .35em; border-radius: 4px; overflow-wrap: anywhere; }
+code { font-family: ui-monospace, SFMono-Regular, "SF Mono", Menlo, Consolas, "Liberation Mono", monospace; ` +
+  `font-size: .875em; background: var(--code); padding: .15em .35em; border-radius: 4px; overflow-wrap: anywhere; }
 pre { background: var(--soft); border: 1px solid var(--line); border-radius: 6px; padding: .9rem 1rem; overflow-x: auto; line-height: 1.45; }
 pre code { background: none; padding: 0; font-size: .85rem; overflow-wrap: normal; white-space: pre; }
 .table-wrap { overflow-x: auto; margin: 0 0 1rem; }

@@ -187,7 +187,8 @@ export class GatewayMetrics {
       name: 'gateway_legacy_ticks_skipped_total',
       help:
         'Scheduler ticks that ran no inference, by reason: in_flight_limit (legacy.maxInFlight completions of the stream still running), ' +
-        'late (due while the process was paused or saturated for more than a period: dropped, not replayed), self_fenced (the replica lost its store heartbeat)',
+        'late (due while the process was paused or saturated for more than a period: dropped, not replayed), ' +
+        'self_fenced (the replica lost its store heartbeat)',
       labelNames: ['reason'],
       registers,
     });

@@ -41,7 +41,10 @@ const EVICTING = /^(allkeys|volatile)-/;
  */
 export function checkMaxmemoryPolicy(policy: string | undefined): string | undefined {
   if (policy && EVICTING.test(policy)) {
-    return `refusing to start: Redis maxmemory-policy is ${policy}, which evicts keys (slots and sessions would vanish). Set maxmemory-policy noeviction on the Redis server (CONFIG SET maxmemory-policy noeviction, or in redis.conf).`;
+    return (
+      `refusing to start: Redis maxmemory-policy is ${policy}, which evicts keys (slots and sessions would vanish). ` +
+      'Set maxmemory-policy noeviction on the Redis server (CONFIG SET maxmemory-policy noeviction, or in redis.conf).'
+    );
   }
   return undefined;
 }

@@ -93,10 +93,13 @@ return redis.call('HGETALL', KEYS[1])`;
  * fenced owner. Commits are independent of each other (a batch of them is one round trip and one
  * EVALSHA); each answers {1, promptRev, leaseExpiresAtMs} or {0, reason, ''}, flat in KEYS order: the
  * owner learns a prompt change and a lease renewed on another replica from its ticks, without reads.
+ * (Template pieces only wrap the longest lines: the joined text is the script.)
  */
-const COMMIT_TICKS = `${COST_FIELD}
+const COMMIT_TICKS =
+  `${COST_FIELD}
 local function commit(key, o)
-  local v = redis.call('HMGET', key, 'state', 'owner', 'epoch', 'lastTick', 'promptRev', 'costMicrocents', 'inferencesCompleted', 'inferencesFailed', 'leaseExpiresAtMs')
+  local v = redis.call('HMGET', key, 'state', 'owner', 'epoch', 'lastTick', 'promptRev', ` +
+  `'costMicrocents', 'inferencesCompleted', 'inferencesFailed', 'leaseExpiresAtMs')
   if not v[1] then return 0, 'missing', '' end
   if v[1] ~= '"active"' then return 0, 'ended', '' end
   if v[2] ~= ARGV[o + 1] or tonumber(v[3] or '0') ~= tonumber(ARGV[o + 2]) then return 0, 'fenced', '' end
@@ -104,9 +107,11 @@ local function commit(key, o)
   local cost = costField(tonumber(v[6] or '0') + tonumber(ARGV[o + 4]))
   local outcome = ARGV[o + 7]
   if outcome == 'ok' then
-    redis.call('HSET', key, 'lastTick', ARGV[o + 3], 'costMicrocents', cost, 'inferencesCompleted', tostring(tonumber(v[7] or '0') + 1), 'lastInferenceMs', ARGV[o + 8])
+    redis.call('HSET', key, 'lastTick', ARGV[o + 3], 'costMicrocents', cost, ` +
+  `'inferencesCompleted', tostring(tonumber(v[7] or '0') + 1), 'lastInferenceMs', ARGV[o + 8])
   elseif outcome == 'failed' then
-    redis.call('HSET', key, 'lastTick', ARGV[o + 3], 'costMicrocents', cost, 'inferencesFailed', tostring(tonumber(v[8] or '0') + 1), 'lastInferenceMs', ARGV[o + 8])
+    redis.call('HSET', key, 'lastTick', ARGV[o + 3], 'costMicrocents', cost, ` +
+  `'inferencesFailed', tostring(tonumber(v[8] or '0') + 1), 'lastInferenceMs', ARGV[o + 8])
   else
     redis.call('HSET', key, 'lastTick', ARGV[o + 3], 'costMicrocents', cost)
   end
