@@ -108,7 +108,7 @@ export function httpApp(cfg: Config, logger: Logger, deps: HttpAppDeps): HttpApp
   mountHealth(app, {
     store,
     upstreamHealth,
-    leaving: () => !lifecycle.ready,
+    lifecycle,
     yieldsToPeers: () => deps.fleet.yieldsToPeers,
     mediaWorker: deps.mediaWorker,
   });

@@ -22,6 +22,8 @@ export interface LifecycleView {
   readonly state: ReplicaState;
   /** /readyz may answer 200 (the store decides the rest). */
   readonly ready: boolean;
+  /** In the drain (`holding`): /readyz says `draining: true`; not before it (`unready`) nor after it (`leaving`). */
+  readonly draining: boolean;
   /** Connections may stay open after their response (else `Connection: close`, so the next call goes elsewhere). */
   readonly keepAlive: boolean;
   /** New results sockets may attach (else the upgrade answers 503). */
@@ -49,6 +51,10 @@ export class Lifecycle implements LifecycleView {
 
   get ready(): boolean {
     return this.current === 'serving';
+  }
+
+  get draining(): boolean {
+    return this.current === 'holding';
   }
 
   get keepAlive(): boolean {

@@ -15,6 +15,7 @@ import { guideHtml } from './docs/guide-html';
 import { sendHtml, wantsHtml } from './docs/page';
 import { detailErrorHandler } from './http';
 import { legacyOpenApi } from './legacy';
+import type { LifecycleView } from './lifecycle';
 import type { Store } from './store/store';
 import type { GatewayMetrics } from './telemetry/metrics';
 import type { UpstreamHealth } from './telemetry/upstream-health';
@@ -28,7 +29,8 @@ export function mountHealth(
   deps: {
     store: Pick<Store, 'ready'>;
     upstreamHealth: UpstreamHealth;
-    leaving(): boolean;
+    /** Where this replica is on its way out: not `ready` once a shutdown began; `draining` in the drain alone. */
+    lifecycle: Pick<LifecycleView, 'ready' | 'draining'>;
     yieldsToPeers(): boolean;
     /** The media worker's state (`failed`: it died too often and is not restarted: not ready). */
     mediaWorker?(): string;
@@ -43,12 +45,12 @@ export function mountHealth(
   // does not decide: an upstream outage must not empty the load balancer.
   app.get('/readyz', async (_req, res) => {
     const storeOk = await deps.store.ready().catch(() => false);
-    const leaving = deps.leaving();
+    const { ready, draining } = deps.lifecycle;
     const impaired = deps.yieldsToPeers();
     const media = deps.mediaWorker?.() ?? 'idle';
-    res.status(storeOk && !leaving && !impaired && media !== 'failed' ? 200 : 503).json({
+    res.status(storeOk && ready && !impaired && media !== 'failed' ? 200 : 503).json({
       store: storeOk,
-      draining: leaving,
+      draining,
       upstream: deps.upstreamHealth.up ?? null,
       upstream_impaired: impaired,
       media_worker: media,

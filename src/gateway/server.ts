@@ -113,10 +113,13 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
   const hurry = new AbortController();
   const hurried = new Promise<void>((resolve) => hurry.signal.addEventListener('abort', () => resolve(), { once: true }));
 
-  /** Load balancers notice /readyz 503 only at their next probe: keep serving until they have (or a second signal). */
-  const serveUnready = async (delayMs: number, log: Logger): Promise<void> => {
+  /**
+   * Load balancers notice /readyz 503 only at their next probe: keep serving until they have (or a
+   * second signal). `next`: the step that follows, as the log names it.
+   */
+  const serveUnready = async (delayMs: number, log: Logger, next: 'the drain' | 'the hand-over'): Promise<void> => {
     if (delayMs <= 0) return;
-    log.info({ delayMs }, `not ready: serving ${delayMs} ms more before draining`);
+    log.info({ delayMs }, `not ready: serving ${delayMs} ms more before ${next}`);
     await Promise.race([delay(delayMs), hurried]);
   };
 
@@ -128,7 +131,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     const log = logger.child({ component: 'drain' });
     const deadline = Date.now() + drainMs;
     gateway.markUnready();
-    await serveUnready(Math.min(cfg.shutdownDelayMs, drainMs / 2), log);
+    await serveUnready(Math.min(cfg.shutdownDelayMs, drainMs / 2), log, 'the drain');
     if (!(await gateway.holdConnections()))
       return void log.info('no other replica alive to take the streams: ending them as at any shutdown');
     let nextLogAt = 0;
@@ -171,7 +174,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     const log = logger.child({ component: 'shutdown' });
     if (!afterDrain) {
       gateway.markUnready();
-      await serveUnready(Math.min(cfg.shutdownDelayMs, graceMs / 2), log);
+      await serveUnready(Math.min(cfg.shutdownDelayMs, graceMs / 2), log, 'the hand-over');
     }
     // Leave a slice of the grace period for the final close after waiting on requests in flight.
     const waitUntil = deadline - Math.min(1000, (deadline - Date.now()) / 4);
@@ -179,7 +182,7 @@ export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: str
     server.closeIdleConnections();
     log.info(
       { graceMs, legacyStreams: gateway.sessions.activeCount, inFlight: gateway.inFlight },
-      `draining: ${gateway.sessions.activeCount} legacy streams to hand over (fleet) or end`,
+      `hand-over: ${gateway.sessions.activeCount} legacy streams to hand over (fleet) or end`,
     );
     if (!(await within(gateway.handOverOrEnd(afterDrain?.why), waitUntil - Date.now(), log)))
       log.warn('legacy streams did not all end in time');

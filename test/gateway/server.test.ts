@@ -226,7 +226,7 @@ describe('readiness and upstream health', () => {
     expect(clock.pending).toBe(0); // the probe's timer cleared
   });
 
-  test('SIGTERM delay: /readyz 503 while everything else still serves, then the drain', async () => {
+  test('SIGTERM delay: /readyz 503 (not draining: a solo replica has no drain) while everything else still serves, then the hand-over-or-end', async () => {
     let release!: () => void;
     const waited: number[] = [];
     const s = await startStack(
@@ -236,8 +236,8 @@ describe('readiness and upstream health', () => {
     try {
       const closing = s.gateway.close();
       expect(waited).toEqual([4000]);
-      expect(await http(s.url, 'GET', '/readyz', { key: null })).toMatchObject({ status: 503, body: { draining: true } });
-      // Still serving: new legacy streams are accepted and run until the drain.
+      expect(await http(s.url, 'GET', '/readyz', { key: null })).toMatchObject({ status: 503, body: { draining: false } });
+      // Still serving: new legacy streams are accepted and run until the hand-over-or-end.
       const created = await http(s.url, 'POST', '/v0.2/streams', { body: frameBody({ interval_seconds: 0.3 }) });
       expect(created.status).toBe(201);
       const sock = await openResults(s.url, (created.body as { stream_id: string }).stream_id, KEY);

@@ -27,8 +27,9 @@ describe('graceful shutdown in process', () => {
       const refused = await http(s.url, 'POST', '/v0.2/streams', { body: frameBody() });
       expect(refused.status).toBe(503);
       expect(refused.body).toMatchObject({ error: 'shutting_down' });
-      expect(await http(s.url, 'GET', '/readyz', { key: null })).toMatchObject({ status: 503, body: { draining: true } });
-      // /v1beta keeps working while requests drain.
+      // Not ready, and not draining: the drain is a fleet replica's step before the hand-over.
+      expect(await http(s.url, 'GET', '/readyz', { key: null })).toMatchObject({ status: 503, body: { draining: false } });
+      // /v1beta keeps working while requests in flight finish.
       expect((await http(s.url, 'GET', '/v1beta/models', { key: null })).status).toBe(200);
       await s.gateway.close();
       closed = true;
@@ -122,10 +123,11 @@ describe('graceful shutdown of the process', () => {
       expect(code).toBe(0);
       expect((await http(emulator.url, 'GET', `/v1beta/streams/${id}`)).body).toMatchObject({ state: 'ended', end_reason: 'deleted' });
       // The last lines: the shutdown progress and the final roll-up summary of the day.
-      // In order: the signal, the readiness delay (not ready, still serving), the drain, the end.
+      // In order: the signal, the readiness delay (not ready, still serving), the hand-over (solo: the streams end), the end.
       const msgs = lines.map((l) => String(l.msg));
       const at = (prefix: string) => msgs.findIndex((m) => m.startsWith(prefix));
-      const order = ['SIGTERM: shutting down', 'not ready: serving 200 ms more', 'draining:', '/v0.2 usage on', 'stopped in'].map(at);
+      const order = ['SIGTERM: shutting down', 'not ready: serving 200 ms more', 'hand-over:', '/v0.2 usage on', 'stopped in'].map(at);
+      expect(msgs.some((m) => m.startsWith('drain'))).toBe(false);
       expect(order.every((i) => i >= 0)).toBe(true);
       expect([...order].sort((a, b) => a - b)).toEqual(order);
     } finally {

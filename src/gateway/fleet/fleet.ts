@@ -25,7 +25,6 @@ export interface FleetSessions {
   /** Hands streams to `targetOf(id)`; `keepPinned`: pinned streams (and any without a target) stay here. */
   handOver(targetOf: (streamId: string) => string | undefined, opts?: HandOverOptions): Promise<number>;
   reconcileOwned(storeOwned: readonly string[]): Promise<void>;
-  halt(): Promise<void>;
 }
 
 export interface FleetOptions {
@@ -228,18 +227,19 @@ export class Fleet implements FleetMember {
       await this.moveOn(m);
       return true;
     } catch (err) {
-      logger.warn({ err }, 'drain could not read the membership or announce itself: ending streams here');
+      logger.warn({ err }, 'drain could not read the membership or announce itself: no drain, on to the hand-over');
       return false;
     }
   }
 
-  /** Hands what can move to replicas not draining (none alive: it stays, and runs here). */
+  /** Hands what can move to replicas not draining (none alive: it stays, and runs here): the drain, or an impaired replica yielding. */
   private async moveOn(m: Membership): Promise<number> {
     const { sessions, logger } = this.opts;
     const targets = targetsIn(m, this.id);
     if (targets.length === 0 || sessions.ownedIds.length === 0) return 0;
     const moved = await sessions.handOver((streamId) => pickReplica(streamId, targets), { keepPinned: true });
-    if (moved > 0) logger.info({ moved, to: targets.length }, `drain: ${moved} streams handed over to ${targets.length} replicas`);
+    const step = this.draining ? 'drain' : 'upstream impaired';
+    if (moved > 0) logger.info({ moved, to: targets.length }, `${step}: ${moved} streams handed over to ${targets.length} replicas`);
     return moved;
   }
 
@@ -255,25 +255,19 @@ export class Fleet implements FleetMember {
     try {
       others = targetsIn(await store.membership(cfg.deadAfterMs), this.id);
     } catch (err) {
-      logger.warn({ err }, 'drain could not read the membership: ending streams here');
+      logger.warn({ err }, 'hand-over could not read the membership: ending streams here');
       return false;
     }
     if (others.length === 0) return false;
     const moved = await sessions.handOver((streamId) => pickReplica(streamId, others), { why });
     await store.forgetReplica(this.id);
-    logger.info({ moved, to: others.length }, `drain: ${moved} streams handed over to ${others.length} replicas`);
+    logger.info({ moved, to: others.length }, `hand-over: ${moved} streams handed over to ${others.length} replicas`);
     return true;
   }
 
   /** Stops every loop and leaves the control channel (shutdown). */
   async stop(): Promise<void> {
     this.stopLoops();
-  }
-
-  /** Test seam of a crash: loops and sessions stop here, the store keeps this replica's streams. */
-  async halt(): Promise<void> {
-    this.stopLoops();
-    await this.opts.sessions.halt();
   }
 
   private stopLoops(): void {

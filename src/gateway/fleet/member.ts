@@ -9,7 +9,7 @@ import type { FleetLink } from '../legacy';
 import type { Broker } from '../store/store';
 import { controlChannel, encodeControl } from './control';
 import { Fleet } from './fleet';
-import type { FleetOptions, FleetSessions } from './fleet';
+import type { FleetOptions } from './fleet';
 
 export interface FleetMember {
   /** Not part of a fleet: nobody can take this replica's streams, so a SIGTERM has no drain. */
@@ -27,8 +27,6 @@ export interface FleetMember {
   handOver(why?: string): Promise<boolean>;
   /** Stops the loops (shutdown). */
   stop(): Promise<void>;
-  /** Test seam of a crash: loops and sessions stop here, the store keeps this replica's streams. */
-  halt(): Promise<void>;
 }
 
 /** The replica id of a gateway that is not part of a fleet (memory store, no secret). */
@@ -41,8 +39,6 @@ export const SOLO_LINK: FleetLink = { replicaId: SOLO_REPLICA, tell: () => Promi
 export class SoloFleet implements FleetMember {
   readonly solo = true;
   readonly yieldsToPeers = false;
-
-  constructor(private readonly sessions: Pick<FleetSessions, 'halt'>) {}
 
   start(): Promise<void> {
     return Promise.resolve();
@@ -58,10 +54,6 @@ export class SoloFleet implements FleetMember {
 
   stop(): Promise<void> {
     return Promise.resolve();
-  }
-
-  halt(): Promise<void> {
-    return this.sessions.halt();
   }
 }
 
@@ -80,5 +72,5 @@ export function sessionsLink(cfg: Pick<StoreConfig, 'secret' | 'gatewayId'>, sto
 
 /** This replica's part in a fleet: a member of the fleet sharing its store when `store.secret` is set, else solo. */
 export function fleetMember(cfg: StoreConfig, opts: Omit<FleetOptions, 'replicaId' | 'cfg'>): FleetMember {
-  return cfg.secret ? new Fleet({ ...opts, replicaId: cfg.gatewayId, cfg: cfg.fleet }) : new SoloFleet(opts.sessions);
+  return cfg.secret ? new Fleet({ ...opts, replicaId: cfg.gatewayId, cfg: cfg.fleet }) : new SoloFleet();
 }

@@ -2,7 +2,8 @@
  * The store role behind reinfer (`POST /v0.2/chat/completions/clip`): where on its stream's clock
  * the frames behind one delivered legacy result lie, findable by the result id from any replica.
  * Written by the stream's owner after the result's commit, read by whichever replica serves the
- * reinfer; each entry expires on its own (`ttlMs`, the upstream's frame retention).
+ * reinfer; each entry expires on its own (`ttlMs`: `legacy.resultWindowSeconds`, by default about
+ * the upstream's frame retention).
  */
 
 /** The frames behind one result, on the stream clock (ms since the stream's first frame). */

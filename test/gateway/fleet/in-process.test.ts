@@ -180,6 +180,18 @@ async function create(r: Replica, key = KEY, prompt = 'Describe the frame'): Pro
   return (res.body as { stream_id: string }).stream_id;
 }
 
+/**
+ * A replica's crash as its fleet sees it: its loops and control channel stop, it takes no create,
+ * and every stream stops here as on an `ended` message (media stopped, nothing deleted upstream),
+ * with no word to the store: the records still name it, and survivors claim them once it is dead.
+ */
+async function halt(r: Replica): Promise<void> {
+  const { fleet, sessions } = r.gw.gateway;
+  await fleet.stop();
+  sessions.stopCreating();
+  await Promise.all(sessions.moves.ownedIds.map((streamId) => sessions.moves.onOwnerMessage({ op: 'ended', streamId, reason: 'crashed' })));
+}
+
 /** Tick numbers of the results a socket got (the result id is derived from stream id + tick). */
 const tickNumbers = (sock: ResultsSocket, streamId: string) =>
   ticksOfIds(
@@ -532,7 +544,7 @@ describe('failover and drain', () => {
     await driveUntil(f, () => socks[0]!.messages.some((m) => m.prompt === 'After the crash'));
     const before = socks.map((s) => s.messages.length);
 
-    await a.gw.gateway.fleet.halt();
+    await halt(a);
     await driveUntil(f, () => socks.every((s, i) => s.messages.length >= before[i]! + 3));
     expect(await pinnedSock.closed).toEqual({ code: 1001, reason: 'webrtc_disconnected' });
     expect(deletes.get(pinned)).toBe(1);
@@ -598,7 +610,7 @@ describe('failover and drain', () => {
     const id = (res.body as { stream_id: string }).stream_id;
     const sock = await openResults(b.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
-    await a.gw.gateway.fleet.halt();
+    await halt(a);
     expect(stops).toEqual([`A:${id}`]);
     const n = sock.messages.length;
     await driveUntil(f, () => sock.messages.length >= n + 2);
@@ -707,7 +719,7 @@ describe('failover and drain', () => {
     expect(a.gw.gateway.held()).toEqual({ sockets: 1, relays: 0 });
     // C crashes: its streams (its own, and any of A's it took) fail over to B, the one replica not draining.
     const onCnow = [onC, ...ids.filter((id) => f.adopted.includes(`C:handover:${id}`))];
-    await c.gw.gateway.fleet.halt();
+    await halt(c);
     await driveUntil(f, () => onCnow.every((id) => f.adopted.includes(`B:failover:${id}`)));
     expect(f.adopted.filter((x) => x.includes(':failover:')).sort()).toEqual(onCnow.map((id) => `B:failover:${id}`).sort());
     expect(f.ended).toEqual([]);

@@ -25,7 +25,6 @@ const oneStream = () => {
       return Promise.resolve(0);
     },
     reconcileOwned: () => Promise.resolve(),
-    halt: () => Promise.resolve(),
   };
   return s satisfies FleetSessions;
 };
@@ -107,8 +106,8 @@ test('a replica that yields to a peer that dies serves again: nobody left reache
     f.cut.A = true;
     await f.run(IMPAIRED_GRACE_MS + 1000);
     expect(f.yielding()).toEqual([true, false]);
-    // B crashes: once it is dead (deadAfterMs), A is the best replica left and serves.
-    await f.b.halt();
+    // B crashes (its loops stop, its heartbeat with them): once it is dead (deadAfterMs), A is the best replica left and serves.
+    await f.b.stop();
     await f.run(4000);
     expect(f.a.yieldsToPeers).toBe(false);
   } finally {

@@ -141,11 +141,6 @@ export class UpstreamCatalog {
     }
   }
 
-  /** Keys in the negative cache (tests, metrics). */
-  get refusedKeyCount(): number {
-    return this.refusedKeys.size;
-  }
-
   recordOutcome(model: string, answered: boolean): void {
     const list = this.outcomes.get(model) ?? [];
     list.push(answered);

@@ -13,7 +13,7 @@ import type { LegacyRecord, StreamSource } from './ports';
 import type { Ticker } from './ticker';
 
 /** The contract's upstream lease (`ttl_seconds` 300), when the upstream has not said otherwise. */
-export const DEFAULT_UPSTREAM_LEASE_SECONDS = 300;
+const DEFAULT_UPSTREAM_LEASE_SECONDS = 300;
 
 /** A lease length the upstream gave, when it is one (a positive finite number of seconds). */
 const validLease = (s: number | undefined): number | undefined => (typeof s === 'number' && Number.isFinite(s) && s > 0 ? s : undefined);

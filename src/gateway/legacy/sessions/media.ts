@@ -13,18 +13,13 @@ import type { RecordSync } from './record-sync';
 import type { SessionRecord, StoredMediaSession } from '../../store/store';
 
 /** The record's form of a session: the token sealed when the fleet shares its store. */
-export function storedSession(
-  deps: Pick<SessionContext, 'fleet'>,
-  streamId: string,
-  session: MediaSessionRef,
-  token: string,
-): StoredMediaSession {
+function storedSession(deps: Pick<SessionContext, 'fleet'>, streamId: string, session: MediaSessionRef, token: string): StoredMediaSession {
   const sealer = deps.fleet.sealer;
   return { ...session, token: sealer ? sealer.seal(token, streamId) : token };
 }
 
 /** The publish token of a stored session (undefined when it does not open here). */
-export function sessionToken(deps: Pick<SessionContext, 'fleet'>, streamId: string, stored: StoredMediaSession): string | undefined {
+function sessionToken(deps: Pick<SessionContext, 'fleet'>, streamId: string, stored: StoredMediaSession): string | undefined {
   const sealer = deps.fleet.sealer;
   return sealer ? sealer.open(stored.token, streamId) : stored.token;
 }

@@ -1,8 +1,8 @@
 /**
  * Streams moving between replicas (docs/scaling.md): what the membership loop and the control
  * channel (../../fleet) ask of this replica's streams. Adopts a stream from its record (failover or
- * drain), hands streams over, acts on owner messages, and reconciles the streams the store says are
- * ours with those running here. `Fleet` is handed this object directly (`LegacySessions.moves`).
+ * hand-over), hands streams over, acts on owner messages, and reconciles the streams the store says
+ * are ours with those running here. `Fleet` is handed this object directly (`LegacySessions.moves`).
  */
 import type { ValidateFunction } from 'ajv';
 import type { JsonSchemaValidators } from '../../../lib/json-schema';
@@ -128,7 +128,8 @@ export class StreamMoves {
    * Hands every stream here to `targetOf(streamId)` (claim under this replica's epoch, then `adopt`
    * on the target's control channel), after stopping its ticks here. A pinned stream (its relay lives
    * here) and one without a target end as at any shutdown (no creates or adoptions here after), or,
-   * with `keepPinned` (a connection drain), stay and run here. Returns how many moved.
+   * with `keepPinned` (a drain, or an impaired replica yielding to peers), stay and run here.
+   * Returns how many moved.
    */
   async handOver(targetOf: (streamId: string) => string | undefined, opts: HandOverOptions = {}): Promise<number> {
     const { registry, ender } = this;
@@ -176,13 +177,5 @@ export class StreamMoves {
       if (!rec) await this.sync.reRegister(stream);
       else if (!ownedBy(rec, replicaId)) await registry.remove(id);
     }
-  }
-
-  /** Test seam of a crash: every timer here stops and nothing is written to the store (the fleet's view of a dead replica). */
-  async halt(): Promise<void> {
-    const { registry } = this;
-    registry.close();
-    await Promise.all(registry.streams().map((s) => registry.stop(s)));
-    registry.forgetAll();
   }
 }

@@ -1,6 +1,7 @@
 /**
- * The ports of legacy sessions: what LegacySessions needs from the rest of the gateway (deps, media,
- * observers) and the in-process state of one live stream, shared by lifecycle and inference.
+ * The ports of legacy sessions: what LegacySessions needs from the rest of the gateway (deps, media
+ * sources and relay, observers, the fleet link), what replicas tell each other about a stream, and a
+ * create's input and output. A live stream's own state is ./live-stream.ts.
  */
 import type { Brand } from '../../../brand';
 import type { LegacyConfig } from '../../../config';
@@ -28,7 +29,7 @@ export interface LegacyObserver {
     totalMs: number;
     overheadMs: number;
   }): void;
-  /** `count` ticks of a stream ran no inference, for `reason` (../sessions/ticker.ts `SkipReason`, or a self-fenced replica). */
+  /** `count` ticks of a stream ran no inference, for `reason` (./ticker.ts `SkipReason`, or a self-fenced replica). */
   tickSkipped?(streamId: string, reason: 'in_flight_limit' | 'late' | 'self_fenced', count?: number): void;
   /** A tick met an upstream 429 (`event: 'limited'`), or was skipped while its key was held back. */
   rateLimited?(event: 'limited' | 'tick_skipped'): void;
@@ -36,11 +37,11 @@ export interface LegacyObserver {
   upstreamError?(status: number): void;
   /** A tick reached the upstream (any answer below 500) or did not (no answer, a timeout, a 5xx, an open circuit). */
   upstreamReach?(reached: boolean): void;
-  /** Fleet (Redis store): replicas alive as this replica last saw them. */
+  /** Fleet: replicas alive as this replica last saw them. */
   fleetReplicas?(alive: number): void;
   /** Fleet: sessions this replica schedules now. */
   ownedSessions?(count: number): void;
-  /** Fleet: this replica took over a session from a dead or draining replica (`how`). */
+  /** Fleet: this replica took over a session, from a dead replica (`failover`) or handed over to it (`handover`). */
   sessionAdopted?(streamId: string, how: 'failover' | 'handover'): void;
   /** Fleet: a tick's result was refused by the store (another owner/epoch, a duplicate, ended). */
   tickFenced?(reason: 'fenced' | 'duplicate' | 'ended' | 'missing'): void;
@@ -81,8 +82,9 @@ export interface RelayStart {
 
 /**
  * The gateway's media relay (webrtc in relay mode, customer rooms): it receives the client's video
- * in this process and publishes it into the upstream's room (src/gateway/ingest/relay.ts). The
- * sources that relay (`StreamSource`) run on it.
+ * and publishes it into the upstream's room (src/gateway/ingest/relay.ts), by default in a
+ * supervised child process, the media worker (src/gateway/ingest/worker-relay.ts). The sources that
+ * relay (`StreamSource`) run on it.
  */
 export interface MediaRelay {
   /** Rejects a source that cannot work (bad SDP, codec, room token) before anything is created. */
@@ -95,7 +97,7 @@ export interface MediaRelay {
   /** Hands a renewed upstream publish token to a running relay. */
   renewToken?(streamId: string, token: string): void;
   stop(streamId: string): Promise<void> | void;
-  /** Relays running in this process (a draining replica waits for them to end). */
+  /** Relays running for this replica (a draining replica waits for them to end). */
   readonly activeCount?: number;
 }
 
@@ -146,23 +148,24 @@ export interface StreamSource {
 /** The sources of this gateway, by transport (src/gateway/ingest/sources.ts). */
 export interface StreamSources {
   of(transport: Transport): StreamSource;
-  /** Media connections held in this process that cannot move (a draining replica keeps them until they end). */
+  /** Media connections held by this replica that cannot move (a draining replica keeps them until they end). */
   readonly held: number;
   /** Stops every source's work here (shutdown). */
   close(): Promise<void>;
 }
 
-/** How a drain hands streams over (`StreamMoves.handOver`). */
+/** How streams are handed over (`StreamMoves.handOver`): by the drain, an impaired replica yielding, or the hand-over on the way out. */
 export interface HandOverOptions {
-  /** Pinned streams (and any without a target) stay and run here: a connection drain. */
+  /** Pinned streams (and any without a target) stay and run here: the drain, or an impaired replica yielding. */
   keepPinned?: boolean;
-  /** Why, when it is worth a log line per stream (`drain deadline`). */
+  /** Why, when it is worth a log line per stream (the hand-over after a drain: `drain deadline`). */
   why?: string;
 }
 
 /**
  * What a replica tells a session's owner (docs/scaling.md "Control channel"): `ended` (stop the
- * local scheduler, someone else ended it), `prompt` (re-read it), `adopt` (a drain handed it over).
+ * local scheduler, someone else ended it), `prompt` (re-read it), `adopt` (it was handed over to
+ * the replica told).
  */
 export type OwnerMessage = { op: 'ended'; streamId: string; reason: string } | { op: 'prompt' | 'adopt'; streamId: string };
 
@@ -199,8 +202,8 @@ export interface SessionDeps {
 export type LegacyRecord = SessionRecord<SessionSpec>;
 
 /**
- * The deps as every part of sessions sees them: the clock resolved (the real one unless injected)
- * and this replica's id (the owner in the records it writes).
+ * The deps as every part of sessions sees them: the clock and the sources resolved (the real clock
+ * and native-only sources unless injected) and this replica's id (the owner in the records it writes).
  */
 export type SessionContext = SessionDeps & { clock: Clock; replicaId: string; sources: StreamSources };
 

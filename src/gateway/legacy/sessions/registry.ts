@@ -102,10 +102,6 @@ export class StreamRegistry {
     this.owned.delete(streamId);
   }
 
-  forgetAll(): void {
-    this.owned.clear();
-  }
-
   /** Owned upstream streams (id, key), as of now. */
   ownedStreams(): [string, string][] {
     return [...this.owned];

@@ -1,6 +1,6 @@
 /**
  * Where on the stream clock the frames behind each delivered result lie, recorded for reinfer
- * (`POST /v0.2/chat/completions/clip`, ./reinfer.ts).
+ * (`POST /v0.2/chat/completions/clip`, ../http/reinfer.ts).
  *
  * A tick asks relative to the live edge (`start_offset_ms=-clip`, `frame_index=-1`) and the
  * completion does not say which frames it used, so the window is estimated: the upstream resolves

@@ -40,7 +40,7 @@ export class LegacySessions {
   readonly reasons: LegacyEndReasons;
   /** Output-schema validators, cached by content (streams re-sending one schema compile it once). */
   readonly schemas: JsonSchemaValidators;
-  /** What ../../fleet drives: adopt, hand over, owner messages, reconcile, halt, self-fencing. */
+  /** What ../../fleet drives: adopt, hand over, owner messages, reconcile, self-fencing. */
   readonly moves: StreamMoves;
   /** This replica's id: the owner written into the records of the streams it schedules. */
   readonly replicaId: string;

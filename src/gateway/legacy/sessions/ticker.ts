@@ -67,10 +67,6 @@ export class Ticker {
     this.timer = undefined;
   }
 
-  get running(): number {
-    return this.inFlight;
-  }
-
   private arm(): void {
     if (this.stopped) return;
     const due = this.startAtMs + this.n * this.opts.periodMs;

@@ -190,7 +190,7 @@ export class StreamTimers {
  * `upstreamKeepaliveSeconds`; after a failed renewal, a tenth of it (at least 1 s, at most the
  * period).
  */
-export function upstreamRenewal(
+function upstreamRenewal(
   leaseMs: number,
   cfg: Pick<SessionContext['cfg'], 'upstreamKeepaliveSeconds'>,
 ): { everyMs: number; retryMs: number } {

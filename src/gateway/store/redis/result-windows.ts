@@ -58,7 +58,8 @@ interface Flush {
  * windows at once. A replica that dies loses at most its last second of windows (their reinfer
  * answers 404). A write Redis refuses is tried again with the next ones for WINDOW_RETRY_MS, so the
  * refusals of a failover lose nothing (what the old primary took but had not replicated goes with
- * it); past that the windows are dropped with one log line, and their puts reject.
+ * it); past that the windows are dropped with one log line (the puts of a write whose windows were
+ * all dropped reject).
  */
 export class RedisResultWindows extends RedisRole implements ResultWindows {
   private pending = new Map<string, Pending>();
