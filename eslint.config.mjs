@@ -1,6 +1,7 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import globals from 'globals';
+import jest from 'eslint-plugin-jest';
 
 /**
  * Import boundaries: each src folder's README says what it may import; these rules hold it to
@@ -142,5 +143,11 @@ export default tseslint.config(
   ...boundaries,
   // Tests read untyped JSON bodies: `any` there beats a cast on every line.
   { files: ['test/**/*.ts'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },
+  // A focused test silently skips the rest of its file; a skipped one is a test that no longer runs.
+  {
+    files: ['test/**/*.test.ts', 'src/**/*.test.ts'],
+    plugins: { jest },
+    rules: { 'jest/no-focused-tests': 'error', 'jest/no-disabled-tests': 'error' },
+  },
   { files: ['**/*.js', '**/*.mjs', '**/*.cjs'], rules: { '@typescript-eslint/no-require-imports': 'off' } },
 );

@@ -83,14 +83,11 @@ describe('the build step', () => {
         return (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined))?.ok === true;
       };
       await deadline(until(healthy), 60_000, '/healthz');
-      const ms = Date.now() - started;
+      // Told apart from a start that compiled by what it did, not how long it took: the build step
+      // said dist/ is current and nothing under dist/ was written.
       expect(stderr).toMatch(/dist\/ is up to date/);
       expect(distFiles()).toEqual(before);
-      // A hang bound that also tells a start that compiled from one that did not: on the loaded
-      // 2-core CI box a fixed figure is a guess, so it is half this machine's own full build,
-      // measured above. A start that ran tsc again takes about a full build (here: full build
-      // 16-17 s, npm start before this step existed 15-22 s, a current dist/ 1-1.5 s).
-      expect(ms).toBeLessThan(fullBuildMs / 2);
+      console.log(`npm start on a current dist/: /healthz after ${Date.now() - started} ms (a full build: ${fullBuildMs} ms)`);
     } finally {
       process.kill(-npm.pid!, 'SIGKILL');
     }

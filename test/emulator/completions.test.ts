@@ -1,4 +1,5 @@
-import { sleep } from '../helpers/time';
+import type { ServerResponse } from 'node:http';
+import { deadline, until } from '../helpers/time';
 import Ajv from 'ajv';
 import { randomUUID } from 'node:crypto';
 import type { EmulatedStream } from '../../src/emulator/streams';
@@ -424,18 +425,47 @@ describe('fault injection', () => {
   });
 
   it('stops work and charges nothing when the client goes away', async () => {
-    h.ctx.faults.add({ model: '*', count: 1, latencyMs: 400 });
-    const before = await balance();
-    const ac = new AbortController();
-    const pending = fetch(`${h.url}/v1beta/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${DEV}` },
-      body: JSON.stringify(ask([text('hi'), image(stream.id, 'frame_index=-1')])),
-      signal: ac.signal,
-    });
-    setTimeout(() => ac.abort(), 100);
-    await expect(pending).rejects.toThrow();
-    await sleep(500);
-    expect(await balance()).toBe(before);
-  });
+    // Ordered by events, not timed: the client leaves while its request waits out an injected
+    // latency; then the same request, not aborted, waits out the same latency and completes. Waits
+    // of one length end in the order they began, so work resumed after the first wait would have
+    // reached the model before the second's. The latency only has to outlast the close's way to
+    // the emulator (a hang-sized margin).
+    const latencyMs = 3000;
+    const body = JSON.stringify(ask([text('hi'), image(stream.id, 'frame_index=-1')]));
+    const modelLookups = jest.spyOn(h.ctx.models, 'get');
+    const charges = jest.spyOn(h.ctx.accounts, 'charge');
+    try {
+      h.ctx.faults.add({ model: '*', count: 1, latencyMs });
+      const before = await balance();
+      let sawClose!: () => void;
+      const emulatorSawClose = new Promise<void>((resolve) => (sawClose = resolve));
+      h.server.once('request', (_req, res: ServerResponse) => res.once('close', () => sawClose()));
+      const ac = new AbortController();
+      const pending = fetch(`${h.url}/v1beta/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${DEV}` },
+        body,
+        signal: ac.signal,
+      });
+      // The request took its fault: it reached the emulator and is in its wait.
+      await deadline(
+        until(() => h.ctx.faults.list().length === 0, 10),
+        10_000,
+        'the request reaches the emulator',
+      );
+      ac.abort();
+      await expect(pending).rejects.toThrow();
+      await deadline(emulatorSawClose, 10_000, 'the emulator sees the client go');
+
+      // The control: the same request, not aborted, is answered and charged.
+      h.ctx.faults.add({ model: '*', count: 1, latencyMs });
+      expect((await post(JSON.parse(body))).status).toBe(200);
+      expect(modelLookups).toHaveBeenCalledTimes(1);
+      expect(charges).toHaveBeenCalledTimes(1);
+      expect(await balance()).toBeLessThan(before);
+    } finally {
+      modelLookups.mockRestore();
+      charges.mockRestore();
+    }
+  }, 30_000);
 });

@@ -31,6 +31,8 @@ export interface PublishOptions {
 export interface Harness {
   url: string;
   ctx: EmulatorContext;
+  /** The HTTP server (a test can watch requests arrive and connections close on the emulator's side). */
+  server: http.Server;
   close(): Promise<void>;
   /** Creates a stream for the account of this API key. */
   addStream(key: string): EmulatedStream;
@@ -71,6 +73,7 @@ export async function startHarness(overrides: Record<string, unknown> = {}, opts
   return {
     url,
     ctx,
+    server,
     async close() {
       streams.close();
       await closeServer(server);

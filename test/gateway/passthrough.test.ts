@@ -14,7 +14,7 @@ import { closeServer } from '../../src/lib/listen';
 import { gatewayOn, rawRequest, startRawUpstream } from './doubles';
 import type { RawUpstream } from './doubles';
 import type { RunningGateway } from '../../src/gateway/server';
-import { deadline, sleep } from '../helpers/time';
+import { deadline, sleep, until } from '../helpers/time';
 
 /** Response headers that differ per connection or per moment, not per proxy. */
 const VOLATILE = new Set(['date', 'connection', 'keep-alive', 'transfer-encoding', 'content-length']);
@@ -193,26 +193,46 @@ describe('passthrough against the emulator', () => {
     const balance = async () =>
       ((await call(s.url, 'GET', '/billing/accounts/me/balance', { key: KEY_B })).body as { balance_microcents: number })
         .balance_microcents;
-    const before = await balance();
-    await call(s.emulator.url, 'POST', '/_emulator/faults', { body: { count: 1, latencyMs: 600 } });
-    const abort = new AbortController();
-    const pending = fetch(`${s.url}/v1beta/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${KEY_B}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-      signal: abort.signal,
-    });
-    await sleep(150);
-    abort.abort();
-    await expect(pending).rejects.toThrow();
-    await sleep(900); // past the injected latency: a request still running upstream would be billed by now
-    expect(await balance()).toBe(before);
-    // The same request, not aborted, is charged (so the check above can fail).
-    await call(s.emulator.url, 'POST', '/_emulator/faults', { body: { count: 1, latencyMs: 100 } });
-    expect((await call(s.url, 'POST', '/v1beta/chat/completions', { key: KEY_B, body })).status).toBe(200);
-    expect(await balance()).toBeLessThan(before);
+    // Ordered by events, not timed: the client leaves while its request waits upstream in an
+    // injected latency; then the same request, not aborted, waits out the same latency and is
+    // answered. Waits of one length end in the order they began, so an upstream request left running
+    // would have reached the model (and been billed) before the control. The latency only has to
+    // outlast the abort's way through the gateway to the emulator (a hang-sized margin).
+    const latencyMs = 3000;
+    const { ctx } = s.emulator.emulator;
+    const modelLookups = jest.spyOn(ctx.models, 'get');
+    const charges = jest.spyOn(ctx.accounts, 'charge');
+    try {
+      const before = await balance();
+      await call(s.emulator.url, 'POST', '/_emulator/faults', { body: { count: 1, latencyMs } });
+      const abort = new AbortController();
+      const pending = fetch(`${s.url}/v1beta/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY_B}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: abort.signal,
+      });
+      // The request took its fault: it went through the gateway, reached the emulator and waits there.
+      await deadline(
+        until(() => ctx.faults.list().length === 0, 10),
+        10_000,
+        'the request reaches the upstream',
+      );
+      abort.abort();
+      await expect(pending).rejects.toThrow();
+
+      // The control: the same request, not aborted, is answered and charged (so the checks can fail).
+      await call(s.emulator.url, 'POST', '/_emulator/faults', { body: { count: 1, latencyMs } });
+      expect((await call(s.url, 'POST', '/v1beta/chat/completions', { key: KEY_B, body })).status).toBe(200);
+      expect(modelLookups).toHaveBeenCalledTimes(1);
+      expect(charges).toHaveBeenCalledTimes(1);
+      expect(await balance()).toBeLessThan(before);
+    } finally {
+      modelLookups.mockRestore();
+      charges.mockRestore();
+    }
     await call(s.url, 'DELETE', `/v1beta/streams/${id}`, { key: KEY_B });
-  });
+  }, 30_000);
   test('an upstream 429 reaches the client unchanged: status, retry-after and body', async () => {
     const id = await streamWithFrames(s);
     const body = {
@@ -406,19 +426,37 @@ describe('passthrough against scripted upstreams', () => {
   });
 
   test('a client leaving before the upstream answers aborts the upstream request', async () => {
-    let upstreamClosed!: () => void;
-    const closed = new Promise<void>((r) => (upstreamClosed = r));
-    handler = (req, res) => {
-      req.resume();
-      res.on('close', () => upstreamClosed());
+    /** The upstream holds each request until the test answers it; it reports arrival and close. */
+    const held = () => {
+      let arrived!: (answer: () => void) => void;
+      let upstreamClosed!: (answered: boolean) => void;
+      const reached = new Promise<() => void>((r) => (arrived = r));
+      const closed = new Promise<boolean>((r) => (upstreamClosed = r));
+      handler = (req, res) => {
+        req.resume();
+        res.on('close', () => upstreamClosed(res.writableFinished));
+        arrived(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'));
+      };
+      return { reached, closed };
     };
-    const abort = new AbortController();
     const aborts = await outcomes(patient, 'client_abort');
+
+    // The control: the same request, answered, completes; the upstream's side closes only after its answer.
+    const control = held();
+    const answered = fetch(`${patient.url}/v1beta/chat/completions`, { method: 'POST', body: '{"model":"m"}' });
+    const answer = await deadline(control.reached, 10_000, 'the control reaches the upstream');
+    answer();
+    expect(await (await answered).json()).toEqual({ ok: true });
+    expect(await deadline(control.closed, 10_000, 'the control ends upstream')).toBe(true);
+
+    // Aborted once the request reached the upstream: the upstream sees it close unanswered.
+    const aborted = held();
+    const abort = new AbortController();
     const pending = fetch(`${patient.url}/v1beta/chat/completions`, { method: 'POST', body: '{"model":"m"}', signal: abort.signal });
-    await sleep(100);
+    await deadline(aborted.reached, 10_000, 'the request reaches the upstream');
     abort.abort();
     await expect(pending).rejects.toThrow();
-    await deadline(closed, 10_000, 'upstream close after client abort');
+    expect(await deadline(aborted.closed, 10_000, 'upstream close after client abort')).toBe(false);
     expect(await outcomes(patient, 'client_abort')).toBe(aborts + 1);
   });
 

@@ -166,25 +166,32 @@ describe('Retrier.run', () => {
   });
 
   it('stops a wait as soon as the signal aborts', async () => {
-    const r = new Retrier({ delaysMs: { completion: [10_000] } });
-    const ac = new AbortController();
-    const timer = setTimeout(() => ac.abort(), 50);
-    const started = performance.now();
-    let attempts = 0;
-    await expect(
-      r.run(
+    // Fake timers: the wait never ends by itself, so only the abort can settle the run.
+    jest.useFakeTimers();
+    try {
+      const r = new Retrier({ delaysMs: { completion: [10_000] } });
+      const ac = new AbortController();
+      let attempts = 0;
+      let began!: () => void;
+      const waitBegan = new Promise<void>((resolve) => (began = resolve));
+      const run = r.run(
         'completion',
         async () => {
           attempts++;
           throw http(503);
         },
-        { signal: ac.signal },
-      ),
-    ).rejects.toMatchObject({ name: 'AbortError' });
-    clearTimeout(timer);
-    expect(attempts).toBe(1);
-    // Cut by the abort, far before the 10 s wait would end (a generous margin for a loaded machine).
-    expect(performance.now() - started).toBeLessThan(5000);
+        { signal: ac.signal, onRetry: () => began() },
+      );
+      const settled = expect(run).rejects.toThrow('stream ended');
+      await waitBegan; // onRetry ran; the wait's timer is armed right after it
+      expect(jest.getTimerCount()).toBe(1);
+      ac.abort(new Error('stream ended'));
+      await settled;
+      expect(attempts).toBe(1);
+      expect(jest.getTimerCount()).toBe(0); // the wait's timer went with the abort
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   it('does not start when already aborted', async () => {

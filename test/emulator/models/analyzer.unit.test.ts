@@ -181,7 +181,7 @@ describe('analyze: prose and tails', () => {
     expect(text.match(/\[frames=/g)).toHaveLength(1);
   });
 
-  it('decodes a 10-frame 320x240 window quickly, and reuses cached stats', async () => {
+  it('decodes a 10-frame 320x240 window once, and reuses cached stats', async () => {
     const frames = await patternFrames(window(0, 10, 100), 320, 240);
     /** Counts the frames decoded (each decode stores its stats once). */
     class CountingCache extends WeakMap<Buffer, FrameStats | null> {
@@ -192,16 +192,14 @@ describe('analyze: prose and tails', () => {
       }
     }
     const cache = new CountingCache();
-    const t0 = performance.now();
     const first = await analyze({ prompt: 'x', contexts: [video(frames)], variant: 'mini' }, { cache });
-    const cold = performance.now() - t0;
     expect(cache.stored).toBe(10);
     const second = await analyze({ prompt: 'x', contexts: [video(frames)], variant: 'mini' }, { cache });
     expect(second.text).toBe(first.text);
     expect(cache.has(frames[0]!.jpeg)).toBe(true);
-    // Reused, not decoded again (counted, not timed: a loaded machine's pause can make any run slower).
+    // Reused, not decoded again (counted, not timed: a loaded machine's pause can make any run slower;
+    // the cold decode's time is a figure of `npm run bench emulator`, 'completion: first call').
     expect(cache.stored).toBe(10);
-    expect(cold).toBeLessThan(1000); // a few ms on a normal machine; generous for loaded CI
   });
 });
 

@@ -346,7 +346,7 @@ describe('viewers in the room', () => {
           30_000,
           'publishTrack',
         ),
-      ).rejects.toThrow(/.+/); // rtc-node ignores ↓ requestResponse and gives up after its 10 s publish timeout
+      ).rejects.toThrow(/track publication timed out, no response received from the server/); // rtc-node ignores ↓ requestResponse and gives up after its 10 s publish timeout
 
       // At protocol level: ↑ addTrack is answered ↓ requestResponse NOT_ALLOWED, never trackPublished.
       const view = await viewOf(s.id);
@@ -356,7 +356,8 @@ describe('viewers in the room', () => {
       expect(join.participant?.permission).toMatchObject({ canPublish: false, canSubscribe: true, canPublishData: false });
       raw.send({ case: 'addTrack', value: { cid: 'cam', type: TrackType.VIDEO, source: TrackSource.CAMERA, width: 160, height: 120 } });
       const refused = await raw.next('requestResponse');
-      expect(refused.reason).toBe(RequestResponse_Reason.NOT_ALLOWED);
+      expect(refused).toMatchObject({ reason: RequestResponse_Reason.NOT_ALLOWED, message: 'not allowed to publish' });
+      expect(refused.request).toMatchObject({ case: 'addTrack', value: { cid: 'cam' } });
       expect(raw.messages.some((m) => m.case === 'trackPublished')).toBe(false);
       expect(emu.emulator.room.stats(s.id)).toMatchObject({ publishers: 0, framesIn: 0 });
       const stream = (await http(emu.url, 'GET', `/v1beta/streams/${s.id}`)).body as { last_frame_index: number | null };

@@ -17,6 +17,7 @@ import { openResults } from '../../helpers/results-socket';
 import type { Stack } from '../../helpers/stack';
 import { PatternCamera } from '../../helpers/pattern-camera';
 import { deadline, until as poll, sleep } from '../../helpers/time';
+import { relayedFramesCeiling } from '../../helpers/rate-ceiling';
 
 let stack: Stack;
 
@@ -68,7 +69,7 @@ test('the gateway subscribes to the customer room and relays its pattern frames;
   try {
     await camera.start(customer.url, customer.publishToken);
     const token = await mintSubscribeToken(roomKeys(), customer.id, 'legacy-gateway', 120);
-    const t0 = Date.now();
+    const t0 = performance.now();
     const created = await roomCreate(customer.url, token);
     expect(created.status).toBe(201);
     const body = created.body as Record<string, any>;
@@ -76,9 +77,10 @@ test('the gateway subscribes to the customer room and relays its pattern frames;
     const id = body.stream_id as string;
     const socket = await openResults(stack.url, id, KEY);
     const results = await socket.waitFor(3, 15_000);
-    console.log(`room source: 3 results ${Date.now() - t0} ms after create`);
+    console.log(`room source: 3 results ${Math.round(performance.now() - t0)} ms after create`);
 
-    // Plausible pattern ranges: painted by the camera, in order, a clip (1 s at ≤ 5 fps) wide.
+    // Plausible pattern ranges: painted by the camera, in order; a clip of 1 s at max_fps 5 holds
+    // at most 6 frames (how many camera frames 1 s of stream time spans depends on the machine's load).
     for (const r of results) {
       expect(r).toMatchObject({ ok: true, stream_id: id });
       const t = tail(r.result as string);
@@ -86,17 +88,22 @@ test('the gateway subscribes to the customer room and relays its pattern frames;
       const [a, b] = t.pattern!;
       expect(a).toBeLessThanOrEqual(b);
       expect(b).toBeLessThan(camera.next);
-      expect(b - a).toBeLessThanOrEqual(15); // ≤ 1 s of a 10 fps camera, plus transit slack
       expect(t.frames).toBeLessThanOrEqual(6);
     }
     const last = tail(results[2]!.result as string).pattern!;
     expect(last[1]).toBeGreaterThan(tail(results[0]!.result as string).pattern![0]);
 
-    // Relayed at target_fps (5), not the camera's 10.
-    await sleep(1500);
-    const up = (await call(stack.emulator.url, 'GET', `/v1beta/streams/${id}`)).body as Record<string, any>;
-    expect(up.recent_fps).toBeGreaterThan(0.5);
-    expect(up.recent_fps).toBeLessThanOrEqual(5.5);
+    // Relayed at target_fps (5), not the camera's 10: counted against a ceiling that load only
+    // loosens; and frames keep coming (the next one lands).
+    const upstreamFrames = async () =>
+      ((await call(stack.emulator.url, 'GET', `/v1beta/streams/${id}`)).body as { last_frame_index: number }).last_frame_index;
+    const stored = await upstreamFrames();
+    expect(stored + 1).toBeLessThanOrEqual(relayedFramesCeiling(5, performance.now() - t0));
+    await deadline(
+      poll(async () => (await upstreamFrames()) > stored),
+      15_000,
+      'more relayed frames upstream',
+    );
 
     // Stream info tells the relayed frames' size (the upstream does not); a relayed stream cannot be spectated.
     const info = await call(stack.url, 'GET', `/v0.2/streams/${id}/info`);

@@ -97,6 +97,15 @@ describe('legacy streams on the emulator', () => {
       .stream_id;
     const sock = await openResults(s.url, id, KEY);
     await sock.waitFor(3, 15_000);
+    // Read right after a frame landed upstream, so the upstream's recent fps (info.fps) is above 0.
+    const lastFrame = async () =>
+      ((await http(s.emulator.url, 'GET', `/v1beta/streams/${id}`)).body as { last_frame_index: number }).last_frame_index;
+    const seen = await lastFrame();
+    await deadline(
+      until(async () => (await lastFrame()) > seen),
+      15_000,
+      'a new frame upstream',
+    );
     const r = await http(s.url, 'GET', `/v0.2/streams/${id}/info`);
     expect(r.status).toBe(200);
     const info = r.body as Record<string, number | string>;
