@@ -18,6 +18,14 @@ const DEFAULT_UPSTREAM_LEASE_SECONDS = 300;
 /** A lease length the upstream gave, when it is one (a positive finite number of seconds). */
 const validLease = (s: number | undefined): number | undefined => (typeof s === 'number' && Number.isFinite(s) && s > 0 ? s : undefined);
 
+/**
+ * Every kind of timer a stream here holds: each armed when it starts, created or adopted
+ * (./stream-start.ts), and all stopped in `stop`. `ticks` is the first-frame poll until a first
+ * frame, then the ticker.
+ */
+export const STREAM_TIMERS = ['leaseCheck', 'upstreamKeepalive', 'ticks'] as const;
+export type StreamTimerKind = (typeof STREAM_TIMERS)[number];
+
 export interface LiveStreamOptions {
   /** The output schema's validator (absent: results go unchecked). */
   validate?: ValidateFunction;
@@ -43,10 +51,8 @@ export class LiveStream {
   private token: string;
   private upstreamLease: number;
   private stoppingNow = false;
-  private ticker?: Ticker;
-  private leaseCheck?: LongTimer;
-  private upstreamKeepalive?: LongTimer;
-  private firstFramePoll?: TimerHandle;
+  /** How to cancel each timer it holds. */
+  private readonly timers = new Map<StreamTimerKind, () => void>();
   private jitter?: number;
   /** Settles when the latest tick to start has committed or given up: the next one commits after it. */
   private commitTail: Promise<void> = Promise.resolve();
@@ -178,28 +184,34 @@ export class LiveStream {
     return this.jitter;
   }
 
-  // ── Its timers: each replaces the one before it ──
+  // ── Its timers (`STREAM_TIMERS`): each replaces the one of its kind before it ──
 
   setLeaseCheck(timer: LongTimer): void {
-    this.leaseCheck?.clear();
-    this.leaseCheck = timer;
+    this.hold('leaseCheck', () => timer.clear());
   }
 
   setUpstreamKeepalive(timer: LongTimer): void {
-    this.upstreamKeepalive?.clear();
-    this.upstreamKeepalive = timer;
+    this.hold('upstreamKeepalive', () => timer.clear());
   }
 
   setFirstFramePoll(handle: TimerHandle): void {
-    this.clock.clearTimeout(this.firstFramePoll);
-    this.firstFramePoll = handle;
+    this.hold('ticks', () => this.clock.clearTimeout(handle));
   }
 
-  /** Ticks with `ticker` from tick `firstN` of the grid starting at `gridStartMs`. */
+  /** Ticks with `ticker` from tick `firstN` of the grid starting at `gridStartMs` (the first-frame poll is done). */
   startTicking(ticker: Ticker, gridStartMs: number, firstN: number): void {
-    this.ticker?.stop();
-    this.ticker = ticker;
+    this.hold('ticks', () => ticker.stop());
     ticker.start(gridStartMs, firstN);
+  }
+
+  /** The kinds of timer it holds (armed, or fired and not armed again); none once stopped. */
+  get timerKinds(): StreamTimerKind[] {
+    return [...this.timers.keys()];
+  }
+
+  private hold(kind: StreamTimerKind, cancel: () => void): void {
+    this.timers.get(kind)?.();
+    this.timers.set(kind, cancel);
   }
 
   // ── Stopping ──
@@ -219,10 +231,8 @@ export class LiveStream {
   /** Stops everything of it here: ticker, timers, upstream calls in flight. Idempotent. */
   stop(): void {
     this.stoppingNow = true;
-    this.ticker?.stop();
-    this.leaseCheck?.clear();
-    this.upstreamKeepalive?.clear();
-    this.clock.clearTimeout(this.firstFramePoll);
+    for (const cancel of this.timers.values()) cancel();
+    this.timers.clear();
     this.abort.abort();
   }
 }

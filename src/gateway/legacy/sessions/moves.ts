@@ -4,20 +4,15 @@
  * hand-over), hands streams over, acts on owner messages, and reconciles the streams the store says
  * are ours with those running here. `Fleet` is handed this object directly (`LegacySessions.moves`).
  */
-import type { ValidateFunction } from 'ajv';
-import type { JsonSchemaValidators } from '../../../lib/json-schema';
-import type { StreamMedia } from './media';
-import { ATTR, detached, inSpan } from '../../../lib/spans';
+import { ATTR, inSpan } from '../../../lib/spans';
 import type { SessionRecord } from '../../store/store';
-import { compileOutputSchema } from '../contract/output-schema';
 import { tellOwner } from './end';
 import type { SessionEnd } from './end';
-import { LiveStream } from './live-stream';
 import { legacyRecord, ownedBy } from './ownership';
-import type { HandOverOptions, LegacyRecord, OwnerMessage, SessionContext } from './ports';
+import type { HandOverOptions, OwnerMessage, SessionContext } from './ports';
 import type { RecordSync } from './record-sync';
 import type { StreamRegistry } from './registry';
-import type { StreamTimers } from './timers';
+import type { StreamStart } from './stream-start';
 import { transportLostReason } from '../contract/closes';
 
 export class StreamMoves {
@@ -29,11 +24,8 @@ export class StreamMoves {
     private readonly registry: StreamRegistry,
     private readonly ender: SessionEnd,
     private readonly sync: RecordSync,
-    private readonly timers: StreamTimers,
-    /** Output-schema validators (an adopted stream's schema is compiled again here). */
-    private readonly schemas: JsonSchemaValidators,
-    /** The stream's media, taken over by its source. */
-    private readonly media: StreamMedia,
+    /** The start-up path a create takes too (schema, media taken over, every timer armed). */
+    private readonly starter: StreamStart,
   ) {}
 
   /** Pauses (true) or resumes ticking on every stream here (a replica whose heartbeat fails fences itself). */
@@ -60,9 +52,9 @@ export class StreamMoves {
 
   /**
    * Takes over a stream whose record names this replica its owner (after a claim): opens the sealed
-   * key, rebuilds the live session from the record, arms its lease and upstream keepalive, takes its
-   * media over (a room source re-joins the customer's room; a WHIP session needs nothing) and resumes
-   * ticking on the same grid. A pinned stream ends instead: its media (the webrtc relay) died with
+   * key and starts the stream from the record on the path a create takes (./stream-start.ts): every
+   * timer armed, its media taken over (a room source re-joins the customer's room; a WHIP session
+   * needs nothing), ticking resumed on the same grid. A pinned stream ends instead: its media (the webrtc relay) died with
    * its owner. False when it is already running here. Traced as
    * `legacy.adopt` (a trace of its own, linked to the create).
    */
@@ -76,10 +68,10 @@ export class StreamMoves {
 
   private async adoptIn(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean> {
     const id = rec.streamId;
-    const { registry, ender, timers } = this;
+    const { registry, ender } = this;
     if (registry.get(id) || this.adopting.has(id) || registry.closing) return false;
     this.adopting.add(id);
-    const { logger, clock } = this.deps;
+    const { logger } = this.deps;
     try {
       const record = legacyRecord(rec);
       if (rec.pinned) {
@@ -93,34 +85,12 @@ export class StreamMoves {
         await ender.end(id, ender.reasons.serverShutdown);
         return false;
       }
-      const source = this.media.sourceOf({ record });
-      const stream = new LiveStream(record, apiKey, {
-        validate: this.validatorOf(record),
-        publishToken: '',
-        upstreamLeaseSeconds: record.upstreamLeaseSeconds,
-        source,
-        clock,
-      });
-      registry.add(stream);
-      // Outside the adoption's span: the stream's later work is traced on its own.
-      detached(() => timers.arm(stream, rec.leaseExpiresAtMs, { renewUpstreamNow: true }));
-      if (!(await this.media.adopt(stream)) || stream.stopping) return false;
-      detached(() => (rec.gridStartMs === null ? timers.waitForFirstFrame(stream) : timers.resumeTicking(stream, rec)));
+      if (!(await this.starter.start(record, apiKey, { from: 'adopt', rec }))) return false;
       this.deps.observer?.sessionAdopted?.(id, how);
       logger.info({ streamId: id, how, epoch: rec.epoch, key: rec.keyHash }, 'legacy stream adopted');
       return true;
     } finally {
       this.adopting.delete(id);
-    }
-  }
-
-  /** An adopted stream's output schema, compiled again here (one that does not compile goes unchecked). */
-  private validatorOf(rec: LegacyRecord): ValidateFunction | undefined {
-    try {
-      return rec.spec.outputSchema ? compileOutputSchema(this.schemas, rec.spec.outputSchema) : undefined;
-    } catch (err) {
-      this.deps.logger.warn({ err, streamId: rec.streamId }, "adopted stream's output schema does not compile here; results go unchecked");
-      return undefined;
     }
   }
 

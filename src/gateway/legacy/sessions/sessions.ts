@@ -1,18 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import type { ValidateFunction } from 'ajv';
 import { JsonSchemaValidators } from '../../../lib/json-schema';
 import { keyHash } from '../../../lib/keys';
 import type { Logger } from '../../../lib/logger';
-import { ATTR, detached, inSpan, linkTo, newTraceId } from '../../../lib/spans';
+import { ATTR, inSpan, linkTo, newTraceId } from '../../../lib/spans';
 import type { Span } from '../../../lib/spans';
 import { realClock } from '../../../lib/timers';
 import { UpstreamError, isUpstreamStatus } from '../../../upstream/client';
 import { LEGACY_ERRORS } from '../contract/errors';
 import { TickInference } from './inference';
-import { compileOutputSchema } from '../contract/output-schema';
 import { SessionEnd, tellOwner } from './end';
 import type { EndOptions } from './end';
-import { LiveStream } from './live-stream';
 import { StreamMedia } from './media';
 import { StreamMoves } from './moves';
 import { legacyRecord, streamAccess } from './ownership';
@@ -20,9 +17,9 @@ import type { CreateInput, CreateOutput, LegacyRecord, SessionContext, SessionDe
 import { RecordSync } from './record-sync';
 import { StreamRegistry } from './registry';
 import { nativeOnlySources } from './sources';
+import { StreamStart } from './stream-start';
 import { StreamTimers } from './timers';
 import type { LegacyEndReasons } from '../contract/closes';
-import type { LegacyMedia } from '../contract/responses';
 import { legacyEndReasons } from '../contract/closes';
 import { legacyRoomToken, microcentsToCents } from '../contract/responses';
 import { UPSTREAM_CONTEXTS, toLegacyError } from '../contract/upstream-errors';
@@ -32,8 +29,9 @@ import type { UpstreamCallContext } from '../contract/upstream-errors';
  * Legacy sessions: create (slot → upstream stream → record → scheduler), keepalives, prompt, on any
  * replica of a fleet. Builds the parts once, in order, each given what it calls: the registry of
  * this process's streams (./registry.ts, each stream a ./live-stream.ts), the end path (./end.ts),
- * the record upkeep (./record-sync.ts), inference (./inference.ts), the timers (./timers.ts), and
- * the moves between replicas (./moves.ts, handed to ../../fleet as `moves`).
+ * the record upkeep (./record-sync.ts), inference (./inference.ts), the timers (./timers.ts), the
+ * start-up path a create and an adoption share (./stream-start.ts), and the moves between replicas
+ * (./moves.ts, handed to ../../fleet as `moves`).
  */
 export class LegacySessions {
   /** The legacy end reasons (close reasons of 1001), vendor-named where the vendor shows. */
@@ -50,6 +48,7 @@ export class LegacySessions {
   private readonly timers: StreamTimers;
   private readonly sync: RecordSync;
   private readonly media: StreamMedia;
+  private readonly starter: StreamStart;
 
   constructor(deps: SessionDeps) {
     const ctx: SessionContext = {
@@ -68,7 +67,8 @@ export class LegacySessions {
     this.media = new StreamMedia(ctx, (id, reason) => ender.end(id, reason), sync);
     const inference = new TickInference(ctx, ender, sync);
     const timers = (this.timers = new StreamTimers(ctx, ender, registry, sync, inference));
-    this.moves = new StreamMoves(ctx, registry, ender, sync, timers, this.schemas, this.media);
+    const starter = (this.starter = new StreamStart(ctx, registry, ender, timers, this.schemas, this.media));
+    this.moves = new StreamMoves(ctx, registry, ender, sync, starter);
   }
 
   private get leaseMs(): number {
@@ -165,14 +165,6 @@ export class LegacySessions {
       await undo.run();
       throw LEGACY_ERRORS.clientClosedRequest();
     }
-    let validate: ValidateFunction | undefined;
-    try {
-      // Compiled only now: an unauthenticated, slot-less or credit-less caller never costs a compile.
-      validate = spec.outputSchema ? compileOutputSchema(this.schemas, spec.outputSchema) : undefined;
-    } catch (err) {
-      await undo.run();
-      throw err;
-    }
     const now = clock.now();
     const record: LegacyRecord = {
       streamId,
@@ -201,44 +193,15 @@ export class LegacySessions {
       ids,
       upstreamLeaseSeconds: created.ttl_seconds,
     };
-    const stream = new LiveStream(record, apiKey, {
-      validate,
-      publishToken: created.publish.token,
-      upstreamLeaseSeconds: created.ttl_seconds,
-      source,
-      clock,
-    });
-    registry.beginCreate(streamId);
-    registry.add(stream);
-    try {
-      await store.putSession(stream.toRecord(this.replicaId, now));
-      // Bound after the record exists: the reconciler frees a bound slot whose record is gone or ended.
-      await store.bindSlot(kh, slotId, streamId);
-    } catch (err) {
-      // The store failed mid-create: leave nothing behind (the slot may stay until the reconciler frees it).
-      await registry.stop(stream);
-      await undo.run();
-      throw err;
-    } finally {
-      registry.endCreate(streamId);
-    }
-
-    let media: LegacyMedia;
-    try {
-      media = await this.media.start(stream, created.publish);
-    } catch (err) {
-      await this.end(streamId, this.reasons.clientRequested);
-      throw err;
-    }
-    if (registry.closing) {
-      // Shutdown began while this create was in flight: do not hand out a stream that is about to end.
-      await this.end(streamId, this.reasons.serverShutdown);
-      throw LEGACY_ERRORS.shuttingDown();
-    }
-    // Outside the create's span: what the timers do later is traced on its own, linked to the create.
-    detached(() => {
-      this.timers.arm(stream, stream.record.leaseExpiresAtMs);
-      this.timers.waitForFirstFrame(stream);
+    const media = await this.starter.start(record, apiKey, {
+      from: 'create',
+      created,
+      abandon: () => undo.run(),
+      persist: async (stream) => {
+        await store.putSession(stream.toRecord(this.replicaId, now));
+        // Bound after the record exists: the reconciler frees a bound slot whose record is gone or ended.
+        await store.bindSlot(kh, slotId, streamId);
+      },
     });
     this.deps.observer?.streamCreated?.(kh, spec);
     return { streamId, ttlSeconds: cfg.leaseTtlSeconds, media };
