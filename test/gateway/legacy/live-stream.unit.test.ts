@@ -19,11 +19,12 @@ function record(over: Partial<LegacyRecord> = {}): LegacyRecord {
   } as LegacyRecord;
 }
 
-function setup(over: Partial<LegacyRecord> = {}) {
+function setup(over: Partial<LegacyRecord> = {}, origin: 'create' | 'adopt' = 'create') {
   const clock = new FakeClock(0);
   const renewed: [string, string][] = [];
   const rec = record(over);
   const stream = new LiveStream(rec, 'key', {
+    origin,
     publishToken: 'tok0',
     clock,
     source: { renewToken: (id: string, token: string) => void renewed.push([id, token]) },
@@ -107,6 +108,52 @@ test('an end claims the stop once; a failed end lets the stream run on', () => {
   expect(stream.stopping).toBe(false);
   expect(stream.signal.aborted).toBe(false);
   expect(stream.beginEnd()).toBe(true);
+});
+
+test('a create is `creating` until started, an adoption `adopting`; then `live`', () => {
+  const created = setup().stream;
+  expect(created.phase).toBe('creating');
+  created.started();
+  expect(created.phase).toBe('live');
+  const adopted = setup({}, 'adopt').stream;
+  expect(adopted.phase).toBe('adopting');
+  adopted.started();
+  expect(adopted.phase).toBe('live');
+  expect(adopted.stopping).toBe(false);
+});
+
+test('stopping outranks every phase: a failed end returns the stream to its phase; a start after a stop leaves it stopping', () => {
+  const { stream } = setup();
+  expect(stream.beginEnd()).toBe(true);
+  expect(stream.phase).toBe('stopping');
+  stream.cancelEnd();
+  expect(stream.phase).toBe('creating');
+  stream.started();
+  stream.stop();
+  expect(stream.phase).toBe('stopping');
+  // A start that finishes after the stream stopped leaves it stopping.
+  stream.started();
+  expect(stream.phase).toBe('stopping');
+  expect(stream.stopping).toBe(true);
+});
+
+test('a started stream whose end is pending becomes live once the end is called off', () => {
+  const { stream } = setup();
+  expect(stream.beginEnd()).toBe(true);
+  stream.started();
+  expect(stream.phase).toBe('stopping');
+  stream.cancelEnd();
+  expect(stream.phase).toBe('live');
+});
+
+test('one record write-back at a time, per stream', () => {
+  const { stream } = setup();
+  const other = setup().stream;
+  expect(stream.beginWriteBack()).toBe(true);
+  expect(stream.beginWriteBack()).toBe(false);
+  expect(other.beginWriteBack()).toBe(true);
+  stream.endWriteBack();
+  expect(stream.beginWriteBack()).toBe(true);
 });
 
 test('the rate-limit jitter is drawn once per stream', () => {

@@ -31,6 +31,7 @@ function setup(reads: { rttMs: number; streamMs: number; state?: 'active' | 'end
   const recorder = new ResultWindowRecorder(deps);
   const session = (spec: unknown = clipSpec) =>
     new LiveStream({ streamId: 's1', accountId: 'acct', ids: {}, fallbackModels: [], spec } as unknown as LegacyRecord, 'k', {
+      origin: 'adopt',
       publishToken: '',
       clock,
     });

@@ -118,11 +118,14 @@ describe('a stream starts one way, created or adopted', () => {
     const p = pair();
     try {
       const id = await create(p);
-      expect(kinds(running(p.a, id))).toEqual(ALL);
+      const created = running(p.a, id);
+      expect(kinds(created)).toEqual(ALL);
+      expect(created.phase).toBe('live');
       expect((await p.store.getSession(id))?.gridStartMs).toBeNull();
       const adopted = await moveToB(p, id);
       expect(kinds(adopted)).toEqual(ALL);
-      expect(adopted.stopping).toBe(false);
+      expect(adopted.phase).toBe('live');
+      expect(created.phase).toBe('stopping');
     } finally {
       await p.close();
     }
@@ -152,7 +155,7 @@ describe('a stream starts one way, created or adopted', () => {
       const id = await create(p);
       const stream = running(p.a, id);
       await p.a.end(id, 'client_requested');
-      expect(stream.stopping).toBe(true);
+      expect(stream.phase).toBe('stopping');
       expect(stream.timerKinds).toEqual([]);
     } finally {
       await p.close();

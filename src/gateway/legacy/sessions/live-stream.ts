@@ -1,8 +1,9 @@
 /**
  * One legacy stream running in this process, for a create and an adoption alike: this owner's copy
- * of its record, the client's key, and what lives only here (timers, ticker, the abort of its
- * upstream calls, the latest publish token, whether it is stopping). Its state changes only through
- * the methods below; the registry (./registry.ts) keeps the streams and nothing of theirs.
+ * of its record, the client's key, and what lives only here (its phase, timers, ticker, the abort of
+ * its upstream calls, the latest publish token, a record write-back in flight, its stream-clock
+ * anchor). Its state changes only through the methods below; the registry (./registry.ts) keeps the
+ * streams and nothing of theirs.
  */
 import type { ValidateFunction } from 'ajv';
 import { newTraceId } from '../../../lib/spans';
@@ -10,6 +11,7 @@ import type { Clock, LongTimer, TimerHandle } from '../../../lib/timers';
 import { legacyThreadId } from '../contract/upstream-request';
 import type { StoredMediaSession } from '../../store/store';
 import type { LegacyRecord, StreamSource } from './ports';
+import { StreamClockAnchor } from './stream-clock';
 import type { Ticker } from './ticker';
 
 /** The contract's upstream lease (`ttl_seconds` 300), when the upstream has not said otherwise. */
@@ -26,7 +28,17 @@ const validLease = (s: number | undefined): number | undefined => (typeof s === 
 export const STREAM_TIMERS = ['leaseCheck', 'upstreamKeepalive', 'ticks'] as const;
 export type StreamTimerKind = (typeof STREAM_TIMERS)[number];
 
+/**
+ * Where a stream here stands, moved only by its named transitions (./stream-start.ts starts it,
+ * `stop` and the end path stop it): `creating`, a create writing its record (the owned-streams
+ * reconcile leaves it be); `adopting`, an adoption taking its media over; `live`, running here;
+ * `stopping`, ending or stopped (its timers and ticks act no more).
+ */
+export type StreamPhase = 'creating' | 'adopting' | 'live' | 'stopping';
+
 export interface LiveStreamOptions {
+  /** How it starts here: a create (its record not yet written) or an adoption. */
+  origin: 'create' | 'adopt';
   /** The output schema's validator (absent: results go unchecked). */
   validate?: ValidateFunction;
   /** The publish token the upstream handed out last ('' until an adopted stream's first keepalive). */
@@ -50,12 +62,17 @@ export class LiveStream {
   private readonly clock: Pick<Clock, 'clearTimeout'>;
   private token: string;
   private upstreamLease: number;
+  /** Its phase before it stops: where an end that could not be decided leaves it. */
+  private startPhase: 'creating' | 'adopting' | 'live';
   private stoppingNow = false;
+  private writingBack = false;
   /** How to cancel each timer it holds. */
   private readonly timers = new Map<StreamTimerKind, () => void>();
   private jitter?: number;
   /** Settles when the latest tick to start has committed or given up: the next one commits after it. */
   private commitTail: Promise<void> = Promise.resolve();
+  /** Where its stream clock stands against this process's, for result windows (./result-window.ts); in memory only. */
+  readonly clockAnchor = new StreamClockAnchor();
 
   constructor(rec: LegacyRecord, apiKey: string, opts: LiveStreamOptions) {
     // A copy (the store keeps its own); a record without a trace (written before tracing) gets one.
@@ -67,6 +84,7 @@ export class LiveStream {
     this.upstreamLease = validLease(opts.upstreamLeaseSeconds) ?? DEFAULT_UPSTREAM_LEASE_SECONDS;
     this.source = opts.source;
     this.clock = opts.clock;
+    this.startPhase = opts.origin === 'create' ? 'creating' : 'adopting';
   }
 
   get id(): string {
@@ -90,9 +108,20 @@ export class LiveStream {
     return this.abort.signal;
   }
 
+  get phase(): StreamPhase {
+    return this.stoppingNow ? 'stopping' : this.startPhase;
+  }
+
   /** True once it stops here (ended, fenced, handed over): its timers and ticks act no more. */
   get stopping(): boolean {
     return this.stoppingNow;
+  }
+
+  // ── Starting (./stream-start.ts) ──
+
+  /** Its record is written (a create) or its media taken over (an adoption): it runs here. A stream stopping stays stopping. */
+  started(): void {
+    this.startPhase = 'live';
   }
 
   // ── The record, as its owner moves it ──
@@ -214,6 +243,19 @@ export class LiveStream {
     this.timers.set(kind, cancel);
   }
 
+  // ── Writing its record back (the store lost it: ./record-sync.ts) ──
+
+  /** Claims the write-back: false when one is in flight already (a commit's answer and the reconcile may both ask). */
+  beginWriteBack(): boolean {
+    if (this.writingBack) return false;
+    this.writingBack = true;
+    return true;
+  }
+
+  endWriteBack(): void {
+    this.writingBack = false;
+  }
+
   // ── Stopping ──
 
   /** Claims the stop for an end in progress: false when it is stopping already. */
@@ -223,7 +265,7 @@ export class LiveStream {
     return true;
   }
 
-  /** The end could not be decided (the store did not answer): the stream runs on. */
+  /** The end could not be decided (the store did not answer): the stream runs on, in the phase it was in. */
   cancelEnd(): void {
     this.stoppingNow = false;
   }

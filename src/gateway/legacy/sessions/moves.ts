@@ -16,7 +16,12 @@ import type { StreamStart } from './stream-start';
 import { transportLostReason } from '../contract/closes';
 
 export class StreamMoves {
-  /** Streams being adopted right now (an adopt message and the reconcile may both ask). */
+  /**
+   * Ids of the adoptions under way (an adopt message and the reconcile may both ask). Keyed by id,
+   * not a phase of the stream: an adoption starts before its `LiveStream` exists, and a pinned
+   * stream or one whose key cannot be opened is ended with none ever built. Once built and
+   * registered, the stream is found by `registry.get` (phase `adopting`).
+   */
   private readonly adopting = new Set<string>();
 
   constructor(
@@ -136,13 +141,14 @@ export class StreamMoves {
     const { store, replicaId } = this.deps;
     const owned = new Set(storeOwned);
     for (const id of owned) {
-      if (registry.get(id) || registry.isCreating(id)) continue;
+      // A create is registered (phase `creating`) before its record is written.
+      if (registry.get(id)) continue;
       const rec = await store.getSession(id);
       if (ownedBy(rec, replicaId)) await this.adopt(rec, 'handover');
     }
     for (const stream of registry.streams()) {
       const id = stream.id;
-      if (owned.has(id) || stream.stopping || registry.isCreating(id)) continue;
+      if (owned.has(id) || stream.stopping || stream.phase === 'creating') continue;
       const rec = await store.getSession(id);
       if (!rec) await this.sync.reRegister(stream);
       else if (!ownedBy(rec, replicaId)) await registry.remove(id);

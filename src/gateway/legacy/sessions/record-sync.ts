@@ -10,8 +10,6 @@ import type { SessionContext } from './ports';
 import type { StreamRegistry } from './registry';
 
 export class RecordSync {
-  private readonly reRegistering = new Set<string>();
-
   constructor(
     private readonly deps: SessionContext,
     private readonly registry: StreamRegistry,
@@ -61,8 +59,7 @@ export class RecordSync {
    */
   async reRegister(stream: LiveStream): Promise<void> {
     const { record } = stream;
-    if (this.reRegistering.has(stream.id) || stream.stopping) return;
-    this.reRegistering.add(stream.id);
+    if (stream.stopping || !stream.beginWriteBack()) return;
     const { store, logger, cfg, clock } = this.deps;
     try {
       stream.bumpEpoch();
@@ -82,7 +79,7 @@ export class RecordSync {
     } catch (err) {
       logger.warn({ err, streamId: record.streamId }, 'could not re-register a lost stream; retried at the next tick');
     } finally {
-      this.reRegistering.delete(stream.id);
+      stream.endWriteBack();
     }
   }
 }

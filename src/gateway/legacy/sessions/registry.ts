@@ -1,8 +1,8 @@
 /**
- * The registry of this process's streams: the ones it schedules (live, each a `LiveStream` owning
- * its own state), the creates writing their record right now, and the upstream streams it created
- * or adopted and has not seen deleted (owned: `closeAll` deletes what is left). Nothing else holds
- * these maps. It never touches the store: what it stops here, it stops here only.
+ * The registry of this process's streams: the ones it schedules (each a `LiveStream` owning its own
+ * state, its phase included: a create writing its record is registered `creating`), and the upstream
+ * streams it created or adopted and has not seen deleted (owned: `closeAll` deletes what is left).
+ * Nothing else holds these maps. It never touches the store: what it stops here, it stops here only.
  */
 import type { Logger } from '../../../lib/logger';
 import type { LiveStream } from './live-stream';
@@ -17,7 +17,6 @@ export interface StreamRegistryDeps {
 
 export class StreamRegistry {
   private readonly live = new Map<string, LiveStream>();
-  private readonly creating = new Set<string>();
   /** Upstream stream id → the key that may delete it. */
   private readonly owned = new Map<string, string>();
   private closed = false;
@@ -76,20 +75,6 @@ export class StreamRegistry {
     const stream = this.live.get(streamId);
     if (stream) await this.stop(stream);
     this.owned.delete(streamId);
-  }
-
-  // ── Creates in flight: their record is being written (the owned-streams reconcile leaves them be). ──
-
-  beginCreate(streamId: string): void {
-    this.creating.add(streamId);
-  }
-
-  endCreate(streamId: string): void {
-    this.creating.delete(streamId);
-  }
-
-  isCreating(streamId: string): boolean {
-    return this.creating.has(streamId);
   }
 
   // ── Upstream streams this process may delete. ──

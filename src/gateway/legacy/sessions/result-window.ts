@@ -9,10 +9,8 @@
  * with this process's clock at the middle of that read's round trip, L (off by at most half the
  * round trip), the stream clock at local time t is S + (t − L): the stream clock runs with wall
  * time, and only differences of this process's own clock enter, so no clock of another machine
- * (upstream or replica) has to agree with this one. The pair is kept per live stream in memory,
- * never in the record: a replica that adopts the stream reads its own. A pair read over a slow
- * round trip is replaced by a better one later (at most every `REANCHOR_MS`, `REANCHOR_TRIES` times:
- * a link that is never faster is not read again and again).
+ * (upstream or replica) has to agree with this one. The pair is the stream's own
+ * (`LiveStream.clockAnchor`, ./stream-clock.ts), in memory, never in the record.
  *
  * The window is put once the result is committed (`record`); the store may write it a moment later
  * (the Redis store gathers a second's windows into one write per shard). The anchor is asked for when
@@ -25,30 +23,9 @@ import { StoreUnavailableError } from '../../store/store';
 import type { ResultWindow } from '../../store/result-windows';
 import type { LiveStream } from './live-stream';
 import type { LegacyRecord, SessionContext } from './ports';
-
-/** A round trip under this gives an anchor good to well under one frame: kept for the stream. */
-const GOOD_RTT_MS = 20;
-/** How often a stream with a poorer anchor tries for a better one. */
-const REANCHOR_MS = 10_000;
-/** Reads of the anchor per stream at most (the first included). */
-const REANCHOR_TRIES = 4;
-
-/** The upstream's stream clock `streamMs` as it was at this process's time `localMs`. */
-interface Anchor {
-  streamMs: number;
-  localMs: number;
-  rttMs: number;
-}
-
-interface AnchorState {
-  best?: Anchor;
-  pending?: Promise<Anchor | undefined>;
-  triedAtMs: number;
-  tries: number;
-}
+import type { Anchor } from './stream-clock';
 
 export class ResultWindowRecorder {
-  private readonly anchors = new WeakMap<LiveStream, AnchorState>();
   constructor(private readonly deps: Pick<SessionContext, 'store' | 'upstream' | 'cfg' | 'logger' | 'clock'>) {}
 
   private get clock(): Clock {
@@ -86,38 +63,21 @@ export class ResultWindowRecorder {
 
   /** The stream's anchor; the first one is awaited, later better ones are read in the background. */
   private anchorOf(stream: LiveStream): Anchor | Promise<Anchor | undefined> | undefined {
-    const state = this.refresh(stream);
-    return state.best ?? state.pending;
+    this.refresh(stream);
+    return stream.clockAnchor.current;
   }
 
-  /** The stream's anchor state, a read started when it has no anchor or a poor one due for another try. */
-  private refresh(stream: LiveStream): AnchorState {
-    let state = this.anchors.get(stream);
-    if (!state) this.anchors.set(stream, (state = { triedAtMs: 0, tries: 0 }));
-    const now = this.clock.now();
-    const stale = !state.best || (state.best.rttMs > GOOD_RTT_MS && now - state.triedAtMs >= REANCHOR_MS && state.tries < REANCHOR_TRIES);
-    if (stale && !state.pending) {
-      state.triedAtMs = now;
-      state.tries++;
-      const s = state;
-      s.pending = this.readAnchor(stream)
-        .then(
-          (a) => {
-            if (a && (!s.best || a.rttMs <= s.best.rttMs)) s.best = a;
-            return s.best;
-          },
-          // Nobody may be waiting (a background read): a failed read is logged here, never unhandled.
-          (err: unknown) => {
-            if (!stream.stopping) {
-              const message = err instanceof Error ? err.message : String(err);
-              this.deps.logger.warn({ streamId: stream.id, err: message }, 'stream clock not read for result windows');
-            }
-            return s.best;
-          },
-        )
-        .finally(() => (s.pending = undefined));
-    }
-    return state;
+  /** Starts reading the stream's anchor when it has none or a poor one due for another try. */
+  private refresh(stream: LiveStream): void {
+    stream.clockAnchor.refresh(
+      this.clock.now(),
+      () => this.readAnchor(stream),
+      (err) => {
+        if (stream.stopping) return;
+        const message = err instanceof Error ? err.message : String(err);
+        this.deps.logger.warn({ streamId: stream.id, err: message }, 'stream clock not read for result windows');
+      },
+    );
   }
 
   private async readAnchor(stream: LiveStream): Promise<Anchor | undefined> {

@@ -3,7 +3,8 @@
  * compiled, the `LiveStream` built and registered, its media started (create) or taken over
  * (adoption), and every timer of it armed (`STREAM_TIMERS`: the lease check, the upstream
  * keepalive, its ticks). A create and an adoption differ only in the `StreamOrigin` they pass, so a
- * timer armed here runs after a failover too.
+ * timer armed here runs after a failover too. The stream's phase moves here: `creating` until its
+ * record is written, `adopting` until its media is taken over, then `live` (`LiveStream.phase`).
  */
 import type { ValidateFunction } from 'ajv';
 import type { JsonSchemaValidators } from '../../../lib/json-schema';
@@ -67,6 +68,7 @@ export class StreamStart {
       throw err;
     }
     const stream = new LiveStream(record, apiKey, {
+      origin: origin.from,
       validate,
       publishToken: origin.from === 'create' ? origin.created.publish.token : '',
       upstreamLeaseSeconds: origin.from === 'create' ? origin.created.ttl_seconds : record.upstreamLeaseSeconds,
@@ -79,9 +81,9 @@ export class StreamStart {
       this.armLease(stream, origin);
       if (!(await this.media.adopt(stream)) || stream.stopping) return false;
       this.armTicks(stream, origin);
+      stream.started();
       return true;
     }
-    registry.beginCreate(stream.id);
     registry.add(stream);
     try {
       await origin.persist(stream);
@@ -90,9 +92,8 @@ export class StreamStart {
       await registry.stop(stream);
       await origin.abandon();
       throw err;
-    } finally {
-      registry.endCreate(stream.id);
     }
+    stream.started();
     let media: LegacyMedia;
     try {
       media = await this.media.start(stream, origin.created.publish);
