@@ -112,7 +112,7 @@ async function benchOne(name: string, store: Store, redis?: RedisServer): Promis
   const unsub = await store.subscribe('bench-ch', () => resolve());
   const r = await measure(store, redis, async () => {
     const got = new Promise<void>((r) => (resolve = r));
-    await store.publish('bench-ch', 'r{"ok":true}');
+    await store.publish('bench-ch', 'r{"ok":true}', 'bench-ch');
     await got;
   });
   unsub();

@@ -66,7 +66,7 @@ export function sessionsLink(cfg: Pick<StoreConfig, 'secret' | 'gatewayId'>, sto
   return {
     replicaId: cfg.gatewayId,
     sealer: new Sealer(cfg.secret),
-    tell: (replica, msg) => store.publish(controlChannel(replica), encodeControl(msg)),
+    tell: (replica, msg) => store.publish(controlChannel(replica), encodeControl(msg), replica),
   };
 }
 

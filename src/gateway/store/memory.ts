@@ -1,5 +1,6 @@
 import { idKey } from '../../lib/id-key';
 import { realClock, setLongTimeout, type Clock, type LongTimer } from '../../lib/timers';
+import { ChannelSubscribers } from './channel-subscribers';
 import type { ResultWindow } from './result-windows';
 import type {
   FeedbackAdd,
@@ -39,7 +40,7 @@ export class MemoryStore implements Store {
   private readonly feedback = new Map<string, { seq: number; rec: FeedbackRecord }[]>();
   private readonly feedbackPerStream = new Map<string, number>();
   private feedbackSeq = 0;
-  private readonly channels = new Map<string, Set<(m: string) => void>>();
+  private readonly subscribers = new ChannelSubscribers();
   private readonly hashes = new Map<string, Map<string, number>>();
 
   async acquireSlot(keyHash: string, slotId: string, limit: number, replica?: string): Promise<boolean> {
@@ -167,7 +168,7 @@ export class MemoryStore implements Store {
       else s.inferencesFailed = (s.inferencesFailed ?? 0) + 1;
       s.lastInferenceMs = Math.max(0, Math.round(c.outcome.inferenceMs));
     }
-    await this.publish(c.channel, c.message);
+    await this.publish(c.channel, c.message, streamId);
     return { ok: true, promptRev: s.promptRev, leaseExpiresAtMs: s.leaseExpiresAtMs };
   }
 
@@ -250,18 +251,13 @@ export class MemoryStore implements Store {
     else this.feedback.delete(accountId);
   }
 
-  async publish(channel: string, message: string): Promise<void> {
-    for (const fn of this.channels.get(channel) ?? []) fn(message);
+  /** One process, one order: the route (see `Broker`) is a Cluster's concern. */
+  async publish(channel: string, message: string, _route: string): Promise<void> {
+    this.subscribers.deliver(channel, message);
   }
 
   async subscribe(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe> {
-    const set = this.channels.get(channel) ?? new Set();
-    set.add(onMessage);
-    this.channels.set(channel, set);
-    return () => {
-      set.delete(onMessage);
-      if (set.size === 0) this.channels.delete(channel);
-    };
+    return this.subscribers.add(channel, onMessage);
   }
 
   private hash(key: string): Map<string, number> {
@@ -361,7 +357,7 @@ export class MemoryStore implements Store {
   async close(): Promise<void> {
     for (const t of this.expiries.values()) t.clear();
     this.expiries.clear();
-    this.channels.clear();
+    this.subscribers.clear();
     this.windows.clear();
     this.windowShapes.clear();
   }

@@ -332,8 +332,13 @@ export interface Feedback {
 
 /** Pub/sub: result fan-out to the results sockets, and the fleet's control channel. */
 export interface Broker {
-  /** Every subscriber of a channel gets every later message, in publish order. */
-  publish(channel: string, message: string): Promise<void>;
+  /**
+   * Every subscriber of a channel gets every later message, in publish order. `route` is the id of
+   * the session the channel's messages are ordered with (a results channel's stream id; a control
+   * channel's replica id): a Redis Cluster publishes from that session's node, where `commitTick`
+   * publishes, so a stream's end never overtakes its last results.
+   */
+  publish(channel: string, message: string, route: string): Promise<void>;
   /** Resolves once subscribed: every message published after that reaches `onMessage`. */
   subscribe(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe>;
 }

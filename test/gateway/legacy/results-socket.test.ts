@@ -11,11 +11,12 @@ import { closeServer, listen } from '../../../src/lib/listen';
 import { createLogger } from '../../../src/lib/logger';
 import { LEGACY_CLOSES } from '../../../src/gateway/legacy/contract/closes';
 import { ResultsSockets } from '../../../src/gateway/legacy/http/results-socket';
-import { endEnvelope, resultEnvelope, resultsChannel } from '../../../src/gateway/legacy/sessions/results-channel';
+import { encodeEnvelope, resultsChannel } from '../../../src/gateway/legacy/sessions/results-channel';
 import { MemoryStore } from '../../../src/gateway/store/memory';
 import { sessionRecord } from '../../helpers/stack';
 
 const record = (streamId: string) => sessionRecord(streamId);
+const result = (json: string) => encodeEnvelope({ kind: 'result', json });
 
 describe('ResultsSockets', () => {
   let server: http.Server;
@@ -99,11 +100,11 @@ describe('ResultsSockets', () => {
   test('results arrive in publish order on every socket; an end closes all with 1001 and the reason', async () => {
     const a = await authed();
     const b = await authed();
-    for (let i = 0; i < 50; i++) await store.publish(resultsChannel('s1'), resultEnvelope(JSON.stringify({ i })));
+    for (let i = 0; i < 50; i++) await store.publish(resultsChannel('s1'), result(JSON.stringify({ i })), 's1');
     await Promise.all([a.waitFor(50), b.waitFor(50)]);
     const expected = Array.from({ length: 50 }, (_, i) => JSON.stringify({ i }));
     expect([a.received.map((r) => r.text), b.received.map((r) => r.text)]).toEqual([expected, expected]);
-    await store.publish(resultsChannel('s1'), endEnvelope('lease_expired'));
+    await store.publish(resultsChannel('s1'), encodeEnvelope({ kind: 'end', reason: 'lease_expired' }), 's1');
     expect(await Promise.all([a.closed, b.closed])).toEqual([
       { code: 1001, reason: 'lease_expired' },
       { code: 1001, reason: 'lease_expired' },
@@ -118,9 +119,9 @@ describe('ResultsSockets', () => {
       10_000,
       'socket authenticated',
     );
-    const result = (id: string, text: string) => resultEnvelope(JSON.stringify({ id, text }));
-    for (const msg of [result('r-1', 'first'), result('r-2', 'second'), result('r-1', 'first, run again'), result('r-3', 'third')]) {
-      await store.publish(resultsChannel('dup'), msg);
+    const withId = (id: string, text: string) => result(JSON.stringify({ id, text }));
+    for (const msg of [withId('r-1', 'first'), withId('r-2', 'second'), withId('r-1', 'first, run again'), withId('r-3', 'third')]) {
+      await store.publish(resultsChannel('dup'), msg, 'dup');
     }
     // r-3 was published after the repeat: once it is here, the repeat would have been too.
     await sock.waitFor(3);
@@ -148,9 +149,9 @@ describe('ResultsSockets', () => {
     const fast = await authed();
     (slow.ws as unknown as { _socket: { pause(): void } })._socket.pause();
     // 32 MiB in 8 KiB results: far more than loopback's kernel buffers hold for the paused reader.
-    const msg = resultEnvelope(JSON.stringify({ pad: 'x'.repeat(8 * 1024) }));
+    const msg = result(JSON.stringify({ pad: 'x'.repeat(8 * 1024) }));
     for (let i = 0; i < 4000; i++) {
-      await store.publish(resultsChannel('s1'), msg);
+      await store.publish(resultsChannel('s1'), msg, 's1');
       if (i % 8 === 0) await sleep(0);
     }
     // Until the fast reader has it all, or (some were shed) a bound: a loaded machine reads late, not less.

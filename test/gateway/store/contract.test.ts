@@ -208,7 +208,7 @@ describe.each(factories)('%s', (_name, make) => {
     const unsubB = await store.subscribe('chan', (m) => b.push(m));
     await store.subscribe('other', () => a.push('wrong channel'));
     const messages = Array.from({ length: 100 }, (_, i) => `r${i}`);
-    await Promise.all([...messages, 'end'].map((m) => store.publish('chan', m)));
+    await Promise.all([...messages, 'end'].map((m) => store.publish('chan', m, 'chan')));
     await deadline(gotAllA, 10_000, 'all messages');
     expect(a).toEqual([...messages, 'end']);
     await until(async () => b.length === 101, 'second subscriber');
@@ -219,7 +219,7 @@ describe.each(factories)('%s', (_name, make) => {
     let third!: () => void;
     const gotThird = new Promise<void>((resolve) => (third = resolve));
     await store.subscribe('chan', (m) => m === 'after' && third());
-    await store.publish('chan', 'after');
+    await store.publish('chan', 'after', 'chan');
     await deadline(gotThird, 10_000, 'delivery after an unsubscribe');
     // Same connection, in order: once a later subscriber saw it, the first one has too.
     await until(async () => a.length === 102, 'first subscriber');
@@ -414,7 +414,7 @@ describe.each(factories)('%s', (_name, make) => {
         await store.commitTick('absent', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 1, channel: 'results:t-1', message: 'nope' }),
       ).toEqual({ ok: false, reason: 'missing' });
       // Same connection, in order: once the sentinel arrived, every earlier publish has.
-      await store.publish('results:t-1', 'sentinel');
+      await store.publish('results:t-1', 'sentinel', 't-1');
       await deadline(end, 10_000, 'sentinel');
       expect(got).toEqual(['tick-0', 'tick-1', 'tick-3', 'tick-4', 'sentinel']);
     });
@@ -642,7 +642,7 @@ test('RedisStore: a subscription comes back after Redis restarts (ioredis resubs
   try {
     // Publish until the resubscribed connection hears one (bounded): the restart is an event, not a window.
     await until(async () => {
-      await store.publish('chan', 'back').catch(() => undefined);
+      await store.publish('chan', 'back', 'chan').catch(() => undefined);
       return got.includes('back');
     }, 'delivery after the restart');
     expect(got.every((m) => m === 'back')).toBe(true);

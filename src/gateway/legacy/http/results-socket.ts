@@ -13,7 +13,7 @@ import type { TraceIds } from '../../../lib/spans';
 import type { SessionRecord, Store, Unsubscribe } from '../../store/store';
 import { CLIENT_REQUESTED, LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from '../contract/closes';
 import type { LegacyClose } from '../contract/closes';
-import { resultsChannel } from '../sessions/results-channel';
+import { decodeEnvelope, resultsChannel } from '../sessions/results-channel';
 
 /**
  * A refusal closes 1008 (fatal in legacy clients) unless it gives `code`: 1013 "try again later"
@@ -58,12 +58,11 @@ const PATH = /^\/+v0\.2\/+ws\/+streams\/+([^/?]+)\/*(?:\?.*)?$/;
 
 const close = (ws: WebSocket, c: LegacyClose) => ws.close(c.code, c.reason);
 
-/** The result id of a result envelope (`r{"id":"…",…}`: the id is the message's first field), for its fan-out span. */
-function resultIdOf(msg: string): string | undefined {
-  return msg.startsWith('r{"id":"') ? msg.slice(8, msg.indexOf('"', 8)) : undefined;
-}
-
-/** One stream's results sockets on this replica, behind one subscription to its results channel. */
+/**
+ * One stream's results sockets on this replica: one handler on the store's subscription to its
+ * results channel (the store keeps one subscription per channel), fanning each message out to them
+ * with the state that must see each message once per stream (repeats, the fan-out span).
+ */
 interface StreamSockets {
   readonly sockets: Set<WebSocket>;
   subscribed: Promise<Unsubscribe>;
@@ -99,7 +98,7 @@ export class ResultsSockets {
   private readonly wss: WebSocketServer;
   private readonly alive = new WeakMap<WebSocket, boolean>();
   private readonly streamOf = new WeakMap<WebSocket, string>();
-  /** Streams with sockets here: one store subscription each, however many sockets listen. */
+  /** Streams with sockets here, one fan-out group each. */
   private readonly streams = new Map<string, StreamSockets>();
   private readonly heartbeat: NodeJS.Timeout;
 
@@ -208,7 +207,7 @@ export class ResultsSockets {
     else if (rec.state === 'ended') close(ws, endClose(rec.endReason ?? 'ended'));
   }
 
-  /** The stream's sockets here, subscribing to its channel for the first one (a failed subscription is forgotten: the next socket tries again). */
+  /** The stream's sockets here, its group's handler added for the first one (a failed subscription is forgotten: the next socket tries again). */
   private join(streamId: string, record: SessionRecord): StreamSockets {
     const known = this.streams.get(streamId);
     if (known) return known;
@@ -221,7 +220,7 @@ export class ResultsSockets {
     return group;
   }
 
-  /** A socket leaves its stream's group; the last one unsubscribes. */
+  /** A socket leaves its stream's group; the last one removes the group's handler. */
   private leave(streamId: string, group: StreamSockets, ws: WebSocket): void {
     if (!group.sockets.delete(ws) || group.sockets.size > 0) return;
     if (this.streams.get(streamId) === group) this.streams.delete(streamId);
@@ -237,23 +236,25 @@ export class ResultsSockets {
    * reached: under the tick when the commit delivers in process, else a trace linked to the create.
    */
   private deliver(streamId: string, group: StreamSockets, msg: string): void {
-    if (msg.charCodeAt(0) === 101 /* e */) {
-      for (const ws of group.sockets) this.closeForEnd(ws, msg.slice(1));
+    const envelope = decodeEnvelope(msg);
+    if (!envelope) return void this.opts.logger.warn({ streamId }, 'ignored a malformed results channel message');
+    if (envelope.kind === 'end') {
+      for (const ws of group.sockets) this.closeForEnd(ws, envelope.reason);
       return;
     }
-    const resultId = resultIdOf(msg);
+    const { json, resultId } = envelope;
     if (resultId && !firstDelivery(group, resultId)) return void this.opts.hooks?.onRepeat?.(streamId);
-    if (!tracingOn()) return void this.send(streamId, group, msg);
+    if (!tracingOn()) return void this.send(streamId, group, json);
     const attributes = { [ATTR.streamId]: streamId, ...(resultId ? { [ATTR.resultId]: resultId } : {}) };
     inSpanSync('legacy.results.fanout', { attributes, link: group.ids }, (span) => {
-      const { sent, shed } = this.send(streamId, group, msg);
+      const { sent, shed } = this.send(streamId, group, json);
       span?.setAttributes({ [ATTR.sockets]: sent, [ATTR.shed]: shed });
     });
   }
 
-  private send(streamId: string, group: StreamSockets, msg: string): { sent: number; shed: number } {
+  /** Sends a result's JSON to each open socket of the group. */
+  private send(streamId: string, group: StreamSockets, payload: string): { sent: number; shed: number } {
     const { cfg, hooks } = this.opts;
-    const payload = msg.slice(1);
     let sent = 0;
     let shed = 0;
     for (const ws of group.sockets) {

@@ -12,7 +12,7 @@ import type { SessionRecord } from '../../store/store';
 import type { LiveStream } from './live-stream';
 import { releaseMedia } from './media';
 import type { StreamRegistry } from './registry';
-import { endEnvelope, resultsChannel } from './results-channel';
+import { encodeEnvelope, resultsChannel } from './results-channel';
 import type { OwnerMessage, SessionContext } from './ports';
 import type { LegacyEndReasons } from '../contract/closes';
 
@@ -85,7 +85,7 @@ export class SessionEnd {
     if (!stream) span?.addLinks(linkTo(before.ids));
     await store.expireSession(streamId, cfg.tombstoneSeconds * 1000);
     await store.releaseSlot(before.keyHash, before.slotId);
-    const announce = () => store.publish(resultsChannel(streamId), endEnvelope(reason));
+    const announce = () => store.publish(resultsChannel(streamId), encodeEnvelope({ kind: 'end', reason }), streamId);
     if (!opts.answerFirst) await announce();
     this.deps.observer?.streamEnded?.(before.keyHash, reason);
     logger.info({ streamId, reason, key: before.keyHash }, 'legacy stream ended');

@@ -13,7 +13,7 @@ import { schemaMismatch } from '../contract/output-schema';
 import { resultId } from './ownership';
 import { RateLimitBackoff } from './rate-limit-backoff';
 import { ResultWindowRecorder } from './result-window';
-import { resultEnvelope, resultsChannel } from './results-channel';
+import { encodeEnvelope, resultsChannel } from './results-channel';
 import type { RecordSync } from './record-sync';
 import type { SessionEnd } from './end';
 import type { LiveStream } from './live-stream';
@@ -154,7 +154,7 @@ export class TickInference {
       tick: tick.n,
       costMicrocents: cost,
       channel: resultsChannel(record.streamId),
-      message: resultEnvelope(JSON.stringify(result)),
+      message: encodeEnvelope({ kind: 'result', json: JSON.stringify(result) }),
       outcome: { ok: result.ok, inferenceMs },
     });
     this.sync.onCommit(stream, tick.n, commit);

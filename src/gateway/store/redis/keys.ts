@@ -27,7 +27,7 @@
  *   P h:<name>                 HASH   telemetry counters (usage report), numbers as decimal strings.
  *   P ch:<channel>             pub/sub channel, not a key: `results:<streamId>` (results fan-out, and
  *                                     commitTick's PUBLISH), `control:<replica>` (the fleet's messages).
- *                                     On a Cluster published from the node of session:{<last ':' segment>}.
+ *                                     On a Cluster published from the node of session:{<route>} (`publish`).
  * Times compared inside scripts are Redis's (`TIME`), so clock skew between replicas does not matter.
  */
 /** The prefix of every key and channel unless the store is given another. */
