@@ -219,7 +219,12 @@ test('the browser SDK streams through a rolling deploy of three replicas: no err
       30_000,
       'the slot is released',
     );
-    expect((await fleet().upstreamStreams()).map((u) => u.id)).not.toContain(id);
+    // The end's winner frees the slot first, then deletes the upstream stream.
+    await deadline(
+      until(async () => !(await fleet().upstreamStreams()).some((u) => u.id === id)),
+      30_000,
+      'the upstream stream deleted',
+    );
     expect(await page.evaluate(() => window.sdkTest.errors)).toEqual([]);
   } finally {
     await page.close();
