@@ -4,8 +4,8 @@
  */
 import type { Socket } from 'node:net';
 
-/** Hop-by-hop (RFC 9110 §7.6.1), plus what the pipe sets itself on the upstream leg. */
-export const DROP_UPSTREAM: ReadonlySet<string> = new Set([
+/** Hop-by-hop headers (RFC 9110 §7.6.1): never forwarded on either leg. */
+const HOP_BY_HOP = [
   'connection',
   'keep-alive',
   'proxy-connection',
@@ -14,6 +14,10 @@ export const DROP_UPSTREAM: ReadonlySet<string> = new Set([
   'te',
   'trailer',
   'upgrade',
+];
+/** Hop-by-hop, plus what the pipe sets itself on the upstream leg. */
+export const DROP_UPSTREAM: ReadonlySet<string> = new Set([
+  ...HOP_BY_HOP,
   'host',
   'x-request-id',
   'x-forwarded-for',
@@ -23,17 +27,7 @@ export const DROP_UPSTREAM: ReadonlySet<string> = new Set([
 /** With tracing on the propagator writes the trace context of the upstream leg's own span: the caller's is not copied. */
 export const DROP_UPSTREAM_TRACED: ReadonlySet<string> = new Set([...DROP_UPSTREAM, 'traceparent', 'tracestate', 'baggage']);
 /** Hop-by-hop, plus the framing Node re-chooses for the client connection. */
-const DROP_DOWNSTREAM = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'upgrade',
-  'transfer-encoding',
-]);
+const DROP_DOWNSTREAM = new Set([...HOP_BY_HOP, 'transfer-encoding']);
 /** Connection values that name no other header (the common case: no second pass). */
 const PLAIN_CONNECTION = /^\s*(keep-alive|close)\s*$/i;
 /** End-to-end headers a client may not strip by naming them in Connection. */

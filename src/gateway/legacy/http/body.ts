@@ -23,7 +23,7 @@ function announcesBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
-export function wrongBodyType(type: string): ServiceError {
+function wrongBodyType(type: string): ServiceError {
   const msg =
     `The request body must be JSON sent with content-type: application/json (got content-type: ${type}); ` +
     "with curl, add -H 'content-type: application/json'";
