@@ -4,10 +4,10 @@
  * server's `total_commands_processed`: a script counts its EVALSHA plus each call inside it; every
  * operation here is one round trip).
  */
-import { MemoryStore } from '../src/gateway/store/memory';
-import { RedisStore } from '../src/gateway/store/redis';
+import { memoryStore } from '../src/gateway/store/memory';
+import { connectRedisStore } from '../src/gateway/store/redis';
 import { FLEET_DEFAULTS } from '../src/gateway/store/store';
-import type { SessionRecord, Store } from '../src/gateway/store/store';
+import type { StreamRecord, Store } from '../src/gateway/store/store';
 import { startRedis, startRedisCluster } from '../test/helpers/redis';
 import type { RedisServer } from '../test/helpers/redis';
 import { quantile } from '../test/helpers/util';
@@ -15,7 +15,7 @@ import { hincr } from '../test/helpers/store-ops';
 
 const N = 2_000;
 
-const record = (streamId: string): SessionRecord => ({
+const record = (streamId: string): StreamRecord => ({
   streamId,
   keyHash: 'bench-key',
   slotId: streamId,
@@ -57,14 +57,14 @@ async function measure(
 }
 
 async function benchOne(name: string, store: Store, redis?: RedisServer): Promise<void> {
-  await store.putSession({ ...record('bench-owned'), owner: 'bench-gw', epoch: 1 });
+  await store.putRecord({ ...record('bench-owned'), owner: 'bench-gw', epoch: 1 });
   let ticks = 0;
   const ops: [string, (i: number) => Promise<unknown>][] = [
     ['acquireSlot', (i) => store.acquireSlot('bench-key', `s${i}`, 1_000_000)],
     ['releaseSlot', (i) => store.releaseSlot('bench-key', `s${i}`)],
-    ['putSession', (i) => store.putSession(record(`st${i}`))],
-    ['getSession', (i) => store.getSession(`st${i}`)],
-    ['updateSession', (i) => store.updateSession(`st${i}`, { leaseExpiresAtMs: Date.now() + 60_000 })],
+    ['putRecord', (i) => store.putRecord(record(`st${i}`))],
+    ['getRecord', (i) => store.getRecord(`st${i}`)],
+    ['updateRecord', (i) => store.updateRecord(`st${i}`, { leaseExpiresAtMs: Date.now() + 60_000 })],
     [
       'addFeedback',
       (i) =>
@@ -133,11 +133,11 @@ async function benchOne(name: string, store: Store, redis?: RedisServer): Promis
 }
 
 export async function benchStore(): Promise<void> {
-  const memory = new MemoryStore();
+  const memory = memoryStore();
   await benchOne('memory', memory);
   await memory.close();
   const redis = await startRedis();
-  const store = await RedisStore.connect(redis.url);
+  const store = await connectRedisStore(redis.url);
   try {
     await benchOne('redis ', store, redis);
   } finally {
@@ -146,7 +146,7 @@ export async function benchStore(): Promise<void> {
   }
   // The same on a local 3-primary Cluster (latency only: commands are counted per server).
   const cluster = await startRedisCluster(3);
-  const onCluster = await RedisStore.connect(cluster.url);
+  const onCluster = await connectRedisStore(cluster.url);
   try {
     await benchOne('cluster', onCluster);
   } finally {

@@ -6,7 +6,7 @@
  */
 import { loadConfig } from '../src/config';
 import { SunsetPolicy } from '../src/gateway/legacy/http/sunset';
-import { MemoryStore } from '../src/gateway/store/memory';
+import { memoryStore } from '../src/gateway/store/memory';
 import { clientFamily } from '../src/gateway/telemetry/migration';
 import { DeprecationUsage } from '../src/gateway/telemetry/usage';
 import { parseBearer } from '../src/lib/bearer';
@@ -22,7 +22,7 @@ function nsPer(n: number, fn: (i: number) => void): number {
 }
 
 export async function benchSunset(): Promise<void> {
-  const store = new MemoryStore();
+  const store = memoryStore();
   const usage = new DeprecationUsage(store, createLogger('silent'));
   const keys = Array.from({ length: 100 }, (_, i) => `svc-bench-${i}-${'k'.repeat(32)}`);
   const auth = keys.map((k) => `Bearer ${k}`);

@@ -11,9 +11,9 @@
  * inside it) and the commands the client sent (one per store call per event; one EVALSHA per hash
  * buffered).
  */
-import { MemoryStore } from '../src/gateway/store/memory';
+import { memoryStore } from '../src/gateway/store/memory';
 import { measuredStore } from '../src/gateway/store/measured';
-import { RedisStore } from '../src/gateway/store/redis';
+import { connectRedisStore } from '../src/gateway/store/redis';
 import type { Store } from '../src/gateway/store/store';
 import { DeprecationUsage, utcDay } from '../src/gateway/telemetry/usage';
 import { createLogger } from '../src/lib/logger';
@@ -126,14 +126,14 @@ async function run(label: string, raw: Store, redis: RedisServer | undefined, ma
 export async function benchTelemetry(): Promise<void> {
   console.log(`${STREAMS} streams at 1 Hz over ${KEYS} keys, ${SECONDS} virtual s, a keepalive per stream every 10 s`);
   for (const [label, make] of VARIANTS) {
-    const memory = new MemoryStore();
+    const memory = memoryStore();
     await run(`${label} memory`, memory, undefined, make);
     await memory.close();
   }
   const redis = await startRedis();
   try {
     for (const [i, [label, make]] of VARIANTS.entries()) {
-      const store = await RedisStore.connect(redis.url, { prefix: `bench-telemetry-${i}:` });
+      const store = await connectRedisStore(redis.url, { prefix: `bench-telemetry-${i}:` });
       try {
         await run(`${label} redis`, store, redis, make);
       } finally {

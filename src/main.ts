@@ -136,9 +136,9 @@ async function runEmulator(cfg: Config, logger: Logger, configFile: string | und
  */
 async function openStore(cfg: Config, logger: Logger) {
   if (!cfg.store.redisUrl) return undefined;
-  const { RedisStore, RedisStoreError } = await import('./gateway/store/redis');
+  const { connectRedisStore, RedisStoreError } = await import('./gateway/store/redis');
   try {
-    const store = await RedisStore.connect(cfg.store.redisUrl, {
+    const store = await connectRedisStore(cfg.store.redisUrl, {
       logger: logger.child({ component: 'redis' }),
       resultWindows: { maxTtlMs: cfg.legacy.resultWindowSeconds * 1000 },
       commitBatchMs: cfg.store.commitBatchMs,

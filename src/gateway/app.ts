@@ -21,7 +21,7 @@ import type { LifecycleView } from './lifecycle';
 import type { Passthrough } from './passthrough';
 import { gatewayShutdown } from './shutdown';
 import type { GatewayShutdown } from './shutdown';
-import { MemoryStore } from './store/memory';
+import { memoryStore } from './store/memory';
 import type { Store } from './store/store';
 import { deprecationHeaderLines } from './telemetry/deprecation';
 import { gatewayTelemetry } from './telemetry/gateway-telemetry';
@@ -91,7 +91,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   });
   const telemetry = gatewayTelemetry(cfg, logger, {
     brand,
-    store: opts.store ?? new MemoryStore({ clock }),
+    store: opts.store ?? memoryStore({ clock }),
     upstream,
     observer: opts.observer,
     clock,

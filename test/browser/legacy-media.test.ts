@@ -257,7 +257,7 @@ describe('webrtc through the relay (legacy.webrtc.mode: relay)', () => {
       expect(created.body.turn_servers).toEqual([]); // legacy.turnServers: the room's servers are not the relay's
       const id = created.body.stream_id as string;
       const { socket } = await expectResults(relay, id, 2);
-      expect((await relay.gateway.gateway.store.getSession(id))?.pinned).toBe(true);
+      expect((await relay.gateway.gateway.store.getRecord(id))?.pinned).toBe(true);
       // Relayed at the session's rate (target_fps 2), not the camera's 30 fps: counted against a
       // ceiling that load only loosens; and frames keep coming (the next one lands).
       const stored = (await upstreamStream(relay, id)).last_frame_index as number;

@@ -165,9 +165,7 @@ describe('tracing on (http/json, always on)', () => {
     expect(server.name).toBe('POST /v0.2/streams');
     expect(descendsFrom(spans, create!, server)).toBe(true);
     const children = childrenOf(spans, create!);
-    expect(children.map((c) => c.name)).toEqual(
-      expect.arrayContaining(['store.acquireSlot', 'store.putSession', 'store.bindSlot', 'POST']),
-    );
+    expect(children.map((c) => c.name)).toEqual(expect.arrayContaining(['store.acquireSlot', 'store.putRecord', 'store.bindSlot', 'POST']));
     const upstreamCreate = children.find((c) => c.name === 'POST' && String(c.attributes['url.full']).endsWith('/v1beta/streams'))!;
     expect(upstreamCreate.kind).toBe(CLIENT);
     // The upstream (the embedded emulator) got the create's trace context: its server span is the call's child.
@@ -227,7 +225,7 @@ describe('tracing on (http/json, always on)', () => {
       attributes: expect.objectContaining({ 'legacy.end_reason': 'client_requested', 'legacy.end.won': true }),
     });
     expect(spans.filter((s) => s.traceId === DELETE_TRACE && descendsFrom(spans, s, end!)).map((s) => s.name)).toEqual(
-      expect.arrayContaining(['store.endSession', 'DELETE']),
+      expect.arrayContaining(['store.endStream', 'DELETE']),
     );
   });
 

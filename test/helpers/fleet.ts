@@ -125,7 +125,7 @@ export interface Fleet {
   upstreamStreams(): Promise<UpstreamStream[]>;
   /** Starts the emulator's synthetic publisher on one stream (default: the fleet's publisher settings). */
   publish(streamId: string, opts?: PublisherOptions): Promise<void>;
-  /** The session record as the store holds it (fields JSON-decoded), or undefined. */
+  /** The stream record as the store holds it (fields JSON-decoded), or undefined. */
   session(streamId: string): Promise<Record<string, unknown> | undefined>;
   /** A command on the fleet's Redis (one shared client; fails while Redis is away). */
   redisCall(...args: (string | number)[]): Promise<unknown>;

@@ -9,7 +9,7 @@ import type { RunningGateway, ServerOptions } from '../../src/gateway/server';
 import { FLEET_DEFAULTS } from '../../src/gateway/store/store';
 import { FAST_RETRY, TEST_PUBLISHER, testConfig } from './config';
 import { sleep } from './time';
-import type { SessionRecord } from '../../src/gateway/store/store';
+import type { StreamRecord } from '../../src/gateway/store/store';
 
 export const KEY = 'svc-local-dev';
 export const KEY_B = 'svc-local-dev2';
@@ -133,8 +133,8 @@ export function useStack(overrides: Record<string, unknown> = {}): () => Stack {
   return () => s!;
 }
 
-/** An active legacy session record for tests that put sessions straight into a store. */
-export const sessionRecord = (streamId: string, accountId = 'a'): SessionRecord => ({
+/** An active legacy stream record for tests that put sessions straight into a store. */
+export const streamRecord = (streamId: string, accountId = 'a'): StreamRecord => ({
   streamId,
   keyHash: 'k',
   slotId: 's',

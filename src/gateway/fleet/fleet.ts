@@ -10,7 +10,7 @@ import type { Logger } from '../../lib/logger';
 import { realClock, setLongInterval } from '../../lib/timers';
 import type { Clock, LongTimer } from '../../lib/timers';
 import type { HandOverOptions, OwnerMessage } from '../legacy';
-import type { Broker, Claims, Members, Membership, SessionRecord, SessionRecords, Slots, Unsubscribe } from '../store/store';
+import type { Broker, Claims, Members, Membership, StreamRecord, StreamRecords, Slots, Unsubscribe } from '../store/store';
 import { controlChannel, parseControl } from './control';
 import type { FleetMember } from './member';
 import { pickReplica } from './rendezvous';
@@ -20,7 +20,7 @@ import { reconcileSlots } from './slot-reconciler';
 export interface FleetSessions {
   readonly ownedIds: string[];
   selfFenced: boolean;
-  adopt(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean>;
+  adopt(rec: StreamRecord, how: 'failover' | 'handover'): Promise<boolean>;
   onOwnerMessage(msg: OwnerMessage): Promise<void>;
   /** Hands streams to `targetOf(id)`; `keepPinned`: pinned streams (and any without a target) stay here. */
   handOver(targetOf: (streamId: string) => string | undefined, opts?: HandOverOptions): Promise<number>;
@@ -29,7 +29,7 @@ export interface FleetSessions {
 
 export interface FleetOptions {
   /** Control channel, membership, run-once claims, the records it claims, the slots it reconciles. */
-  store: Broker & Members & Claims & SessionRecords & Slots;
+  store: Broker & Members & Claims & StreamRecords & Slots;
   replicaId: string;
   cfg: FleetConfig;
   sessions: FleetSessions;
@@ -181,7 +181,7 @@ export class Fleet implements FleetMember {
     const now = this.clock.now();
     if (!this.deadSince.has(dead)) this.deadSince.set(dead, now);
     const late = now - this.deadSince.get(dead)! >= cfg.claimBackoffMs;
-    const ids = await store.sessionsOf(dead);
+    const ids = await store.streamsOf(dead);
     if (ids.length === 0) {
       await store.forgetReplica(dead);
       this.deadSince.delete(dead);
@@ -190,9 +190,9 @@ export class Fleet implements FleetMember {
     }
     for (const id of ids) {
       if (!late && pickReplica(id, pickable) !== this.id) continue;
-      const rec = await store.getSession(id);
+      const rec = await store.getRecord(id);
       if (!rec || rec.state !== 'active' || rec.owner !== dead) continue;
-      const claimed = await store.claimSession(id, { owner: dead, epoch: rec.epoch }, this.id);
+      const claimed = await store.claimStream(id, { owner: dead, epoch: rec.epoch }, this.id);
       if (!claimed) continue;
       logger.warn({ streamId: id, from: dead, epoch: claimed.epoch }, 'claimed a stream of a dead replica');
       sessions.adopt(claimed, 'failover').catch((err: unknown) => logger.error({ err, streamId: id }, 'adoption failed'));
@@ -202,7 +202,7 @@ export class Fleet implements FleetMember {
   private async reconcileOwned(): Promise<void> {
     if (this.opts.sessions.selfFenced) return;
     const { sessions, store } = this.opts;
-    await sessions.reconcileOwned(await store.sessionsOf(this.id, new Set(sessions.ownedIds)));
+    await sessions.reconcileOwned(await store.streamsOf(this.id, new Set(sessions.ownedIds)));
   }
 
   private async reconcileSlots(): Promise<void> {

@@ -9,26 +9,26 @@
  * slot is freed a pass or two later; only streams outside every index are read.
  */
 import type { Logger } from '../../lib/logger';
-import type { Members, SessionRecords, Slots } from '../store/store';
+import type { Members, StreamRecords, Slots } from '../store/store';
 
 /** An unbound slot younger than this may still belong to a create in flight. */
 export const UNBOUND_SLOT_GRACE_MS = 30_000;
 
 export async function reconcileSlots(
-  store: Members & Slots & Pick<SessionRecords, 'getSession' | 'indexedSessions'>,
+  store: Members & Slots & Pick<StreamRecords, 'getRecord' | 'indexedStreams'>,
   deadAfterMs: number,
   logger: Logger,
 ): Promise<number> {
   const m = await store.membership(deadAfterMs);
   const alive = new Set(m.alive);
-  const indexed = await store.indexedSessions([...m.alive, ...m.dead]);
+  const indexed = await store.indexedStreams([...m.alive, ...m.dead]);
   let freed = 0;
   for (const kh of await store.slotKeys()) {
     for (const h of await store.slotHolders(kh)) {
       let stale: boolean;
       if (h.streamId !== null) {
         if (indexed.has(h.streamId)) continue;
-        const rec = await store.getSession(h.streamId);
+        const rec = await store.getRecord(h.streamId);
         stale = !rec || rec.state === 'ended';
       } else {
         stale = (h.replica === null || !alive.has(h.replica)) && m.nowMs - h.acquiredAtMs > UNBOUND_SLOT_GRACE_MS;

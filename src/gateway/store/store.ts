@@ -1,8 +1,10 @@
 /**
- * All cross-request state of the gateway goes through these roles (slots, session records,
- * membership, claims, feedback, pub/sub, counters, result windows), so a Redis implementation lets several
- * replicas share it (a keepalive or WebSocket may land on any replica). Methods are async even in
- * memory so callers are already written for a networked store.
+ * All cross-request state of the gateway goes through these roles (slots, stream records,
+ * membership, claims, feedback, pub/sub, counters, result windows), so a Redis implementation lets
+ * several replicas share it (a keepalive or WebSocket may land on any replica). Each store is one
+ * object per role, composed (./compose.ts): ./memory/ (one process) and ./redis/ (a fleet), held to
+ * the same contract by one test. Methods are async even in memory so callers are already written
+ * for a networked store.
  */
 import { ServiceError } from '../../lib/errors';
 import type { ResultWindows } from './result-windows';
@@ -35,10 +37,10 @@ export interface StoreObserver {
 }
 
 /**
- * What the store keeps of a legacy session (serialisable; the live scheduler stays in its process).
- * `Spec` is the session's configuration as its writer typed it (the store keeps it as JSON).
+ * What the store keeps of a legacy stream (serialisable; the live scheduler stays in its process).
+ * `Spec` is the stream's configuration as its writer typed it (the store keeps it as JSON).
  */
-export interface SessionRecord<Spec = unknown> {
+export interface StreamRecord<Spec = unknown> {
   streamId: string;
   /** sha256 prefix of the owning API key (slots and telemetry are per key). */
   keyHash: string;
@@ -63,8 +65,8 @@ export interface SessionRecord<Spec = unknown> {
   /** The normalized legacy configuration (SessionSpec), stored as JSON. */
   spec: Spec;
 
-  // ── Fleet fields: what any replica needs to act for the session, and to fence its owner. ──
-  /** Replica (GATEWAY_ID) whose timer ticks this session; null once ended. */
+  // ── Fleet fields: what any replica needs to act for the stream, and to fence its owner. ──
+  /** Replica (GATEWAY_ID) whose timer ticks this stream; null once ended. */
   owner: string | null;
   /** Fencing number, bumped by every claim: a tick committed under an older epoch is refused. */
   epoch: number;
@@ -110,7 +112,7 @@ export interface SessionRecord<Spec = unknown> {
   frameHeight?: number;
 }
 
-/** A stream's media session as its record keeps it (`SessionRecord.mediaSession`). */
+/** A stream's media session as its record keeps it (`StreamRecord.mediaSession`). */
 export interface StoredMediaSession {
   kind: 'whip';
   /** The WHIP session's resource (absolute URL). */
@@ -144,7 +146,7 @@ export const FLEET_DEFAULTS = {
   sealedKey: '',
   fallbackModels: [],
   ids: { traceId: '' },
-} as const satisfies Partial<SessionRecord>;
+} as const satisfies Partial<StreamRecord>;
 
 /** Answer of `commitTick`: published, or why not (nothing was written then). */
 export type TickCommit =
@@ -245,28 +247,28 @@ export interface Slots {
   releaseSlot(keyHash: string, streamId: string): Promise<boolean>;
 }
 
-/** Session records, and the fleet operations any replica may run on any session (ownership, fencing). */
-export interface SessionRecords {
-  putSession(rec: SessionRecord): Promise<void>;
+/** Stream records, and the fleet operations any replica may run on any stream (ownership, fencing). */
+export interface StreamRecords {
+  putRecord(rec: StreamRecord): Promise<void>;
   /**
    * Writes `rec` only if the stream has no record (one the store lost, written back from a replica's
    * memory): false when a record is there (another replica that also held the stream wrote it first).
    */
-  restoreSession(rec: SessionRecord): Promise<boolean>;
-  getSession(streamId: string): Promise<SessionRecord | undefined>;
-  /** Updates a session with `patch` if it exists; returns the new record. */
-  updateSession(streamId: string, patch: Partial<SessionRecord>): Promise<SessionRecord | undefined>;
+  restoreRecord(rec: StreamRecord): Promise<boolean>;
+  getRecord(streamId: string): Promise<StreamRecord | undefined>;
+  /** Updates a record with `patch` if it exists; returns the new record. */
+  updateRecord(streamId: string, patch: Partial<StreamRecord>): Promise<StreamRecord | undefined>;
   /** Removes the record, and the stream's feedback with it, after `afterMs` (tombstone window). */
-  expireSession(streamId: string, afterMs: number): Promise<void>;
+  expireRecord(streamId: string, afterMs: number): Promise<void>;
   /**
-   * Ends an active session exactly once across the fleet: state ended, the reason, `endedAtMs`,
+   * Ends an active stream exactly once across the fleet: state ended, the reason, `endedAtMs`,
    * owner null, sealedKey ''. Returns the record as it was before (the one caller that ended it
    * releases the slot, deletes upstream, publishes the end), undefined when already ended or absent,
    * or, with `fence`, when the record names another owner or epoch (a replica ends only what it owns).
    */
-  endSession(streamId: string, reason: string, endedAtMs: number, fence?: OwnerFence): Promise<SessionRecord | undefined>;
+  endStream(streamId: string, reason: string, endedAtMs: number, fence?: OwnerFence): Promise<StreamRecord | undefined>;
   /**
-   * Legacy keepalive on an active session: sets `leaseExpiresAtMs`, reads and zeroes the cost since
+   * Legacy keepalive on an active stream: sets `leaseExpiresAtMs`, reads and zeroes the cost since
    * the previous keepalive and sets `lastKeepaliveAtMs` to `nowMs`, atomically. Returns that cost
    * and the previous keepalive's time; undefined unless active.
    */
@@ -276,15 +278,15 @@ export interface SessionRecords {
    * the next keepalive reports. False unless active.
    */
   addCost(streamId: string, costMicrocents: number): Promise<boolean>;
-  /** Prompt change on an active session: sets the prompt and bumps `promptRev`. The new record, else undefined. */
-  setPrompt(streamId: string, prompt: string, atMs: number): Promise<SessionRecord | undefined>;
+  /** Prompt change on an active stream: sets the prompt and bumps `promptRev`. The new record, else undefined. */
+  setPrompt(streamId: string, prompt: string, atMs: number): Promise<StreamRecord | undefined>;
   /**
-   * Compare-and-set ownership: if the session is active and its owner and epoch are `expect`, makes
+   * Compare-and-set ownership: if the stream is active and its owner and epoch are `expect`, makes
    * `owner` its owner with epoch + 1. The new record, or undefined (another claimer won, or it ended).
    */
-  claimSession(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<SessionRecord | undefined>;
+  claimStream(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<StreamRecord | undefined>;
   /**
-   * A tick's result, fenced: if the session is active, owned by `owner` at `epoch`, and `tick` >
+   * A tick's result, fenced: if the stream is active, owned by `owner` at `epoch`, and `tick` >
    * lastTick, then in one atomic step sets lastTick, adds `costMicrocents` and publishes `message`
    * on `channel`. Otherwise writes and publishes nothing.
    */
@@ -294,12 +296,12 @@ export interface SessionRecords {
    * (the streams the asking replica runs: each of their ticks is fenced by the store anyway) are
    * taken from the index without reading their records.
    */
-  sessionsOf(replica: string, vouched?: ReadonlySet<string>): Promise<string[]>;
+  streamsOf(replica: string, vouched?: ReadonlySet<string>): Promise<string[]>;
   /**
    * The stream ids in the owner indexes of `replicas`, records not read: an entry may name a
    * stream that ended until its owner's next owned-streams reconcile (or a takeover) drops it.
    */
-  indexedSessions(replicas: readonly string[]): Promise<Set<string>>;
+  indexedStreams(replicas: readonly string[]): Promise<Set<string>>;
 }
 
 /** Which replicas are alive, on the store's clock. */
@@ -312,7 +314,7 @@ export interface Members {
   markDraining(replica: string): Promise<void>;
   /** Announces (true) or withdraws (false) that `replica` cannot reach the upstream. */
   markImpaired(replica: string, impaired: boolean): Promise<void>;
-  /** Drops a replica from the membership (it drained, or its sessions were all taken over). */
+  /** Drops a replica from the membership (it drained, or its streams were all taken over). */
   forgetReplica(replica: string): Promise<void>;
 }
 
@@ -334,8 +336,8 @@ export interface Feedback {
 export interface Broker {
   /**
    * Every subscriber of a channel gets every later message, in publish order. `route` is the id of
-   * the session the channel's messages are ordered with (a results channel's stream id; a control
-   * channel's replica id): a Redis Cluster publishes from that session's node, where `commitTick`
+   * the record the channel's messages are ordered with (a results channel's stream id; a control
+   * channel's replica id): a Redis Cluster publishes from that record's node, where `commitTick`
    * publishes, so a stream's end never overtakes its last results.
    */
   publish(channel: string, message: string, route: string): Promise<void>;
@@ -354,10 +356,11 @@ export interface Counters {
 }
 
 /**
- * The whole store, as app.ts builds and closes it: every role, plus readiness. Each consumer takes
- * only the roles it uses (sessions, fleet, sockets, routes, telemetry).
+ * The whole store, as app.ts builds and closes it: every role's operations (./compose.ts lists
+ * them), plus readiness. Each consumer takes only the roles it uses (sessions, fleet, sockets,
+ * routes, telemetry).
  */
-export interface Store extends Slots, SessionRecords, Members, Claims, Feedback, Broker, Counters, ResultWindows {
+export interface Store extends Slots, StreamRecords, Members, Claims, Feedback, Broker, Counters, ResultWindows {
   ready(): Promise<boolean>;
   close(): Promise<void>;
 }

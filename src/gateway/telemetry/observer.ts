@@ -3,7 +3,7 @@ import { memoKeyHash } from '../../lib/keys';
 import { tryLaterClose } from '../legacy';
 import type { LegacyClose, LegacyObserver, ResultsSocketHooks, SunsetPolicy } from '../legacy';
 import type { PassthroughEvent } from '../passthrough';
-import type { SessionRecord } from '../store/store';
+import type { StreamRecord } from '../store/store';
 import type { GatewayMetrics } from './metrics';
 import { clientFamily } from './migration';
 import type { UsageRecorder } from './usage-recorder';
@@ -98,7 +98,7 @@ export function countedAdmission(sunset: SunsetPolicy, metrics: GatewayMetrics, 
       usage.refused(keyHash, refusal.reason);
       throw refusal.error;
     },
-    admitSocket(record: SessionRecord): LegacyClose | undefined {
+    admitSocket(record: StreamRecord): LegacyClose | undefined {
       const refusal = sunset.admitSocket(record.keyHash);
       if (!refusal) return undefined;
       metrics.legacyRefusals.inc({ reason: refusal.reason, kind: 'socket' });

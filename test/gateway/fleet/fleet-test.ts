@@ -30,7 +30,7 @@ export function useFleet(opts: Omit<FleetOptions, 'main'> = {}): () => Fleet {
 /** The replica that owns `streamId` now (the record's `owner`). */
 export async function ownerOf(fleet: Fleet, streamId: string): Promise<string> {
   const rec = await fleet.session(streamId);
-  if (!rec) throw new Error(`no session record for ${streamId}`);
+  if (!rec) throw new Error(`no stream record for ${streamId}`);
   return String(rec.owner);
 }
 

@@ -16,9 +16,9 @@ import type { RunningEmulator } from '../../../src/emulator/server';
 import type { MediaRelay } from '../../../src/gateway/legacy/sessions/ports';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
-import { MemoryStore } from '../../../src/gateway/store/memory';
-import { RedisStore } from '../../../src/gateway/store/redis';
-import type { SessionRecord, Store } from '../../../src/gateway/store/store';
+import { memoryStore } from '../../../src/gateway/store/memory';
+import { connectRedisStore } from '../../../src/gateway/store/redis';
+import type { StreamRecord, Store } from '../../../src/gateway/store/store';
 import { keyHash } from '../../../src/lib/keys';
 import { createLogger } from '../../../src/lib/logger';
 import { tickNumbers as ticksOfIds } from '../../helpers/fleet';
@@ -109,13 +109,13 @@ let fleets = 0;
 
 async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOptions = {}): Promise<Fleet> {
   const clock = new FakeClock(Date.now());
-  const memory = kind === 'memory' ? new MemoryStore({ clock }) : undefined;
-  const connections: RedisStore[] = [];
+  const memory = kind === 'memory' ? memoryStore({ clock }) : undefined;
+  const connections: Store[] = [];
   // Redis: a connection per replica, as separate processes would have (its clock is Redis TIME); a
   // keyspace per fleet, so no test sees another's streams or slots.
   const prefix = `fleet-${++fleets}:`;
   const connect = async (): Promise<Store> =>
-    memory ?? connections[connections.push(await RedisStore.connect(redis.url, { prefix, commandTimeoutMs: o.commandTimeoutMs })) - 1]!;
+    memory ?? connections[connections.push(await connectRedisStore(redis.url, { prefix, commandTimeoutMs: o.commandTimeoutMs })) - 1]!;
   const store = await connect();
   const ended: string[] = [];
   const fenced: string[] = [];
@@ -247,14 +247,14 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
     const n = sock.messages.length;
     await driveUntil(f, () => sock.messages.length >= n + 3);
     // No fake time passes from here: the store's counter is what B must report.
-    const rec = (await f.store.getSession(id))!;
+    const rec = (await f.store.getRecord(id))!;
     expect(rec.costMicrocents).toBeGreaterThan(0);
     const secs = Math.round((f.clock.now() - rec.lastKeepaliveAtMs) / 1000);
     const ka = await call(b.url, 'POST', `/v0.2/streams/${id}/keepalive`);
     expect(ka.status).toBe(200);
     expect(ka.body).toMatchObject({ cost_cents: rec.costMicrocents / 1_000_000, seconds_charged: secs });
     expect(secs).toBeGreaterThanOrEqual(3);
-    expect((await f.store.getSession(id))!.costMicrocents).toBe(0);
+    expect((await f.store.getRecord(id))!.costMicrocents).toBe(0);
     // Served by B, counted once: A's next keepalive sees only what came after.
     const again = await call(a.url, 'POST', `/v0.2/streams/${id}/keepalive`);
     expect(again.body).toMatchObject({ cost_cents: 0, seconds_charged: 0 });
@@ -320,18 +320,18 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
     const id = await create(a);
     const sock = await openResults(a.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
-    const rec = (await f.store.getSession(id))!;
+    const rec = (await f.store.getRecord(id))!;
     expect(rec).toMatchObject({ owner: 'A', epoch: 1, pinned: false, fallbackModels: expect.any(Array) });
     expect(rec.sealedKey).not.toContain(KEY);
     expect(rec.gridStartMs).toEqual(expect.any(Number));
-    await f.store.claimSession(id, { owner: 'A', epoch: 1 }, 'ghost');
+    await f.store.claimStream(id, { owner: 'A', epoch: 1 }, 'ghost');
     const n = sock.messages.length;
     await driveUntil(f, () => a.gw.gateway.sessions.activeCount === 0);
     expect(f.fenced).toEqual(['A:fenced']);
     await drive(f, 40);
     expect(sock.messages.length).toBe(n);
     // Nothing was ended by A: the record is still active, owned by the claimer.
-    expect(await f.store.getSession(id)).toMatchObject({ state: 'active', owner: 'ghost', epoch: 2 });
+    expect(await f.store.getRecord(id)).toMatchObject({ state: 'active', owner: 'ghost', epoch: 2 });
     expect(f.ended).toEqual([]);
   });
 
@@ -340,8 +340,8 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
     const id = await create(a);
     const sock = await openResults(a.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
-    await f.store.expireSession(id, 0);
-    await until(async () => (await f.store.getSession(id)) === undefined);
+    await f.store.expireRecord(id, 0);
+    await until(async () => (await f.store.getRecord(id)) === undefined);
     await f.store.releaseSlot(keyHash(KEY), (await slotsOf(id))[0]!.slotId);
     return { id, sock };
   }
@@ -353,20 +353,20 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
     const n = sock.messages.length;
     await driveUntil(f, () => sock.messages.length >= n + 2);
     expect(f.fenced).toContain('A:missing');
-    expect(await f.store.getSession(id)).toMatchObject({ state: 'active', owner: 'A', epoch: 2 });
+    expect(await f.store.getRecord(id)).toMatchObject({ state: 'active', owner: 'A', epoch: 2 });
     expect(await slotsOf(id)).toHaveLength(1);
   });
 
   /** A fleet of A whose write-back of a lost record finds `first` written just before (the race of two holders). */
-  async function lostRecordRace(first: (rec: SessionRecord) => SessionRecord): Promise<{ a: Replica; id: string; sock: ResultsSocket }> {
+  async function lostRecordRace(first: (rec: StreamRecord) => StreamRecord): Promise<{ a: Replica; id: string; sock: ResultsSocket }> {
     await f.close();
     const racing = (_replica: string, store: Store): Store =>
       new Proxy(store, {
         get(target, prop, receiver) {
-          if (prop === 'restoreSession') {
-            return async (rec: SessionRecord) => {
-              await target.restoreSession(first(rec));
-              return target.restoreSession(rec);
+          if (prop === 'restoreRecord') {
+            return async (rec: StreamRecord) => {
+              await target.restoreRecord(first(rec));
+              return target.restoreRecord(rec);
             };
           }
           const v = Reflect.get(target, prop, receiver) as unknown;
@@ -385,7 +385,7 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
     const n = sock.messages.length;
     await drive(f, 40);
     expect(sock.messages.length).toBe(n);
-    expect(await f.store.getSession(id)).toMatchObject({ state: 'active', owner: 'ghost', epoch: 7 });
+    expect(await f.store.getRecord(id)).toMatchObject({ state: 'active', owner: 'ghost', epoch: 7 });
     expect(await slotsOf(id)).toHaveLength(0);
     expect(f.ended).toEqual([]);
     expect(deletes.get(id) ?? 0).toBe(0);
@@ -397,7 +397,7 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
     await driveUntil(f, () => sock.messages.length >= n + 2);
     expect(a.gw.gateway.sessions.activeCount).toBe(1);
     // Its ticks commit at the stored epoch (a fenced one would have stopped it).
-    expect(await f.store.getSession(id)).toMatchObject({ state: 'active', owner: 'A', epoch: 7 });
+    expect(await f.store.getRecord(id)).toMatchObject({ state: 'active', owner: 'A', epoch: 7 });
     expect(f.fenced.filter((r) => r !== 'A:missing')).toEqual([]);
     // Kept, not left and adopted back by the owned-streams reconcile (a missed tick on the way).
     expect(f.adopted).toEqual([]);
@@ -414,7 +414,7 @@ test('a Redis outage never ends a stream as lease_expired: the lease check retri
     await driveUntil(f, () => sock.messages.length >= 1);
     const outage = redis.command('DEBUG', 'SLEEP', '2').catch(() => undefined);
     await until(() =>
-      f.store.getSession(id).then(
+      f.store.getRecord(id).then(
         () => false,
         () => true,
       ),
@@ -423,17 +423,17 @@ test('a Redis outage never ends a stream as lease_expired: the lease check retri
     await drive(f, 80);
     await outage;
     await until(() =>
-      f.store.getSession(id).then(
+      f.store.getRecord(id).then(
         () => true,
         () => false,
       ),
     );
     // Back: the lease lapsed during the outage, and the retried check extends it instead of ending the stream.
-    let rec = (await f.store.getSession(id))!;
+    let rec = (await f.store.getRecord(id))!;
     expect(rec.leaseExpiresAtMs).toBeLessThan(f.clock.now());
     for (let i = 0; i < 100 && rec.leaseExpiresAtMs <= f.clock.now(); i++) {
       await drive(f, 1);
-      rec = (await f.store.getSession(id))!;
+      rec = (await f.store.getRecord(id))!;
     }
     expect(rec).toMatchObject({ state: 'active' });
     expect(rec.leaseExpiresAtMs).toBeGreaterThan(f.clock.now());
@@ -454,10 +454,10 @@ test('keepalives served by another replica reach the owner through its tick comm
   const counting = (replica: string, store: Store): Store =>
     new Proxy(store, {
       get(target, prop, receiver) {
-        if (prop === 'getSession') {
+        if (prop === 'getRecord') {
           return (id: string) => {
             reads.set(replica, (reads.get(replica) ?? 0) + 1);
-            return target.getSession(id);
+            return target.getRecord(id);
           };
         }
         const v = Reflect.get(target, prop, receiver) as unknown;
@@ -537,7 +537,7 @@ describe('failover and drain', () => {
     const socks = await Promise.all(ids.map((id) => openResults(b.url, id, KEY)));
     // A fourth stream stands for a webrtc one: its relay dies with A, so it cannot fail over.
     const pinned = await create(a);
-    await f.store.updateSession(pinned, { pinned: true });
+    await f.store.updateRecord(pinned, { pinned: true });
     const pinnedSock = await openResults(c.url, pinned, KEY);
     await driveUntil(f, () => socks.every((s) => s.messages.length >= 2));
     await call(c.url, 'PATCH', `/v0.2/streams/${ids[0]}/config/prompt`, { body: { prompt: 'After the crash' } });
@@ -568,7 +568,7 @@ describe('failover and drain', () => {
       // Zero duplicates, in order: the grid and numbering went on where A stopped.
       expect(new Set(ticks).size).toBe(ticks.length);
       expect([...ticks].sort((x, y) => x - y)).toEqual(ticks);
-      const rec = (await f.store.getSession(id))!;
+      const rec = (await f.store.getRecord(id))!;
       expect(rec.owner === 'B' || rec.owner === 'C').toBe(true);
       expect(rec.epoch).toBe(2);
     }
@@ -633,7 +633,7 @@ describe('failover and drain', () => {
     const sock = await openResults(b.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 1);
     // Claimed for B in the store, and no message sent.
-    expect(await f.store.claimSession(id, { owner: 'A', epoch: 1 }, 'B')).toMatchObject({ owner: 'B', epoch: 2 });
+    expect(await f.store.claimStream(id, { owner: 'A', epoch: 1 }, 'B')).toMatchObject({ owner: 'B', epoch: 2 });
     const n = sock.messages.length;
     await driveUntil(f, () => b.gw.gateway.sessions.activeCount === 1 && sock.messages.length >= n + 2);
     expect(a.gw.gateway.sessions.activeCount).toBe(0);
@@ -672,7 +672,7 @@ describe('failover and drain', () => {
     expect(new Set(ticks).size).toBe(ticks.length);
     expect([...ticks].sort((x, y) => x - y)).toEqual(ticks);
     expect(f.adopted).toEqual([`B:failover:${id}`]);
-    expect(await f.store.getSession(id)).toMatchObject({ owner: 'B', epoch: 2 });
+    expect(await f.store.getRecord(id)).toMatchObject({ owner: 'B', epoch: 2 });
   });
 
   test("the fleet's slot reconciler frees a crashed create's unbound slot after its 30 s grace, within one reconcile period", async () => {
@@ -703,7 +703,7 @@ describe('failover and drain', () => {
     // Past deadAfterMs of fake time: A still heartbeats, so nobody fails its streams over.
     await driveUntil(f, () => onA.messages.length >= n + 4);
     expect(onA.ws.readyState).toBe(onA.ws.OPEN);
-    for (const id of ids) expect(['B', 'C']).toContain((await f.store.getSession(id))!.owner);
+    for (const id of ids) expect(['B', 'C']).toContain((await f.store.getRecord(id))!.owner);
     expect(a.gw.gateway.sessions.activeCount).toBe(0);
     const m = await f.store.membership(3000);
     expect(m.alive.sort()).toEqual(['A', 'B', 'C']);

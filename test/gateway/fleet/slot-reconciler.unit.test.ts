@@ -1,20 +1,21 @@
 import { UNBOUND_SLOT_GRACE_MS, reconcileSlots } from '../../../src/gateway/fleet/slot-reconciler';
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
+import type { Store } from '../../../src/gateway/store/store';
 import { createLogger } from '../../../src/lib/logger';
 import { FakeClock } from '../../helpers/fake-clock';
-import { sessionRecord } from '../../helpers/stack';
+import { streamRecord } from '../../helpers/stack';
 
 const logger = createLogger('silent');
 
 test('frees slots of ended or vanished streams and old unbound slots of dead replicas; keeps the rest', async () => {
   const clock = new FakeClock();
-  const store = new MemoryStore({ clock });
+  const store = memoryStore({ clock });
   await store.heartbeat('alive');
   await store.heartbeat('dead');
   // Bound to an active stream: kept. Bound to an ended one, or to a stream without a record: freed.
-  await store.putSession({ ...sessionRecord('live'), keyHash: 'k' });
-  await store.putSession({ ...sessionRecord('over'), keyHash: 'k' });
-  await store.endSession('over', 'client_requested', clock.now());
+  await store.putRecord({ ...streamRecord('live'), keyHash: 'k' });
+  await store.putRecord({ ...streamRecord('over'), keyHash: 'k' });
+  await store.endStream('over', 'client_requested', clock.now());
   for (const [slot, stream] of [
     ['s-live', 'live'],
     ['s-over', 'over'],
@@ -41,21 +42,21 @@ test('frees slots of ended or vanished streams and old unbound slots of dead rep
 
 test('a slot whose stream is in an owner index is kept without reading its record; once the index drops an ended one, its slot is freed', async () => {
   const clock = new FakeClock();
-  const memory = new MemoryStore({ clock });
+  const memory = memoryStore({ clock });
   const index = new Set(['live', 'over']);
   const reads: string[] = [];
-  const store = Object.assign(Object.create(memory) as MemoryStore, {
-    indexedSessions: async () => new Set(index),
-    getSession: async (id: string) => {
+  const store = Object.assign(Object.create(memory) as Store, {
+    indexedStreams: async () => new Set(index),
+    getRecord: async (id: string) => {
       reads.push(id);
-      return memory.getSession(id);
+      return memory.getRecord(id);
     },
   });
   await memory.heartbeat('alive');
-  await memory.putSession({ ...sessionRecord('live'), keyHash: 'k' });
-  await memory.putSession({ ...sessionRecord('over'), keyHash: 'k' });
+  await memory.putRecord({ ...streamRecord('live'), keyHash: 'k' });
+  await memory.putRecord({ ...streamRecord('over'), keyHash: 'k' });
   // Ended, but its owner has not dropped it from its index yet.
-  await memory.endSession('over', 'client_requested', clock.now());
+  await memory.endStream('over', 'client_requested', clock.now());
   for (const stream of ['live', 'over', 'gone']) {
     await memory.acquireSlot('k', `s-${stream}`, 10, 'alive');
     await memory.bindSlot('k', `s-${stream}`, stream);

@@ -8,7 +8,7 @@
 import { loadConfig } from '../../../src/config';
 import { Fleet, IMPAIRED_GRACE_MS } from '../../../src/gateway/fleet/fleet';
 import type { FleetSessions } from '../../../src/gateway/fleet/fleet';
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
 import { createLogger } from '../../../src/lib/logger';
 import { FakeClock, settle } from '../../helpers/fake-clock';
 
@@ -31,7 +31,7 @@ const oneStream = () => {
 
 async function twoReplicas() {
   const clock = new FakeClock(1_000_000);
-  const store = new MemoryStore({ clock });
+  const store = memoryStore({ clock });
   const cut = { A: false, B: false };
   const sessions = { A: oneStream(), B: oneStream() };
   const member = (id: 'A' | 'B') =>

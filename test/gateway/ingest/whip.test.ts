@@ -59,7 +59,7 @@ test('create publishes the offer into the room: its answer and Link servers come
   expect(body.room).toBeNull();
   const id = body.stream_id;
   // The record: movable (not pinned), with the session's resource; this one process keeps the token as is.
-  const rec = (await stack.gateway.gateway.store.getSession(id))!;
+  const rec = (await stack.gateway.gateway.store.getRecord(id))!;
   expect(rec.pinned).toBe(false);
   expect(rec.mediaSession).toEqual({
     kind: 'whip',
@@ -79,7 +79,7 @@ test('create publishes the offer into the room: its answer and Link servers come
   await sleep(1100);
   const ka = await http(stack.url, 'POST', `/v0.2/streams/${id}/keepalive`);
   expect(ka.status).toBe(200);
-  const after = (await stack.gateway.gateway.store.getSession(id))!;
+  const after = (await stack.gateway.gateway.store.getRecord(id))!;
   expect(jwtExp(after.mediaSession!.token)).toBeGreaterThan(jwtExp(rec.mediaSession!.token));
 
   const sessions = room().whipSessionCount;

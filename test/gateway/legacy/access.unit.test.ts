@@ -1,7 +1,7 @@
 import { isStreamId, readStreamAccess } from '../../../src/gateway/legacy/http/access';
 import { streamAccess } from '../../../src/gateway/legacy/sessions/ownership';
-import { MemoryStore } from '../../../src/gateway/store/memory';
-import { sessionRecord } from '../../helpers/stack';
+import { memoryStore } from '../../../src/gateway/store/memory';
+import { streamRecord } from '../../helpers/stack';
 
 describe('stream id rule', () => {
   it.each([
@@ -21,7 +21,7 @@ describe('stream id rule', () => {
 });
 
 describe('may this account touch this stream', () => {
-  const rec = sessionRecord('s1', 'acct-a');
+  const rec = streamRecord('s1', 'acct-a');
   it.each([
     [rec, 'acct-a', { ok: true, record: rec }],
     // Another account's stream is refused exactly as a missing one: no existence leak.
@@ -31,11 +31,11 @@ describe('may this account touch this stream', () => {
   ])('record %#', (r, account, want) => expect(streamAccess(r, account)).toEqual(want));
 
   it('reads the store, and never for a malformed id', async () => {
-    const store = new MemoryStore();
-    await store.putSession(rec);
+    const store = memoryStore();
+    await store.putRecord(rec);
     const reads: string[] = [];
-    const get = store.getSession.bind(store);
-    store.getSession = (id) => (reads.push(id), get(id));
+    const get = store.getRecord.bind(store);
+    store.getRecord = (id) => (reads.push(id), get(id));
     await expect(readStreamAccess(store, 's1', 'acct-a')).resolves.toEqual({ ok: true, record: rec });
     await expect(readStreamAccess(store, 's1', 'acct-b')).resolves.toEqual({ ok: false });
     await expect(readStreamAccess(store, '../s1', 'acct-a')).resolves.toEqual({ ok: false });

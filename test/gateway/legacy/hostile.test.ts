@@ -6,7 +6,7 @@
 import { clipBody, http, KEY, KEY_BROKE, startStack } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
 import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
 import { slotsInUse } from '../../helpers/store-ops';
 
@@ -52,7 +52,7 @@ describe('hostile tenant on /v0.2', () => {
     const r = await http(s.url, 'PATCH', `/v0.2/streams/${id}/config/prompt`, { body: { prompt: 'p'.repeat(32_769) } });
     expect(r.status).toBe(422);
     expect(r.body).toMatchObject({ ...legacyShape, details: [{ loc: ['body', 'prompt'], type: 'string_too_long' }] });
-    expect((await s.gateway.gateway.store.getSession(id))?.prompt).toBe('What happens?');
+    expect((await s.gateway.gateway.store.getRecord(id))?.prompt).toBe('What happens?');
     await http(s.url, 'DELETE', `/v0.2/streams/${id}`);
   });
 
@@ -163,7 +163,7 @@ describe('feedback pruned with the tombstone (MemoryStore, fake clock)', () => {
   afterEach(() => jest.useRealTimers());
 
   test('an expired session takes its feedback (and its per-stream count) with it', async () => {
-    const store = new MemoryStore();
+    const store = memoryStore();
     const limits = { perStream: 2, perAccount: 3 };
     const rec = (streamId: string) => ({
       streamId,
@@ -191,15 +191,15 @@ describe('feedback pruned with the tombstone (MemoryStore, fake clock)', () => {
       created_at: '',
       updated_at: '',
     });
-    await store.putSession(rec('s1'));
-    await store.putSession(rec('s2'));
+    await store.putRecord(rec('s1'));
+    await store.putRecord(rec('s2'));
     expect(await store.addFeedback(fb('1', 's1'), limits)).toBe('ok');
     expect(await store.addFeedback(fb('2', 's1'), limits)).toBe('ok');
     expect(await store.addFeedback(fb('3', 's1'), limits)).toBe('stream_full');
     expect(await store.addFeedback(fb('4', 's2'), limits)).toBe('ok');
     expect(await store.addFeedback(fb('5', 's2'), limits)).toBe('account_full');
 
-    await store.expireSession('s1', 1000);
+    await store.expireRecord('s1', 1000);
     jest.advanceTimersByTime(999);
     expect((await store.feedbackOf('acct', { limit: 10 })).items).toHaveLength(3);
     jest.advanceTimersByTime(1);

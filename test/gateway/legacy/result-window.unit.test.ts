@@ -5,7 +5,7 @@
  * later; no window before the first frame or once the stream ended; `prepare` starts the read so
  * that the commit carries the window (`windowOf`).
  */
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
 import { ResultWindowRecorder } from '../../../src/gateway/legacy/sessions/result-window';
 import { LiveStream } from '../../../src/gateway/legacy/sessions/live-stream';
 import type { LegacyRecord, SessionContext } from '../../../src/gateway/legacy/sessions/ports';
@@ -18,7 +18,7 @@ const frameSpec = { mode: 'frame', frame: { intervalMs: 500 }, intervalMs: 500 }
 
 function setup(reads: { rttMs: number; streamMs: number; state?: 'active' | 'ended'; firstFrame?: number | null }[]) {
   const clock = new FakeClock();
-  const store = new MemoryStore({ clock });
+  const store = memoryStore({ clock });
   let calls = 0;
   const upstream = {
     async getStream(): Promise<Partial<Stream>> {

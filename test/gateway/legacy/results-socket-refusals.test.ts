@@ -7,13 +7,14 @@ import http from 'node:http';
 import { logLines } from '../../helpers/log-lines';
 import { openResults } from '../../helpers/results-socket';
 import { testConfig } from '../../helpers/config';
-import { sessionRecord } from '../../helpers/stack';
+import { streamRecord } from '../../helpers/stack';
 import { deadline, until } from '../../helpers/time';
 import { closeServer, listen } from '../../../src/lib/listen';
 import { keyHash } from '../../../src/lib/keys';
 import { createLogger } from '../../../src/lib/logger';
 import { ResultsSockets } from '../../../src/gateway/legacy/http/results-socket';
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
+import type { Store } from '../../../src/gateway/store/store';
 
 type Line = Record<string, unknown>;
 
@@ -25,20 +26,20 @@ describe('results-socket refusals in the log', () => {
   const log = logLines();
   let server: http.Server;
   let url: string;
-  let store: MemoryStore;
+  let store: Store;
   let sockets: ResultsSockets;
 
   beforeAll(async () => {
     const cfg = testConfig({ legacy: { wsAuthTimeoutMs: 300 } });
-    store = new MemoryStore();
-    await store.putSession(sessionRecord('s1'));
+    store = memoryStore();
+    await store.putRecord(streamRecord('s1'));
     sockets = new ResultsSockets({
       cfg: cfg.legacy,
       logger: createLogger('info', 'gateway', log.sink),
       store,
       authorize: async (key, streamId) => {
         // `gone`: the key is good but the stream is not in the store (ended in between).
-        if (key === GOOD) return { ok: true, record: (await store.getSession(streamId)) ?? sessionRecord(streamId) };
+        if (key === GOOD) return { ok: true, record: (await store.getRecord(streamId)) ?? streamRecord(streamId) };
         if (key === BUSY) return { ok: false, reason: 'too many failed authentications', code: 1013 };
         return { ok: false, reason: 'authentication failed' };
       },

@@ -12,16 +12,17 @@ import { createLogger } from '../../../src/lib/logger';
 import { LEGACY_CLOSES } from '../../../src/gateway/legacy/contract/closes';
 import { ResultsSockets } from '../../../src/gateway/legacy/http/results-socket';
 import { encodeEnvelope, resultsChannel } from '../../../src/gateway/legacy/sessions/results-channel';
-import { MemoryStore } from '../../../src/gateway/store/memory';
-import { sessionRecord } from '../../helpers/stack';
+import { memoryStore } from '../../../src/gateway/store/memory';
+import type { Store } from '../../../src/gateway/store/store';
+import { streamRecord } from '../../helpers/stack';
 
-const record = (streamId: string) => sessionRecord(streamId);
+const record = (streamId: string) => streamRecord(streamId);
 const result = (json: string) => encodeEnvelope({ kind: 'result', json });
 
 describe('ResultsSockets', () => {
   let server: http.Server;
   let url: string;
-  let store: MemoryStore;
+  let store: Store;
   let sockets: ResultsSockets;
   let shed = 0;
   let repeated = 0;
@@ -33,16 +34,16 @@ describe('ResultsSockets', () => {
     // Short enough for quick tests, long enough that a loaded machine's pause (timers run before
     // the socket data that was already waiting) neither times out an auth nor kills a live socket.
     const cfg = testConfig({ legacy: { wsAuthTimeoutMs: 1000, wsHeartbeatMs: 1000, wsMaxBufferedBytes: 64 * 1024 } });
-    store = new MemoryStore();
-    await store.putSession(record('s1'));
-    await store.putSession(record('hb'));
-    await store.putSession(record('dup'));
+    store = memoryStore();
+    await store.putRecord(record('s1'));
+    await store.putRecord(record('hb'));
+    await store.putRecord(record('dup'));
     sockets = new ResultsSockets({
       cfg: cfg.legacy,
       logger: createLogger('silent'),
       store,
       authorize: async (key, streamId) => {
-        const rec = await store.getSession(streamId);
+        const rec = await store.getRecord(streamId);
         return key === 'good' && rec ? { ok: true, record: rec } : { ok: false, reason: 'authentication failed' };
       },
       hooks: { onOpen: (id) => opened.push(id), onShed: () => shed++, onRepeat: () => repeated++, onClose: (id) => closedStreams.push(id) },

@@ -16,7 +16,8 @@ import { LegacySessions } from '../../../src/gateway/legacy/sessions/sessions';
 import { normalizeCreate } from '../../../src/gateway/legacy/contract/spec';
 import type { LegacyResultMessage } from '../../../src/gateway/legacy/contract/responses';
 import { parseLegacy } from '../../../src/gateway/legacy/contract/validate';
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
+import type { Store } from '../../../src/gateway/store/store';
 import { createLogger } from '../../../src/lib/logger';
 import { UpstreamClient, UpstreamError } from '../../../src/upstream/client';
 import { ModelLatency } from '../../../src/emulator/models/latency';
@@ -32,7 +33,7 @@ const INTERVAL_MS = 500;
 interface Rig {
   cfg: Config;
   clock: FakeClock;
-  store: MemoryStore;
+  store: Store;
   sessions: LegacySessions;
   upstream: UpstreamClient;
   ended: string[];
@@ -62,7 +63,7 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
   const logger = createLogger(cfg.logLevel);
   const brand = brandOf(cfg);
   const clock = new FakeClock(Date.now());
-  const store = new MemoryStore();
+  const store = memoryStore();
   const upstream = new UpstreamClient({ baseUrl: emulator.url, brand, logger, retry: FAST_RETRY });
   const running = callsInFlight(upstream);
   const catalog = new UpstreamCatalog(upstream, { modelsCacheMs: 60_000, accountCacheMs: 60_000, logger });
@@ -162,7 +163,7 @@ describe('LegacySessions on fake time', () => {
     await fault({ model: '*', count: 5, status: 402, code: 'insufficient_credits' });
     await drive(r, () => r.ended.length > 0);
     expect(r.ended).toEqual(['insufficient_credits']);
-    expect(await r.store.getSession(id)).toMatchObject({ state: 'ended', endReason: 'insufficient_credits' });
+    expect(await r.store.getRecord(id)).toMatchObject({ state: 'ended', endReason: 'insufficient_credits' });
     await r.close();
   });
 
@@ -220,7 +221,7 @@ describe('LegacySessions on fake time', () => {
     const seen = results(r, id);
     await drive(r, () => seen.length >= 2);
     r.clock.advance(7_000);
-    const rec = (await r.store.getSession(id))!;
+    const rec = (await r.store.getRecord(id))!;
     const ka = await r.sessions.keepalive(id, KEY, rec.accountId);
     expect(ka.costCents).toBeGreaterThan(0);
     expect(ka.secondsCharged).toBe(Math.round((r.clock.now() - rec.createdAtMs) / 1000));
@@ -233,7 +234,7 @@ describe('LegacySessions on fake time', () => {
   test('a slot the store lost (a Redis failover) is put back, bound, at the stream’s next keepalive', async () => {
     const r = rig();
     const id = await create(r);
-    const rec = (await r.store.getSession(id))!;
+    const rec = (await r.store.getRecord(id))!;
     expect(await r.store.releaseSlot(rec.keyHash, rec.slotId)).toBe(true);
     expect(await r.store.slotHolders(rec.keyHash)).toEqual([]);
     await r.sessions.keepalive(id, KEY, rec.accountId);
@@ -244,7 +245,7 @@ describe('LegacySessions on fake time', () => {
   test('the lease expires exactly at its time; a keepalive before it moves it', async () => {
     const r = rig({ leaseTtlSeconds: 45 });
     const id = await create(r);
-    const accountId = (await r.store.getSession(id))!.accountId;
+    const accountId = (await r.store.getRecord(id))!.accountId;
     r.clock.advance(30_000);
     await r.sessions.keepalive(id, KEY, accountId);
     // 45 s after create but only 15 s after the keepalive: still alive.
@@ -255,7 +256,7 @@ describe('LegacySessions on fake time', () => {
     r.clock.advance(30_000);
     for (let i = 0; i < 20 && r.ended.length === 0; i++) await settle();
     expect(r.ended).toEqual(['lease_expired']);
-    expect(await r.store.getSession(id)).toMatchObject({ state: 'ended', endReason: 'lease_expired' });
+    expect(await r.store.getRecord(id)).toMatchObject({ state: 'ended', endReason: 'lease_expired' });
     await r.close();
   });
 
@@ -270,19 +271,19 @@ describe('LegacySessions on fake time', () => {
       const seen = results(r, id);
       await drive(r, () => seen.length >= 1);
       await quiet(r);
-      const accountId = (await r.store.getSession(id))!.accountId;
+      const accountId = (await r.store.getRecord(id))!.accountId;
       await setBalance(0);
       r.clock.advance(10_000);
-      const lease = (await r.store.getSession(id))!.leaseExpiresAtMs;
+      const lease = (await r.store.getRecord(id))!.leaseExpiresAtMs;
       await expect(r.sessions.keepalive(id, KEY, accountId)).rejects.toMatchObject({ status: 402, code: 'insufficient_credits' });
       // Not renewed, not ended.
-      expect(await r.store.getSession(id)).toMatchObject({ state: 'active', leaseExpiresAtMs: lease, creditsRefusedAtMs: r.clock.now() });
+      expect(await r.store.getRecord(id)).toMatchObject({ state: 'active', leaseExpiresAtMs: lease, creditsRefusedAtMs: r.clock.now() });
       expect(r.ended).toEqual([]);
 
       await setBalance(1_000_000_000);
       const ka = await r.sessions.keepalive(id, KEY, accountId);
       expect(ka.creditsRemainingCents).toBeGreaterThan(0);
-      expect(await r.store.getSession(id)).toMatchObject({
+      expect(await r.store.getRecord(id)).toMatchObject({
         state: 'active',
         leaseExpiresAtMs: r.clock.now() + 45_000,
         creditsRefusedAtMs: null,
@@ -293,7 +294,7 @@ describe('LegacySessions on fake time', () => {
       r.clock.advance(45_000);
       for (let i = 0; i < 20 && r.ended.length === 0; i++) await settle();
       expect(r.ended).toEqual(['insufficient_credits']);
-      expect(await r.store.getSession(id)).toMatchObject({ state: 'ended', endReason: 'insufficient_credits' });
+      expect(await r.store.getRecord(id)).toMatchObject({ state: 'ended', endReason: 'insufficient_credits' });
       expect(seen).toHaveLength(1);
     } finally {
       await setBalance(1_000_000_000);

@@ -16,7 +16,8 @@ import { STREAM_TIMERS } from '../../../src/gateway/legacy/sessions/live-stream'
 import type { LiveStream } from '../../../src/gateway/legacy/sessions/live-stream';
 import type { StreamRegistry } from '../../../src/gateway/legacy/sessions/registry';
 import { LegacySessions } from '../../../src/gateway/legacy/sessions/sessions';
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
+import type { Store } from '../../../src/gateway/store/store';
 import { createLogger } from '../../../src/lib/logger';
 import { Sealer } from '../../../src/lib/seal';
 import { UpstreamClient } from '../../../src/upstream/client';
@@ -40,7 +41,7 @@ afterAll(async () => {
 
 interface Pair {
   clock: FakeClock;
-  store: MemoryStore;
+  store: Store;
   a: LegacySessions;
   b: LegacySessions;
   idle(): boolean;
@@ -52,7 +53,7 @@ function pair(): Pair {
   const logger = createLogger(cfg.logLevel);
   const brand = brandOf(cfg);
   const clock = new FakeClock(Date.now());
-  const store = new MemoryStore();
+  const store = memoryStore();
   const sealer = new Sealer('s'.repeat(32));
   const upstream = new UpstreamClient({ baseUrl: emulator.url, brand, logger, retry: FAST_RETRY });
   const running = callsInFlight(upstream);
@@ -107,7 +108,7 @@ const ALL = [...STREAM_TIMERS].sort();
 /** A's stream moves to B (claimed under A's epoch, then adopted from its record), as after A's failure. */
 async function moveToB(p: Pair, id: string): Promise<LiveStream> {
   expect(await p.a.moves.handOver(() => 'B')).toBe(1);
-  const rec = await p.store.getSession(id);
+  const rec = await p.store.getRecord(id);
   expect(rec?.owner).toBe('B');
   expect(await p.b.moves.adopt(rec!, 'failover')).toBe(true);
   return running(p.b, id);
@@ -121,7 +122,7 @@ describe('a stream starts one way, created or adopted', () => {
       const created = running(p.a, id);
       expect(kinds(created)).toEqual(ALL);
       expect(created.phase).toBe('live');
-      expect((await p.store.getSession(id))?.gridStartMs).toBeNull();
+      expect((await p.store.getRecord(id))?.gridStartMs).toBeNull();
       const adopted = await moveToB(p, id);
       expect(kinds(adopted)).toEqual(ALL);
       expect(adopted.phase).toBe('live');
@@ -139,8 +140,8 @@ describe('a stream starts one way, created or adopted', () => {
       await driveUntil(p.clock, () => created.record.gridStartMs !== null, { stepMs: POLL_MS, maxSteps: 400, idle: p.idle });
       expect(kinds(created)).toEqual(ALL);
       // The grid goes into the store on its own write: B resumes on it only once it is there.
-      for (let i = 0; i < 100 && (await p.store.getSession(id))?.gridStartMs == null; i++) await settle();
-      expect((await p.store.getSession(id))?.gridStartMs).toBe(created.record.gridStartMs);
+      for (let i = 0; i < 100 && (await p.store.getRecord(id))?.gridStartMs == null; i++) await settle();
+      expect((await p.store.getRecord(id))?.gridStartMs).toBe(created.record.gridStartMs);
       const adopted = await moveToB(p, id);
       expect(adopted.record.gridStartMs).toBe(created.record.gridStartMs);
       expect(kinds(adopted)).toEqual(ALL);

@@ -13,10 +13,11 @@ import type http from 'node:http';
 import { createLogger } from '../../../src/lib/logger';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
+import type { Store } from '../../../src/gateway/store/store';
 import { FakeUpstream, json } from '../../upstream/fake-upstream';
 import type { SeenRequest } from '../../upstream/fake-upstream';
-import { KEY, frameBody, http as call, sessionRecord } from '../../helpers/stack';
+import { KEY, frameBody, http as call, streamRecord } from '../../helpers/stack';
 import { connectResults } from '../../helpers/results-socket';
 import { FAST_RETRY, testConfig } from '../../helpers/config';
 
@@ -62,12 +63,12 @@ function routed(routes: Routes) {
 let fake: FakeUpstream;
 let gw: RunningGateway;
 let routes: Routes;
-let store: MemoryStore;
+let store: Store;
 
 async function start(legacy: Record<string, unknown> = {}, upstreamUrl?: string): Promise<void> {
   routes = defaults();
   fake = await FakeUpstream.start(routed(routes));
-  store = new MemoryStore();
+  store = memoryStore();
   const cfg = testConfig({ legacy: { firstFramePollMs: 60_000 } }, { legacy });
   gw = await startGateway(cfg, createLogger('silent'), upstreamUrl ?? fake.url, { retry: FAST_RETRY, store });
   // The health probe's first GET /v1beta/models goes out at start: let it land before tests count calls.
@@ -84,7 +85,7 @@ const paths = (method?: string) => fake.requests.filter((r) => !method || r.meth
 /** How a results socket that sends `key` first ends. */
 const socketAuth = (streamId: string, key: string) => connectResults(gw.url, streamId, key).closed;
 
-const record = (streamId: string) => sessionRecord(streamId, 'acct-1');
+const record = (streamId: string) => streamRecord(streamId, 'acct-1');
 
 describe('upstream statuses are not the client’s', () => {
   beforeEach(() => start({ upstreamFailures: { negativeKeyCacheMs: 0 } }));
@@ -138,7 +139,7 @@ describe('outage and bad keys at authentication', () => {
     const deadUrl = dead.url;
     await dead.close();
     await start({}, deadUrl);
-    await store.putSession(record('s-outage'));
+    await store.putRecord(record('s-outage'));
     await expect(socketAuth('s-outage', KEY)).resolves.toEqual({ code: 1011, reason: 'authorization unavailable' });
     const r = await call(gw.url, 'POST', '/v0.2/streams', { body: frameBody() });
     expect(r.status).toBe(502);
@@ -148,7 +149,7 @@ describe('outage and bad keys at authentication', () => {
 
   it('an upstream answering 503 at socket auth closes 1011, a refused key 1008', async () => {
     await start();
-    await store.putSession(record('s1'));
+    await store.putRecord(record('s1'));
     routes.balance = { status: 503, body: { detail: 'busy' } };
     await expect(socketAuth('s1', KEY)).resolves.toMatchObject({ code: 1011 });
     routes.balance = { status: 401, body: { detail: 'Invalid API key' } };
@@ -157,7 +158,7 @@ describe('outage and bad keys at authentication', () => {
 
   it('a refused key costs one upstream call, however often it is tried (negative cache)', async () => {
     await start({ upstreamFailures: { authFailuresPerMinute: 0 } });
-    await store.putSession(record('s1'));
+    await store.putRecord(record('s1'));
     routes.balance = { status: 401, body: { detail: 'Invalid API key' } };
     for (let i = 0; i < 3; i++) await expect(socketAuth('s1', 'svc-unknown')).resolves.toMatchObject({ code: 1008 });
     for (let i = 0; i < 3; i++) expect((await call(gw.url, 'POST', `/v0.2/streams/s1/keepalive`, { key: 'svc-unknown' })).status).toBe(401);
@@ -166,7 +167,7 @@ describe('outage and bad keys at authentication', () => {
 
   it('limits failed authentications per IP: then HTTP 503 with retry-after and socket 1013, even for a good key not verified yet', async () => {
     await start({ upstreamFailures: { authFailuresPerMinute: 3, negativeKeyCacheMs: 0 } });
-    await store.putSession(record('s1'));
+    await store.putRecord(record('s1'));
     routes.balance = { status: 401, body: { detail: 'Invalid API key' } };
     await expect(socketAuth('s1', 'svc-bad-1')).resolves.toMatchObject({ code: 1008 });
     expect((await call(gw.url, 'GET', '/v0.2/streams/feedback', { key: 'svc-bad-2' })).status).toBe(401);
@@ -231,7 +232,7 @@ describe('orphaned upstream streams and trace context', () => {
     await until(() => paths('DELETE').length > 0, 10);
     expect(paths('DELETE')).toEqual([`/v1beta/streams/${STREAM_ID}`]);
     expect(gw.gateway.sessions.activeCount).toBe(0);
-    expect(await store.getSession(STREAM_ID)).toBeUndefined();
+    expect(await store.getRecord(STREAM_ID)).toBeUndefined();
   });
 
   it('deletes at shutdown every upstream stream whose delete kept failing', async () => {

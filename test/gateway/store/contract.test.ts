@@ -3,11 +3,11 @@
  * redis-server and RedisStore on a real 3-node Redis Cluster (both started for this file), so the
  * gateway cannot tell them apart and every script keeps its keys on one hash tag.
  */
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
 import { measuredStore } from '../../../src/gateway/store/measured';
-import { RedisStore } from '../../../src/gateway/store/redis';
+import { connectRedisStore } from '../../../src/gateway/store/redis';
 import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
-import type { FeedbackRecord, SessionRecord, Store, TickCommit } from '../../../src/gateway/store/store';
+import type { FeedbackRecord, StreamRecord, Store, TickCommit } from '../../../src/gateway/store/store';
 import { serverCommandCalls, startRedis, startRedisCluster } from '../../helpers/redis';
 import type { RedisCluster, RedisServer } from '../../helpers/redis';
 import { deadline, sleep } from '../../helpers/time';
@@ -33,7 +33,7 @@ const factories: [string, () => Promise<Fleet>][] = [
   [
     'MemoryStore',
     async () => {
-      const store = new MemoryStore();
+      const store = memoryStore();
       return { store, peer: async () => store };
     },
   ],
@@ -42,19 +42,19 @@ const factories: [string, () => Promise<Fleet>][] = [
     async () => {
       // A prefix per store: tests on one server never see each other's keys.
       const prefix = `t${++seq}:`;
-      return { store: await RedisStore.connect(redis.url, { prefix }), peer: () => RedisStore.connect(redis.url, { prefix }) };
+      return { store: await connectRedisStore(redis.url, { prefix }), peer: () => connectRedisStore(redis.url, { prefix }) };
     },
   ],
   [
     'RedisStore on a 3-node Cluster',
     async () => {
       const prefix = `t${++seq}:`;
-      return { store: await RedisStore.connect(cluster.url, { prefix }), peer: () => RedisStore.connect(cluster.url, { prefix }) };
+      return { store: await connectRedisStore(cluster.url, { prefix }), peer: () => connectRedisStore(cluster.url, { prefix }) };
     },
   ],
 ];
 
-function session(streamId: string, over: Partial<SessionRecord> = {}): SessionRecord {
+function session(streamId: string, over: Partial<StreamRecord> = {}): StreamRecord {
   return {
     streamId,
     keyHash: 'kh1',
@@ -138,18 +138,18 @@ describe.each(factories)('%s', (_name, make) => {
 
   test('sessions: put, get (a copy), update returns the new record, absent stays absent', async () => {
     const rec = session('s-1');
-    await store.putSession(rec);
-    expect(await store.getSession('s-1')).toEqual(rec);
-    const got = (await store.getSession('s-1'))!;
+    await store.putRecord(rec);
+    expect(await store.getRecord('s-1')).toEqual(rec);
+    const got = (await store.getRecord('s-1'))!;
     got.prompt = 'changed locally';
-    expect((await store.getSession('s-1'))!.prompt).toBe('describe {x}');
-    const updated = await store.updateSession('s-1', { state: 'ended', endReason: 'client_requested', endedAtMs: 5_000 });
+    expect((await store.getRecord('s-1'))!.prompt).toBe('describe {x}');
+    const updated = await store.updateRecord('s-1', { state: 'ended', endReason: 'client_requested', endedAtMs: 5_000 });
     expect(updated).toEqual({ ...rec, state: 'ended', endReason: 'client_requested', endedAtMs: 5_000 });
-    expect(await store.getSession('s-1')).toEqual(updated);
-    expect(await store.updateSession('absent', { prompt: 'x' })).toBeUndefined();
-    expect(await store.getSession('absent')).toBeUndefined();
-    await store.putSession(session('s-1', { prompt: 'replaced' }));
-    expect((await store.getSession('s-1'))!.prompt).toBe('replaced');
+    expect(await store.getRecord('s-1')).toEqual(updated);
+    expect(await store.updateRecord('absent', { prompt: 'x' })).toBeUndefined();
+    expect(await store.getRecord('absent')).toBeUndefined();
+    await store.putRecord(session('s-1', { prompt: 'replaced' }));
+    expect((await store.getRecord('s-1'))!.prompt).toBe('replaced');
   });
 
   test('feedback caps hold under concurrent adds; pages are oldest first with a cursor', async () => {
@@ -183,17 +183,17 @@ describe.each(factories)('%s', (_name, make) => {
 
   test('an expired session goes with its feedback; other streams keep theirs and the account has room again', async () => {
     const limits = { perStream: 5, perAccount: 4 };
-    await store.putSession(session('gone'));
-    await store.putSession(session('kept'));
+    await store.putRecord(session('gone'));
+    await store.putRecord(session('kept'));
     for (const id of ['g1', 'g2']) expect(await store.addFeedback(feedback(id, 'gone'), limits)).toBe('ok');
     for (const id of ['k1', 'k2']) expect(await store.addFeedback(feedback(id, 'kept'), limits)).toBe('ok');
     expect(await store.addFeedback(feedback('x', 'kept'), limits)).toBe('account_full');
-    await store.expireSession('gone', 30);
-    await until(async () => (await store.getSession('gone')) === undefined, 'tombstone expiry');
+    await store.expireRecord('gone', 30);
+    await until(async () => (await store.getRecord('gone')) === undefined, 'tombstone expiry');
     expect((await store.feedbackOf('acct-1', { limit: 10 })).items.map((f) => f.id)).toEqual(['k1', 'k2']);
-    expect(await store.getSession('kept')).toBeDefined();
+    expect(await store.getRecord('kept')).toBeDefined();
     expect(await store.addFeedback(feedback('k3', 'kept'), limits)).toBe('ok');
-    await store.expireSession('absent', 10);
+    await store.expireRecord('absent', 10);
   });
 
   test('fan-out: every subscriber gets every later message in publish order; unsubscribe stops it', async () => {
@@ -249,7 +249,7 @@ describe.each(factories)('%s', (_name, make) => {
     expect(await store.ready()).toBe(true);
   });
   describe('fleet', () => {
-    const owned = (id: string, owner: string, over: Partial<SessionRecord> = {}) => session(id, { owner, epoch: 1, ...over });
+    const owned = (id: string, owner: string, over: Partial<StreamRecord> = {}) => session(id, { owner, epoch: 1, ...over });
 
     test('slot holders: who acquired each slot, which stream it is bound to; release drops both; slotKeys lists held keys', async () => {
       expect(await store.acquireSlot('kh-h', 'slot-1', 5, 'gw-a')).toBe(true);
@@ -289,17 +289,17 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await store.slotHolders('kh-none')).toEqual([]);
     });
 
-    test('endSession: 20 concurrent enders on 3 connections, exactly one gets the record as it was', async () => {
+    test('endStream: 20 concurrent enders on 3 connections, exactly one gets the record as it was', async () => {
       const fleetStores = await replicas(3);
-      await store.putSession(owned('e-1', 'gw-a', { sealedKey: 'sealed' }));
+      await store.putRecord(owned('e-1', 'gw-a', { sealedKey: 'sealed' }));
       const answers = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => fleetStores[i % 3].endSession('e-1', `reason-${i}`, 5_000 + i)),
+        Array.from({ length: 20 }, (_, i) => fleetStores[i % 3].endStream('e-1', `reason-${i}`, 5_000 + i)),
       );
       const winners = answers.filter((a) => a !== undefined);
       expect(winners).toHaveLength(1);
       expect(winners[0]).toMatchObject({ state: 'active', owner: 'gw-a', sealedKey: 'sealed', endReason: null });
       const i = answers.findIndex((a) => a !== undefined);
-      expect(await store.getSession('e-1')).toEqual({
+      expect(await store.getRecord('e-1')).toEqual({
         ...owned('e-1', 'gw-a'),
         state: 'ended',
         endReason: `reason-${i}`,
@@ -307,64 +307,64 @@ describe.each(factories)('%s', (_name, make) => {
         owner: null,
         sealedKey: '',
       });
-      expect(await store.sessionsOf('gw-a')).toEqual([]);
-      expect(await store.endSession('e-1', 'again', 9_000)).toBeUndefined();
-      expect(await store.endSession('absent', 'x', 9_000)).toBeUndefined();
+      expect(await store.streamsOf('gw-a')).toEqual([]);
+      expect(await store.endStream('e-1', 'again', 9_000)).toBeUndefined();
+      expect(await store.endStream('absent', 'x', 9_000)).toBeUndefined();
     });
 
-    test('endSession with a fence: refused (undefined, record untouched) unless the record names that owner and epoch', async () => {
-      await store.putSession(owned('f-1', 'gw-a'));
-      const rec = (await store.getSession('f-1'))!;
-      expect(await store.endSession('f-1', 'lease_expired', 1, { owner: 'gw-b', epoch: rec.epoch })).toBeUndefined();
-      expect(await store.endSession('f-1', 'lease_expired', 1, { owner: 'gw-a', epoch: rec.epoch - 1 })).toBeUndefined();
-      expect(await store.getSession('f-1')).toMatchObject({ state: 'active', owner: 'gw-a' });
-      expect(await store.endSession('f-1', 'lease_expired', 2, { owner: 'gw-a', epoch: rec.epoch })).toMatchObject({
+    test('endStream with a fence: refused (undefined, record untouched) unless the record names that owner and epoch', async () => {
+      await store.putRecord(owned('f-1', 'gw-a'));
+      const rec = (await store.getRecord('f-1'))!;
+      expect(await store.endStream('f-1', 'lease_expired', 1, { owner: 'gw-b', epoch: rec.epoch })).toBeUndefined();
+      expect(await store.endStream('f-1', 'lease_expired', 1, { owner: 'gw-a', epoch: rec.epoch - 1 })).toBeUndefined();
+      expect(await store.getRecord('f-1')).toMatchObject({ state: 'active', owner: 'gw-a' });
+      expect(await store.endStream('f-1', 'lease_expired', 2, { owner: 'gw-a', epoch: rec.epoch })).toMatchObject({
         state: 'active',
         owner: 'gw-a',
       });
-      expect(await store.getSession('f-1')).toMatchObject({ state: 'ended', endReason: 'lease_expired', owner: null });
+      expect(await store.getRecord('f-1')).toMatchObject({ state: 'ended', endReason: 'lease_expired', owner: null });
     });
 
-    test('indexedSessions: the streams in the owner indexes of the replicas asked, with no record read', async () => {
-      await store.putSession(owned('i-1', 'gw-a'));
-      await store.putSession(owned('i-2', 'gw-b'));
-      await store.putSession(owned('i-3', 'gw-c'));
-      await store.putSession(session('i-4'));
-      expect([...(await store.indexedSessions(['gw-a', 'gw-b', 'gw-none']))].sort()).toEqual(['i-1', 'i-2']);
-      expect(await store.indexedSessions([])).toEqual(new Set());
+    test('indexedStreams: the streams in the owner indexes of the replicas asked, with no record read', async () => {
+      await store.putRecord(owned('i-1', 'gw-a'));
+      await store.putRecord(owned('i-2', 'gw-b'));
+      await store.putRecord(owned('i-3', 'gw-c'));
+      await store.putRecord(session('i-4'));
+      expect([...(await store.indexedStreams(['gw-a', 'gw-b', 'gw-none']))].sort()).toEqual(['i-1', 'i-2']);
+      expect(await store.indexedStreams([])).toEqual(new Set());
     });
 
-    test('claimSession: a compare-and-set; of 20 concurrent claimers on 3 connections exactly one wins, epoch + 1', async () => {
+    test('claimStream: a compare-and-set; of 20 concurrent claimers on 3 connections exactly one wins, epoch + 1', async () => {
       const fleetStores = await replicas(3);
-      await store.putSession(owned('c-1', 'gw-dead'));
-      expect(await store.sessionsOf('gw-dead')).toEqual(['c-1']);
+      await store.putRecord(owned('c-1', 'gw-dead'));
+      expect(await store.streamsOf('gw-dead')).toEqual(['c-1']);
       const answers = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => fleetStores[i % 3].claimSession('c-1', { owner: 'gw-dead', epoch: 1 }, `gw-${i}`)),
+        Array.from({ length: 20 }, (_, i) => fleetStores[i % 3].claimStream('c-1', { owner: 'gw-dead', epoch: 1 }, `gw-${i}`)),
       );
       const winners = answers.filter((a) => a !== undefined);
       expect(winners).toHaveLength(1);
       const winner = winners[0]!.owner!;
       expect(winners[0]).toMatchObject({ owner: winner, epoch: 2, state: 'active' });
-      expect(await store.getSession('c-1')).toMatchObject({ owner: winner, epoch: 2 });
-      expect(await store.sessionsOf(winner)).toEqual(['c-1']);
-      expect(await store.sessionsOf('gw-dead')).toEqual([]);
+      expect(await store.getRecord('c-1')).toMatchObject({ owner: winner, epoch: 2 });
+      expect(await store.streamsOf(winner)).toEqual(['c-1']);
+      expect(await store.streamsOf('gw-dead')).toEqual([]);
       // A stale expectation (owner or epoch) loses; an unowned record is claimed from null.
-      expect(await store.claimSession('c-1', { owner: winner, epoch: 1 }, 'gw-x')).toBeUndefined();
-      expect(await store.claimSession('c-1', { owner: 'gw-dead', epoch: 2 }, 'gw-x')).toBeUndefined();
-      await store.putSession(session('c-2'));
-      expect(await store.claimSession('c-2', { owner: null, epoch: 0 }, 'gw-x')).toMatchObject({ owner: 'gw-x', epoch: 1 });
+      expect(await store.claimStream('c-1', { owner: winner, epoch: 1 }, 'gw-x')).toBeUndefined();
+      expect(await store.claimStream('c-1', { owner: 'gw-dead', epoch: 2 }, 'gw-x')).toBeUndefined();
+      await store.putRecord(session('c-2'));
+      expect(await store.claimStream('c-2', { owner: null, epoch: 0 }, 'gw-x')).toMatchObject({ owner: 'gw-x', epoch: 1 });
       // Ended or absent: nothing to claim.
-      await store.endSession('c-1', 'client_requested', 1);
-      expect(await store.claimSession('c-1', { owner: null, epoch: 2 }, 'gw-x')).toBeUndefined();
-      expect(await store.claimSession('absent', { owner: null, epoch: 0 }, 'gw-x')).toBeUndefined();
-      expect(await store.sessionsOf('gw-x')).toEqual(['c-2']);
+      await store.endStream('c-1', 'client_requested', 1);
+      expect(await store.claimStream('c-1', { owner: null, epoch: 2 }, 'gw-x')).toBeUndefined();
+      expect(await store.claimStream('absent', { owner: null, epoch: 0 }, 'gw-x')).toBeUndefined();
+      expect(await store.streamsOf('gw-x')).toEqual(['c-2']);
       // Ids the asking replica vouches for (it runs them) come back with the ones it does not, which are read.
-      await store.putSession(owned('c-3', 'gw-x'));
-      await store.putSession(owned('c-4', 'gw-x'));
-      await store.endSession('c-4', 'client_requested', 1);
-      expect((await store.sessionsOf('gw-x', new Set(['c-2']))).sort()).toEqual(['c-2', 'c-3']);
-      expect((await store.sessionsOf('gw-x', new Set(['c-2', 'c-3']))).sort()).toEqual(['c-2', 'c-3']);
-      expect(await store.sessionsOf('gw-x', new Set())).toEqual(expect.arrayContaining(['c-2', 'c-3']));
+      await store.putRecord(owned('c-3', 'gw-x'));
+      await store.putRecord(owned('c-4', 'gw-x'));
+      await store.endStream('c-4', 'client_requested', 1);
+      expect((await store.streamsOf('gw-x', new Set(['c-2']))).sort()).toEqual(['c-2', 'c-3']);
+      expect((await store.streamsOf('gw-x', new Set(['c-2', 'c-3']))).sort()).toEqual(['c-2', 'c-3']);
+      expect(await store.streamsOf('gw-x', new Set())).toEqual(expect.arrayContaining(['c-2', 'c-3']));
     });
 
     test('commitTick: fenced, duplicate, ended, missing; each committed result reaches a subscriber exactly once', async () => {
@@ -376,7 +376,7 @@ describe.each(factories)('%s', (_name, make) => {
         got.push(m);
         if (m === 'sentinel') sawEnd();
       });
-      await store.putSession(owned('t-1', 'gw-a', { promptRev: 3 }));
+      await store.putRecord(owned('t-1', 'gw-a', { promptRev: 3 }));
       const tick = (s: Store, n: number, over: { owner?: string; epoch?: number } = {}) =>
         s.commitTick('t-1', {
           owner: 'gw-a',
@@ -387,7 +387,7 @@ describe.each(factories)('%s', (_name, make) => {
           message: `tick-${n}`,
           ...over,
         });
-      const lease = (await store.getSession('t-1'))!.leaseExpiresAtMs;
+      const lease = (await store.getRecord('t-1'))!.leaseExpiresAtMs;
       expect(await tick(store, 0)).toEqual({ ok: true, promptRev: 3, leaseExpiresAtMs: lease });
       expect(await tick(store, 0)).toEqual({ ok: false, reason: 'duplicate' });
       // A keepalive served by another replica shows in the owner's next commit.
@@ -402,13 +402,13 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await tick(store, 4, { owner: 'gw-b' })).toEqual({ ok: false, reason: 'fenced' });
       expect(await tick(store, 4, { epoch: 2 })).toEqual({ ok: false, reason: 'fenced' });
       // After a claim the old owner is fenced and the new one goes on from lastTick.
-      expect(await other.claimSession('t-1', { owner: 'gw-a', epoch: 1 }, 'gw-b')).toBeDefined();
+      expect(await other.claimStream('t-1', { owner: 'gw-a', epoch: 1 }, 'gw-b')).toBeDefined();
       expect(await tick(store, 4)).toEqual({ ok: false, reason: 'fenced' });
       expect(await tick(other, 3, { owner: 'gw-b', epoch: 2 })).toEqual({ ok: false, reason: 'duplicate' });
       expect(await tick(other, 4, { owner: 'gw-b', epoch: 2 })).toEqual({ ok: true, promptRev: 3, leaseExpiresAtMs: lease + 60_000 });
       // The keepalive took the cost so far (tick 0's); ticks 1, 3 and 4 count from it.
-      expect(await store.getSession('t-1')).toMatchObject({ lastTick: 4, costMicrocents: 300, owner: 'gw-b', epoch: 2 });
-      await store.endSession('t-1', 'client_requested', 1);
+      expect(await store.getRecord('t-1')).toMatchObject({ lastTick: 4, costMicrocents: 300, owner: 'gw-b', epoch: 2 });
+      await store.endStream('t-1', 'client_requested', 1);
       expect(await tick(other, 5, { owner: 'gw-b', epoch: 2 })).toEqual({ ok: false, reason: 'ended' });
       expect(
         await store.commitTick('absent', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 1, channel: 'results:t-1', message: 'nope' }),
@@ -421,24 +421,24 @@ describe.each(factories)('%s', (_name, make) => {
 
     test('renewLease reads and zeroes the cost since the previous keepalive, whichever connection served it', async () => {
       const [, other] = await replicas(2);
-      await store.putSession(owned('k-1', 'gw-a', { lastKeepaliveAtMs: 1_000 }));
+      await store.putRecord(owned('k-1', 'gw-a', { lastKeepaliveAtMs: 1_000 }));
       const tick = (n: number, cost: number) =>
         store.commitTick('k-1', { owner: 'gw-a', epoch: 1, tick: n, costMicrocents: cost, channel: 'results:k-1', message: 'r' });
       await tick(0, 300);
       await tick(1, 200);
       expect(await other.renewLease('k-1', 90_000, 30_000)).toEqual({ costMicrocents: 500, sinceMs: 1_000 });
-      expect(await store.getSession('k-1')).toMatchObject({ leaseExpiresAtMs: 90_000, costMicrocents: 0, lastKeepaliveAtMs: 30_000 });
+      expect(await store.getRecord('k-1')).toMatchObject({ leaseExpiresAtMs: 90_000, costMicrocents: 0, lastKeepaliveAtMs: 30_000 });
       await tick(2, 1_250);
       expect(await store.renewLease('k-1', 120_000, 60_000)).toMatchObject({ costMicrocents: 1_250, sinceMs: 30_000 });
       expect(await other.renewLease('k-1', 150_000, 90_000)).toMatchObject({ costMicrocents: 0, sinceMs: 60_000 });
-      await store.endSession('k-1', 'client_requested', 1);
+      await store.endStream('k-1', 'client_requested', 1);
       expect(await other.renewLease('k-1', 200_000, 100_000)).toBeUndefined();
       expect(await other.renewLease('absent', 200_000, 100_000)).toBeUndefined();
     });
 
     test('a tick commit counts its outcome (ok / failed, the latest inference time); a refused commit counts nothing', async () => {
       const [, other] = await replicas(2);
-      await store.putSession(owned('o-1', 'gw-a'));
+      await store.putRecord(owned('o-1', 'gw-a'));
       const tick = (s: Store, n: number, ok: boolean, inferenceMs: number, epoch = 1) =>
         s.commitTick('o-1', {
           owner: 'gw-a',
@@ -456,31 +456,31 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await tick(other, 3, true, 1, 9)).toEqual({ ok: false, reason: 'fenced' });
       // A commit without an outcome publishes but counts nothing.
       await store.commitTick('o-1', { owner: 'gw-a', epoch: 1, tick: 4, costMicrocents: 1, channel: 'results:o-1', message: 'r' });
-      expect(await other.getSession('o-1')).toMatchObject({
+      expect(await other.getRecord('o-1')).toMatchObject({
         lastTick: 4,
         inferencesCompleted: 2,
         inferencesFailed: 1,
         lastInferenceMs: 95,
       });
-      await store.endSession('o-1', 'client_requested', 1);
+      await store.endStream('o-1', 'client_requested', 1);
     });
 
-    test('restoreSession writes a record only where there is none, on any connection', async () => {
+    test('restoreRecord writes a record only where there is none, on any connection', async () => {
       const [, other] = await replicas(2);
-      expect(await store.restoreSession(owned('r-1', 'gw-a', { epoch: 2 }))).toBe(true);
-      expect(await other.restoreSession(owned('r-1', 'gw-b', { epoch: 3 }))).toBe(false);
-      expect(await other.getSession('r-1')).toMatchObject({ state: 'active', owner: 'gw-a', epoch: 2 });
-      expect(await store.sessionsOf('gw-a')).toContain('r-1');
-      expect(await store.sessionsOf('gw-b')).not.toContain('r-1');
+      expect(await store.restoreRecord(owned('r-1', 'gw-a', { epoch: 2 }))).toBe(true);
+      expect(await other.restoreRecord(owned('r-1', 'gw-b', { epoch: 3 }))).toBe(false);
+      expect(await other.getRecord('r-1')).toMatchObject({ state: 'active', owner: 'gw-a', epoch: 2 });
+      expect(await store.streamsOf('gw-a')).toContain('r-1');
+      expect(await store.streamsOf('gw-b')).not.toContain('r-1');
       // An ended record (a tombstone) is a record too: a stale copy does not bring the stream back.
-      await store.endSession('r-1', 'client_requested', 1);
-      expect(await other.restoreSession(owned('r-1', 'gw-b', { epoch: 4 }))).toBe(false);
-      expect(await store.getSession('r-1')).toMatchObject({ state: 'ended' });
+      await store.endStream('r-1', 'client_requested', 1);
+      expect(await other.restoreRecord(owned('r-1', 'gw-b', { epoch: 4 }))).toBe(false);
+      expect(await store.getRecord('r-1')).toMatchObject({ state: 'ended' });
     });
 
     test('addCost adds to the cost the next keepalive reports, next to the ticks’ cost, on any connection; not once ended', async () => {
       const [, other] = await replicas(2);
-      await store.putSession(owned('c-1', 'gw-a', { lastKeepaliveAtMs: 1_000 }));
+      await store.putRecord(owned('c-1', 'gw-a', { lastKeepaliveAtMs: 1_000 }));
       await store.commitTick('c-1', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 300, channel: 'results:c-1', message: 'r' });
       expect(await other.addCost('c-1', 1_250)).toBe(true);
       expect(await store.addCost('c-1', 0.5)).toBe(true);
@@ -490,16 +490,16 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await store.renewLease('c-1', 90_000, 30_000)).toMatchObject({ costMicrocents: 1_750.5 });
       expect(await other.addCost('c-1', 40)).toBe(true);
       expect(await other.renewLease('c-1', 120_000, 60_000)).toMatchObject({ costMicrocents: 40 });
-      await store.endSession('c-1', 'client_requested', 1);
+      await store.endStream('c-1', 'client_requested', 1);
       expect(await other.addCost('c-1', 40)).toBe(false);
       expect(await store.addCost('absent', 40)).toBe(false);
-      expect(await store.getSession('c-1')).toMatchObject({ state: 'ended' });
-      expect(await store.getSession('absent')).toBeUndefined();
+      expect(await store.getRecord('c-1')).toMatchObject({ state: 'ended' });
+      expect(await store.getRecord('absent')).toBeUndefined();
     });
 
     test('setPrompt bumps promptRev, and the next commitTick answers it', async () => {
       const [, other] = await replicas(2);
-      await store.putSession(owned('p-1', 'gw-a'));
+      await store.putRecord(owned('p-1', 'gw-a'));
       expect(await other.setPrompt('p-1', 'new {x}', 7_000)).toMatchObject({ prompt: 'new {x}', promptUpdatedAtMs: 7_000, promptRev: 1 });
       expect(await other.setPrompt('p-1', 'newer "quoted" \\ {x}', 8_000)).toMatchObject({ promptRev: 2 });
       expect(
@@ -508,23 +508,23 @@ describe.each(factories)('%s', (_name, make) => {
         ok: true,
         promptRev: 2,
       });
-      expect((await store.getSession('p-1'))!.prompt).toBe('newer "quoted" \\ {x}');
-      await store.endSession('p-1', 'client_requested', 1);
+      expect((await store.getRecord('p-1'))!.prompt).toBe('newer "quoted" \\ {x}');
+      await store.endStream('p-1', 'client_requested', 1);
       expect(await other.setPrompt('p-1', 'late', 9_000)).toBeUndefined();
       expect(await other.setPrompt('absent', 'late', 9_000)).toBeUndefined();
     });
 
-    test('sessionsOf: the active sessions a replica owns, by put, claim and end', async () => {
-      await store.putSession(owned('o-1', 'gw-a'));
-      await store.putSession(owned('o-2', 'gw-a'));
-      await store.putSession(owned('o-3', 'gw-b'));
-      await store.putSession(owned('o-4', 'gw-a', { state: 'ended', owner: null }));
-      expect((await store.sessionsOf('gw-a')).sort()).toEqual(['o-1', 'o-2']);
-      await store.claimSession('o-2', { owner: 'gw-a', epoch: 1 }, 'gw-b');
-      await store.endSession('o-1', 'client_requested', 1);
-      expect(await store.sessionsOf('gw-a')).toEqual([]);
-      expect((await store.sessionsOf('gw-b')).sort()).toEqual(['o-2', 'o-3']);
-      expect(await store.sessionsOf('nobody')).toEqual([]);
+    test('streamsOf: the active sessions a replica owns, by put, claim and end', async () => {
+      await store.putRecord(owned('o-1', 'gw-a'));
+      await store.putRecord(owned('o-2', 'gw-a'));
+      await store.putRecord(owned('o-3', 'gw-b'));
+      await store.putRecord(owned('o-4', 'gw-a', { state: 'ended', owner: null }));
+      expect((await store.streamsOf('gw-a')).sort()).toEqual(['o-1', 'o-2']);
+      await store.claimStream('o-2', { owner: 'gw-a', epoch: 1 }, 'gw-b');
+      await store.endStream('o-1', 'client_requested', 1);
+      expect(await store.streamsOf('gw-a')).toEqual([]);
+      expect((await store.streamsOf('gw-b')).sort()).toEqual(['o-2', 'o-3']);
+      expect(await store.streamsOf('nobody')).toEqual([]);
     });
 
     test('membership: alive or dead by heartbeat age on the store clock; forgetReplica drops one', async () => {
@@ -603,7 +603,7 @@ describe('RedisStore with Redis gone', () => {
   test('calls fail fast with StoreUnavailableError (no queueing, no hang) and observers see it; ready() is false, close() returns', async () => {
     const own = await startRedis();
     // ioredis keeps a refused command's timeout timer until it fires: short, so jest exits at once.
-    const raw = await RedisStore.connect(own.url, { prefix: 'gone:', commandTimeoutMs: 1_000 });
+    const raw = await connectRedisStore(own.url, { prefix: 'gone:', commandTimeoutMs: 1_000 });
     const seen: [string, boolean][] = [];
     // Observed as the gateway observes its store (metrics, outage tracking).
     const store = measuredStore(raw, { call: (op, _s, failed) => seen.push([op, failed]) });
@@ -634,7 +634,7 @@ describe('RedisStore with Redis gone', () => {
 
 test('RedisStore: a subscription comes back after Redis restarts (ioredis resubscribes)', async () => {
   const first = await startRedis();
-  const store = await RedisStore.connect(first.url, { prefix: 'restart:' });
+  const store = await connectRedisStore(first.url, { prefix: 'restart:' });
   const got: string[] = [];
   await store.subscribe('chan', (m) => got.push(m));
   await first.stop();
@@ -653,12 +653,12 @@ test('RedisStore: a subscription comes back after Redis restarts (ioredis resubs
 });
 
 test('the Cluster run is a real one: sessions spread over its 3 primaries, each script on its own slot', async () => {
-  const store = await RedisStore.connect(cluster.url, { prefix: 'spread:' });
+  const store = await connectRedisStore(cluster.url, { prefix: 'spread:' });
   try {
-    await Promise.all(Array.from({ length: 30 }, (_, i) => store.putSession(session(`spread-${i}`, { owner: 'gw-a', epoch: 1 }))));
+    await Promise.all(Array.from({ length: 30 }, (_, i) => store.putRecord(session(`spread-${i}`, { owner: 'gw-a', epoch: 1 }))));
     const sizes = await Promise.all(cluster.nodes.map(async (n) => Number(/:(\d+)/.exec(await n.command('DBSIZE'))?.[1] ?? 0)));
     expect(sizes.filter((n) => n > 0).length).toBe(3);
-    expect((await store.sessionsOf('gw-a')).length).toBe(30);
+    expect((await store.streamsOf('gw-a')).length).toBe(30);
     const ticks = await Promise.all(
       Array.from({ length: 30 }, (_, i) =>
         store.commitTick(`spread-${i}`, { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 1, channel: 'c', message: 'm' }),
@@ -671,9 +671,9 @@ test('the Cluster run is a real one: sessions spread over its 3 primaries, each 
 });
 
 test('one server: the tick commits of one turn of the event loop are one script call, each answered and published on its own', async () => {
-  const store = await RedisStore.connect(redis.url, { prefix: 'ticks:' });
+  const store = await connectRedisStore(redis.url, { prefix: 'ticks:' });
   try {
-    for (let i = 0; i < 20; i++) await store.putSession(session(`b-${i}`, { owner: 'gw-a', epoch: 1 }));
+    for (let i = 0; i < 20; i++) await store.putRecord(session(`b-${i}`, { owner: 'gw-a', epoch: 1 }));
     await store.commitTick('b-0', { owner: 'gw-a', epoch: 1, tick: 0, costMicrocents: 0, channel: 'c', message: 'm' }); // loads the script
     const heard: string[] = [];
     await store.subscribe('results:b-3', (m) => heard.push(m));
@@ -698,7 +698,7 @@ test('one server: the tick commits of one turn of the event loop are one script 
     expect(commits[0]).toEqual({ ok: false, reason: 'duplicate' });
     expect(commits[1]).toEqual({ ok: false, reason: 'fenced' });
     expect(commits.slice(2).every((c) => c.ok)).toBe(true);
-    expect(await store.getSession('b-7')).toMatchObject({ lastTick: 5, costMicrocents: 10, inferencesCompleted: 1 });
+    expect(await store.getRecord('b-7')).toMatchObject({ lastTick: 5, costMicrocents: 10, inferencesCompleted: 1 });
     await deadline(
       (async () => {
         while (!heard.length) await sleep(10);
@@ -714,9 +714,9 @@ test('one server: the tick commits of one turn of the event loop are one script 
 
 test('one server: commits of later turns of the event loop join the batch while its window is open; without a window each turn is its own call', async () => {
   const commitsOverTurns = async (commitBatchMs: number) => {
-    const store = await RedisStore.connect(redis.url, { prefix: `turns-${commitBatchMs}:`, commitBatchMs });
+    const store = await connectRedisStore(redis.url, { prefix: `turns-${commitBatchMs}:`, commitBatchMs });
     try {
-      for (let i = 0; i < 3; i++) await store.putSession(session(`w-${i}`, { owner: 'gw-a', epoch: 1 }));
+      for (let i = 0; i < 3; i++) await store.putRecord(session(`w-${i}`, { owner: 'gw-a', epoch: 1 }));
       const tick = (i: number, n: number) =>
         store.commitTick(`w-${i}`, { owner: 'gw-a', epoch: 1, tick: n, costMicrocents: 0, channel: 'c', message: 'm' });
       await tick(0, 0); // loads the script
@@ -739,7 +739,7 @@ test('one server: commits of later turns of the event loop join the batch while 
 });
 
 test('one server: a membership read dated by a recent heartbeat reads no clock; without one it reads Redis TIME in a script', async () => {
-  const store = await RedisStore.connect(redis.url, { prefix: 'members:' });
+  const store = await connectRedisStore(redis.url, { prefix: 'members:' });
   try {
     const callsOf = async (read: () => Promise<unknown>) => {
       await redis.command('CONFIG', 'RESETSTAT');
@@ -761,9 +761,9 @@ test('one server: a membership read dated by a recent heartbeat reads no clock; 
 });
 
 test('one server: a keepalive renews with one HMGET and one HSET and restores a slot without reading the clock when it is held', async () => {
-  const store = await RedisStore.connect(redis.url, { prefix: 'renew:' });
+  const store = await connectRedisStore(redis.url, { prefix: 'renew:' });
   try {
-    await store.putSession(session('ka-1', { owner: 'gw-a', epoch: 1 }));
+    await store.putRecord(session('ka-1', { owner: 'gw-a', epoch: 1 }));
     expect(await store.acquireSlot('kh', 'slot-1', 5, 'gw-a')).toBe(true);
     await store.renewLease('ka-1', 90_000, 30_000); // loads the scripts
     await store.restoreSlot('kh', 'slot-1', 'ka-1', 'gw-a');
@@ -784,7 +784,7 @@ test('one server: a keepalive renews with one HMGET and one HSET and restores a 
 });
 
 test('one server: a telemetry flush of many hashes is one script call (one HMGET and one HSET per hash inside)', async () => {
-  const store = await RedisStore.connect(redis.url, { prefix: 'flush:' });
+  const store = await connectRedisStore(redis.url, { prefix: 'flush:' });
   try {
     await store.hbatch([{ key: 'depr:key:warm', incr: { n: 1 } }]); // the script is loaded (a first EVALSHA may miss)
     await redis.command('CONFIG', 'RESETSTAT');
@@ -804,7 +804,7 @@ test('a Cluster with one evicting primary is refused at connect, naming the sett
   const node = cluster.nodes[2];
   expect(await node.command('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru')).toMatch(/^\+OK/);
   try {
-    await expect(RedisStore.connect(cluster.url, { prefix: 'evict:' })).rejects.toThrow(/maxmemory-policy is allkeys-lru.*noeviction/);
+    await expect(connectRedisStore(cluster.url, { prefix: 'evict:' })).rejects.toThrow(/maxmemory-policy is allkeys-lru.*noeviction/);
   } finally {
     await node.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
   }

@@ -9,7 +9,7 @@ test('an outage runs from the first failure to the next success; repeats do not 
   const health = new StoreHealth({ clock });
   expect(health.downSinceMs).toBeNull();
   expect(health.lastOutage).toBeUndefined();
-  health.call('getSession', 0.001, false);
+  health.call('getRecord', 0.001, false);
   clock.advance(1_000);
   health.call('commitTick', 2, true);
   clock.advance(500);

@@ -4,8 +4,8 @@
  * unreadable stored value is no window. The same from MemoryStore and RedisStore; RedisStore writes
  * behind (a flush's windows in one command per shard), so its writer reads its own at once.
  */
-import { MemoryStore } from '../../../src/gateway/store/memory';
-import { RedisStore } from '../../../src/gateway/store/redis';
+import { MemoryResultWindows } from '../../../src/gateway/store/memory/result-windows';
+import { connectRedisStore } from '../../../src/gateway/store/redis';
 import { EXPIRY_EVERY_WRITES } from '../../../src/gateway/store/redis/result-windows';
 import { parseResultWindow } from '../../../src/gateway/store/result-windows';
 import type { ResultWindow } from '../../../src/gateway/store/result-windows';
@@ -22,7 +22,7 @@ const frame: ResultWindow = { streamId: 's-2', accountId: 'acct-a', mode: 'frame
 
 test('MemoryStore: a UUID result id and any other id stay apart; windows of one stream share one shape until the last goes', async () => {
   const clock = new FakeClock();
-  const store = new MemoryStore({ clock });
+  const store = new MemoryResultWindows(clock);
   const uuid = '0a1b2c3d-4e5f-8a6b-9c7d-8e9f0a1b2c3d';
   // The UUID's 16 bytes as latin1 text: what a packed key looks like, as a plain id.
   const lookalike = Buffer.from(uuid.replace(/-/g, ''), 'hex').toString('latin1');
@@ -32,17 +32,17 @@ test('MemoryStore: a UUID result id and any other id stay apart; windows of one 
   expect(await store.getResultWindow(lookalike)).toBeUndefined();
   expect(await store.getResultWindow(uuid.toUpperCase())).toEqual(frame);
   await store.putResultWindow('r-2', { ...clip, startMs: 2500, endMs: 3500 }, 10_000);
-  const shapes = (store as unknown as { windowShapes: Map<string, unknown> }).windowShapes;
+  const shapes = (store as unknown as { shapes: Map<string, unknown> }).shapes;
   expect(shapes.size).toBe(2);
   clock.advance(10_000);
   await store.putResultWindow('r-3', frame, 10_000);
   expect(shapes.size).toBe(1);
-  await store.close();
+  store.clear();
 });
 
 test('MemoryStore: read back as written, not the same object; gone after its TTL (and swept on a later put)', async () => {
   const clock = new FakeClock();
-  const store = new MemoryStore({ clock });
+  const store = new MemoryResultWindows(clock);
   await store.putResultWindow('r1', clip, 10_000);
   await store.putResultWindow('r2', frame, 20_000);
   const got = await store.getResultWindow('r1');
@@ -59,7 +59,7 @@ test('MemoryStore: read back as written, not the same object; gone after its TTL
   clock.advance(5_000);
   await store.putResultWindow('r3', frame, 1_000);
   expect((store as unknown as { windows: Map<string, unknown> }).windows.size).toBe(1);
-  await store.close();
+  store.clear();
 });
 
 describe('RedisStore', () => {
@@ -70,8 +70,8 @@ describe('RedisStore', () => {
   beforeAll(async () => {
     redis = await startRedis();
     [a, b] = await Promise.all([
-      RedisStore.connect(redis.url, { prefix: 'rw:', resultWindows: { flushMs } }),
-      RedisStore.connect(redis.url, { prefix: 'rw:', resultWindows: { flushMs } }),
+      connectRedisStore(redis.url, { prefix: 'rw:', resultWindows: { flushMs } }),
+      connectRedisStore(redis.url, { prefix: 'rw:', resultWindows: { flushMs } }),
     ]);
   }, 30_000);
   afterAll(async () => {
@@ -96,7 +96,7 @@ describe('RedisStore', () => {
   });
 
   test('a second of windows is one HSET per shard, not a command per result; each hash gets its expiry with the first write and every few after', async () => {
-    const store = await RedisStore.connect(redis.url, { prefix: 'rx:', resultWindows: { flushMs } });
+    const store = await connectRedisStore(redis.url, { prefix: 'rx:', resultWindows: { flushMs } });
     try {
       // Clear of a bucket's end (a new bucket is new hashes): the order of events below stays in one.
       const toEnd = 15_000 - (Date.now() % 15_000);
@@ -125,7 +125,7 @@ describe('RedisStore', () => {
   });
 
   test('the writing replica reads its windows before they are written; another replica once they are (at the latest when the writer closes)', async () => {
-    const slow = await RedisStore.connect(redis.url, { prefix: 'rw:', resultWindows: { flushMs: 600_000 } });
+    const slow = await connectRedisStore(redis.url, { prefix: 'rw:', resultWindows: { flushMs: 600_000 } });
     const put = slow.putResultWindow('pending-1', clip, 60_000);
     expect(await slow.getResultWindow('pending-1')).toEqual(clip);
     expect(await b.getResultWindow('pending-1')).toBeUndefined();
@@ -163,7 +163,7 @@ describe('RedisStore', () => {
 
   test('refused past the retry time: dropped with one log line for the batch, and its puts reject', async () => {
     const { sink, lines } = logLines();
-    const store = await RedisStore.connect(redis.url, {
+    const store = await connectRedisStore(redis.url, {
       prefix: 'rw:',
       logger: createLogger('warn', 'test', sink),
       resultWindows: { flushMs, retryMs: 0 },

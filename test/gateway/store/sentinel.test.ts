@@ -5,12 +5,11 @@
  * reconnect asked for while the client is looking the primary up does not leave the store without
  * a connection.
  */
-import { RedisStore } from '../../../src/gateway/store/redis';
+import { connect, connectRedisStore, redisStore } from '../../../src/gateway/store/redis';
 import { startSentinelSet } from '../../helpers/sentinel';
 import type { SentinelSet } from '../../helpers/sentinel';
 import { StoreUnavailableError } from '../../../src/gateway/store/store';
 import { deadline, sleep, until } from '../../helpers/time';
-import type { Redis } from 'ioredis';
 
 let set: SentinelSet;
 
@@ -38,14 +37,14 @@ test('an evicting maxmemory-policy on the primary the sentinels name refuses the
   const primary = await set.primary();
   await primary.command('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru');
   try {
-    await expect(RedisStore.connect(set.url)).rejects.toThrow(/maxmemory-policy is allkeys-lru/);
+    await expect(connectRedisStore(set.url)).rejects.toThrow(/maxmemory-policy is allkeys-lru/);
   } finally {
     await primary.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
   }
 });
 
 test('a failover moves the store to the promoted replica; the old primary comes back as a replica', async () => {
-  const store = await RedisStore.connect(set.url, { commandTimeoutMs: 500 });
+  const store = await connectRedisStore(set.url, { commandTimeoutMs: 500 });
   try {
     expect(await store.acquireSlot('k1', 'slot-a', 5)).toBe(true);
     // Replicated before the failover (WAIT: the write reached a replica), so it must survive it.
@@ -71,8 +70,9 @@ test('a failover moves the store to the promoted replica; the old primary comes 
 }, 90_000);
 
 test('a reconnect asked for while the client looks the primary up (a failover announced meanwhile) does not end the connection for good', async () => {
-  const store = await RedisStore.connect(set.url, { commandTimeoutMs: 500 });
-  const conn = (store as unknown as { connections: { redis: Redis } }).connections.redis;
+  const connections = await connect(set.url, { commandTimeoutMs: 500 });
+  const store = redisStore(connections);
+  const conn = connections.redis;
   try {
     expect(await store.acquireSlot('k2', 'slot-a', 5)).toBe(true);
     // The sentinels stop answering, and the store's connections to the primary are dropped: the

@@ -9,7 +9,8 @@ import { createLogger } from '../../../src/lib/logger';
 import { keyHash } from '../../../src/lib/keys';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
-import { RedisStore } from '../../../src/gateway/store/redis';
+import { connectRedisStore } from '../../../src/gateway/store/redis';
+import type { Store } from '../../../src/gateway/store/store';
 import type { DeprecationReport } from '../../../src/gateway/telemetry/usage';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
@@ -23,13 +24,13 @@ const ADMIN = 'admin-token-for-the-replica-tests';
 let redis: RedisServer;
 let a: Stack;
 let b: RunningGateway;
-let storeA: RedisStore;
-let storeB: RedisStore;
+let storeA: Store;
+let storeB: Store;
 
 beforeAll(async () => {
   redis = await startRedis();
-  storeA = await RedisStore.connect(redis.url);
-  storeB = await RedisStore.connect(redis.url);
+  storeA = await connectRedisStore(redis.url);
+  storeB = await connectRedisStore(redis.url);
   a = await startStack({ admin: { token: ADMIN } }, { store: storeA });
   b = await startGateway(a.cfg, createLogger('silent'), a.emulator.url, { store: storeB, retry: FAST_RETRY });
 }, 30_000);
@@ -42,7 +43,7 @@ afterAll(async () => {
 });
 
 test('60 concurrent acquires over 3 RedisStore connections: exactly 5 slots, holders named, round after round', async () => {
-  const conns = await Promise.all(Array.from({ length: 3 }, () => RedisStore.connect(redis.url, { prefix: 'acq:' })));
+  const conns = await Promise.all(Array.from({ length: 3 }, () => connectRedisStore(redis.url, { prefix: 'acq:' })));
   try {
     for (let round = 0; round < 20; round++) {
       const ids = Array.from({ length: 60 }, (_, i) => `r${round}-s${i}`);

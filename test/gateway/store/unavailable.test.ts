@@ -4,7 +4,8 @@
  * serves again once Redis is back on the same address.
  */
 import { measuredStore } from '../../../src/gateway/store/measured';
-import { RedisStore } from '../../../src/gateway/store/redis';
+import { connectRedisStore } from '../../../src/gateway/store/redis';
+import type { Store } from '../../../src/gateway/store/store';
 import { StoreUnavailableError } from '../../../src/gateway/store/store';
 import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
@@ -14,7 +15,7 @@ import { deadline, sleep } from '../../helpers/time';
 
 const ADMIN = 'admin-token-for-the-outage-test';
 let redis: RedisServer;
-let store: RedisStore;
+let store: Store;
 let stack: Stack;
 const calls: { op: string; failed: boolean }[] = [];
 
@@ -22,7 +23,7 @@ beforeAll(async () => {
   redis = await startRedis();
   // Shortish command timeout: ioredis keeps a refused command's timer until it fires; long enough
   // for a loaded CI machine to answer the calls made while Redis is up.
-  store = await RedisStore.connect(redis.url, { commandTimeoutMs: 1_000, connectTimeoutMs: 20_000 });
+  store = await connectRedisStore(redis.url, { commandTimeoutMs: 1_000, connectTimeoutMs: 20_000 });
   // Every call the gateway makes, as its own measured store sees them (metrics, outage tracking).
   stack = await startStack(
     { admin: { token: ADMIN } },
@@ -95,10 +96,10 @@ test('StoreUnavailableError names the operation and keeps the cause', async () =
 
 test('a record that does not parse is a bug, not an outage: the error stays what it is', async () => {
   const own = await startRedis();
-  const s = await RedisStore.connect(own.url, { prefix: 'bad:' });
+  const s = await connectRedisStore(own.url, { prefix: 'bad:' });
   try {
     await own.command('HSET', 'bad:session:{broken}', 'state', 'not json');
-    await expect(s.getSession('broken')).rejects.toBeInstanceOf(SyntaxError);
+    await expect(s.getRecord('broken')).rejects.toBeInstanceOf(SyntaxError);
     expect(await s.ready()).toBe(true);
   } finally {
     await s.close();

@@ -8,7 +8,8 @@ import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
+import type { Store } from '../../../src/gateway/store/store';
 import { DeprecationUsage } from '../../../src/gateway/telemetry/usage';
 import type { DeprecationReport, KeyUsage } from '../../../src/gateway/telemetry/usage';
 import { keyHash } from '../../../src/lib/keys';
@@ -25,7 +26,7 @@ interface Run {
   cfg: Config;
   emulator: RunningEmulator;
   gateway: RunningGateway;
-  store: MemoryStore;
+  store: Store;
   /** Every log line of the gateway (level trace) and the emulator. */
   logs: string[];
   /** Secrets the run handled: keys, publish tokens, the admin token. */
@@ -103,7 +104,7 @@ async function startRun(): Promise<Run> {
   const logs: string[] = [];
   const logger = createLogger('trace', 'gateway', { write: (s: string) => void logs.push(s) });
   const emulator = await startEmulator(cfg, logger.child({ component: 'emulator' }));
-  const store = new MemoryStore();
+  const store = memoryStore();
   const gateway = await startGateway(cfg, logger, emulator.url, { store, retry: FAST_RETRY });
   return { cfg, emulator, gateway, store, logs, secrets: [KEY, KEY_B, KEY_REVOKED, ADMIN], streams: [] };
 }
@@ -306,7 +307,7 @@ describe('telemetry survives what the store survives, and is rolled up', () => {
     const cfg = configFor();
     const logger = createLogger('silent');
     const emulator = await startEmulator(cfg, logger);
-    const store = new MemoryStore();
+    const store = memoryStore();
     try {
       const first = await startGateway(cfg, logger, emulator.url, { store });
       expect((await http(first.url, 'GET', '/v0.2/models')).status).toBe(200);
@@ -337,7 +338,7 @@ describe('telemetry survives what the store survives, and is rolled up', () => {
     const emulator = await startEmulator(cfg, createLogger('silent'));
     // Usage from before this process (the store outlives it): the day's one run, whenever the job
     // first fires, already has it (later runs of that day are claimed, they log nothing).
-    const store = new MemoryStore();
+    const store = memoryStore();
     const earlier = new DeprecationUsage(store, createLogger('silent'));
     earlier.request(keyHash(KEY), 'GET /v0.2/models');
     await earlier.flush();

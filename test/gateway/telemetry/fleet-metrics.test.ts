@@ -5,9 +5,9 @@
  * real redis-server.
  */
 import { fanOut } from '../../../src/gateway/legacy/sessions/ports';
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
 import { measuredStore } from '../../../src/gateway/store/measured';
-import { RedisStore } from '../../../src/gateway/store/redis';
+import { connectRedisStore } from '../../../src/gateway/store/redis';
 import { GatewayMetrics } from '../../../src/gateway/telemetry/metrics';
 import { telemetryObserver } from '../../../src/gateway/telemetry/observer';
 import { DeprecationUsage } from '../../../src/gateway/telemetry/usage';
@@ -31,7 +31,7 @@ test('the fleet ports feed gateway_fleet_*: replicas and owned sessions as gauge
     expect(sample(before, `gateway_fleet_fenced_ticks_total{reason="${reason}"}`)).toBe(0);
   expect(sample(before, 'gateway_fleet_adoptions_total{how="failover"}')).toBe(0);
 
-  const store = new MemoryStore();
+  const store = memoryStore();
   // As app.ts composes it: the telemetry observer behind the fan-out sessions call.
   const observer = fanOut([telemetryObserver(metrics, new DeprecationUsage(store, createLogger('silent')))]);
   observer.fleetReplicas!(3);
@@ -58,25 +58,26 @@ test('the fleet ports feed gateway_fleet_*: replicas and owned sessions as gauge
 
 test('a measured store times every call and counts failures by operation, never by argument; a synchronous hook passes through', async () => {
   const metrics = metricsFor();
-  const inner = new MemoryStore();
+  const inner = memoryStore();
   const store = measuredStore(inner, metrics.store);
   expect(await store.acquireSlot('secret-key-hash', 'slot-1', 5)).toBe(true);
   expect(await store.acquireSlot('secret-key-hash', 'slot-2', 5)).toBe(true);
   await store.hbatch([{ key: 'depr:key:secret-key-hash', incr: { req: 1 } }]);
-  inner.getSession = () => Promise.reject(new Error('store down'));
-  await expect(store.getSession('s')).rejects.toThrow('store down');
+  const realGetRecord = inner.getRecord;
+  inner.getRecord = () => Promise.reject(new Error('store down'));
+  await expect(store.getRecord('s')).rejects.toThrow('store down');
   // A method answering synchronously (not a promise) is no command: passed through untimed.
   (inner as any).observe = () => 'unsubscribe';
   expect((store as any).observe()).toBe('unsubscribe');
   // What is not a call passes through; the real one answers again once restored.
-  inner.getSession = MemoryStore.prototype.getSession;
-  expect(await store.getSession('absent')).toBeUndefined();
+  inner.getRecord = realGetRecord;
+  expect(await store.getRecord('absent')).toBeUndefined();
 
   const text = await metrics.text();
   expect(sample(text, 'gateway_store_command_seconds_count{op="acquireSlot"}')).toBe(2);
   expect(sample(text, 'gateway_store_command_seconds_count{op="hbatch"}')).toBe(1);
-  expect(sample(text, 'gateway_store_command_seconds_count{op="getSession"}')).toBe(2);
-  expect(sample(text, 'gateway_store_errors_total{op="getSession"}')).toBe(1);
+  expect(sample(text, 'gateway_store_command_seconds_count{op="getRecord"}')).toBe(2);
+  expect(sample(text, 'gateway_store_errors_total{op="getRecord"}')).toBe(1);
   expect(text).not.toMatch(/op="observe"/);
   expect(sample(text, 'gateway_store_errors_total{op="acquireSlot"}')).toBe(0); // present from the first call, so alerts see 0
   expect(text).not.toMatch(/secret-key-hash|slot-1/);
@@ -85,7 +86,7 @@ test('a measured store times every call and counts failures by operation, never 
 
 test("a gateway on Redis: /metrics shows its store's round trips by operation, and the failures once Redis is gone; no key", async () => {
   const redis = await startRedis();
-  const store = await RedisStore.connect(redis.url, { commandTimeoutMs: 500 });
+  const store = await connectRedisStore(redis.url, { commandTimeoutMs: 500 });
   const stack = await startStack({}, { store });
   let redisUp = true;
   try {
@@ -95,16 +96,16 @@ test("a gateway on Redis: /metrics shows its store's round trips by operation, a
     expect((await http(stack.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(200);
     const text = (await http(stack.url, 'GET', '/metrics')).body as string;
     expect(sample(text, 'gateway_store_command_seconds_count{op="acquireSlot"}')).toBe(1);
-    expect(sample(text, 'gateway_store_command_seconds_count{op="putSession"}')).toBeGreaterThanOrEqual(1);
+    expect(sample(text, 'gateway_store_command_seconds_count{op="putRecord"}')).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'gateway_store_errors_total{op="acquireSlot"}')).toBe(0); // present from the first call, so alerts see 0
     expect(text).not.toContain(keyHash(KEY));
     expect(text).not.toContain(KEY);
 
     await redis.stop();
     redisUp = false;
-    await expect(stack.gateway.gateway.store.getSession(id)).rejects.toThrow();
+    await expect(stack.gateway.gateway.store.getRecord(id)).rejects.toThrow();
     const after = (await http(stack.url, 'GET', '/metrics')).body as string;
-    expect(sample(after, 'gateway_store_errors_total{op="getSession"}')).toBe(1);
+    expect(sample(after, 'gateway_store_errors_total{op="getRecord"}')).toBe(1);
   } finally {
     await stack.close();
     await store.close();

@@ -7,8 +7,8 @@ import { createLogger } from '../../../src/lib/logger';
 import { keyHash } from '../../../src/lib/keys';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
-import { MemoryStore } from '../../../src/gateway/store/memory';
-import { RedisStore } from '../../../src/gateway/store/redis';
+import { memoryStore } from '../../../src/gateway/store/memory';
+import { connectRedisStore } from '../../../src/gateway/store/redis';
 import type { Store } from '../../../src/gateway/store/store';
 import { DeprecationRollup } from '../../../src/gateway/telemetry/rollup';
 import type { RollupSummary } from '../../../src/gateway/telemetry/rollup';
@@ -53,9 +53,9 @@ async function metricSum(urls: string[], series: RegExp): Promise<number> {
 describe('the report of two replicas on one Redis', () => {
   let a: Stack;
   let b: RunningGateway;
-  const stores: RedisStore[] = [];
+  const stores: Store[] = [];
   const connect = async () => {
-    const s = await RedisStore.connect(redis.url, { prefix: 'fleet-report:' });
+    const s = await connectRedisStore(redis.url, { prefix: 'fleet-report:' });
     stores.push(s);
     return s;
   };
@@ -130,7 +130,7 @@ const fleets: [string, () => Promise<{ stores: Store[]; close(): Promise<void> }
   [
     'one MemoryStore',
     async () => {
-      const one = new MemoryStore();
+      const one = memoryStore();
       return { stores: [one, one, one], close: () => one.close() };
     },
   ],
@@ -138,7 +138,7 @@ const fleets: [string, () => Promise<{ stores: Store[]; close(): Promise<void> }
     'one redis-server',
     async () => {
       const prefix = `fleet-rollup-${Math.random().toString(36).slice(2)}:`;
-      const stores = await Promise.all([0, 1, 2].map(() => RedisStore.connect(redis.url, { prefix })));
+      const stores = await Promise.all([0, 1, 2].map(() => connectRedisStore(redis.url, { prefix })));
       return { stores, close: async () => void (await Promise.all(stores.map((s) => s.close()))) };
     },
   ],
@@ -199,7 +199,7 @@ describe.each(fleets)('the daily roll-up of three replicas on %s', (_name, makeF
 
 test('Redis away: counters are kept in the replica and land once Redis is back (own redis-server, stopped and restarted)', async () => {
   const own = await startRedis();
-  const store = await RedisStore.connect(own.url, { prefix: 'outage:', commandTimeoutMs: 500 });
+  const store = await connectRedisStore(own.url, { prefix: 'outage:', commandTimeoutMs: 500 });
   const usage = new DeprecationUsage(store, createLogger('silent'), new FakeClock(Date.parse('2026-03-01T12:00:00Z')));
   let running: RedisServer | undefined = own;
   try {
@@ -228,7 +228,7 @@ test('Redis away: counters are kept in the replica and land once Redis is back (
 
 test('the daily run retries every minute while the store cannot be reached to claim the day, then logs it once', async () => {
   const clock = new FakeClock(Date.parse('2026-03-02T00:05:00Z'));
-  const store = new MemoryStore();
+  const store = memoryStore();
   const claimOnce = store.claimOnce.bind(store);
   let refusals = 2;
   store.claimOnce = (key, ttl) => (refusals-- > 0 ? Promise.reject(new Error('store down')) : claimOnce(key, ttl));

@@ -1,4 +1,4 @@
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
 import { clientFamily, MAX_FAMILIES_PER_KEY, migrationStatus } from '../../../src/gateway/telemetry/migration';
 import { DeprecationUsage } from '../../../src/gateway/telemetry/usage';
 import { createLogger } from '../../../src/lib/logger';
@@ -47,7 +47,7 @@ describe('client families', () => {
   });
 
   test('at most MAX_FAMILIES_PER_KEY families per key; the rest count as other', async () => {
-    const store = new MemoryStore();
+    const store = memoryStore();
     const usage = new DeprecationUsage(store, createLogger('silent'), new FakeClock(NOW));
     for (let i = 0; i < MAX_FAMILIES_PER_KEY + 5; i++) usage.request('k1', 'GET /v0.2/models', 'acct', clientFamily(`client${i}/1.0`));
     await usage.flush();
@@ -61,7 +61,7 @@ describe('client families', () => {
 
 describe('passthrough counts', () => {
   test('are summed in process and written by a timer without any flush, then reported per key', async () => {
-    const store = new MemoryStore();
+    const store = memoryStore();
     const clock = new FakeClock(NOW);
     // Written 2 s after the first event: the calls 1 s apart all land in that one write.
     const usage = new DeprecationUsage(store, createLogger('silent'), clock, 2_000);

@@ -4,7 +4,7 @@
  * (the report's `by_status`, read from the store at most once a minute whatever the scrape rate),
  * and the store's error counter (0 from an operation's first call).
  */
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
 import { GatewayMetrics } from '../../../src/gateway/telemetry/metrics';
 import { DeprecationUsage } from '../../../src/gateway/telemetry/usage';
 import { createLogger } from '../../../src/lib/logger';
@@ -78,7 +78,7 @@ test('a failed status read keeps the gauge at its last figures instead of failin
 });
 
 test("usage.statusCounts agrees with the report's by_status", async () => {
-  const store = new MemoryStore();
+  const store = memoryStore();
   const DAY = 86_400_000;
   const clock = new FakeClock(Date.parse('2026-06-01T12:00:00Z'));
   const usage = new DeprecationUsage(store, createLogger('silent'), clock);

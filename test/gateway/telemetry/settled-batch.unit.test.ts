@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { PassthroughEvent } from '../../../src/gateway/passthrough';
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
 import { passthroughTelemetry } from '../../../src/gateway/telemetry/http';
 import { GatewayMetrics } from '../../../src/gateway/telemetry/metrics';
 import { SettledBatch } from '../../../src/gateway/telemetry/settled-batch';
@@ -115,7 +115,7 @@ describe('passthrough telemetry through the batch', () => {
     const clock = new FakeClock();
     const { logger, lines } = capture();
     const metrics = new GatewayMetrics({ activeStreams: () => 0, socketConnections: () => 0 }, { defaultMetrics: false });
-    const store = new MemoryStore();
+    const store = memoryStore();
     const usage = new DeprecationUsage(store, logger, clock);
     const proxied = passthroughTelemetry(logger, { log: true, metrics, httpMetrics: true, clientAddress: () => '10.0.0.7' });
     const seen: string[] = [];

@@ -1,4 +1,4 @@
-import { MemoryStore } from '../../../src/gateway/store/memory';
+import { memoryStore } from '../../../src/gateway/store/memory';
 import { reportToCsv } from '../../../src/gateway/telemetry/report-csv';
 import { routeLabel } from '../../../src/gateway/telemetry/http';
 import { DeprecationUsage } from '../../../src/gateway/telemetry/usage';
@@ -13,7 +13,7 @@ const DAY2 = Date.parse('2026-03-02T09:30:00Z');
 
 describe('deprecation usage counters', () => {
   test('per key: first/last seen, endpoints, streams by source and mode, fields, backends, models, inferences, sockets, end reasons', async () => {
-    const store = new MemoryStore();
+    const store = memoryStore();
     const clock = new FakeClock(DAY1);
     const usage = new DeprecationUsage(store, createLogger('silent'), clock);
     usage.request('aaa', 'POST /v0.2/streams', 'acct-1');
@@ -83,7 +83,7 @@ describe('deprecation usage counters', () => {
   });
 
   test('the CSV has one row per key, stable columns, RFC 4180 quoting and no formula injection', async () => {
-    const store = new MemoryStore();
+    const store = memoryStore();
     const usage = new DeprecationUsage(store, createLogger('silent'), new FakeClock(DAY1));
     usage.request('k1', 'POST /v0.2/streams', 'acct-1');
     usage.streamCreated('k1', { transport: 'room', mode: 'clip', backend: 'svc', model: '=cmd|"x",y', deprecatedFields: [] });
@@ -131,7 +131,7 @@ describe('deprecation usage counters', () => {
   });
 
   test('a failing store never throws into the caller; flush still settles; an outage is logged once, its end once, and its counters land after it', async () => {
-    const store = new MemoryStore();
+    const store = memoryStore();
     const hbatch = store.hbatch.bind(store);
     let down = true;
     store.hbatch = (u) => (down ? Promise.reject(new Error('store down')) : hbatch(u));
@@ -160,7 +160,7 @@ describe('deprecation usage counters', () => {
 
   test('counters are held and summed in process, then written in one store call per flush interval', async () => {
     const clock = new FakeClock(DAY1);
-    const store = new MemoryStore();
+    const store = memoryStore();
     const batches: number[] = [];
     const hbatch = store.hbatch.bind(store);
     store.hbatch = (u) => {
@@ -205,7 +205,7 @@ describe('deprecation usage counters', () => {
 
   test("news is written through at once: a key's first request, a new route, a new day, its first stream of the day", async () => {
     const clock = new FakeClock(DAY1);
-    const store = new MemoryStore();
+    const store = memoryStore();
     let calls = 0;
     const hbatch = store.hbatch.bind(store);
     store.hbatch = (u) => {

@@ -5,7 +5,7 @@
  */
 import type { Brand } from '../../../brand';
 import { ServiceError } from '../../../lib/errors';
-import type { SessionRecord, SessionRecords } from '../../store/store';
+import type { StreamRecord, StreamRecords } from '../../store/store';
 import type { FailedAuthLimiter } from './auth-failures';
 import type { UpstreamCatalog } from '../sessions/catalog';
 import { streamAccess } from '../sessions/ownership';
@@ -23,11 +23,11 @@ export function isStreamId(id: unknown): id is string {
 
 /** Reads the record and applies `streamAccess`; a malformed id never reaches the store. */
 export async function readStreamAccess(
-  store: Pick<SessionRecords, 'getSession'>,
+  store: Pick<StreamRecords, 'getRecord'>,
   streamId: string,
   accountId: string,
 ): Promise<StreamAccess> {
-  return streamAccess(isStreamId(streamId) ? await store.getSession(streamId) : null, accountId);
+  return streamAccess(isStreamId(streamId) ? await store.getRecord(streamId) : null, accountId);
 }
 
 export interface KeyCheckDeps {
@@ -72,9 +72,9 @@ export async function checkKey(
 }
 
 export interface SocketAuthorizerDeps extends KeyCheckDeps {
-  store: Pick<SessionRecords, 'getSession'>;
+  store: Pick<StreamRecords, 'getRecord'>;
   /** Sunset policy of sockets: a close (1013) during a brownout or after the sunset, else undefined. */
-  admitSocket?(record: SessionRecord): LegacyClose | undefined;
+  admitSocket?(record: StreamRecord): LegacyClose | undefined;
 }
 
 /**

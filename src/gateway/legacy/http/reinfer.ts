@@ -17,7 +17,7 @@ import type { UpstreamClient } from '../../../upstream/client';
 import { isUpstreamCode, isUpstreamStatus } from '../../../upstream/client';
 import type { ResultWindow, ResultWindows } from '../../store/result-windows';
 import { StoreUnavailableError } from '../../store/store';
-import type { SessionRecords } from '../../store/store';
+import type { StreamRecords } from '../../store/store';
 import type { UpstreamCatalog } from '../sessions/catalog';
 import { LEGACY_ERRORS } from '../contract/errors';
 import { compileOutputSchema } from '../contract/output-schema';
@@ -31,7 +31,7 @@ import { parseLegacy } from '../contract/validate';
 
 export interface ReinferDeps {
   brand: Brand;
-  store: ResultWindows & Pick<SessionRecords, 'getSession' | 'addCost'>;
+  store: ResultWindows & Pick<StreamRecords, 'getRecord' | 'addCost'>;
   upstream: UpstreamClient;
   catalog: UpstreamCatalog;
   schemas: Pick<LegacySchemas, 'reinfer'>;
@@ -55,7 +55,7 @@ export function reinferHandler(deps: ReinferDeps, caller: ReinferCaller, idsOf: 
     const window = await store.getResultWindow(body.result_id);
     if (!window || window.accountId !== who.accountId) throw LEGACY_ERRORS.resultNotFound();
     // The record outlives the stream by the tombstone; past it the stream is long gone too.
-    const rec = await store.getSession(window.streamId);
+    const rec = await store.getRecord(window.streamId);
     if (!rec || rec.state === 'ended') throw LEGACY_ERRORS.clipDropped(rec?.endReason ?? null);
     await catalog.requireReadyModel(body.model, ['body', 'model']);
     if (body.output_schema) compileOutputSchema(deps.validators, body.output_schema, ['body', 'output_schema']);

@@ -10,7 +10,7 @@ import type { Logger } from '../../../lib/logger';
 import { redactQuery } from '../../../lib/redact-query';
 import { ATTR, inSpanSync, tracingOn } from '../../../lib/spans';
 import type { TraceIds } from '../../../lib/spans';
-import type { SessionRecord, Store, Unsubscribe } from '../../store/store';
+import type { StreamRecord, Store, Unsubscribe } from '../../store/store';
 import { CLIENT_REQUESTED, LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from '../contract/closes';
 import type { LegacyClose } from '../contract/closes';
 import { decodeEnvelope, resultsChannel } from '../sessions/results-channel';
@@ -21,12 +21,12 @@ import { decodeEnvelope, resultsChannel } from '../sessions/results-channel';
  * outage) closes 1011, which clients retry.
  */
 export type SocketAuth =
-  | { ok: true; record: SessionRecord }
+  | { ok: true; record: StreamRecord }
   | { ok: false; reason: string; /** Close code (default 1008, failed authentication). */ code?: number };
 
 export interface ResultsSocketHooks {
   /** A socket authenticated for this stream (`record` as the authorization read it). */
-  onOpen?(streamId: string, record: SessionRecord): void;
+  onOpen?(streamId: string, record: StreamRecord): void;
   onClose?(streamId: string): void;
   onShed?(streamId: string): void;
   /** A result whose id this stream's sockets here were sent already was dropped. */
@@ -179,7 +179,7 @@ export class ResultsSockets {
     });
   }
 
-  private async attach(ws: WebSocket, record: SessionRecord, peer: SocketPeer): Promise<void> {
+  private async attach(ws: WebSocket, record: StreamRecord, peer: SocketPeer): Promise<void> {
     if (ws.readyState !== ws.OPEN) return;
     const { streamId } = peer;
     const { hooks } = this.opts;
@@ -202,13 +202,13 @@ export class ResultsSockets {
       hooks?.onClose?.(streamId);
     });
     // Subscribed first, then checked: an end published in between is not missed.
-    const rec = await this.opts.store.getSession(streamId);
+    const rec = await this.opts.store.getRecord(streamId);
     if (!rec) this.refuse(ws, LEGACY_CLOSES.streamNotFound, peer);
     else if (rec.state === 'ended') close(ws, endClose(rec.endReason ?? 'ended'));
   }
 
   /** The stream's sockets here, its group's handler added for the first one (a failed subscription is forgotten: the next socket tries again). */
-  private join(streamId: string, record: SessionRecord): StreamSockets {
+  private join(streamId: string, record: StreamRecord): StreamSockets {
     const known = this.streams.get(streamId);
     if (known) return known;
     const group: StreamSockets = { sockets: new Set(), subscribed: Promise.resolve(() => undefined), ids: record.ids, recent: [] };

@@ -12,7 +12,7 @@ import { newTraceId, requestTraceId } from '../../../lib/spans';
 import { realClock } from '../../../lib/timers';
 import type { Clock } from '../../../lib/timers';
 import type { UpstreamClient } from '../../../upstream/client';
-import type { Feedback, SessionRecords } from '../../store/store';
+import type { Feedback, StreamRecords } from '../../store/store';
 import type { ResultWindows } from '../../store/result-windows';
 import { LEGACY_ERRORS } from '../contract/errors';
 import { createLegacySchemas } from '../contract/schema';
@@ -25,7 +25,7 @@ import type { FailedAuthLimiter } from './auth-failures';
 export interface LegacyRouteDeps {
   cfg: LegacyConfig;
   brand: Brand;
-  store: Feedback & ResultWindows & Pick<SessionRecords, 'getSession' | 'addCost'>;
+  store: Feedback & ResultWindows & Pick<StreamRecords, 'getRecord' | 'addCost'>;
   sessions: LegacySessions;
   catalog: UpstreamCatalog;
   /** Per-client-address budget of failed authentications (absent: unlimited). */

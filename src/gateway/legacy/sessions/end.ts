@@ -8,7 +8,7 @@ import type { Span } from '../../../lib/spans';
 import { isUpstreamCode, isUpstreamStatus } from '../../../upstream/client';
 import type { CallOptions } from '../../../upstream/client';
 import type { Stream } from '../../../lib/wire';
-import type { SessionRecord } from '../../store/store';
+import type { StreamRecord } from '../../store/store';
 import type { LiveStream } from './live-stream';
 import { releaseMedia } from './media';
 import type { StreamRegistry } from './registry';
@@ -46,7 +46,7 @@ export class SessionEnd {
   ) {}
 
   /**
-   * The one end path, on any replica: the store's `endSession` picks one winner fleet-wide, which
+   * The one end path, on any replica: the store's `endStream` picks one winner fleet-wide, which
    * releases the slot, keeps a tombstone, closes every socket (1001 + reason, through the results
    * channel), deletes the upstream stream and tells the owner to stop. The owner's local scheduler
    * and media stop wherever it runs. Idempotent; true only for the winner. Traced as `legacy.end`
@@ -64,12 +64,12 @@ export class SessionEnd {
     const stream = this.registry.get(streamId);
     if (stream && !stream.beginEnd()) return false;
     const now = clock.now();
-    let before: SessionRecord | undefined;
+    let before: StreamRecord | undefined;
     const fence = stream && !opts.apiKey ? { owner: this.deps.replicaId, epoch: stream.record.epoch } : undefined;
     try {
-      before = await store.endSession(streamId, reason, now, fence);
+      before = await store.endStream(streamId, reason, now, fence);
       // The store lost the record (restarted empty): the owner still cleans up what it holds.
-      if (!before && stream && !(await store.getSession(streamId))) before = stream.toRecord(this.deps.replicaId, now);
+      if (!before && stream && !(await store.getRecord(streamId))) before = stream.toRecord(this.deps.replicaId, now);
     } catch (err) {
       stream?.cancelEnd();
       throw err;
@@ -83,7 +83,7 @@ export class SessionEnd {
     }
     span?.setAttribute(ATTR.endWon, true);
     if (!stream) span?.addLinks(linkTo(before.ids));
-    await store.expireSession(streamId, cfg.tombstoneSeconds * 1000);
+    await store.expireRecord(streamId, cfg.tombstoneSeconds * 1000);
     await store.releaseSlot(before.keyHash, before.slotId);
     const announce = () => store.publish(resultsChannel(streamId), encodeEnvelope({ kind: 'end', reason }), streamId);
     if (!opts.answerFirst) await announce();
@@ -112,7 +112,7 @@ export class SessionEnd {
   }
 
   /** The client's key from a record (in memory here, else sealed by whichever replica created the stream). */
-  openKey(rec: SessionRecord): string | undefined {
+  openKey(rec: StreamRecord): string | undefined {
     const held = this.registry.keyOf(rec.streamId);
     if (held) return held;
     return rec.sealedKey ? this.deps.fleet.sealer?.open(rec.sealedKey, rec.streamId) : undefined;

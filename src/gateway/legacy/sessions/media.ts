@@ -10,7 +10,7 @@ import type { LiveStream } from './live-stream';
 import { legacyRecord } from './ownership';
 import type { MediaSessionRef, SessionContext, SourceContext, StreamSource } from './ports';
 import type { RecordSync } from './record-sync';
-import type { SessionRecord, StoredMediaSession } from '../../store/store';
+import type { StreamRecord, StoredMediaSession } from '../../store/store';
 
 /** The record's form of a session: the token sealed when the fleet shares its store. */
 function storedSession(deps: Pick<SessionContext, 'fleet'>, streamId: string, session: MediaSessionRef, token: string): StoredMediaSession {
@@ -64,7 +64,7 @@ export class StreamMedia {
       try {
         const mediaSession = storedSession(this.deps, stream.id, started.session, publish.token);
         stream.holdMediaSession(mediaSession);
-        await this.deps.store.updateSession(stream.id, { mediaSession });
+        await this.deps.store.updateRecord(stream.id, { mediaSession });
       } catch (err) {
         await source.release(started.session, publish.token, stream.id);
         throw err;
@@ -98,9 +98,9 @@ export class StreamMedia {
   }
 
   /** A keepalive's fresh publish token, on any replica: the record's session keeps the latest. */
-  async tokenRenewed(rec: SessionRecord, token: string): Promise<void> {
+  async tokenRenewed(rec: StreamRecord, token: string): Promise<void> {
     if (!rec.mediaSession) return;
-    await this.deps.store.updateSession(rec.streamId, { mediaSession: storedSession(this.deps, rec.streamId, rec.mediaSession, token) });
+    await this.deps.store.updateRecord(rec.streamId, { mediaSession: storedSession(this.deps, rec.streamId, rec.mediaSession, token) });
   }
 }
 
@@ -109,7 +109,7 @@ export class StreamMedia {
  * replica that won the end: best effort, with the latest token (a failure is logged; the upstream
  * stream's delete takes the room down anyway).
  */
-export async function releaseMedia(deps: SessionContext, rec: SessionRecord, heldToken?: string): Promise<void> {
+export async function releaseMedia(deps: SessionContext, rec: StreamRecord, heldToken?: string): Promise<void> {
   const stored = rec.mediaSession;
   if (!stored) return;
   const token = sessionToken(deps, rec.streamId, stored) ?? heldToken;

@@ -5,7 +5,7 @@
  * are ours with those running here. `Fleet` is handed this object directly (`LegacySessions.moves`).
  */
 import { ATTR, inSpan } from '../../../lib/spans';
-import type { SessionRecord } from '../../store/store';
+import type { StreamRecord } from '../../store/store';
 import { tellOwner } from './end';
 import type { SessionEnd } from './end';
 import { legacyRecord, ownedBy } from './ownership';
@@ -51,7 +51,7 @@ export class StreamMoves {
   async onOwnerMessage(msg: OwnerMessage): Promise<void> {
     if (msg.op === 'prompt') return this.sync.refreshPrompt(msg.streamId);
     if (msg.op === 'ended') return this.registry.remove(msg.streamId);
-    const rec = await this.deps.store.getSession(msg.streamId);
+    const rec = await this.deps.store.getRecord(msg.streamId);
     if (ownedBy(rec, this.deps.replicaId)) await this.adopt(rec, 'handover');
   }
 
@@ -63,7 +63,7 @@ export class StreamMoves {
    * its owner. False when it is already running here. Traced as
    * `legacy.adopt` (a trace of its own, linked to the create).
    */
-  async adopt(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean> {
+  async adopt(rec: StreamRecord, how: 'failover' | 'handover'): Promise<boolean> {
     const id = rec.streamId;
     const { registry } = this;
     if (registry.get(id) || this.adopting.has(id) || registry.closing) return false;
@@ -71,7 +71,7 @@ export class StreamMoves {
     return inSpan('legacy.adopt', { parent: 'root', link: rec.ids, attributes }, () => this.adoptIn(rec, how));
   }
 
-  private async adoptIn(rec: SessionRecord, how: 'failover' | 'handover'): Promise<boolean> {
+  private async adoptIn(rec: StreamRecord, how: 'failover' | 'handover'): Promise<boolean> {
     const id = rec.streamId;
     const { registry, ender } = this;
     if (registry.get(id) || this.adopting.has(id) || registry.closing) return false;
@@ -120,7 +120,7 @@ export class StreamMoves {
         const attributes = { [ATTR.streamId]: id, [ATTR.handoverTo]: target, [ATTR.epoch]: record.epoch };
         await inSpan('legacy.handover', { parent: 'root', link: record.ids, attributes }, async (span) => {
           await registry.remove(id);
-          const claimed = await store.claimSession(id, { owner: replicaId, epoch: record.epoch }, target);
+          const claimed = await store.claimStream(id, { owner: replicaId, epoch: record.epoch }, target);
           span?.setAttribute(ATTR.handoverClaimed, Boolean(claimed));
           if (!claimed) return;
           tellOwner(this.deps, target, { op: 'adopt', streamId: id });
@@ -143,13 +143,13 @@ export class StreamMoves {
     for (const id of owned) {
       // A create is registered (phase `creating`) before its record is written.
       if (registry.get(id)) continue;
-      const rec = await store.getSession(id);
+      const rec = await store.getRecord(id);
       if (ownedBy(rec, replicaId)) await this.adopt(rec, 'handover');
     }
     for (const stream of registry.streams()) {
       const id = stream.id;
       if (owned.has(id) || stream.stopping || stream.phase === 'creating') continue;
-      const rec = await store.getSession(id);
+      const rec = await store.getRecord(id);
       if (!rec) await this.sync.reRegister(stream);
       else if (!ownedBy(rec, replicaId)) await registry.remove(id);
     }

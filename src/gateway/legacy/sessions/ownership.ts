@@ -3,7 +3,7 @@
  * owns it, the result id that makes a duplicate tick detectable, and where a new owner resumes the grid.
  */
 import { createHash } from 'node:crypto';
-import type { SessionRecord } from '../../store/store';
+import type { StreamRecord } from '../../store/store';
 import type { LegacyRecord } from './ports';
 
 /** UUID-shaped id of tick `tick` of a stream: the same on every replica, so a duplicate shows. */
@@ -14,15 +14,15 @@ export function resultId(streamId: string, tick: number): string {
 }
 
 /**
- * The one typed view of a stored record: the legacy adapter is the only writer of session records,
+ * The one typed view of a stored record: the legacy adapter is the only writer of stream records,
  * so their `spec` is the `SessionSpec` it wrote.
  */
-export function legacyRecord(rec: SessionRecord): LegacyRecord {
+export function legacyRecord(rec: StreamRecord): LegacyRecord {
   return rec as LegacyRecord;
 }
 
 /** The record is of an active stream this replica (`replicaId`) owns. */
-export function ownedBy<R extends Pick<SessionRecord, 'state' | 'owner'>>(
+export function ownedBy<R extends Pick<StreamRecord, 'state' | 'owner'>>(
   rec: R | null | undefined,
   replicaId: string,
 ): rec is R & { state: 'active' } {
@@ -34,7 +34,7 @@ export function ownedBy<R extends Pick<SessionRecord, 'state' | 'owner'>>(
  * already due in the past (missed ticks are dropped, not replayed), on the original grid.
  */
 export function resumePoint(
-  rec: Pick<SessionRecord, 'lastTick' | 'gridStartMs'>,
+  rec: Pick<StreamRecord, 'lastTick' | 'gridStartMs'>,
   intervalMs: number,
   now: number,
 ): { gridStartMs: number; n: number } {
@@ -43,7 +43,7 @@ export function resumePoint(
   return { gridStartMs: grid, n };
 }
 
-export type StreamAccess = { ok: true; record: SessionRecord } | { ok: false };
+export type StreamAccess = { ok: true; record: StreamRecord } | { ok: false };
 
 /**
  * May this account touch this stream: unknown, malformed or another account's all answer "not
@@ -51,7 +51,7 @@ export type StreamAccess = { ok: true; record: SessionRecord } | { ok: false };
  * so a key cannot tell another account's stream from none: 404 `stream_not_found` over HTTP, 1008
  * `stream_not_found` on the results socket.
  */
-export function streamAccess(record: SessionRecord | null | undefined, accountId: string): StreamAccess {
+export function streamAccess(record: StreamRecord | null | undefined, accountId: string): StreamAccess {
   if (!record || record.accountId !== accountId) return { ok: false };
   return { ok: true, record };
 }

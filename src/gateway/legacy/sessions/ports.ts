@@ -10,7 +10,7 @@ import type { Sealer } from '../../../lib/seal';
 import type { Clock } from '../../../lib/timers';
 import type { UpstreamClient } from '../../../upstream/client';
 import type { StoreHealth } from '../../store/outage';
-import type { Broker, SessionRecord, SessionRecords, Slots, StoredMediaSession } from '../../store/store';
+import type { Broker, StreamRecord, StreamRecords, Slots, StoredMediaSession } from '../../store/store';
 import type { ResultWindows } from '../../store/result-windows';
 import type { UpstreamCatalog } from './catalog';
 import type { LegacyMedia } from '../contract/responses';
@@ -183,8 +183,8 @@ export interface SessionDeps {
   cfg: LegacyConfig;
   brand: Brand;
   logger: Logger;
-  /** Slots, session records, the results channel (an end is published there), result windows (reinfer). */
-  store: Slots & SessionRecords & Broker & ResultWindows;
+  /** Slots, stream records, the results channel (an end is published there), result windows (reinfer). */
+  store: Slots & StreamRecords & Broker & ResultWindows;
   upstream: UpstreamClient;
   catalog: UpstreamCatalog;
   /** The media sources by transport (default: native only; src/gateway/ingest builds the gateway's). */
@@ -198,8 +198,8 @@ export interface SessionDeps {
   fleet: FleetLink;
 }
 
-/** A session record as the legacy adapter writes it: its `spec` is a `SessionSpec`. */
-export type LegacyRecord = SessionRecord<SessionSpec>;
+/** A stream record as the legacy adapter writes it: its `spec` is a `SessionSpec`. */
+export type LegacyRecord = StreamRecord<SessionSpec>;
 
 /**
  * The deps as every part of sessions sees them: the clock and the sources resolved (the real clock

@@ -18,7 +18,7 @@ export class RecordSync {
   /** The relay saw a new frame size: kept in the store, where any replica's stream info reads it. */
   frameSize(streamId: string, width: number, height: number): void {
     this.deps.store
-      .updateSession(streamId, { frameWidth: width, frameHeight: height })
+      .updateRecord(streamId, { frameWidth: width, frameHeight: height })
       .catch((err: unknown) => this.deps.logger.warn({ err, streamId }, 'could not record the frame size'));
   }
 
@@ -48,7 +48,7 @@ export class RecordSync {
   async refreshPrompt(streamId: string): Promise<void> {
     const stream = this.registry.get(streamId);
     if (!stream) return;
-    const rec = await this.deps.store.getSession(streamId);
+    const rec = await this.deps.store.getRecord(streamId);
     if (ownedBy(rec, this.deps.replicaId) && !stream.stopping) stream.adoptPrompt(rec.prompt, rec.promptRev);
   }
 
@@ -63,9 +63,9 @@ export class RecordSync {
     const { store, logger, cfg, clock } = this.deps;
     try {
       stream.bumpEpoch();
-      if (!(await store.restoreSession(stream.toRecord(this.deps.replicaId, clock.now())))) {
+      if (!(await store.restoreRecord(stream.toRecord(this.deps.replicaId, clock.now())))) {
         // Written back already: by this replica (a caller that read the store before it did), or by another.
-        const rec = await store.getSession(stream.id);
+        const rec = await store.getRecord(stream.id);
         if (ownedBy(rec, this.deps.replicaId)) return stream.takeEpoch(rec.epoch);
         logger.info({ streamId: stream.id, owner: rec?.owner ?? null }, 'another replica wrote the lost stream back first: leaving it');
         await this.registry.remove(stream.id);

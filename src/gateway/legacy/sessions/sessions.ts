@@ -93,7 +93,7 @@ export class LegacySessions {
   private async soonestLeaseLapse(kh: string): Promise<number | undefined> {
     try {
       const holders = await this.deps.store.slotHolders(kh);
-      const records = await Promise.all(holders.map((h) => (h.streamId ? this.deps.store.getSession(h.streamId) : undefined)));
+      const records = await Promise.all(holders.map((h) => (h.streamId ? this.deps.store.getRecord(h.streamId) : undefined)));
       const leases = records.filter((r) => r?.state === 'active').map((r) => r!.leaseExpiresAtMs);
       if (!leases.length) return undefined;
       return Math.max(1, Math.ceil((Math.min(...leases) - this.deps.clock.now()) / 1000));
@@ -198,7 +198,7 @@ export class LegacySessions {
       created,
       abandon: () => undo.run(),
       persist: async (stream) => {
-        await store.putSession(stream.toRecord(this.replicaId, now));
+        await store.putRecord(stream.toRecord(this.replicaId, now));
         // Bound after the record exists: the reconciler frees a bound slot whose record is gone or ended.
         await store.bindSlot(kh, slotId, streamId);
       },
@@ -207,9 +207,9 @@ export class LegacySessions {
     return { streamId, ttlSeconds: cfg.leaseTtlSeconds, media };
   }
 
-  /** A session record for a caller: 404 when unknown or another account's (the same answer). */
+  /** A stream record for a caller: 404 when unknown or another account's (the same answer). */
   async recordFor(streamId: string, accountId: string): Promise<LegacyRecord> {
-    const access = streamAccess(await this.deps.store.getSession(streamId), accountId);
+    const access = streamAccess(await this.deps.store.getRecord(streamId), accountId);
     if (!access.ok) throw LEGACY_ERRORS.streamNotFound(streamId);
     return legacyRecord(access.record);
   }
@@ -243,17 +243,17 @@ export class LegacySessions {
     if (balance.balance_microcents <= 0) {
       // No credits: the lease is not renewed and the stream runs until it lapses (then it ends
       // insufficient_credits), so a customer who tops up and keeps alive in time keeps the stream.
-      await store.updateSession(streamId, { creditsRefusedAtMs: now });
+      await store.updateRecord(streamId, { creditsRefusedAtMs: now });
       throw LEGACY_ERRORS.insufficientCredits();
     }
     // Renewed before the upstream calls, as the service did: a slow upstream must not lapse the lease.
     const leaseExpiresAtMs = now + this.leaseMs;
     const renewed = await store.renewLease(streamId, leaseExpiresAtMs, now);
     if (!renewed) {
-      const after = await store.getSession(streamId);
+      const after = await store.getRecord(streamId);
       throw LEGACY_ERRORS.streamEnded(streamId, after?.endReason ?? 'ended');
     }
-    if (rec.creditsRefusedAtMs != null) await store.updateSession(streamId, { creditsRefusedAtMs: null });
+    if (rec.creditsRefusedAtMs != null) await store.updateRecord(streamId, { creditsRefusedAtMs: null });
     // A Redis failover may have lost the write that took the stream's slot: it counts again from here.
     if (await store.restoreSlot(rec.keyHash, rec.slotId, streamId, rec.owner ?? this.replicaId)) {
       this.deps.logger.warn({ streamId, key: rec.keyHash }, "the stream's slot was missing in the store: restored at its keepalive");
@@ -330,7 +330,7 @@ export class LegacySessions {
   private async deleteLeftover(streamId: string, apiKey: string): Promise<void> {
     let rec;
     try {
-      rec = await this.deps.store.getSession(streamId);
+      rec = await this.deps.store.getRecord(streamId);
     } catch (err) {
       // Unknown owner: left to its upstream lease rather than risk deleting another replica's stream.
       this.deps.logger.warn({ err, streamId }, "shutdown could not read the stream's record: not deleting it upstream");

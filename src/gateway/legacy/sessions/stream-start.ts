@@ -9,7 +9,7 @@
 import type { ValidateFunction } from 'ajv';
 import type { JsonSchemaValidators } from '../../../lib/json-schema';
 import { detached } from '../../../lib/spans';
-import type { SessionRecord } from '../../store/store';
+import type { StreamRecord } from '../../store/store';
 import { LEGACY_ERRORS } from '../contract/errors';
 import { compileOutputSchema } from '../contract/output-schema';
 import type { LegacyMedia } from '../contract/responses';
@@ -34,7 +34,7 @@ export interface CreateOrigin {
 /** A stream taken over from its record (failover or hand-over): its lease, and its grid (null: no first frame yet). */
 export interface AdoptOrigin {
   from: 'adopt';
-  rec: SessionRecord;
+  rec: StreamRecord;
 }
 
 export type StreamOrigin = CreateOrigin | AdoptOrigin;

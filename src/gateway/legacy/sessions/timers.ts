@@ -8,7 +8,7 @@ import { ATTR, inSpan } from '../../../lib/spans';
 import { setLongTimeout } from '../../../lib/timers';
 import type { Clock } from '../../../lib/timers';
 import { isUpstreamStatus } from '../../../upstream/client';
-import type { SessionRecord } from '../../store/store';
+import type { StreamRecord } from '../../store/store';
 import type { TickInference } from './inference';
 import type { StreamRegistry } from './registry';
 import { ownedBy, resumePoint } from './ownership';
@@ -62,9 +62,9 @@ export class StreamTimers {
     if (stream.stopping) return;
     // A tick's commit already showed the store's lease renewed (a keepalive on another replica).
     if (!storeFailed && stream.record.leaseExpiresAtMs > this.clock.now()) return this.armLease(stream, stream.record.leaseExpiresAtMs);
-    let rec: SessionRecord | undefined;
+    let rec: StreamRecord | undefined;
     try {
-      rec = await this.deps.store.getSession(stream.id);
+      rec = await this.deps.store.getRecord(stream.id);
     } catch (err) {
       this.deps.logger.warn({ err, streamId: stream.id }, 'lease check could not read the store; retrying');
       return this.retryLeaseCheck(stream);
@@ -89,7 +89,7 @@ export class StreamTimers {
       if (deadline === null) return this.retryLeaseCheck(stream);
       const extendTo = Math.max(deadline ?? 0, storeFailed ? now + this.leaseMs : 0);
       if (extendTo > now) {
-        const renewed = await this.deps.store.updateSession(stream.id, { leaseExpiresAtMs: extendTo });
+        const renewed = await this.deps.store.updateRecord(stream.id, { leaseExpiresAtMs: extendTo });
         if (renewed) {
           stream.extendLease(renewed.leaseExpiresAtMs);
           return this.armLease(stream, renewed.leaseExpiresAtMs);
@@ -159,7 +159,7 @@ export class StreamTimers {
   }
 
   /** An adopted stream resumes ticking on its record's grid (the next tick due, none replayed). */
-  resumeTicking(stream: LiveStream, rec: SessionRecord): void {
+  resumeTicking(stream: LiveStream, rec: StreamRecord): void {
     const at = resumePoint(rec, stream.record.spec.intervalMs, this.clock.now());
     this.startTicker(stream, at.gridStartMs, at.n);
   }
@@ -169,7 +169,7 @@ export class StreamTimers {
     const { cfg, observer, logger } = this.deps;
     if (stream.anchorGrid(gridStartMs)) {
       this.deps.store
-        .updateSession(stream.id, { gridStartMs })
+        .updateRecord(stream.id, { gridStartMs })
         .catch((err: unknown) => logger.warn({ err, streamId: stream.id }, 'could not record the tick grid'));
     }
     const ticker = new Ticker({

@@ -30,7 +30,7 @@ export class RedisBroker extends RedisRole implements Broker {
    */
   async publish(channel: string, message: string, route: string): Promise<void> {
     return this.guard('publish', async () => {
-      if (this.redis instanceof Cluster) await this.redis.publishFromLua(this.key.session(route), this.key.channel(channel), message);
+      if (this.redis instanceof Cluster) await this.redis.publishFromLua(this.key.record(route), this.key.channel(channel), message);
       else await this.redis.publish(this.key.channel(channel), message);
     });
   }

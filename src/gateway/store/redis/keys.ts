@@ -5,12 +5,12 @@
  * share a hash tag (`{…}`), so a Redis Cluster runs every script unchanged on the node owning it.
  *   P slots:{keyHash}          ZSET   member slot id, score acquire time (Redis TIME, ms). One slot per member.
  *   P slotinfo:{keyHash}       HASH   r:<slot id> → replica that acquired it, s:<slot id> → stream bound.
- *   P session:{streamId}       HASH   SessionRecord, each field JSON-encoded. PEXPIREAT = tombstone end.
- *                                     The session scripts (restore, update, end, renew, prompt, cost,
+ *   P session:{streamId}       HASH   StreamRecord, each field JSON-encoded. PEXPIREAT = tombstone end.
+ *                                     The record scripts (restore, update, end, renew, prompt, cost,
  *                                     claim, commitTick) touch only it.
  *   P owned:{replica}          SET    stream ids owned by the replica: an index added to before a put/claim
  *                                     and removed from after a claim/end (not atomically; the record's
- *                                     owner is the truth, sessionsOf filters by it).
+ *                                     owner is the truth, streamsOf filters by it).
  *   P replicas                 ZSET   replica id, score its last heartbeat (Redis TIME, ms).
  *   P draining                 SET    replica ids draining (no handover or failover targets).
  *   P impaired                 SET    replica ids that cannot reach the upstream (no handover or failover targets).
@@ -54,7 +54,8 @@ export class RedisKeys {
     return key.endsWith('}') ? key.slice(this.slots('').length - 1, -1) : undefined;
   }
 
-  session(streamId: string): string {
+  /** A stream's record; its key is named `session:` in the stored layout every replica of a fleet shares. */
+  record(streamId: string): string {
     return `${this.prefix}session:{${streamId}}`;
   }
 

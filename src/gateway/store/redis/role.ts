@@ -24,7 +24,7 @@ export class RedisContext {
     try {
       return await fn();
     } catch (err) {
-      // A nested call (updateSession → getSession) was wrapped already.
+      // A nested call (updateRecord → getRecord) was wrapped already.
       if (err instanceof StoreUnavailableError) throw err;
       // A bug here (a record that does not parse, a wrong type) is not an outage: a 500, logged.
       if (err instanceof TypeError || err instanceof SyntaxError || err instanceof RangeError || err instanceof ReferenceError) throw err;

@@ -35,7 +35,7 @@ redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('HSET', KEYS[2], 'r:' .. ARGV[1], ARGV[3], 's:' .. ARGV[1], ARGV[2])
 return 1`;
 
-// ── Session records: scripts on one session hash (KEYS[1]). Fields are JSON: strings compare quoted ('"active"').
+// ── Stream records: scripts on one session hash (KEYS[1]). Fields are JSON: strings compare quoted ('"active"').
 /** Returns false unless the session exists and is active (callers answer undefined / 'missing'). */
 const ACTIVE = `local st = redis.call('HGET', KEYS[1], 'state')
 if st ~= '"active"' then return false end`;

@@ -1,18 +1,18 @@
-import type { OwnerFence, SessionRecord, SessionRecords, TickCommit, TickCommitInput } from '../store';
+import type { OwnerFence, StreamRecord, StreamRecords, TickCommit, TickCommitInput } from '../store';
 import { RedisRole } from './role';
 import type { RedisContext } from './role';
 import { TickBatch } from './tick-batch';
 
 /**
- * Session records, one hash each, and the fleet's operations on them. Each script touches one
- * session hash (one hash tag). The owner index (`owned:{replica}`) lives on the replica's tag, so it
+ * Stream records, one hash each, and the fleet's operations on them. Each script touches one
+ * record's hash (one hash tag). The owner index (`owned:{replica}`) lives on the replica's tag, so it
  * cannot change in the same script: a new owner is added BEFORE the script (a lost reply still
- * leaves the session findable by sessionsOf of its new owner) and the old one removed after it,
+ * leaves the stream findable by streamsOf of its new owner) and the old one removed after it,
  * best effort (a call that changed the record must not throw, or its caller would retry and lose:
- * an end's winner would never release the slot). The record's owner field is the truth; sessionsOf
+ * an end's winner would never release the slot). The record's owner field is the truth; streamsOf
  * filters by it.
  */
-export class RedisSessions extends RedisRole implements SessionRecords {
+export class RedisStreams extends RedisRole implements StreamRecords {
   private readonly ticks: TickBatch;
 
   /** @param commitBatchMs how long tick commits are gathered into one script call (./tick-batch.ts). */
@@ -21,9 +21,9 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     this.ticks = new TickBatch(this.redis, commitBatchMs);
   }
 
-  async putSession(rec: SessionRecord): Promise<void> {
-    return this.guard('putSession', async () => {
-      const key = this.key.session(rec.streamId);
+  async putRecord(rec: StreamRecord): Promise<void> {
+    return this.guard('putRecord', async () => {
+      const key = this.key.record(rec.streamId);
       if (rec.state === 'active') await this.indexOwner(rec.streamId, rec.owner);
       await this.redis
         .multi()
@@ -33,34 +33,34 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     });
   }
 
-  async restoreSession(rec: SessionRecord): Promise<boolean> {
-    return this.guard('restoreSession', async () => {
-      // Indexed first: an index entry without its record is filtered by sessionsOf.
+  async restoreRecord(rec: StreamRecord): Promise<boolean> {
+    return this.guard('restoreRecord', async () => {
+      // Indexed first: an index entry without its record is filtered by streamsOf.
       if (rec.state === 'active') await this.indexOwner(rec.streamId, rec.owner);
-      return (await this.redis.restoreLua(this.key.session(rec.streamId), ...encode(rec))) === 1;
+      return (await this.redis.restoreLua(this.key.record(rec.streamId), ...encode(rec))) === 1;
     });
   }
 
-  async getSession(streamId: string): Promise<SessionRecord | undefined> {
-    return this.guard('getSession', async () => {
-      const h = await this.redis.hgetall(this.key.session(streamId));
+  async getRecord(streamId: string): Promise<StreamRecord | undefined> {
+    return this.guard('getRecord', async () => {
+      const h = await this.redis.hgetall(this.key.record(streamId));
       return Object.keys(h).length ? decode(h) : undefined;
     });
   }
 
-  async updateSession(streamId: string, patch: Partial<SessionRecord>): Promise<SessionRecord | undefined> {
-    return this.guard('updateSession', async () => {
+  async updateRecord(streamId: string, patch: Partial<StreamRecord>): Promise<StreamRecord | undefined> {
+    return this.guard('updateRecord', async () => {
       const fields = encode(patch);
-      if (!fields.length) return this.getSession(streamId);
+      if (!fields.length) return this.getRecord(streamId);
       if (patch.owner) await this.indexOwner(streamId, patch.owner);
-      const flat = (await this.redis.updateLua(this.key.session(streamId), ...fields)) as string[] | null;
+      const flat = (await this.redis.updateLua(this.key.record(streamId), ...fields)) as string[] | null;
       return flat ? decode(flat) : undefined;
     });
   }
 
-  async expireSession(streamId: string, afterMs: number): Promise<void> {
-    return this.guard('expireSession', async () => {
-      const key = this.key.session(streamId);
+  async expireRecord(streamId: string, afterMs: number): Promise<void> {
+    return this.guard('expireRecord', async () => {
+      const key = this.key.record(streamId);
       const acct = await this.redis.hget(key, 'accountId');
       if (acct === null) return;
       // The feedback drop is scheduled first and the record expires at that same instant (Redis's
@@ -70,11 +70,11 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     });
   }
 
-  async endSession(streamId: string, reason: string, endedAtMs: number, fence?: OwnerFence): Promise<SessionRecord | undefined> {
-    return this.guard('endSession', async () => {
+  async endStream(streamId: string, reason: string, endedAtMs: number, fence?: OwnerFence): Promise<StreamRecord | undefined> {
+    return this.guard('endStream', async () => {
       const ended = encode({ state: 'ended', endReason: reason, endedAtMs, owner: null, sealedKey: '' });
       const fenceArgs = fence ? [JSON.stringify(fence.owner), String(fence.epoch)] : ['', ''];
-      const flat = (await this.redis.endLua(this.key.session(streamId), ...fenceArgs, ...ended)) as string[] | null;
+      const flat = (await this.redis.endLua(this.key.record(streamId), ...fenceArgs, ...ended)) as string[] | null;
       if (!flat) return undefined;
       const before = decode(flat);
       await this.unindexOwner(streamId, before.owner);
@@ -88,30 +88,30 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     nowMs: number,
   ): Promise<{ costMicrocents: number; sinceMs: number } | undefined> {
     return this.guard('renewLease', async () => {
-      const reply = (await this.redis.renewLua(this.key.session(streamId), JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs))) as
+      const reply = (await this.redis.renewLua(this.key.record(streamId), JSON.stringify(leaseExpiresAtMs), JSON.stringify(nowMs))) as
         [string, string] | null;
       if (!reply) return undefined;
       return { costMicrocents: JSON.parse(reply[0]) as number, sinceMs: JSON.parse(reply[1]) as number };
     });
   }
 
-  async setPrompt(streamId: string, prompt: string, atMs: number): Promise<SessionRecord | undefined> {
+  async setPrompt(streamId: string, prompt: string, atMs: number): Promise<StreamRecord | undefined> {
     return this.guard('setPrompt', async () => {
-      const flat = (await this.redis.setPromptLua(this.key.session(streamId), JSON.stringify(prompt), JSON.stringify(atMs))) as
+      const flat = (await this.redis.setPromptLua(this.key.record(streamId), JSON.stringify(prompt), JSON.stringify(atMs))) as
         string[] | null;
       return flat ? decode(flat) : undefined;
     });
   }
 
   async addCost(streamId: string, costMicrocents: number): Promise<boolean> {
-    return this.guard('addCost', async () => (await this.redis.addCostLua(this.key.session(streamId), costMicrocents)) === 1);
+    return this.guard('addCost', async () => (await this.redis.addCostLua(this.key.record(streamId), costMicrocents)) === 1);
   }
 
-  async claimSession(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<SessionRecord | undefined> {
-    return this.guard('claimSession', async () => {
+  async claimStream(streamId: string, expect: { owner: string | null; epoch: number }, owner: string): Promise<StreamRecord | undefined> {
+    return this.guard('claimStream', async () => {
       await this.indexOwner(streamId, owner);
       const flat = (await this.redis.claimLua(
-        this.key.session(streamId),
+        this.key.record(streamId),
         JSON.stringify(expect.owner),
         expect.epoch,
         JSON.stringify(owner),
@@ -130,7 +130,7 @@ export class RedisSessions extends RedisRole implements SessionRecords {
     return this.guard('commitTick', async () => {
       const outcome = c.outcome ? (c.outcome.ok ? 'ok' : 'failed') : '';
       const ms = c.outcome ? String(Math.max(0, Math.round(c.outcome.inferenceMs))) : '0';
-      const [ok, value, lease] = await this.ticks.commit(this.key.session(streamId), [
+      const [ok, value, lease] = await this.ticks.commit(this.key.record(streamId), [
         JSON.stringify(c.owner),
         c.epoch,
         c.tick,
@@ -152,23 +152,23 @@ export class RedisSessions extends RedisRole implements SessionRecords {
    * `vouched` ids are not read: a replica's periodic reconcile then costs one SMEMBERS, not a read
    * per stream it runs.
    */
-  async sessionsOf(replica: string, vouched?: ReadonlySet<string>): Promise<string[]> {
-    return this.guard('sessionsOf', async () => {
+  async streamsOf(replica: string, vouched?: ReadonlySet<string>): Promise<string[]> {
+    return this.guard('streamsOf', async () => {
       const key = this.key.owned(replica);
       const indexed = await this.redis.smembers(key);
       const trusted = vouched ? indexed.filter((id) => vouched.has(id)) : [];
       const ids = vouched ? indexed.filter((id) => !vouched.has(id)) : indexed;
       if (!ids.length) return trusted;
       const owner = JSON.stringify(replica);
-      const rows = await Promise.all(ids.map((id) => this.redis.hmget(this.key.session(id), 'state', 'owner')));
+      const rows = await Promise.all(ids.map((id) => this.redis.hmget(this.key.record(id), 'state', 'owner')));
       const ended = ids.filter((_, i) => rows[i][0] === '"ended"');
       if (ended.length) await this.redis.srem(key, ...ended);
       return [...trusted, ...ids.filter((_, i) => rows[i][0] === '"active"' && rows[i][1] === owner)];
     });
   }
 
-  async indexedSessions(replicas: readonly string[]): Promise<Set<string>> {
-    return this.guard('indexedSessions', async () => {
+  async indexedStreams(replicas: readonly string[]): Promise<Set<string>> {
+    return this.guard('indexedStreams', async () => {
       const sets = await Promise.all(replicas.map((r) => this.redis.smembers(this.key.owned(r))));
       return new Set(sets.flat());
     });
@@ -181,22 +181,19 @@ export class RedisSessions extends RedisRole implements SessionRecords {
   private async unindexOwner(streamId: string, owner: string | null): Promise<void> {
     if (owner === null) return;
     await this.redis.srem(this.key.owned(owner), streamId).catch((err: unknown) => {
-      this.log?.warn(
-        { err: err instanceof Error ? err.message : String(err), streamId },
-        'owner index not updated (sessionsOf filters it)',
-      );
+      this.log?.warn({ err: err instanceof Error ? err.message : String(err), streamId }, 'owner index not updated (streamsOf filters it)');
     });
   }
 }
 
 /** A record as hash fields, each value JSON (an undefined field is not written). */
-function encode(rec: Partial<SessionRecord>): string[] {
+function encode(rec: Partial<StreamRecord>): string[] {
   return Object.entries(rec).flatMap(([k, v]) => (v === undefined ? [] : [k, JSON.stringify(v)]));
 }
 
-function decode(flat: string[] | Record<string, string>): SessionRecord {
+function decode(flat: string[] | Record<string, string>): StreamRecord {
   const entries = Array.isArray(flat)
     ? Array.from({ length: flat.length / 2 }, (_, i) => [flat[2 * i], flat[2 * i + 1]])
     : Object.entries(flat);
-  return Object.fromEntries(entries.map(([k, v]) => [k, JSON.parse(v) as unknown])) as unknown as SessionRecord;
+  return Object.fromEntries(entries.map(([k, v]) => [k, JSON.parse(v) as unknown])) as unknown as StreamRecord;
 }

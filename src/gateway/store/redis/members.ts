@@ -1,4 +1,4 @@
-import type { Claims, Members, Membership } from '../store';
+import type { Members, Membership } from '../store';
 import { RedisRole } from './role';
 
 /**
@@ -7,8 +7,8 @@ import { RedisRole } from './role';
  */
 const CLOCK_FRESH_MS = 2_000;
 
-/** Fleet coordination: who is alive (heartbeats on Redis's clock), who drains or cannot reach the upstream, and run-once claims. */
-export class RedisMembership extends RedisRole implements Members, Claims {
+/** Fleet coordination: who is alive (heartbeats on Redis's clock), who drains or cannot reach the upstream. */
+export class RedisMembers extends RedisRole implements Members {
   /** Redis's time at this replica's last heartbeat and the local monotonic time its answer came. */
   private clock: { redisMs: number; localMs: number } | undefined;
 
@@ -69,9 +69,5 @@ export class RedisMembership extends RedisRole implements Members, Claims {
         this.redis.del(this.key.owned(replica)),
       ]);
     });
-  }
-
-  async claimOnce(key: string, ttlMs: number): Promise<boolean> {
-    return this.guard('claimOnce', async () => (await this.redis.set(this.key.once(key), '1', 'PX', ttlMs, 'NX')) === 'OK');
   }
 }
