@@ -342,6 +342,9 @@ export class WorkerRelay implements MediaRelay {
           await worker.start(entry.request);
           if (this.relays.get(id) !== entry) await worker.stop(id).catch(() => undefined);
         } catch (err) {
+          // The new worker died too: the relay stays carried, and the next worker starts it (or the
+          // restart budget ends it). Only a start the worker itself refused ends the stream.
+          if (err instanceof WorkerGone) return;
           this.log.warn({ streamId: id, err: err instanceof Error ? err.message : String(err) }, 'relay could not start again');
           this.lose(id, 'its relay could not start again in the new media worker');
         }
