@@ -6,7 +6,7 @@
  */
 import { memoryStore } from '../src/gateway/store/memory';
 import { connectRedisStore } from '../src/gateway/store/redis';
-import { FLEET_DEFAULTS } from '../src/gateway/store/store';
+import { buildStreamRecord } from '../src/gateway/legacy/sessions/stream-record';
 import type { StreamRecord, Store } from '../src/gateway/store/store';
 import { startRedis, startRedisCluster } from '../test/helpers/redis';
 import type { RedisServer } from '../test/helpers/redis';
@@ -15,22 +15,18 @@ import { hincr } from '../test/helpers/store-ops';
 
 const N = 2_000;
 
-const record = (streamId: string): StreamRecord => ({
-  streamId,
-  keyHash: 'bench-key',
-  slotId: streamId,
-  accountId: 'bench-acct',
-  state: 'active',
-  endReason: null,
-  createdAtMs: Date.now(),
-  endedAtMs: null,
-  leaseExpiresAtMs: Date.now() + 60_000,
-  prompt: 'Describe the frame',
-  promptUpdatedAtMs: Date.now(),
-  spec: { mode: 'frame', processing: { interval_seconds: 1 }, inference: { model: 'local/analyzer', max_tokens: 200 } },
-  ...FLEET_DEFAULTS,
-  fallbackModels: [],
-});
+const record = (streamId: string): StreamRecord =>
+  buildStreamRecord<unknown>({
+    streamId,
+    keyHash: 'bench-key',
+    slotId: streamId,
+    accountId: 'bench-acct',
+    nowMs: Date.now(),
+    leaseExpiresAtMs: Date.now() + 60_000,
+    prompt: 'Describe the frame',
+    spec: { mode: 'frame', processing: { interval_seconds: 1 }, inference: { model: 'local/analyzer', max_tokens: 200 } },
+    owner: null,
+  });
 
 async function commandsProcessed(redis: RedisServer): Promise<number> {
   const info = await redis.command('INFO', 'stats');

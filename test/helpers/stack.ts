@@ -6,7 +6,7 @@ import { startEmulator } from '../../src/emulator/server';
 import type { RunningEmulator } from '../../src/emulator/server';
 import { startGateway } from '../../src/gateway/server';
 import type { RunningGateway, ServerOptions } from '../../src/gateway/server';
-import { FLEET_DEFAULTS } from '../../src/gateway/store/store';
+import { buildStreamRecord } from '../../src/gateway/legacy/sessions/stream-record';
 import { FAST_RETRY, TEST_PUBLISHER, testConfig } from './config';
 import { sleep } from './time';
 import type { StreamRecord } from '../../src/gateway/store/store';
@@ -134,19 +134,15 @@ export function useStack(overrides: Record<string, unknown> = {}): () => Stack {
 }
 
 /** An active legacy stream record for tests that put sessions straight into a store. */
-export const streamRecord = (streamId: string, accountId = 'a'): StreamRecord => ({
-  streamId,
-  keyHash: 'k',
-  slotId: 's',
-  accountId,
-  state: 'active',
-  endReason: null,
-  createdAtMs: Date.now(),
-  endedAtMs: null,
-  leaseExpiresAtMs: Date.now() + 60_000,
-  prompt: 'p',
-  promptUpdatedAtMs: Date.now(),
-  spec: {},
-  ...FLEET_DEFAULTS,
-  fallbackModels: [],
-});
+export const streamRecord = (streamId: string, accountId = 'a'): StreamRecord =>
+  buildStreamRecord({
+    streamId,
+    keyHash: 'k',
+    slotId: 's',
+    accountId,
+    nowMs: Date.now(),
+    leaseExpiresAtMs: Date.now() + 60_000,
+    prompt: 'p',
+    spec: {},
+    owner: null,
+  });

@@ -133,21 +133,6 @@ export interface TickCommitInput {
   outcome?: { ok: boolean; inferenceMs: number };
 }
 
-/** The fleet fields of a record nobody owns yet (tests and tools build records from these). */
-export const FLEET_DEFAULTS = {
-  owner: null,
-  epoch: 0,
-  lastTick: -1,
-  gridStartMs: null,
-  costMicrocents: 0,
-  lastKeepaliveAtMs: 0,
-  promptRev: 0,
-  pinned: false,
-  sealedKey: '',
-  fallbackModels: [],
-  ids: { traceId: '' },
-} as const satisfies Partial<StreamRecord>;
-
 /** Answer of `commitTick`: published, or why not (nothing was written then). */
 export type TickCommit =
   /** The record's prompt revision and lease as of the commit (a PATCH or keepalive on another replica shows here). */

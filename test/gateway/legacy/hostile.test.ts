@@ -7,7 +7,7 @@ import { clipBody, http, KEY, KEY_BROKE, startStack } from '../../helpers/stack'
 import type { Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
 import { memoryStore } from '../../../src/gateway/store/memory';
-import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
+import { buildStreamRecord } from '../../../src/gateway/legacy/sessions/stream-record';
 import { slotsInUse } from '../../helpers/store-ops';
 
 const legacyShape = { error: expect.any(String), message: expect.any(String), request_id: expect.any(String) };
@@ -166,20 +166,20 @@ describe('feedback pruned with the tombstone (MemoryStore, fake clock)', () => {
     const store = memoryStore();
     const limits = { perStream: 2, perAccount: 3 };
     const rec = (streamId: string) => ({
-      streamId,
-      keyHash: 'k',
-      slotId: 's',
-      accountId: 'acct',
+      ...buildStreamRecord({
+        streamId,
+        keyHash: 'k',
+        slotId: 's',
+        accountId: 'acct',
+        nowMs: 0,
+        leaseExpiresAtMs: 0,
+        prompt: 'p',
+        spec: null,
+        owner: null,
+      }),
       state: 'ended' as const,
       endReason: 'x',
-      createdAtMs: 0,
       endedAtMs: 0,
-      leaseExpiresAtMs: 0,
-      prompt: 'p',
-      promptUpdatedAtMs: 0,
-      spec: null,
-      ...FLEET_DEFAULTS,
-      fallbackModels: [],
     });
     const fb = (id: string, streamId: string) => ({
       id,

@@ -1,22 +1,27 @@
 import { LiveStream } from '../../../src/gateway/legacy/sessions/live-stream';
 import type { LegacyRecord } from '../../../src/gateway/legacy/sessions/ports';
+import { buildStreamRecord } from '../../../src/gateway/legacy/sessions/stream-record';
 import { Ticker } from '../../../src/gateway/legacy/sessions/ticker';
 import { setLongInterval, setLongTimeout } from '../../../src/lib/timers';
 import { FakeClock } from '../../helpers/fake-clock';
 
 function record(over: Partial<LegacyRecord> = {}): LegacyRecord {
   return {
-    streamId: 's1',
-    epoch: 1,
-    prompt: 'p0',
-    promptRev: 0,
-    leaseExpiresAtMs: 1000,
-    gridStartMs: null,
-    lastTick: -1,
-    fallbackModels: ['m2'],
-    ids: { traceId: 't'.repeat(32) },
+    ...buildStreamRecord({
+      streamId: 's1',
+      keyHash: 'k',
+      slotId: 's',
+      accountId: 'a',
+      nowMs: 0,
+      leaseExpiresAtMs: 1000,
+      prompt: 'p0',
+      spec: {} as LegacyRecord['spec'],
+      owner: 'r0',
+      fallbackModels: ['m2'],
+      ids: { traceId: 't'.repeat(32) },
+    }),
     ...over,
-  } as LegacyRecord;
+  };
 }
 
 function setup(over: Partial<LegacyRecord> = {}, origin: 'create' | 'adopt' = 'create') {

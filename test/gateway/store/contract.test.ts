@@ -6,7 +6,7 @@
 import { memoryStore } from '../../../src/gateway/store/memory';
 import { measuredStore } from '../../../src/gateway/store/measured';
 import { connectRedisStore } from '../../../src/gateway/store/redis';
-import { FLEET_DEFAULTS } from '../../../src/gateway/store/store';
+import { buildStreamRecord } from '../../../src/gateway/legacy/sessions/stream-record';
 import type { FeedbackRecord, StreamRecord, Store, TickCommit } from '../../../src/gateway/store/store';
 import { serverCommandCalls, startRedis, startRedisCluster } from '../../helpers/redis';
 import type { RedisCluster, RedisServer } from '../../helpers/redis';
@@ -56,20 +56,17 @@ const factories: [string, () => Promise<Fleet>][] = [
 
 function session(streamId: string, over: Partial<StreamRecord> = {}): StreamRecord {
   return {
-    streamId,
-    keyHash: 'kh1',
-    slotId: streamId,
-    accountId: 'acct-1',
-    state: 'active',
-    endReason: null,
-    createdAtMs: 1_000,
-    endedAtMs: null,
-    leaseExpiresAtMs: 61_000,
-    prompt: 'describe {x}',
-    promptUpdatedAtMs: 1_000,
-    spec: { mode: 'frame', nested: { list: [1, 'two', null] } },
-    ...FLEET_DEFAULTS,
-    fallbackModels: [],
+    ...buildStreamRecord<unknown>({
+      streamId,
+      keyHash: 'kh1',
+      slotId: streamId,
+      accountId: 'acct-1',
+      nowMs: 1_000,
+      leaseExpiresAtMs: 61_000,
+      prompt: 'describe {x}',
+      spec: { mode: 'frame', nested: { list: [1, 'two', null] } },
+      owner: null,
+    }),
     ...over,
   };
 }

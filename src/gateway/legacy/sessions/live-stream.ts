@@ -10,15 +10,11 @@ import { newTraceId } from '../../../lib/spans';
 import type { Clock, LongTimer, TimerHandle } from '../../../lib/timers';
 import { legacyThreadId } from '../contract/upstream-request';
 import type { StoredMediaSession } from '../../store/store';
+import { upstreamLeaseAfter } from './lease';
 import type { LegacyRecord, StreamSource } from './ports';
 import { StreamClockAnchor } from './stream-clock';
+import { ownerRecord } from './stream-record';
 import type { Ticker } from './ticker';
-
-/** The contract's upstream lease (`ttl_seconds` 300), when the upstream has not said otherwise. */
-const DEFAULT_UPSTREAM_LEASE_SECONDS = 300;
-
-/** A lease length the upstream gave, when it is one (a positive finite number of seconds). */
-const validLease = (s: number | undefined): number | undefined => (typeof s === 'number' && Number.isFinite(s) && s > 0 ? s : undefined);
 
 /**
  * Every kind of timer a stream here holds: each armed when it starts, created or adopted
@@ -43,7 +39,7 @@ export interface LiveStreamOptions {
   validate?: ValidateFunction;
   /** The publish token the upstream handed out last ('' until an adopted stream's first keepalive). */
   publishToken: string;
-  /** The upstream lease's length as the upstream last told it (create or keepalive `ttl_seconds`; default 300 s). */
+  /** The upstream lease's length as the upstream last told it (create or keepalive `ttl_seconds`; default: ./lease.ts). */
   upstreamLeaseSeconds?: number;
   /** Its source, told of a renewed publish token (a relay publishes with it). */
   source?: Pick<StreamSource, 'renewToken'>;
@@ -81,7 +77,7 @@ export class LiveStream {
     this.threadId = legacyThreadId(rec.streamId);
     this.validate = opts.validate;
     this.token = opts.publishToken;
-    this.upstreamLease = validLease(opts.upstreamLeaseSeconds) ?? DEFAULT_UPSTREAM_LEASE_SECONDS;
+    this.upstreamLease = upstreamLeaseAfter(opts.upstreamLeaseSeconds);
     this.source = opts.source;
     this.clock = opts.clock;
     this.startPhase = opts.origin === 'create' ? 'creating' : 'adopting';
@@ -132,14 +128,14 @@ export class LiveStream {
     this.source?.renewToken(this.id, token);
   }
 
-  /** The upstream lease's length (ms), as the upstream last told it: its renewals are timed from it. */
-  get upstreamLeaseMs(): number {
-    return this.upstreamLease * 1000;
+  /** The upstream lease's length (s), as the upstream last told it: its renewals are timed from it (./lease.ts). */
+  get upstreamLeaseSeconds(): number {
+    return this.upstreamLease;
   }
 
   /** An upstream keepalive answered; its `ttl_seconds` (when it gave one) is the lease from now on. */
   upstreamLeaseRenewed(ttlSeconds: number | undefined): void {
-    this.upstreamLease = validLease(ttlSeconds) ?? this.upstreamLease;
+    this.upstreamLease = upstreamLeaseAfter(ttlSeconds, this.upstreamLease);
   }
 
   /** Its media session outside this process (a WHIP session), as the record keeps it: a record written back from here keeps it too. */
@@ -181,18 +177,7 @@ export class LiveStream {
 
   /** The store record of this stream as its owner `owner` knows it (create, and writing a lost record back). */
   toRecord(owner: string, now: number): LegacyRecord {
-    return {
-      ...this.rec,
-      state: 'active',
-      endReason: null,
-      endedAtMs: null,
-      promptUpdatedAtMs: now,
-      owner,
-      costMicrocents: 0,
-      lastKeepaliveAtMs: now,
-      fallbackModels: [...this.rec.fallbackModels],
-      ids: { ...this.rec.ids },
-    };
+    return ownerRecord(this.rec, owner, now);
   }
 
   /**

@@ -10,6 +10,7 @@ import { LEGACY_ERRORS } from '../contract/errors';
 import { TickInference } from './inference';
 import { SessionEnd, tellOwner } from './end';
 import type { EndOptions } from './end';
+import { keepaliveLease, leaseFrom, secondsToSoonestLapse } from './lease';
 import { StreamMedia } from './media';
 import { StreamMoves } from './moves';
 import { legacyRecord, streamAccess } from './ownership';
@@ -17,6 +18,7 @@ import type { CreateInput, CreateOutput, LegacyRecord, SessionContext, SessionDe
 import { RecordSync } from './record-sync';
 import { StreamRegistry } from './registry';
 import { nativeOnlySources } from './sources';
+import { buildStreamRecord } from './stream-record';
 import { StreamStart } from './stream-start';
 import { StreamTimers } from './timers';
 import type { LegacyEndReasons } from '../contract/closes';
@@ -71,10 +73,6 @@ export class LegacySessions {
     this.moves = new StreamMoves(ctx, registry, ender, sync, starter);
   }
 
-  private get leaseMs(): number {
-    return this.deps.cfg.leaseTtlSeconds * 1000;
-  }
-
   /** Streams this replica schedules. */
   get activeCount(): number {
     return this.registry.size;
@@ -95,8 +93,7 @@ export class LegacySessions {
       const holders = await this.deps.store.slotHolders(kh);
       const records = await Promise.all(holders.map((h) => (h.streamId ? this.deps.store.getRecord(h.streamId) : undefined)));
       const leases = records.filter((r) => r?.state === 'active').map((r) => r!.leaseExpiresAtMs);
-      if (!leases.length) return undefined;
-      return Math.max(1, Math.ceil((Math.min(...leases) - this.deps.clock.now()) / 1000));
+      return secondsToSoonestLapse(leases, this.deps.clock.now());
     } catch {
       return undefined;
     }
@@ -166,33 +163,23 @@ export class LegacySessions {
       throw LEGACY_ERRORS.clientClosedRequest();
     }
     const now = clock.now();
-    const record: LegacyRecord = {
+    const record: LegacyRecord = buildStreamRecord({
       streamId,
       keyHash: kh,
       slotId,
       accountId: input.accountId,
-      state: 'active',
-      endReason: null,
-      createdAtMs: now,
-      endedAtMs: null,
-      leaseExpiresAtMs: now + this.leaseMs,
+      nowMs: now,
+      leaseExpiresAtMs: leaseFrom(cfg, now),
       prompt: spec.prompt,
-      promptUpdatedAtMs: now,
       spec,
       owner: this.replicaId,
-      epoch: 1,
-      lastTick: -1,
-      gridStartMs: null,
-      costMicrocents: 0,
-      lastKeepaliveAtMs: now,
-      promptRev: 0,
       // A source whose media lives in this process (the webrtc relay): the stream cannot outlive it elsewhere.
       pinned: !source.movable,
       sealedKey: this.deps.fleet.sealer?.seal(apiKey, streamId) ?? '',
       fallbackModels,
       ids,
       upstreamLeaseSeconds: created.ttl_seconds,
-    };
+    });
     const media = await this.starter.start(record, apiKey, {
       from: 'create',
       created,
@@ -240,14 +227,13 @@ export class LegacySessions {
       throw this.mapUpstreamError(err, UPSTREAM_CONTEXTS.balance);
     });
     const now = this.deps.clock.now();
-    if (balance.balance_microcents <= 0) {
-      // No credits: the lease is not renewed and the stream runs until it lapses (then it ends
-      // insufficient_credits), so a customer who tops up and keeps alive in time keeps the stream.
-      await store.updateRecord(streamId, { creditsRefusedAtMs: now });
+    const lease = keepaliveLease(cfg, now, balance.balance_microcents);
+    if (!lease.renewed) {
+      await store.updateRecord(streamId, { creditsRefusedAtMs: lease.creditsRefusedAtMs });
       throw LEGACY_ERRORS.insufficientCredits();
     }
     // Renewed before the upstream calls, as the service did: a slow upstream must not lapse the lease.
-    const leaseExpiresAtMs = now + this.leaseMs;
+    const { leaseExpiresAtMs } = lease;
     const renewed = await store.renewLease(streamId, leaseExpiresAtMs, now);
     if (!renewed) {
       const after = await store.getRecord(streamId);

@@ -132,13 +132,12 @@ export class StreamStart {
   }
 
   /**
-   * The lease check at the record's lease, and the upstream keepalive (an adopted stream's renews at
-   * once). Both timer arms run outside the create's or adoption's span: what the timers do later is
-   * traced on its own, linked to the create.
+   * The lease check at the record's lease, and the upstream keepalive (when it first renews:
+   * ./lease.ts). Both timer arms run outside the create's or adoption's span: what the timers do
+   * later is traced on its own, linked to the create.
    */
   private armLease(stream: LiveStream, origin: StreamOrigin): void {
-    const leaseExpiresAtMs = origin.from === 'adopt' ? origin.rec.leaseExpiresAtMs : stream.record.leaseExpiresAtMs;
-    detached(() => this.timers.arm(stream, leaseExpiresAtMs, { renewUpstreamNow: origin.from === 'adopt' }));
+    detached(() => this.timers.arm(stream, origin.from));
   }
 
   /** Its ticks: on the record's grid when it has one (an adopted stream past its first frame), else once a first frame arrives. */

@@ -11,15 +11,13 @@ import { isUpstreamStatus } from '../../../upstream/client';
 import type { StreamRecord } from '../../store/store';
 import type { TickInference } from './inference';
 import type { StreamRegistry } from './registry';
+import { LEASE_CHECK_RETRY_MS, firstUpstreamRenewalMs, lapsedLease, lapsedLeaseReason, leaseHolds, upstreamRenewal } from './lease';
 import { ownedBy, resumePoint } from './ownership';
 import type { RecordSync } from './record-sync';
 import type { SessionEnd } from './end';
 import type { LiveStream } from './live-stream';
 import type { SessionContext } from './ports';
 import { Ticker } from './ticker';
-
-/** How soon a lease check that could not read the store asks again. */
-const LEASE_RETRY_MS = 1000;
 
 export class StreamTimers {
   constructor(
@@ -34,18 +32,13 @@ export class StreamTimers {
     return this.deps.clock;
   }
 
-  private get leaseMs(): number {
-    return this.deps.cfg.leaseTtlSeconds * 1000;
-  }
-
   /**
-   * Arms a stream's lease check (at `leaseExpiresAtMs`) and its upstream keepalive (create,
-   * adoption). An adopted stream renews its upstream lease at once: when its previous owner last
-   * renewed it is not known here.
+   * Arms a stream's lease check (at its record's lease) and its upstream keepalive, for a stream
+   * starting here from a create or an adoption (`firstUpstreamRenewalMs`).
    */
-  arm(stream: LiveStream, leaseExpiresAtMs: number, opts: { renewUpstreamNow?: boolean } = {}): void {
-    this.armLease(stream, leaseExpiresAtMs);
-    this.armUpstreamKeepalive(stream, opts.renewUpstreamNow ? 0 : upstreamRenewal(stream.upstreamLeaseMs, this.deps.cfg).everyMs);
+  arm(stream: LiveStream, from: 'create' | 'adopt'): void {
+    this.armLease(stream, stream.record.leaseExpiresAtMs);
+    this.armUpstreamKeepalive(stream, firstUpstreamRenewalMs(from, stream.upstreamLeaseSeconds, this.deps.cfg));
   }
 
   armLease(stream: LiveStream, expiresAtMs: number): void {
@@ -55,13 +48,15 @@ export class StreamTimers {
   /**
    * The store's lease is the truth (a keepalive may have landed on another replica): a ticking
    * stream learns it from its commits, so only a lease not seen renewed there is read. A store that
-   * cannot be read is asked again later, and a lease that lapsed meanwhile is extended by one TTL
-   * from the recovery: an outage of the store never ends a stream as lease_expired.
+   * cannot be read is asked again later, and a lapsed lease is extended or ended as ./lease.ts
+   * decides (`lapsedLease`): an outage of the store never ends a stream as lease_expired.
    */
   private async checkLease(stream: LiveStream, storeFailed = false): Promise<void> {
     if (stream.stopping) return;
     // A tick's commit already showed the store's lease renewed (a keepalive on another replica).
-    if (!storeFailed && stream.record.leaseExpiresAtMs > this.clock.now()) return this.armLease(stream, stream.record.leaseExpiresAtMs);
+    if (!storeFailed && leaseHolds(stream.record.leaseExpiresAtMs, this.clock.now())) {
+      return this.armLease(stream, stream.record.leaseExpiresAtMs);
+    }
     let rec: StreamRecord | undefined;
     try {
       rec = await this.deps.store.getRecord(stream.id);
@@ -73,44 +68,38 @@ export class StreamTimers {
     const now = this.clock.now();
     if (!rec) {
       // The store lost the record: it is re-registered while this replica's own lease view holds.
-      if (stream.record.leaseExpiresAtMs > now) {
+      if (leaseHolds(stream.record.leaseExpiresAtMs, now)) {
         await this.sync.reRegister(stream);
         return this.armLease(stream, stream.record.leaseExpiresAtMs);
       }
     } else if (!ownedBy(rec, this.deps.replicaId)) {
       // Ended or owned elsewhere: it leaves this replica's bookkeeping (nothing upstream is ours to do).
       return this.registry.remove(stream.id);
-    } else if (rec.leaseExpiresAtMs > now) {
+    } else if (leaseHolds(rec.leaseExpiresAtMs, now)) {
       stream.extendLease(rec.leaseExpiresAtMs);
       return this.armLease(stream, rec.leaseExpiresAtMs);
     } else {
-      // Lapsed: during or after a store outage it gets a full lease from the recovery instead.
-      const deadline = this.deps.storeHealth?.leaseDeadline(rec.leaseExpiresAtMs, this.leaseMs);
-      if (deadline === null) return this.retryLeaseCheck(stream);
-      const extendTo = Math.max(deadline ?? 0, storeFailed ? now + this.leaseMs : 0);
-      if (extendTo > now) {
-        const renewed = await this.deps.store.updateRecord(stream.id, { leaseExpiresAtMs: extendTo });
+      const lapsed = lapsedLease(this.deps.cfg, rec.leaseExpiresAtMs, now, { storeFailed, storeHealth: this.deps.storeHealth });
+      if (lapsed.then === 'retry') return this.retryLeaseCheck(stream);
+      if (lapsed.then === 'extend') {
+        const renewed = await this.deps.store.updateRecord(stream.id, { leaseExpiresAtMs: lapsed.toMs });
         if (renewed) {
           stream.extendLease(renewed.leaseExpiresAtMs);
           return this.armLease(stream, renewed.leaseExpiresAtMs);
         }
       }
     }
-    // A lease left unrenewed by a keepalive refused for credits ends for that reason.
-    const { reasons } = this.ender;
-    await this.ender.end(stream.id, rec?.creditsRefusedAtMs != null ? reasons.insufficientCredits : reasons.leaseExpired);
+    await this.ender.end(stream.id, this.ender.reasons[lapsedLeaseReason(rec)]);
   }
 
   /** Asks again soon, remembering that the store failed (a lease that lapsed meanwhile is extended). */
   private retryLeaseCheck(stream: LiveStream): void {
-    stream.setLeaseCheck(setLongTimeout(() => void this.checkLease(stream, true), LEASE_RETRY_MS, { clock: this.clock }));
+    stream.setLeaseCheck(setLongTimeout(() => void this.checkLease(stream, true), LEASE_CHECK_RETRY_MS, { clock: this.clock }));
   }
 
   /**
-   * Keeps the upstream lease alive on our own, from the lease the upstream last told: renewed at a
-   * third of it (at most every `upstreamKeepaliveSeconds`), and after a failed renewal again at a
-   * tenth of it (at least 1 s), so a short lease (30 s) survives two failed renewals. Traced as
-   * `legacy.upstream_keepalive`.
+   * Keeps the upstream lease alive on our own, from the lease the upstream last told, renewed and
+   * retried as `upstreamRenewal` (./lease.ts) says. Traced as `legacy.upstream_keepalive`.
    */
   private armUpstreamKeepalive(stream: LiveStream, delayMs: number): void {
     const renew = () => {
@@ -121,11 +110,11 @@ export class StreamTimers {
         (ka) => {
           stream.renewToken(ka.publish.token);
           stream.upstreamLeaseRenewed(ka.ttl_seconds);
-          if (!stream.stopping) this.armUpstreamKeepalive(stream, upstreamRenewal(stream.upstreamLeaseMs, this.deps.cfg).everyMs);
+          if (!stream.stopping) this.armUpstreamKeepalive(stream, upstreamRenewal(stream.upstreamLeaseSeconds, this.deps.cfg).everyMs);
         },
         async (err: unknown) => {
           await this.ender.onUpstreamLoss(stream, err);
-          if (!stream.stopping) this.armUpstreamKeepalive(stream, upstreamRenewal(stream.upstreamLeaseMs, this.deps.cfg).retryMs);
+          if (!stream.stopping) this.armUpstreamKeepalive(stream, upstreamRenewal(stream.upstreamLeaseSeconds, this.deps.cfg).retryMs);
         },
       );
     };
@@ -183,17 +172,4 @@ export class StreamTimers {
     });
     stream.startTicking(ticker, gridStartMs, firstN);
   }
-}
-
-/**
- * When the gateway renews an upstream lease of `leaseMs`: every third of it, at most every
- * `upstreamKeepaliveSeconds`; after a failed renewal, a tenth of it (at least 1 s, at most the
- * period).
- */
-function upstreamRenewal(
-  leaseMs: number,
-  cfg: Pick<SessionContext['cfg'], 'upstreamKeepaliveSeconds'>,
-): { everyMs: number; retryMs: number } {
-  const everyMs = Math.max(1000, Math.min(leaseMs / 3, cfg.upstreamKeepaliveSeconds * 1000));
-  return { everyMs, retryMs: Math.min(everyMs, Math.max(1000, leaseMs / 10)) };
 }
