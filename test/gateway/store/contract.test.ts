@@ -535,8 +535,10 @@ describe.each(factories)('%s', (_name, make) => {
         newAt = await other.heartbeat('gw-new');
         if (newAt - oldAt <= deadAfter) return false;
         m = await store.membership(deadAfter);
-        // Read within deadAfter of gw-new's beat (else beat again): gw-new is then alive by definition.
-        return m.nowMs - newAt <= deadAfter;
+        // The read's time is a lower bound of the store's (dated from this connection's last beat):
+        // it must be past gw-old's beat by more than deadAfter, and within deadAfter of gw-new's
+        // (else beat again), so gw-old is dead and gw-new alive by definition.
+        return m.nowMs - oldAt > deadAfter && m.nowMs - newAt <= deadAfter;
       }, 'store clock advancing');
       // Dated from this connection's own last heartbeat (gw-old's) or read: never before it.
       expect(m.nowMs).toBeGreaterThanOrEqual(oldAt);
