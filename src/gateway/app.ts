@@ -133,9 +133,11 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     storeHealth: telemetry.storeHealth,
     fleet: fleetLink,
   });
+  const lifecycle = new Lifecycle();
   const fleet = fleetMember(cfg.store, {
     store,
     sessions: sessions.moves,
+    lifecycle,
     logger: logger.child({ component: 'fleet' }),
     clock,
     onMembership: (alive) => telemetry.observer.fleetReplicas?.(alive),
@@ -164,7 +166,6 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     ...(fleet.solo ? {} : { upstreamImpaired: () => Number(reach.impaired(telemetry.upstreamHealth.up)) }),
   });
 
-  const lifecycle = new Lifecycle();
   const web = httpApp(cfg, logger, {
     upstreamUrl: opts.upstreamUrl,
     brand,

@@ -11,7 +11,8 @@
  * - `leaving`: the replica's streams are handed over (fleet) or ended; new results sockets are refused.
  * - `closed`: the gateway's resources are released.
  *
- * `Lifecycle` is the one owner of the state; the HTTP handler, /readyz and the upgrade path ask it.
+ * `Lifecycle` is the one owner of the state; the HTTP handler, /readyz, the upgrade path and the
+ * fleet (../fleet) ask it.
  */
 
 const REPLICA_STATES = ['serving', 'unready', 'holding', 'leaving', 'closed'] as const;
@@ -28,6 +29,11 @@ export interface LifecycleView {
   readonly keepAlive: boolean;
   /** New results sockets may attach (else the upgrade answers 503). */
   readonly acceptsUpgrades: boolean;
+  /**
+   * Streams may come here: before the drain (`holding`). From it on, the replica is nobody's
+   * hand-over or failover target and hands on what can move.
+   */
+  readonly takesStreams: boolean;
 }
 
 export class Lifecycle implements LifecycleView {
@@ -63,5 +69,9 @@ export class Lifecycle implements LifecycleView {
 
   get acceptsUpgrades(): boolean {
     return !this.reached('leaving');
+  }
+
+  get takesStreams(): boolean {
+    return !this.reached('holding');
   }
 }

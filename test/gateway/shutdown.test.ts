@@ -123,10 +123,10 @@ describe('graceful shutdown of the process', () => {
       expect(code).toBe(0);
       expect((await http(emulator.url, 'GET', `/v1beta/streams/${id}`)).body).toMatchObject({ state: 'ended', end_reason: 'deleted' });
       // The last lines: the shutdown progress and the final roll-up summary of the day.
-      // In order: the signal, the readiness delay (not ready, still serving), the hand-over (solo: the streams end), the end.
+      // In order: the signal, the readiness delay (unready, still serving), leaving (solo: the streams end), the end.
       const msgs = lines.map((l) => String(l.msg));
       const at = (prefix: string) => msgs.findIndex((m) => m.startsWith(prefix));
-      const order = ['SIGTERM: shutting down', 'not ready: serving 200 ms more', 'hand-over:', '/v0.2 usage on', 'stopped in'].map(at);
+      const order = ['SIGTERM: shutting down', 'unready: serving 200 ms more', 'leaving:', '/v0.2 usage on', 'stopped in'].map(at);
       expect(msgs.some((m) => m.startsWith('drain'))).toBe(false);
       expect(order.every((i) => i >= 0)).toBe(true);
       expect([...order].sort((a, b) => a - b)).toEqual(order);

@@ -4,6 +4,7 @@
  * the owned-streams reconcile, the fleet-wide slot reconciler, and the drain: a draining replica
  * stays a member (heartbeat, control channel, reconcile) so its connections keep working, hands
  * its movable streams to replicas that are not draining, and is nobody's handover or failover target.
+ * Whether it drains is the replica's lifecycle's (../lifecycle.ts), which the gateway moves.
  */
 import type { FleetConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
@@ -27,12 +28,19 @@ export interface FleetSessions {
   reconcileOwned(storeOwned: readonly string[]): Promise<void>;
 }
 
+/** What the fleet asks of the replica's lifecycle (../lifecycle.ts `LifecycleView` is one). */
+export interface FleetLifecycle {
+  /** False from the drain (`holding`) on: no takeovers here, and what can move is handed on. */
+  readonly takesStreams: boolean;
+}
+
 export interface FleetOptions {
   /** Control channel, membership, run-once claims, the records it claims, the slots it reconciles. */
   store: Broker & Members & Claims & StreamRecords & Slots;
   replicaId: string;
   cfg: FleetConfig;
   sessions: FleetSessions;
+  lifecycle: FleetLifecycle;
   logger: Logger;
   clock?: Clock;
   /** Replicas alive as last seen (the `gateway_fleet_replicas` gauge). */
@@ -64,8 +72,6 @@ export class Fleet implements FleetMember {
   private readonly deadSince = new Map<string, number>();
   private sweeping = false;
   private stopped = false;
-  /** Draining: no takeovers here; what can move is handed on at every sweep. */
-  private draining = false;
   /** This replica's impaired mark as last written to the store. */
   private markedImpaired = false;
   /** Impaired with a peer to yield to, at the last sweep (`yieldsToPeers`). */
@@ -80,6 +86,11 @@ export class Fleet implements FleetMember {
 
   private get id(): string {
     return this.opts.replicaId;
+  }
+
+  /** Draining: no takeovers here; what can move is handed on at every sweep. */
+  private get draining(): boolean {
+    return !this.opts.lifecycle.takesStreams;
   }
 
   /** Joins: listens on the control channel, heartbeats once, then runs the loops. */
@@ -214,20 +225,21 @@ export class Fleet implements FleetMember {
   /**
    * A connection drain begins, unless this is the last replica alive (then false: nobody could
    * take its streams, which end as on any shutdown). Announced to the fleet (nobody's target from now on),
-   * the loops go on, and the streams that can move (not pinned to a relay here) are handed to
-   * replicas not draining, now and at every sweep after (one may appear later).
+   * `hold` moves the lifecycle to `holding`, the loops go on, and the streams that can move (not
+   * pinned to a relay here) are handed to replicas not draining, now and at every sweep after (one
+   * may appear later).
    */
-  async beginDrain(): Promise<boolean> {
+  async beginDrain(hold: () => void): Promise<boolean> {
     const { store, cfg, logger } = this.opts;
     try {
       const m = await store.membership(cfg.deadAfterMs);
       if (!m.alive.some((r) => r !== this.id)) return false;
       await store.markDraining(this.id);
-      this.draining = true;
+      hold();
       await this.moveOn(m);
       return true;
     } catch (err) {
-      logger.warn({ err }, 'drain could not read the membership or announce itself: no drain, on to the hand-over');
+      logger.warn({ err }, 'drain could not read the membership or announce itself: no drain, on to leaving');
       return false;
     }
   }
@@ -244,7 +256,7 @@ export class Fleet implements FleetMember {
   }
 
   /**
-   * The hand-over on the way out (after a drain, or without one): with replicas alive that are not
+   * The hand-over on leaving (after a drain, or without one): with replicas alive that are not
    * draining, hands every stream here to them (rendezvous pick; pinned ones end), then leaves the
    * membership. False when no such replica is left (streams end as on any shutdown).
    */
@@ -255,13 +267,13 @@ export class Fleet implements FleetMember {
     try {
       others = targetsIn(await store.membership(cfg.deadAfterMs), this.id);
     } catch (err) {
-      logger.warn({ err }, 'hand-over could not read the membership: ending streams here');
+      logger.warn({ err }, 'leaving: could not read the membership, ending streams here');
       return false;
     }
     if (others.length === 0) return false;
     const moved = await sessions.handOver((streamId) => pickReplica(streamId, others), { why });
     await store.forgetReplica(this.id);
-    logger.info({ moved, to: others.length }, `hand-over: ${moved} streams handed over to ${others.length} replicas`);
+    logger.info({ moved, to: others.length }, `leaving: ${moved} streams handed over to ${others.length} replicas`);
     return true;
   }
 

@@ -245,7 +245,7 @@ export class GatewayMetrics {
     });
     this.fleetAdoptions = new Counter({
       name: 'gateway_fleet_adoptions_total',
-      help: 'Sessions this replica took over: failover (their owner died) or handover (their owner drained)',
+      help: 'Sessions this replica took over: failover (their owner died) or handover (their owner handed them over: in its drain, leaving, or cut from the upstream)',
       labelNames: ['how'],
       registers,
     });
@@ -276,18 +276,18 @@ export class GatewayMetrics {
     for (const reason of ['brownout', 'sunset']) for (const kind of ['create', 'socket']) this.legacyRefusals.inc({ reason, kind }, 0);
     this.drainActive = new Gauge({
       name: 'gateway_drain_active',
-      help: 'Whether this replica is draining after SIGTERM (1) or not (0)',
+      help: 'Whether this replica is in the drain after SIGTERM, the holding state (1), or not (0)',
       registers,
     });
     this.drainHeld = new Gauge({
       name: 'gateway_drain_held_connections',
-      help: 'Connections a draining replica still holds, by kind (socket: results sockets, relay: media relays); 0 when not draining',
+      help: 'Connections a replica in the drain (holding) still holds, by kind (socket: results sockets, relay: media relays); 0 outside the drain',
       labelNames: ['kind'],
       registers,
     });
     this.drainSecondsLeft = new Gauge({
       name: 'gateway_drain_seconds_left',
-      help: 'Seconds left to the drain deadline (server.drainTimeoutMs); 0 when not draining',
+      help: 'Seconds left to the drain deadline (server.drainTimeoutMs); 0 outside the drain',
       registers,
     });
     this.drainState({ draining: false, sockets: 0, relays: 0, secondsLeft: 0 });

@@ -8,6 +8,7 @@
 import { loadConfig } from '../../../src/config';
 import { Fleet, IMPAIRED_GRACE_MS } from '../../../src/gateway/fleet/fleet';
 import type { FleetSessions } from '../../../src/gateway/fleet/fleet';
+import { Lifecycle } from '../../../src/gateway/lifecycle';
 import { memoryStore } from '../../../src/gateway/store/memory';
 import { createLogger } from '../../../src/lib/logger';
 import { FakeClock, settle } from '../../helpers/fake-clock';
@@ -40,6 +41,7 @@ async function twoReplicas() {
       replicaId: id,
       cfg: loadConfig({ env: {} }).store.fleet,
       sessions: sessions[id],
+      lifecycle: new Lifecycle(),
       logger: createLogger('silent'),
       clock,
       upstreamImpaired: () => cut[id],

@@ -21,7 +21,10 @@ export class StreamRegistry {
   private readonly owned = new Map<string, string>();
   private closed = false;
   private createsRefused = false;
-  /** Ticking paused on every stream here (a replica whose heartbeat fails fences itself). */
+  /**
+   * Ticking paused on every stream here (a replica whose heartbeat fails fences itself). Not a
+   * lifecycle state (../../lifecycle.ts): it comes and goes with the heartbeat, whatever the state.
+   */
   selfFenced = false;
 
   constructor(private readonly deps: StreamRegistryDeps) {}
