@@ -120,6 +120,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   const fleetLink = sessionsLink(cfg.store, store);
   // Ticks tell whether this replica reaches the upstream; the probe tells when it does again.
   const reach = new UpstreamReach({ failuresInARow: 5, recoverAfterMs: 2 * cfg.telemetry.upstreamProbeMs, clock: clock ?? realClock });
+  const lifecycle = new Lifecycle();
   const sessions = new LegacySessions({
     cfg: cfg.legacy,
     brand,
@@ -132,8 +133,8 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     clock,
     storeHealth: telemetry.storeHealth,
     fleet: fleetLink,
+    lifecycle,
   });
-  const lifecycle = new Lifecycle();
   const fleet = fleetMember(cfg.store, {
     store,
     sessions: sessions.moves,

@@ -34,6 +34,8 @@ export interface LifecycleView {
    * hand-over or failover target and hands on what can move.
    */
   readonly takesStreams: boolean;
+  /** Streams may still start here (a create in flight, an adoption): before `leaving`, when they end or move. */
+  readonly startsStreams: boolean;
 }
 
 export class Lifecycle implements LifecycleView {
@@ -65,6 +67,10 @@ export class Lifecycle implements LifecycleView {
 
   get keepAlive(): boolean {
     return !this.reached('holding');
+  }
+
+  get startsStreams(): boolean {
+    return !this.reached('leaving');
   }
 
   get acceptsUpgrades(): boolean {

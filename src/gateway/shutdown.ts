@@ -46,7 +46,7 @@ export interface GatewayShutdown {
 }
 
 export interface ShutdownParts {
-  sessions: Pick<LegacySessions, 'stopCreating' | 'closeAll'>;
+  sessions: Pick<LegacySessions, 'closeAll'>;
   fleet: FleetMember;
   sockets: Pick<ResultsSockets, 'connections' | 'close'>;
   /** The media sources (what they hold here is held; closed here); `ingest`: the gateway's own relay, closed here. */
@@ -82,8 +82,8 @@ export function gatewayShutdown(lifecycle: Lifecycle, parts: ShutdownParts): Gat
     },
     async holdConnections() {
       lifecycle.advance('unready');
-      sessions.stopCreating();
-      return fleet.beginDrain(() => lifecycle.advance('holding'));
+      lifecycle.advance('holding');
+      return fleet.beginDrain();
     },
     held: () => ({ sockets: sockets.connections, relays: parts.sources?.held ?? 0 }),
     async handOverOrEnd(why?: string) {

@@ -224,18 +224,17 @@ export class Fleet implements FleetMember {
 
   /**
    * A connection drain begins, unless this is the last replica alive (then false: nobody could
-   * take its streams, which end as on any shutdown). Announced to the fleet (nobody's target from now on),
-   * `hold` moves the lifecycle to `holding`, the loops go on, and the streams that can move (not
-   * pinned to a relay here) are handed to replicas not draining, now and at every sweep after (one
-   * may appear later).
+   * take its streams, which end as on any shutdown). The gateway's lifecycle is `holding` already
+   * (this replica takes no stream); announced to the fleet (nobody's target from now on), the loops
+   * go on, and the streams that can move (not pinned to a relay here) are handed to replicas not
+   * draining, now and at every sweep after (one may appear later).
    */
-  async beginDrain(hold: () => void): Promise<boolean> {
+  async beginDrain(): Promise<boolean> {
     const { store, cfg, logger } = this.opts;
     try {
       const m = await store.membership(cfg.deadAfterMs);
       if (!m.alive.some((r) => r !== this.id)) return false;
       await store.markDraining(this.id);
-      hold();
       await this.moveOn(m);
       return true;
     } catch (err) {

@@ -19,11 +19,11 @@ export interface FleetMember {
   /** Joins (heartbeat, control channel, loops); resolves at once for a solo replica. */
   start(): Promise<void>;
   /**
-   * Begins the drain: this replica is marked draining, `hold` runs (the gateway's lifecycle enters
-   * `holding`), then its movable streams go to replicas not draining. False when nobody could take
-   * them (solo, or the last replica alive): `hold` does not run.
+   * Begins the drain (the gateway's lifecycle is `holding`): this replica is marked draining, then
+   * its movable streams go to replicas not draining. False when nobody could take them (solo, or
+   * the last replica alive): the replica goes on to leaving.
    */
-  beginDrain(hold: () => void): Promise<boolean>;
+  beginDrain(): Promise<boolean>;
   /** Hands every stream here to replicas not draining and leaves; false when there is none (they end here). */
   handOver(why?: string): Promise<boolean>;
   /** Stops the loops (shutdown). */

@@ -32,6 +32,7 @@ import { startRedis } from '../../helpers/redis';
 import type { RedisServer } from '../../helpers/redis';
 import { deadline, sleep, until as poll } from '../../helpers/time';
 import { slotsInUse } from '../../helpers/store-ops';
+import type { Lifecycle } from '../../../src/gateway/lifecycle';
 
 const SECRET = 'fleet-test-secret-0123456789abcdef';
 const INTERVAL_MS = 1000;
@@ -186,9 +187,10 @@ async function create(r: Replica, key = KEY, prompt = 'Describe the frame'): Pro
  * with no word to the store: the records still name it, and survivors claim them once it is dead.
  */
 async function halt(r: Replica): Promise<void> {
-  const { fleet, sessions } = r.gw.gateway;
+  const { fleet, sessions, lifecycle } = r.gw.gateway;
   await fleet.stop();
-  sessions.stopCreating();
+  // Past where it takes or starts streams, as a dead process is (the gateway moves its lifecycle alone).
+  (lifecycle as Lifecycle).advance('leaving');
   await Promise.all(sessions.moves.ownedIds.map((streamId) => sessions.moves.onOwnerMessage({ op: 'ended', streamId, reason: 'crashed' })));
 }
 

@@ -26,6 +26,7 @@ import { FakeClock, callsInFlight, driveUntil, quiesce, settle } from '../../hel
 import { KEY, frameBody, http } from '../../helpers/stack';
 import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
 import { SOLO_LINK } from '../../../src/gateway/fleet/member';
+import { Lifecycle } from '../../../src/gateway/lifecycle';
 
 const POLL_MS = 50;
 const INTERVAL_MS = 500;
@@ -79,6 +80,7 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
     catalog,
     clock,
     fleet: SOLO_LINK,
+    lifecycle: new Lifecycle(),
     observer: {
       streamEnded: (_k, reason) => void ended.push(reason),
       upstreamError: (status) => void upstreamErrors.push(status),

@@ -24,6 +24,7 @@ import { UpstreamClient } from '../../../src/upstream/client';
 import { FakeClock, callsInFlight, driveUntil, settle } from '../../helpers/fake-clock';
 import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
 import { KEY, frameBody } from '../../helpers/stack';
+import { Lifecycle } from '../../../src/gateway/lifecycle';
 
 const POLL_MS = 50;
 
@@ -68,6 +69,7 @@ function pair(): Pair {
       catalog,
       clock,
       fleet: { replicaId, sealer, tell: () => Promise.resolve() },
+      lifecycle: new Lifecycle(),
     });
   const a = replica('A');
   const b = replica('B');

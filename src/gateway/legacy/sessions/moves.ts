@@ -66,7 +66,7 @@ export class StreamMoves {
   async adopt(rec: StreamRecord, how: 'failover' | 'handover'): Promise<boolean> {
     const id = rec.streamId;
     const { registry } = this;
-    if (registry.get(id) || this.adopting.has(id) || registry.closing) return false;
+    if (registry.get(id) || this.adopting.has(id) || !this.deps.lifecycle.startsStreams) return false;
     const attributes = { [ATTR.streamId]: id, [ATTR.adoptHow]: how, [ATTR.epoch]: rec.epoch, [ATTR.keyHash]: rec.keyHash };
     return inSpan('legacy.adopt', { parent: 'root', link: rec.ids, attributes }, () => this.adoptIn(rec, how));
   }
@@ -74,7 +74,7 @@ export class StreamMoves {
   private async adoptIn(rec: StreamRecord, how: 'failover' | 'handover'): Promise<boolean> {
     const id = rec.streamId;
     const { registry, ender } = this;
-    if (registry.get(id) || this.adopting.has(id) || registry.closing) return false;
+    if (registry.get(id) || this.adopting.has(id) || !this.deps.lifecycle.startsStreams) return false;
     this.adopting.add(id);
     const { logger } = this.deps;
     try {
@@ -109,7 +109,6 @@ export class StreamMoves {
   async handOver(targetOf: (streamId: string) => string | undefined, opts: HandOverOptions = {}): Promise<number> {
     const { registry, ender } = this;
     const { store, logger, replicaId } = this.deps;
-    if (!opts.keepPinned) registry.close();
     let moved = 0;
     await Promise.all(
       registry.streams().map(async ({ id, record }) => {

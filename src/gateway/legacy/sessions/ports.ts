@@ -196,6 +196,16 @@ export interface SessionDeps {
   storeHealth?: Pick<StoreHealth, 'leaseDeadline'>;
   /** How the sessions reach the rest of the fleet (a replica alone has a solo link: ../../fleet/member.ts). */
   fleet: FleetLink;
+  /** Where the replica is on its way out (../../lifecycle.ts `LifecycleView` is one): creates and starts ask it. */
+  lifecycle: StreamsLifecycle;
+}
+
+/** What the streams ask of the replica's lifecycle. */
+export interface StreamsLifecycle {
+  /** Creates are taken: before the drain (`holding`). */
+  readonly takesStreams: boolean;
+  /** A create in flight may finish and an adoption start: before `leaving`. */
+  readonly startsStreams: boolean;
 }
 
 /** A stream record as the legacy adapter writes it: its `spec` is a `SessionSpec`. */

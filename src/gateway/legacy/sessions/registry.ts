@@ -19,8 +19,6 @@ export class StreamRegistry {
   private readonly live = new Map<string, LiveStream>();
   /** Upstream stream id → the key that may delete it. */
   private readonly owned = new Map<string, string>();
-  private closed = false;
-  private createsRefused = false;
   /**
    * Ticking paused on every stream here (a replica whose heartbeat fails fences itself). Not a
    * lifecycle state (../../lifecycle.ts): it comes and goes with the heartbeat, whatever the state.
@@ -98,23 +96,5 @@ export class StreamRegistry {
   /** The client's key of a stream, if this process holds it (scheduled or owned). */
   keyOf(streamId: string): string | undefined {
     return this.live.get(streamId)?.apiKey ?? this.owned.get(streamId);
-  }
-
-  // ── Creates refused: the replica holds its connections (streams here go on or move). Closing: no creates or adoptions (shutdown, crash). ──
-
-  get acceptsCreates(): boolean {
-    return !this.closed && !this.createsRefused;
-  }
-
-  refuseCreates(): void {
-    this.createsRefused = true;
-  }
-
-  get closing(): boolean {
-    return this.closed;
-  }
-
-  close(): void {
-    this.closed = true;
   }
 }

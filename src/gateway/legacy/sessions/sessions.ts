@@ -78,11 +78,6 @@ export class LegacySessions {
     return this.registry.size;
   }
 
-  /** A connection drain: no new streams here (503 `shutting_down`); the ones here go on or move. */
-  stopCreating(): void {
-    this.registry.refuseCreates();
-  }
-
   /**
    * Seconds until the soonest lease of the key's live streams lapses if not renewed (the 429's
    * retry-after), undefined when none is known (creates in flight) or the store cannot say: the
@@ -128,7 +123,8 @@ export class LegacySessions {
     const { cfg, store, upstream, clock, logger } = this.deps;
     const { registry, ender } = this;
     const { spec, apiKey } = input;
-    if (!registry.acceptsCreates) throw LEGACY_ERRORS.shuttingDown();
+    // From the drain on, no new streams here (503 `shutting_down`); the ones here go on or move.
+    if (!this.deps.lifecycle.takesStreams) throw LEGACY_ERRORS.shuttingDown();
     const source = this.deps.sources.of(spec.transport);
     source.check(spec);
     // Before the slot and the upstream stream: a models failure here must leave nothing behind.
@@ -301,12 +297,12 @@ export class LegacySessions {
   }
 
   /**
-   * Ends every live session, then deletes the upstream streams this process still owns (a failed
+   * Ends every live stream, then deletes the upstream streams this process still owns (a failed
    * delete, an abandoned create) whose record is ended or gone: an active stream is its owner's,
-   * never deleted from here, whatever this process remembers (shutdown). Returns the ids it ended.
+   * never deleted from here, whatever this process remembers (shutdown: the replica is `leaving`,
+   * so no create finishes and no adoption starts meanwhile). Returns the ids it ended.
    */
   async closeAll(reason: string = this.reasons.serverShutdown): Promise<string[]> {
-    this.registry.close();
     const ids = this.registry.ids();
     const ended = await Promise.all(ids.map((id) => this.end(id, reason)));
     await Promise.all(this.registry.ownedStreams().map(([id, key]) => this.deleteLeftover(id, key)));

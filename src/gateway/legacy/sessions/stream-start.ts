@@ -101,7 +101,7 @@ export class StreamStart {
       await this.ender.end(stream.id, this.ender.reasons.clientRequested);
       throw err;
     }
-    if (registry.closing) {
+    if (!this.deps.lifecycle.startsStreams) {
       // Shutdown began while this create was in flight: do not hand out a stream that is about to end.
       await this.ender.end(stream.id, this.ender.reasons.serverShutdown);
       throw LEGACY_ERRORS.shuttingDown();
