@@ -14,7 +14,7 @@ const gatewayRules = [boundary('src/gateway never imports the emulator (src/gate
 const restrict = (...patterns) => ({ '@typescript-eslint/no-restricted-imports': ['error', { patterns }] });
 const GATEWAY_TOP = ['app', 'server', 'passthrough', 'admin', 'operator', 'lifecycle', 'shutdown', 'http-app', 'callers'];
 const frontDoor = {
-  regex: '(^|/)legacy/(contract|sessions|http)(/|$)',
+  regex: '(^|/)legacy/(contract|streams|http)(/|$)',
   message: 'the rest of the gateway enters src/gateway/legacy by its front door, legacy/index.ts (its README)',
 };
 const legacyWide = boundary('src/gateway/legacy may import lib, brand, config, upstream and the store only (its README)', [
@@ -74,8 +74,8 @@ const boundaries = [
     rules: restrict(
       ...gatewayRules,
       legacyWide,
-      boundary('legacy/contract is the pure wire layer: no sessions, HTTP, store or upstream client (src/gateway/legacy/README.md)', [
-        ...siblings('sessions', 'http'),
+      boundary('legacy/contract is the pure wire layer: no streams, HTTP, store or upstream client (src/gateway/legacy/README.md)', [
+        ...siblings('streams', 'http'),
         '../../store',
         '../../store/**',
         '../../../upstream/client',
@@ -85,12 +85,12 @@ const boundaries = [
     ),
   },
   {
-    files: ['src/gateway/legacy/sessions/**/*.ts'],
+    files: ['src/gateway/legacy/streams/**/*.ts'],
     rules: restrict(
       ...gatewayRules,
       legacyWide,
       boundary(
-        'legacy/sessions never imports legacy/http: the sockets and routes sit above it (src/gateway/legacy/README.md)',
+        'legacy/streams never imports legacy/http: the sockets and routes sit above it (src/gateway/legacy/README.md)',
         siblings('http'),
       ),
     ),

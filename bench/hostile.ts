@@ -125,7 +125,7 @@ export async function benchHostile(base: Config): Promise<void> {
     // validator fed 40-x answers back to back (the answer a tenant steers through its prompt).
     const redos = { type: 'object', properties: { answer: { type: 'string', pattern: '^(x+x+)+y$' } } };
     const redosStream = await call('POST', '/v0.2/streams', clip({ delay_seconds: 0.5 }, { output_schema_json: redos }));
-    const validate = gw.gateway.sessions.schemas.get(redos)!;
+    const validate = gw.gateway.streams.schemas.get(redos)!;
     await phase('3 pattern ^(x+x+)+y$ on 40-char answers', async () => {
       for (let k = 0; k < 100; k++) validate({ answer: 'x'.repeat(40) });
       await new Promise((r) => setImmediate(r));

@@ -228,7 +228,7 @@ async function benchMode(
     const idle = await measure(pid, ticks, 4);
     line('idle (no stream)', idle, '');
 
-    // Native streams for comparison: the same sessions with no media at all (nothing publishes).
+    // Native streams for comparison: the same streams with no media at all (nothing publishes).
     const natives: string[] = [];
     for (let i = 0; i < 2; i++) {
       const res = await fetch(`${gwUrl}/v0.2/streams`, {

@@ -6,7 +6,7 @@
  */
 import { memoryStore } from '../src/gateway/store/memory';
 import { connectRedisStore } from '../src/gateway/store/redis';
-import { buildStreamRecord } from '../src/gateway/legacy/sessions/stream-record';
+import { buildStreamRecord } from '../src/gateway/legacy/streams/stream-record';
 import type { StreamRecord, Store } from '../src/gateway/store/store';
 import { startRedis, startRedisCluster } from '../test/helpers/redis';
 import type { RedisServer } from '../test/helpers/redis';

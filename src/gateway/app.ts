@@ -9,12 +9,12 @@ import type { Clock } from '../lib/timers';
 import { UpstreamClient } from '../upstream/client';
 import type { RetryOverride } from '../upstream/retry';
 import { callerChecks } from './callers';
-import { fleetMember, sessionsLink } from './fleet/member';
+import { fleetMember, streamsLink } from './fleet/member';
 import type { FleetMember } from './fleet/member';
 import { UpstreamReach } from './fleet/upstream-reach';
 import { httpApp } from './http-app';
 import { WorkerRelay, gatewaySources } from './ingest';
-import { fanOut, LegacySessions, ResultsSockets, socketAuthorizer } from './legacy';
+import { fanOut, LegacyStreams, ResultsSockets, socketAuthorizer } from './legacy';
 import type { LegacyObserver, MediaRelay, SunsetPolicy } from './legacy';
 import { Lifecycle } from './lifecycle';
 import type { LifecycleView } from './lifecycle';
@@ -38,12 +38,12 @@ export interface GatewayOptions {
   media?: MediaRelay;
   /** The media worker's script and node options (tests run a bundle; default: media-worker.js beside its module). */
   mediaWorker?: { script?: string; execArgv?: string[] };
-  /** Extra observer of legacy sessions, called besides the gateway's own telemetry. */
+  /** Extra observer of legacy streams, called besides the gateway's own telemetry. */
   observer?: LegacyObserver;
   /** Shrinks upstream retry waits (tests). */
   retry?: RetryOverride;
   /**
-   * Time and timers of the gateway: sessions, fleet, default store, caches, auth budget, breaker,
+   * Time and timers of the gateway: streams, fleet, default store, caches, auth budget, breaker,
    * probe, telemetry, sunset, media-worker supervision (tests; default the real clock).
    */
   clock?: Clock;
@@ -54,7 +54,7 @@ export interface Gateway extends GatewayShutdown {
   handler: http.RequestListener;
   /** Everything, the passthrough included (what supertest drives). */
   app: Express;
-  sessions: LegacySessions;
+  streams: LegacyStreams;
   sockets: ResultsSockets;
   store: Store;
   upstream: UpstreamClient;
@@ -117,11 +117,11 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     clock: clock ?? realClock,
     relay: opts.media ?? (ingest as WorkerRelay),
   });
-  const fleetLink = sessionsLink(cfg.store, store);
+  const fleetLink = streamsLink(cfg.store, store);
   // Ticks tell whether this replica reaches the upstream; the probe tells when it does again.
   const reach = new UpstreamReach({ failuresInARow: 5, recoverAfterMs: 2 * cfg.telemetry.upstreamProbeMs, clock: clock ?? realClock });
   const lifecycle = new Lifecycle();
-  const sessions = new LegacySessions({
+  const streams = new LegacyStreams({
     cfg: cfg.legacy,
     brand,
     logger,
@@ -137,7 +137,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
   });
   const fleet = fleetMember(cfg.store, {
     store,
-    sessions: sessions.moves,
+    streams: streams.moves,
     lifecycle,
     logger: logger.child({ component: 'fleet' }),
     clock,
@@ -154,7 +154,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     hooks: socketTelemetry(metrics, usage),
   });
   metrics.observe({
-    activeStreams: () => sessions.activeCount,
+    activeStreams: () => streams.activeCount,
     socketConnections: () => sockets.connections,
     ...(ingest
       ? {
@@ -172,7 +172,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     brand,
     store,
     upstream,
-    sessions,
+    streams,
     callers,
     telemetry,
     lifecycle,
@@ -181,7 +181,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     clock,
   });
   const shutdown = gatewayShutdown(lifecycle, {
-    sessions,
+    streams,
     fleet,
     sockets,
     sources,
@@ -206,7 +206,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     app: web.app,
     metricsApp: web.metricsApp,
     passthrough: web.passthrough,
-    sessions,
+    streams,
     sockets,
     store,
     upstream,

@@ -29,7 +29,7 @@ export async function drain(run: ShutdownRun, drainMs: number): Promise<string |
     const now = Date.now();
     const secondsLeft = Math.max(0, Math.ceil((deadline - now) / 1000));
     gateway.metrics.drainState({ draining: true, sockets, relays, secondsLeft });
-    const state = { sockets, relays, streams: gateway.sessions.activeCount, inFlight: gateway.inFlight, secondsLeft };
+    const state = { sockets, relays, streams: gateway.streams.activeCount, inFlight: gateway.inFlight, secondsLeft };
     if (sockets + relays + gateway.inFlight === 0) {
       log.info(state, 'drain over: no client connection left');
       return 'drain over';

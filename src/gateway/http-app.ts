@@ -14,7 +14,7 @@ import { adminRouter } from './admin';
 import type { CallerChecks } from './callers';
 import { browserCors, detailErrorHandler, foldSlashes, legacyErrorHandler, requestId } from './http';
 import { legacyBody, legacyRouter } from './legacy';
-import type { LegacySessions } from './legacy';
+import type { LegacyStreams } from './legacy';
 import type { LifecycleView } from './lifecycle';
 import type { FleetMember } from './fleet/member';
 import { mountLanding } from './landing';
@@ -33,7 +33,7 @@ export interface HttpAppDeps {
   brand: Brand;
   store: Store;
   upstream: UpstreamClient;
-  sessions: LegacySessions;
+  streams: LegacyStreams;
   callers: CallerChecks;
   telemetry: GatewayTelemetry;
   /** Readiness and keep-alive follow the replica's state. */
@@ -119,7 +119,7 @@ export function httpApp(cfg: Config, logger: Logger, deps: HttpAppDeps): HttpApp
   mountLanding(app, {
     cfg,
     upstreamUrl: deps.upstreamUrl,
-    sessions: deps.sessions,
+    streams: deps.streams,
     fleet: deps.fleet,
     sunset: deps.telemetry.sunset,
     clock: deps.clock,
@@ -131,7 +131,7 @@ export function httpApp(cfg: Config, logger: Logger, deps: HttpAppDeps): HttpApp
       cfg: cfg.legacy,
       brand,
       store,
-      sessions: deps.sessions,
+      streams: deps.streams,
       catalog,
       authLimiter,
       clientAddress,

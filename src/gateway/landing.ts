@@ -21,7 +21,7 @@ export interface LandingDeps {
   cfg: Pick<Config, 'upstreamUrl' | 'publicUrl' | 'deprecation' | 'telemetry' | 'store'>;
   /** Where /v1beta and /billing go (the embedded emulator's address when `cfg.upstreamUrl` is unset). */
   upstreamUrl: string;
-  sessions: { readonly activeCount: number };
+  streams: { readonly activeCount: number };
   fleet: { readonly solo: boolean };
   /** Whether a brownout window is open (the same policy that refuses creates). */
   sunset: Pick<SunsetPolicy, 'windowEnd'>;
@@ -105,7 +105,7 @@ export function landingFacts(deps: LandingDeps): LandingFacts {
       sunset: iso(d.sunset),
       days_to_sunset: Math.ceil((sunsetMs - now) / DAY_MS),
       after_sunset: d.afterSunset,
-      live_streams_here: deps.sessions.activeCount,
+      live_streams_here: deps.streams.activeCount,
     },
     brownouts: {
       open_until: openEnd === undefined ? null : new Date(openEnd).toISOString(),

@@ -14,7 +14,7 @@ import { drain } from './drain';
 import type { FleetMember } from './fleet/member';
 import type { IngestRelay } from './ingest';
 import { LEGACY_CLOSES } from './legacy';
-import type { LegacySessions, ResultsSockets, StreamSources } from './legacy';
+import type { LegacyStreams, ResultsSockets, StreamSources } from './legacy';
 import type { Lifecycle } from './lifecycle';
 import type { GatewayListeners } from './listeners';
 import type { Passthrough } from './passthrough';
@@ -46,7 +46,7 @@ export interface GatewayShutdown {
 }
 
 export interface ShutdownParts {
-  sessions: Pick<LegacySessions, 'closeAll'>;
+  streams: Pick<LegacyStreams, 'closeAll'>;
   fleet: FleetMember;
   sockets: Pick<ResultsSockets, 'connections' | 'close'>;
   /** The media sources (what they hold here is held; closed here); `ingest`: the gateway's own relay, closed here. */
@@ -63,7 +63,7 @@ export interface ShutdownParts {
 }
 
 export function gatewayShutdown(lifecycle: Lifecycle, parts: ShutdownParts): GatewayShutdown {
-  const { sessions, fleet, sockets, telemetry } = parts;
+  const { streams, fleet, sockets, telemetry } = parts;
   /**
    * The hand-over moved this replica's streams to others: their sockets close so that clients
    * reconnect. How leaving went, not a state: `leaving` is the same whether streams moved or ended.
@@ -72,7 +72,7 @@ export function gatewayShutdown(lifecycle: Lifecycle, parts: ShutdownParts): Gat
   /** Streams this replica ended on its way out (`server_shutdown`): their sockets say so, not 1012. */
   const endedHere = new Set<string>();
   const endAll = async () => {
-    for (const id of await sessions.closeAll()) endedHere.add(id);
+    for (const id of await streams.closeAll()) endedHere.add(id);
   };
   let closing: Promise<void> | undefined;
 
@@ -211,7 +211,7 @@ async function leaveAndClose(run: ShutdownRun, graceMs: number, afterDrain: { wh
   const waitUntil = deadline - Math.min(1000, (deadline - Date.now()) / 4);
   const serverClosed = listeners.stopAccepting();
   listeners.closeIdle();
-  const streams = gateway.sessions.activeCount;
+  const streams = gateway.streams.activeCount;
   log.info(
     { graceMs, legacyStreams: streams, inFlight: gateway.inFlight },
     `leaving: ${streams} legacy streams to hand over (fleet) or end`,

@@ -18,7 +18,7 @@ afterAll(async () => {
 function deps(cfg: Config, clock: FakeClock, over: Partial<LandingDeps> = {}): LandingDeps {
   const sunset = new SunsetPolicy(cfg.deprecation, clock);
   policies.push(sunset);
-  return { cfg, upstreamUrl: 'http://127.0.0.1:8081', sessions: { activeCount: 3 }, fleet: { solo: true }, sunset, clock, ...over };
+  return { cfg, upstreamUrl: 'http://127.0.0.1:8081', streams: { activeCount: 3 }, fleet: { solo: true }, sunset, clock, ...over };
 }
 
 const config = (overrides: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = {}) =>

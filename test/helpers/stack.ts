@@ -6,7 +6,7 @@ import { startEmulator } from '../../src/emulator/server';
 import type { RunningEmulator } from '../../src/emulator/server';
 import { startGateway } from '../../src/gateway/server';
 import type { RunningGateway, ServerOptions } from '../../src/gateway/server';
-import { buildStreamRecord } from '../../src/gateway/legacy/sessions/stream-record';
+import { buildStreamRecord } from '../../src/gateway/legacy/streams/stream-record';
 import { FAST_RETRY, TEST_PUBLISHER, testConfig } from './config';
 import { sleep } from './time';
 import type { StreamRecord } from '../../src/gateway/store/store';
@@ -133,7 +133,7 @@ export function useStack(overrides: Record<string, unknown> = {}): () => Stack {
   return () => s!;
 }
 
-/** An active legacy stream record for tests that put sessions straight into a store. */
+/** An active legacy stream record for tests that put streams straight into a store. */
 export const streamRecord = (streamId: string, accountId = 'a'): StreamRecord =>
   buildStreamRecord({
     streamId,

@@ -4,7 +4,7 @@
  */
 import { MAX_TIMER_MS, setLongInterval, setLongTimeout } from '../../src/lib/timers';
 import { FakeClock } from '../helpers/fake-clock';
-import { Ticker } from '../../src/gateway/legacy/sessions/ticker';
+import { Ticker } from '../../src/gateway/legacy/streams/ticker';
 import { sleep } from '../helpers/time';
 
 describe('setLongTimeout / setLongInterval (fake clock)', () => {

@@ -17,8 +17,8 @@ import type { FleetMember } from './member';
 import { pickReplica } from './rendezvous';
 import { reconcileSlots } from './slot-reconciler';
 
-/** What the fleet asks of this replica's sessions (`StreamMoves`, ../legacy/sessions/moves.ts, implements it). */
-export interface FleetSessions {
+/** What the fleet asks of this replica's streams (`StreamMoves`, ../legacy/streams/moves.ts, implements it). */
+export interface FleetStreams {
   readonly ownedIds: string[];
   selfFenced: boolean;
   adopt(rec: StreamRecord, how: 'failover' | 'handover'): Promise<boolean>;
@@ -39,7 +39,7 @@ export interface FleetOptions {
   store: Broker & Members & Claims & StreamRecords & Slots;
   replicaId: string;
   cfg: FleetConfig;
-  sessions: FleetSessions;
+  streams: FleetStreams;
   lifecycle: FleetLifecycle;
   logger: Logger;
   clock?: Clock;
@@ -99,7 +99,7 @@ export class Fleet implements FleetMember {
     this.unsubscribe = await store.subscribe(controlChannel(this.id), (text) => {
       const msg = parseControl(text);
       if (!msg) return void logger.warn({ channel: controlChannel(this.id) }, 'ignored a malformed control message');
-      this.opts.sessions
+      this.opts.streams
         .onOwnerMessage(msg)
         .catch((err: unknown) => logger.warn({ err, op: msg.op, streamId: msg.streamId }, 'control message failed'));
     });
@@ -126,8 +126,8 @@ export class Fleet implements FleetMember {
       return;
     }
     this.lastBeatAtMs = this.clock.now();
-    if (this.opts.sessions.selfFenced) {
-      this.opts.sessions.selfFenced = false;
+    if (this.opts.streams.selfFenced) {
+      this.opts.streams.selfFenced = false;
       this.opts.logger.info('heartbeat back: ticking again');
     }
   }
@@ -136,10 +136,10 @@ export class Fleet implements FleetMember {
   async sweep(): Promise<void> {
     if (this.sweeping || this.stopped) return;
     this.sweeping = true;
-    const { store, cfg, logger, sessions } = this.opts;
+    const { store, cfg, logger, streams } = this.opts;
     try {
-      if (!sessions.selfFenced && this.clock.now() - this.lastBeatAtMs > cfg.fenceAfterMs) {
-        sessions.selfFenced = true;
+      if (!streams.selfFenced && this.clock.now() - this.lastBeatAtMs > cfg.fenceAfterMs) {
+        streams.selfFenced = true;
         logger.warn(
           { fenceAfterMs: cfg.fenceAfterMs },
           'own heartbeat failing: ticking paused until it succeeds (a survivor may take the streams)',
@@ -150,7 +150,7 @@ export class Fleet implements FleetMember {
       this.opts.onMembership?.(m.alive.length);
       for (const d of [...this.deadSince.keys()]) if (!m.dead.includes(d)) this.deadSince.delete(d);
       // A fenced replica claims nothing: the fleet may already count it dead.
-      if (sessions.selfFenced || !m.alive.includes(this.id)) return;
+      if (streams.selfFenced || !m.alive.includes(this.id)) return;
       if (this.draining) return void (await this.moveOn(m));
       // Impaired with somewhere better to go: none is taken, and after the grace its streams leave
       // (else it works on as it can).
@@ -188,7 +188,7 @@ export class Fleet implements FleetMember {
 
   /** Claims the streams of `dead`: its rendezvous pick (among replicas not draining) at once, any other replica after the backoff. */
   private async takeOver(dead: string, pickable: readonly string[]): Promise<void> {
-    const { store, cfg, logger, sessions } = this.opts;
+    const { store, cfg, logger, streams } = this.opts;
     const now = this.clock.now();
     if (!this.deadSince.has(dead)) this.deadSince.set(dead, now);
     const late = now - this.deadSince.get(dead)! >= cfg.claimBackoffMs;
@@ -206,14 +206,14 @@ export class Fleet implements FleetMember {
       const claimed = await store.claimStream(id, { owner: dead, epoch: rec.epoch }, this.id);
       if (!claimed) continue;
       logger.warn({ streamId: id, from: dead, epoch: claimed.epoch }, 'claimed a stream of a dead replica');
-      sessions.adopt(claimed, 'failover').catch((err: unknown) => logger.error({ err, streamId: id }, 'adoption failed'));
+      streams.adopt(claimed, 'failover').catch((err: unknown) => logger.error({ err, streamId: id }, 'adoption failed'));
     }
   }
 
   private async reconcileOwned(): Promise<void> {
-    if (this.opts.sessions.selfFenced) return;
-    const { sessions, store } = this.opts;
-    await sessions.reconcileOwned(await store.streamsOf(this.id, new Set(sessions.ownedIds)));
+    if (this.opts.streams.selfFenced) return;
+    const { streams, store } = this.opts;
+    await streams.reconcileOwned(await store.streamsOf(this.id, new Set(streams.ownedIds)));
   }
 
   private async reconcileSlots(): Promise<void> {
@@ -245,10 +245,10 @@ export class Fleet implements FleetMember {
 
   /** Hands what can move to replicas not draining (none alive: it stays, and runs here): the drain, or an impaired replica yielding. */
   private async moveOn(m: Membership): Promise<number> {
-    const { sessions, logger } = this.opts;
+    const { streams, logger } = this.opts;
     const targets = targetsIn(m, this.id);
-    if (targets.length === 0 || sessions.ownedIds.length === 0) return 0;
-    const moved = await sessions.handOver((streamId) => pickReplica(streamId, targets), { keepPinned: true });
+    if (targets.length === 0 || streams.ownedIds.length === 0) return 0;
+    const moved = await streams.handOver((streamId) => pickReplica(streamId, targets), { keepPinned: true });
     const step = this.draining ? 'drain' : 'upstream impaired';
     if (moved > 0) logger.info({ moved, to: targets.length }, `${step}: ${moved} streams handed over to ${targets.length} replicas`);
     return moved;
@@ -260,7 +260,7 @@ export class Fleet implements FleetMember {
    * membership. False when no such replica is left (streams end as on any shutdown).
    */
   async handOver(why?: string): Promise<boolean> {
-    const { store, cfg, logger, sessions } = this.opts;
+    const { store, cfg, logger, streams } = this.opts;
     this.stopLoops();
     let others: string[];
     try {
@@ -270,7 +270,7 @@ export class Fleet implements FleetMember {
       return false;
     }
     if (others.length === 0) return false;
-    const moved = await sessions.handOver((streamId) => pickReplica(streamId, others), { why });
+    const moved = await streams.handOver((streamId) => pickReplica(streamId, others), { why });
     await store.forgetReplica(this.id);
     logger.info({ moved, to: others.length }, `leaving: ${moved} streams handed over to ${others.length} replicas`);
     return true;

@@ -1,6 +1,6 @@
 /**
  * This replica's part in a fleet, as the gateway drives it: `Fleet` (./fleet.ts) when a
- * `store.secret` makes it a member, `SoloFleet` otherwise. Also the link the sessions talk to the
+ * `store.secret` makes it a member, `SoloFleet` otherwise. Also the link the streams talk to the
  * fleet through (legacy's `FleetLink`): the control channel, or nobody.
  */
 import type { StoreConfig } from '../../config';
@@ -59,10 +59,10 @@ export class SoloFleet implements FleetMember {
 }
 
 /**
- * The link of this replica's sessions. A fleet member's (a `store.secret` is set): control messages
+ * The link of this replica's streams. A fleet member's (a `store.secret` is set): control messages
  * over the store, keys sealed into the records so another replica can act for a stream. Else solo.
  */
-export function sessionsLink(cfg: Pick<StoreConfig, 'secret' | 'gatewayId'>, store: Pick<Broker, 'publish'>): FleetLink {
+export function streamsLink(cfg: Pick<StoreConfig, 'secret' | 'gatewayId'>, store: Pick<Broker, 'publish'>): FleetLink {
   if (!cfg.secret) return SOLO_LINK;
   return {
     replicaId: cfg.gatewayId,

@@ -23,7 +23,7 @@ export class UpstreamReach {
 
   constructor(private readonly opts: UpstreamReachOptions) {}
 
-  /** A tick's outcome (the sessions' `upstreamReach` observer event). */
+  /** A tick's outcome (the streams' `upstreamReach` observer event). */
   upstreamReach(reached: boolean): void {
     if (reached) {
       this.failedInARow = 0;

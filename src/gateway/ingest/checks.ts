@@ -4,18 +4,18 @@
  */
 import type { ServiceError } from '../../lib/errors';
 import { legacyValidationError } from '../legacy';
-import type { SessionSpec } from '../legacy';
+import type { StreamSpec } from '../legacy';
 import { checkRoomToken, roomUrlProblem } from './room-token';
 import { offerProblem } from './sdp';
 
 /** The join takes a moment: a token must stay valid at least this long after the check. */
 const TOKEN_MIN_VALIDITY_MS = 5000;
 
-const invalid = (spec: SessionSpec, loc: string[], msg: string): ServiceError =>
+const invalid = (spec: StreamSpec, loc: string[], msg: string): ServiceError =>
   legacyValidationError([{ loc: ['body', ...loc], msg, type: 'value_error' }], spec.requestId, msg);
 
 /** The 422 this spec's source deserves, or null when it can be relayed (native: always null). */
-export function sourceProblem(spec: SessionSpec, nowMs: number = Date.now()): ServiceError | null {
+export function sourceProblem(spec: StreamSpec, nowMs: number = Date.now()): ServiceError | null {
   const source = spec.source;
   if (source.transport === 'webrtc') {
     const problem = offerProblem(source.sdp);
@@ -32,7 +32,7 @@ export function sourceProblem(spec: SessionSpec, nowMs: number = Date.now()): Se
 }
 
 /** Throws the 422 of `sourceProblem`. */
-export function checkSource(spec: SessionSpec, nowMs: number = Date.now()): void {
+export function checkSource(spec: StreamSpec, nowMs: number = Date.now()): void {
   const problem = sourceProblem(spec, nowMs);
   if (problem) throw problem;
 }

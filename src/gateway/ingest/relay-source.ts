@@ -4,7 +4,7 @@
  * customer's room with the token in the record) and webrtc in relay mode (the relay answers the
  * client's offer itself; pinned: the peer connection lives in its owner's process).
  */
-import type { MediaRelay, SessionSpec, SourceContext, SourceStarted, StreamSource } from '../legacy';
+import type { MediaRelay, StreamSpec, SourceContext, SourceStarted, StreamSource } from '../legacy';
 
 export class RelaySource implements StreamSource {
   constructor(
@@ -12,7 +12,7 @@ export class RelaySource implements StreamSource {
     readonly movable: boolean,
   ) {}
 
-  check(spec: SessionSpec): void {
+  check(spec: StreamSpec): void {
     this.relay.check?.(spec);
   }
 

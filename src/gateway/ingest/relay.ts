@@ -1,7 +1,7 @@
 import type { LegacyConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
 import { LEGACY_ERRORS, legacyError, legacyValidationError } from '../legacy';
-import type { LegacyMedia, MediaRelay, RelayStart, SessionSpec } from '../legacy';
+import type { LegacyMedia, MediaRelay, RelayStart, StreamSpec } from '../legacy';
 import { checkSource } from './checks';
 import type { I420Frame, RtcModule, WrtcModule } from './natives';
 import { loadRtc, loadWrtc } from './natives';
@@ -59,7 +59,7 @@ async function release(ingest: Ingest): Promise<void> {
 }
 
 /**
- * The gateway's media relay (`MediaRelay` of LegacySessions): for a legacy webrtc or customer-room
+ * The gateway's media relay (`MediaRelay` of LegacyStreams): for a legacy webrtc or customer-room
  * stream, decodes the client's video and publishes it into the upstream stream's room, at the rate
  * the session needs. One publisher per stream; every end path goes through `stop`. `close()` at
  * gateway shutdown stops every relay and releases rtc-node's native side (`dispose()`, which is
@@ -76,7 +76,7 @@ export class IngestRelay implements MediaRelay {
   constructor(private readonly opts: IngestRelayOptions) {}
 
   /** The 422 a create with this source gets, thrown before anything is set up (native: no-op). */
-  check(spec: SessionSpec): void {
+  check(spec: StreamSpec): void {
     checkSource(spec);
   }
 
@@ -256,7 +256,7 @@ export class IngestRelay implements MediaRelay {
   }
 
   /** Source failures the client caused → 422; everything else passes as it is. */
-  private clientError(err: unknown, spec: SessionSpec): unknown {
+  private clientError(err: unknown, spec: StreamSpec): unknown {
     const field = spec.deprecatedFields.includes('webrtc') ? 'webrtc' : 'source';
     if (err instanceof OfferRejected) {
       return legacyValidationError([{ loc: ['body', field, 'sdp'], msg: err.message, type: 'value_error' }], spec.requestId, err.message);

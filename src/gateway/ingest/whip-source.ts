@@ -14,7 +14,7 @@ import type { Clock } from '../../lib/timers';
 import { WhipError, endWhip, publishWhip, whipEndpoint } from '../../lib/whip';
 import type { WhipSession } from '../../lib/whip';
 import { LEGACY_ERRORS, legacyValidationError } from '../legacy';
-import type { MediaSessionRef, SessionSpec, SourceContext, SourceStarted, StreamSource } from '../legacy';
+import type { MediaSessionRef, StreamSpec, SourceContext, SourceStarted, StreamSource } from '../legacy';
 import { FrameWatch } from './frame-watch';
 
 export interface WhipSourceOptions {
@@ -24,9 +24,9 @@ export interface WhipSourceOptions {
 }
 
 /** The request field a client's offer came in (the deprecated top-level `webrtc`, else `source`). */
-const sdpField = (spec: SessionSpec) => (spec.deprecatedFields.includes('webrtc') ? 'webrtc' : 'source');
+const sdpField = (spec: StreamSpec) => (spec.deprecatedFields.includes('webrtc') ? 'webrtc' : 'source');
 
-const offerError = (spec: SessionSpec, msg: string) =>
+const offerError = (spec: StreamSpec, msg: string) =>
   legacyValidationError([{ loc: ['body', sdpField(spec), 'sdp'], msg, type: 'value_error' }], spec.requestId, msg);
 
 export class WhipSource implements StreamSource {
@@ -39,7 +39,7 @@ export class WhipSource implements StreamSource {
   constructor(private readonly opts: WhipSourceOptions) {}
 
   /** The offer's shape only (an SDP that sends video): which codecs it may use is the room's to say. */
-  check(spec: SessionSpec): void {
+  check(spec: StreamSpec): void {
     if (spec.source.transport !== 'webrtc') throw new Error(`not a webrtc source: ${spec.source.transport}`);
     const problem = offerShapeProblem(spec.source.sdp);
     if (problem) throw offerError(spec, problem);
@@ -153,7 +153,7 @@ export class WhipSource implements StreamSource {
   }
 
   /** A WHIP failure as the legacy client reads it; the room's own words reach the client only when its offer was refused. */
-  private legacyErrorOf(err: unknown, spec: SessionSpec, log: Logger): unknown {
+  private legacyErrorOf(err: unknown, spec: StreamSpec, log: Logger): unknown {
     if (!(err instanceof WhipError)) return err;
     const level = err.failure === 'refused' ? 'info' : 'warn';
     log[level]({ failure: err.failure, status: err.status, room: err.roomMessage }, 'the upstream room refused the WHIP offer');

@@ -4,7 +4,7 @@
  * and publishes it into the upstream's room; only control and figures do.
  */
 import type { LegacyConfig } from '../../config';
-import type { LegacyMedia, SessionSpec } from '../legacy';
+import type { LegacyMedia, StreamSpec } from '../legacy';
 
 /** A legacy error as it crosses the channel (a ServiceError's status, code, message, shape, details). */
 export interface WireError {
@@ -16,7 +16,7 @@ export interface WireError {
 }
 
 export interface RelayRequest {
-  spec: SessionSpec;
+  spec: StreamSpec;
   streamId: string;
   publishUrl: string;
   publishToken: string;

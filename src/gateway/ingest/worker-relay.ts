@@ -26,7 +26,7 @@ import type { Logger } from '../../lib/logger';
 import { realClock } from '../../lib/timers';
 import type { Clock, TimerHandle } from '../../lib/timers';
 import { LEGACY_ERRORS } from '../legacy';
-import type { LegacyMedia, MediaRelay, RelayStart, SessionSpec } from '../legacy';
+import type { LegacyMedia, MediaRelay, RelayStart, StreamSpec } from '../legacy';
 import { checkSource } from './checks';
 import { MediaWorkerProcess, WorkerGone } from './worker-process';
 import type { WorkerEvent } from './worker-process';
@@ -108,7 +108,7 @@ export class WorkerRelay implements MediaRelay {
   }
 
   /** The relay's 422s, decided here (pure checks: no native code needed). */
-  check(spec: SessionSpec): void {
+  check(spec: StreamSpec): void {
     checkSource(spec);
   }
 

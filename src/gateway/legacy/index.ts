@@ -1,7 +1,7 @@
 /**
  * The front door of the /v0.2 adapter: everything the rest of the gateway uses of it. Inside, three
  * layers: `contract/` (the legacy wire: schemas, validation, translation, responses, closes, errors,
- * OpenAPI; pure), `sessions/` (the lifecycle of live streams) and `http/` (routes, results sockets,
+ * OpenAPI; pure), `streams/` (the lifecycle of live streams) and `http/` (routes, results sockets,
  * access, sunset), each importing only the layers below it.
  */
 export { LEGACY_CLOSES, legacyEndReasons, tryLaterClose } from './contract/closes';
@@ -9,12 +9,12 @@ export type { LegacyClose } from './contract/closes';
 export { LEGACY_ERRORS } from './contract/errors';
 export { legacyOpenApi } from './contract/openapi';
 export type { LegacyMedia } from './contract/responses';
-export type { ClipSpec, FrameSpec, SessionSpec } from './contract/spec';
+export type { ClipSpec, FrameSpec, StreamSpec } from './contract/spec';
 export { toLegacyError } from './contract/upstream-errors';
 export { legacyError, legacyErrorRequestId, legacyJsonInvalid, legacyValidationError } from './contract/validate';
 
-export { UpstreamCatalog } from './sessions/catalog';
-export { fanOut } from './sessions/ports';
+export { UpstreamCatalog } from './streams/catalog';
+export { fanOut } from './streams/ports';
 export type {
   FleetLink,
   HandOverOptions,
@@ -27,9 +27,9 @@ export type {
   SourceStarted,
   StreamSource,
   StreamSources,
-} from './sessions/ports';
-export { nativeSource } from './sessions/sources';
-export { LegacySessions } from './sessions/sessions';
+} from './streams/ports';
+export { nativeSource } from './streams/sources';
+export { LegacyStreams } from './streams/legacy-streams';
 
 export { socketAuthorizer } from './http/access';
 export { legacyBody } from './http/body';

@@ -62,7 +62,7 @@ export interface StreamRecord<Spec = unknown> {
   creditsRefusedAtMs?: number | null;
   prompt: string;
   promptUpdatedAtMs: number;
-  /** The normalized legacy configuration (SessionSpec), stored as JSON. */
+  /** The normalized legacy configuration (StreamSpec), stored as JSON. */
   spec: Spec;
 
   // ── Fleet fields: what any replica needs to act for the stream, and to fence its owner. ──
@@ -342,7 +342,7 @@ export interface Counters {
 
 /**
  * The whole store, as app.ts builds and closes it: every role's operations (./compose.ts lists
- * them), plus readiness. Each consumer takes only the roles it uses (sessions, fleet, sockets,
+ * them), plus readiness. Each consumer takes only the roles it uses (streams, fleet, sockets,
  * routes, telemetry).
  */
 export interface Store extends Slots, StreamRecords, Members, Claims, Feedback, Broker, Counters, ResultWindows {

@@ -1,7 +1,7 @@
 /**
  * The gateway's telemetry, built first because everything else reports to it: the metrics, the
  * store with every call timed (and its outages seen), the deprecation counters and their daily
- * rollup, the upstream probe, the sunset admission counted, and the observer of legacy sessions.
+ * rollup, the upstream probe, the sunset admission counted, and the observer of legacy streams.
  */
 import type { Brand } from '../../brand';
 import type { Config } from '../../config';
@@ -26,7 +26,7 @@ export interface TelemetryDeps {
   /** The store as given: it comes back measured. */
   store: Store;
   upstream: UpstreamClient;
-  /** Another observer of legacy sessions, called after the gateway's own. */
+  /** Another observer of legacy streams, called after the gateway's own. */
   observer?: LegacyObserver;
   clock?: Clock;
 }

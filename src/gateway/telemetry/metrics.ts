@@ -21,7 +21,7 @@ export interface MetricsSources extends ScrapedSources {
  * constructor or later to `observe` (a part built after the metrics it reports to).
  */
 export interface ScrapedSources {
-  /** Live legacy sessions in this process. */
+  /** Live legacy streams in this process. */
   activeStreams?(): number;
   /** Open results sockets in this process. */
   socketConnections?(): number;
@@ -77,7 +77,7 @@ export class GatewayMetrics {
   readonly upstreamErrors: Counter<'source' | 'status'>;
   readonly legacyRefusals: Counter<'reason' | 'kind'>;
   readonly fleetReplicas: Gauge;
-  readonly fleetOwnedSessions: Gauge;
+  readonly fleetOwnedStreams: Gauge;
   readonly fleetAdoptions: Counter<'how'>;
   readonly fleetFencedTicks: Counter<'reason'>;
   readonly storeCommands: Histogram<'op'>;
@@ -238,14 +238,14 @@ export class GatewayMetrics {
       help: "Replicas alive (heartbeat in the shared store) at this replica's last membership sweep",
       registers,
     });
-    this.fleetOwnedSessions = new Gauge({
+    this.fleetOwnedStreams = new Gauge({
       name: 'gateway_fleet_owned_sessions',
-      help: 'Legacy sessions this replica schedules (owns) now',
+      help: 'Legacy streams this replica schedules (owns) now',
       registers,
     });
     this.fleetAdoptions = new Counter({
       name: 'gateway_fleet_adoptions_total',
-      help: 'Sessions this replica took over: failover (their owner died) or handover (their owner handed them over: in its drain, leaving, or cut from the upstream)',
+      help: 'Streams this replica took over: failover (their owner died) or handover (their owner handed them over: in its drain, leaving, or cut from the upstream)',
       labelNames: ['how'],
       registers,
     });

@@ -47,10 +47,10 @@ export function telemetryObserver(metrics: GatewayMetrics, usage: UsageRecorder)
     fleetReplicas(alive) {
       metrics.fleetReplicas.set(alive);
     },
-    ownedSessions(count) {
-      metrics.fleetOwnedSessions.set(count);
+    ownedStreamCount(count) {
+      metrics.fleetOwnedStreams.set(count);
     },
-    sessionAdopted(_streamId, how) {
+    streamAdopted(_streamId, how) {
       metrics.fleetAdoptions.inc({ how });
     },
     tickFenced(reason) {
@@ -59,7 +59,7 @@ export function telemetryObserver(metrics: GatewayMetrics, usage: UsageRecorder)
   };
 }
 
-/** Results-socket events → metrics, and a per-key connection count (the key comes from the session). */
+/** Results-socket events → metrics, and a per-key connection count (the key comes from the stream's record). */
 export function socketTelemetry(metrics: GatewayMetrics, usage: UsageRecorder): ResultsSocketHooks {
   return {
     onOpen(_streamId, rec) {

@@ -48,7 +48,7 @@ interface PendingPassthrough {
   families: Map<string, number>;
 }
 
-/** What a created stream contributes (a SessionSpec fits). */
+/** What a created stream contributes (a StreamSpec fits). */
 export interface StreamTraits {
   transport: string;
   mode: string;

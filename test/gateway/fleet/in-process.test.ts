@@ -13,7 +13,7 @@ import type { Writable } from 'node:stream';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
-import type { MediaRelay } from '../../../src/gateway/legacy/sessions/ports';
+import type { MediaRelay } from '../../../src/gateway/legacy/streams/ports';
 import { startGateway } from '../../../src/gateway/server';
 import type { RunningGateway } from '../../../src/gateway/server';
 import { memoryStore } from '../../../src/gateway/store/memory';
@@ -134,7 +134,7 @@ async function startFleet(ids: string[], kind: StoreKind = 'memory', o: FleetOpt
       observer: {
         streamEnded: (_k, reason) => void ended.push(`${id}:${reason}`),
         tickFenced: (reason) => void fenced.push(`${id}:${reason}`),
-        sessionAdopted: (streamId, how) => void adopted.push(`${id}:${how}:${streamId}`),
+        streamAdopted: (streamId, how) => void adopted.push(`${id}:${how}:${streamId}`),
       },
     });
     running.push(callsInFlight(gw.gateway.upstream));
@@ -187,11 +187,11 @@ async function create(r: Replica, key = KEY, prompt = 'Describe the frame'): Pro
  * with no word to the store: the records still name it, and survivors claim them once it is dead.
  */
 async function halt(r: Replica): Promise<void> {
-  const { fleet, sessions, lifecycle } = r.gw.gateway;
+  const { fleet, streams, lifecycle } = r.gw.gateway;
   await fleet.stop();
   // Past where it takes or starts streams, as a dead process is (the gateway moves its lifecycle alone).
   (lifecycle as Lifecycle).advance('leaving');
-  await Promise.all(sessions.moves.ownedIds.map((streamId) => sessions.moves.onOwnerMessage({ op: 'ended', streamId, reason: 'crashed' })));
+  await Promise.all(streams.moves.ownedIds.map((streamId) => streams.moves.onOwnerMessage({ op: 'ended', streamId, reason: 'crashed' })));
 }
 
 /** Tick numbers of the results a socket got (the result id is derived from stream id + tick). */
@@ -218,8 +218,8 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
     // Browser SDK 2.x's stop(): DELETE (here through B), await the answer, then close its own socket (on A).
     const sdk = await openResults(a.url, id, KEY);
     await driveUntil(f, () => onA.messages.length >= 1 && onB.messages.length >= 1);
-    expect(a.gw.gateway.sessions.activeCount).toBe(1);
-    expect(b.gw.gateway.sessions.activeCount).toBe(0);
+    expect(a.gw.gateway.streams.activeCount).toBe(1);
+    expect(b.gw.gateway.streams.activeCount).toBe(0);
 
     const del = await call(b.url, 'DELETE', `/v0.2/streams/${id}`);
     expect(del).toMatchObject({ status: 200, body: { status: 'ok' } });
@@ -228,7 +228,7 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
     expect(await sdk.closed).toEqual({ code: 1000, reason: 'stopped' });
     expect(await onA.closed).toEqual({ code: 1001, reason: 'client_requested' });
     expect(await onB.closed).toEqual({ code: 1001, reason: 'client_requested' });
-    await until(() => a.gw.gateway.sessions.activeCount === 0);
+    await until(() => a.gw.gateway.streams.activeCount === 0);
     expect(deletes.get(id)).toBe(1);
     expect(f.ended).toEqual(['B:client_requested']);
     expect(await slotsInUse(f.store, keyHash(KEY))).toBe(0);
@@ -237,7 +237,7 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
     expect((await call(a.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(204);
     expect((await call(b.url, 'DELETE', `/v0.2/streams/${id}`)).status).toBe(204);
     expect(deletes.get(id)).toBe(1);
-    expect(a.gw.gateway.sessions.undeletedUpstreamStreams).toEqual([]);
+    expect(a.gw.gateway.streams.undeletedUpstreamStreams).toEqual([]);
   });
 
   test('keepalive on B reports the exact cost and seconds since the keepalive served by A', async () => {
@@ -291,7 +291,7 @@ describe.each(['memory', 'redis'] as const)('any replica, any call (%s store)', 
     const info = await call(b.url, 'GET', `/v0.2/streams/${id}/info`);
     expect(info).toMatchObject({ status: 200, body: { stream_id: id, source_type: 'native' } });
     expect((info.body as { inferences_completed: number }).inferences_completed).toBeGreaterThan(0);
-    expect(a.gw.gateway.sessions.activeCount).toBe(1);
+    expect(a.gw.gateway.streams.activeCount).toBe(1);
   });
 
   test('a lost prompt message is caught by the tick commit (promptRev)', async () => {
@@ -328,7 +328,7 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
     expect(rec.gridStartMs).toEqual(expect.any(Number));
     await f.store.claimStream(id, { owner: 'A', epoch: 1 }, 'ghost');
     const n = sock.messages.length;
-    await driveUntil(f, () => a.gw.gateway.sessions.activeCount === 0);
+    await driveUntil(f, () => a.gw.gateway.streams.activeCount === 0);
     expect(f.fenced).toEqual(['A:fenced']);
     await drive(f, 40);
     expect(sock.messages.length).toBe(n);
@@ -383,7 +383,7 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
   test('a lost record another holder wrote back first is left to it: no overwrite, no tick, slot or end from A', async () => {
     // Another replica that also held the stream (a stale copy, or its owner) wrote it back first.
     const { a, id, sock } = await lostRecordRace((rec) => ({ ...rec, owner: 'ghost', epoch: 7 }));
-    await driveUntil(f, () => a.gw.gateway.sessions.activeCount === 0);
+    await driveUntil(f, () => a.gw.gateway.streams.activeCount === 0);
     const n = sock.messages.length;
     await drive(f, 40);
     expect(sock.messages.length).toBe(n);
@@ -397,7 +397,7 @@ describe.each(['memory', 'redis'] as const)('fencing (%s store)', (kind) => {
     const { a, id, sock } = await lostRecordRace((rec) => ({ ...rec, epoch: rec.epoch + 5 }));
     const n = sock.messages.length;
     await driveUntil(f, () => sock.messages.length >= n + 2);
-    expect(a.gw.gateway.sessions.activeCount).toBe(1);
+    expect(a.gw.gateway.streams.activeCount).toBe(1);
     // Its ticks commit at the stored epoch (a fenced one would have stopped it).
     expect(await f.store.getRecord(id)).toMatchObject({ state: 'active', owner: 'A', epoch: 7 });
     expect(f.fenced.filter((r) => r !== 'A:missing')).toEqual([]);
@@ -512,7 +512,7 @@ async function drainHandsOver(f: Fleet): Promise<void> {
   }
   expect((await f.store.membership(3000)).alive.sort()).toEqual(['B', 'C']);
   expect(await slotsInUse(f.store, keyHash(KEY))).toBe(2);
-  expect(a.gw.gateway.sessions.undeletedUpstreamStreams).toEqual([]);
+  expect(a.gw.gateway.streams.undeletedUpstreamStreams).toEqual([]);
 }
 
 test('drain on a real redis-server: the same handover, with at most one missed tick', async () => {
@@ -563,7 +563,7 @@ describe('failover and drain', () => {
       );
     expect(texts.reduce((sum, t) => sum + sample(t, 'gateway_fleet_adoptions_total{how="failover"}'), 0)).toBe(3);
     for (const t of texts) expect(sample(t, 'gateway_fleet_replicas')).toBe(2);
-    expect(b.gw.gateway.sessions.activeCount + c.gw.gateway.sessions.activeCount).toBe(3);
+    expect(b.gw.gateway.streams.activeCount + c.gw.gateway.streams.activeCount).toBe(3);
     for (const [i, id] of ids.entries()) {
       const ticks = tickNumbers(socks[i]!, id);
       expect(ticks.every((n) => n >= 0)).toBe(true);
@@ -624,7 +624,7 @@ describe('failover and drain', () => {
     });
     expect(joins[1]!.publishToken).toEqual(expect.any(String));
     expect(joins[1]!.publishToken.length).toBeGreaterThan(0);
-    expect(b.gw.gateway.sessions.activeCount).toBe(1);
+    expect(b.gw.gateway.streams.activeCount).toBe(1);
   });
 
   test('drain of A hands its streams to the others with at most one missed tick; none ends', () => drainHandsOver(f));
@@ -637,8 +637,8 @@ describe('failover and drain', () => {
     // Claimed for B in the store, and no message sent.
     expect(await f.store.claimStream(id, { owner: 'A', epoch: 1 }, 'B')).toMatchObject({ owner: 'B', epoch: 2 });
     const n = sock.messages.length;
-    await driveUntil(f, () => b.gw.gateway.sessions.activeCount === 1 && sock.messages.length >= n + 2);
-    expect(a.gw.gateway.sessions.activeCount).toBe(0);
+    await driveUntil(f, () => b.gw.gateway.streams.activeCount === 1 && sock.messages.length >= n + 2);
+    expect(a.gw.gateway.streams.activeCount).toBe(0);
     expect(f.fenced).toEqual(['A:fenced']);
     expect(f.adopted).toEqual([`B:handover:${id}`]);
     const ticks = tickNumbers(sock, id);
@@ -663,13 +663,13 @@ describe('failover and drain', () => {
     const sock = await openResults(b.url, id, KEY);
     await driveUntil(f, () => sock.messages.length >= 2);
     down.add('A');
-    await driveUntil(f, () => b.gw.gateway.sessions.activeCount === 1);
+    await driveUntil(f, () => b.gw.gateway.streams.activeCount === 1);
     // A paused its ticks (self-fenced) before B took over: nothing from A after the fence.
-    expect(a.gw.gateway.sessions.moves.selfFenced).toBe(true);
+    expect(a.gw.gateway.streams.moves.selfFenced).toBe(true);
     down.delete('A');
     const n = sock.messages.length;
-    await driveUntil(f, () => sock.messages.length >= n + 3 && a.gw.gateway.sessions.activeCount === 0);
-    expect(a.gw.gateway.sessions.moves.selfFenced).toBe(false);
+    await driveUntil(f, () => sock.messages.length >= n + 3 && a.gw.gateway.streams.activeCount === 0);
+    expect(a.gw.gateway.streams.moves.selfFenced).toBe(false);
     const ticks = tickNumbers(sock, id);
     expect(new Set(ticks).size).toBe(ticks.length);
     expect([...ticks].sort((x, y) => x - y)).toEqual(ticks);
@@ -706,7 +706,7 @@ describe('failover and drain', () => {
     await driveUntil(f, () => onA.messages.length >= n + 4);
     expect(onA.ws.readyState).toBe(onA.ws.OPEN);
     for (const id of ids) expect(['B', 'C']).toContain((await f.store.getRecord(id))!.owner);
-    expect(a.gw.gateway.sessions.activeCount).toBe(0);
+    expect(a.gw.gateway.streams.activeCount).toBe(0);
     const m = await f.store.membership(3000);
     expect(m.alive.sort()).toEqual(['A', 'B', 'C']);
     expect(m.draining).toEqual(['A']);

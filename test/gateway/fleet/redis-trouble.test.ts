@@ -1,6 +1,6 @@
 /**
  * Redis trouble on real processes. Restarted with its data: streams go on. Restarted empty: the
- * owners re-register their sessions (record back with a new epoch, slot held again) and results
+ * owners re-register their streams (record back with a new epoch, slot held again) and results
  * resume. Paused 5 s (SIGSTOP): creates answer 503 `store_unavailable` in the legacy body, live
  * streams keep running on their owners, and none ends as `lease_expired` because of the outage
  * (the lease is short here and keepalives fail while Redis is away).
@@ -52,7 +52,7 @@ test('Redis restarted with its data: streams go on', async () => {
   for (const [i, id] of ids.entries()) expect(await fleet().session(id)).toMatchObject({ state: 'active', owner: records[i]!.owner });
 }, 120_000);
 
-test('Redis restarted empty: owners re-register their sessions, results resume', async () => {
+test('Redis restarted empty: owners re-register their streams, results resume', async () => {
   const before = await Promise.all(ids.map((id) => fleet().session(id)));
   await fleet().redis!.restart({ keepData: false });
   const t = Date.now();

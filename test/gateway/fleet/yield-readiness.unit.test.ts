@@ -7,13 +7,13 @@
  */
 import { loadConfig } from '../../../src/config';
 import { Fleet, IMPAIRED_GRACE_MS } from '../../../src/gateway/fleet/fleet';
-import type { FleetSessions } from '../../../src/gateway/fleet/fleet';
+import type { FleetStreams } from '../../../src/gateway/fleet/fleet';
 import { Lifecycle } from '../../../src/gateway/lifecycle';
 import { memoryStore } from '../../../src/gateway/store/memory';
 import { createLogger } from '../../../src/lib/logger';
 import { FakeClock, settle } from '../../helpers/fake-clock';
 
-/** Sessions that run one stream and count the hand-overs asked of them. */
+/** Streams that run one stream and count the hand-overs asked of them. */
 const oneStream = () => {
   const s = {
     handOvers: 0,
@@ -27,20 +27,20 @@ const oneStream = () => {
     },
     reconcileOwned: () => Promise.resolve(),
   };
-  return s satisfies FleetSessions;
+  return s satisfies FleetStreams;
 };
 
 async function twoReplicas() {
   const clock = new FakeClock(1_000_000);
   const store = memoryStore({ clock });
   const cut = { A: false, B: false };
-  const sessions = { A: oneStream(), B: oneStream() };
+  const streams = { A: oneStream(), B: oneStream() };
   const member = (id: 'A' | 'B') =>
     new Fleet({
       store,
       replicaId: id,
       cfg: loadConfig({ env: {} }).store.fleet,
-      sessions: sessions[id],
+      streams: streams[id],
       lifecycle: new Lifecycle(),
       logger: createLogger('silent'),
       clock,
@@ -58,7 +58,7 @@ async function twoReplicas() {
   };
   const yielding = () => [a.yieldsToPeers, b.yieldsToPeers];
   const stop = () => Promise.all([a.stop(), b.stop()]);
-  return { a, b, cut, sessions, run, yielding, stop, store };
+  return { a, b, cut, streams, run, yielding, stop, store };
 }
 
 test('a replica cut from the upstream is marked at once, yields after the grace while another reaches it, and stops once it reaches it again', async () => {
@@ -72,15 +72,15 @@ test('a replica cut from the upstream is marked at once, yields after the grace 
     // Marked (nobody's target from now on), but still serving its streams within the grace.
     expect((await f.store.membership(3000)).impaired).toEqual(['A']);
     expect(f.yielding()).toEqual([false, false]);
-    expect(f.sessions.A.handOvers).toBe(0);
+    expect(f.streams.A.handOvers).toBe(0);
     await f.run(IMPAIRED_GRACE_MS);
     expect(f.yielding()).toEqual([true, false]);
-    expect(f.sessions.A.handOvers).toBeGreaterThan(0);
+    expect(f.streams.A.handOvers).toBeGreaterThan(0);
 
     f.cut.A = false;
     await f.run(1000);
     expect(f.yielding()).toEqual([false, false]);
-    expect(f.sessions.B.handOvers).toBe(0);
+    expect(f.streams.B.handOvers).toBe(0);
   } finally {
     await f.stop();
   }
@@ -96,7 +96,7 @@ test('when every replica is cut within the grace (the upstream slow for all), no
     f.cut.B = true;
     await f.run(3 * IMPAIRED_GRACE_MS);
     expect(f.yielding()).toEqual([false, false]);
-    expect([f.sessions.A.handOvers, f.sessions.B.handOvers]).toEqual([0, 0]);
+    expect([f.streams.A.handOvers, f.streams.B.handOvers]).toEqual([0, 0]);
   } finally {
     await f.stop();
   }

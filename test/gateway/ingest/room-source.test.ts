@@ -8,7 +8,7 @@
  */
 import * as rtc from '@livekit/rtc-node';
 import { IngestRelay } from '../../../src/gateway/ingest';
-import type { SessionSpec } from '../../../src/gateway/legacy/contract/spec';
+import type { StreamSpec } from '../../../src/gateway/legacy/contract/spec';
 import { createLogger } from '../../../src/lib/logger';
 import { mintPublishToken, mintSubscribeToken } from '../../../src/emulator/room';
 import { signRoomJwt } from '../../emulator/room/harness';
@@ -188,7 +188,7 @@ test('the relay itself: stats, stop on every path (also during setup), one onLos
     const r = await call(stack.emulator.url, 'POST', '/v1beta/streams', { body: {} });
     return r.body as { id: string; publish: { url: string; token: string } };
   };
-  const spec = async (): Promise<SessionSpec> =>
+  const spec = async (): Promise<StreamSpec> =>
     ({
       transport: 'room',
       source: { transport: 'room', url: customer.url, token: await mintSubscribeToken(roomKeys(), customer.id, `relay-${Date.now()}`, 60) },
@@ -197,7 +197,7 @@ test('the relay itself: stats, stop on every path (also during setup), one onLos
       intervalMs: 500,
       deprecatedFields: [],
       requestId: null,
-    }) as unknown as SessionSpec;
+    }) as unknown as StreamSpec;
   const readUpstream = async (id: string) => (await call(stack.emulator.url, 'GET', `/v1beta/streams/${id}`)).body as Record<string, any>;
   try {
     await camera.start(customer.url, customer.publishToken);

@@ -1,7 +1,7 @@
 import { AccessToken } from 'livekit-server-sdk';
 import { checkRoomToken, roomUrlProblem } from '../../../src/gateway/ingest/room-token';
 import { sourceProblem } from '../../../src/gateway/ingest/checks';
-import type { SessionSpec } from '../../../src/gateway/legacy/contract/spec';
+import type { StreamSpec } from '../../../src/gateway/legacy/contract/spec';
 
 const NOW = Date.UTC(2026, 0, 1);
 const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
@@ -50,8 +50,8 @@ test('roomUrlProblem', () => {
 });
 
 describe('sourceProblem → legacy 422s', () => {
-  const base = { mode: 'frame', frame: { intervalMs: 500 }, deprecatedFields: [], requestId: 'req-1' } as unknown as SessionSpec;
-  const spec = (over: Partial<SessionSpec>) => ({ ...base, ...over }) as SessionSpec;
+  const base = { mode: 'frame', frame: { intervalMs: 500 }, deprecatedFields: [], requestId: 'req-1' } as unknown as StreamSpec;
+  const spec = (over: Partial<StreamSpec>) => ({ ...base, ...over }) as StreamSpec;
 
   test('native and good sources pass', () => {
     expect(sourceProblem(spec({ transport: 'native', source: { transport: 'native' } }))).toBeNull();

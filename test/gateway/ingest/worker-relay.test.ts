@@ -9,7 +9,7 @@ import net from 'node:net';
 import { AccessToken } from 'livekit-server-sdk';
 import { WorkerRelay } from '../../../src/gateway/ingest/worker-relay';
 import type { RestartReason } from '../../../src/gateway/ingest/worker-relay';
-import type { SessionSpec } from '../../../src/gateway/legacy/contract/spec';
+import type { StreamSpec } from '../../../src/gateway/legacy/contract/spec';
 import type { RelayStart } from '../../../src/gateway/legacy';
 import { createLogger } from '../../../src/lib/logger';
 import { ServiceError } from '../../../src/lib/errors';
@@ -58,7 +58,7 @@ async function roomStart(streamId: string): Promise<RelayStart> {
     requestId: `req-${streamId}`,
     transport: 'room',
     source: { transport: 'room', url: roomUrl, token: await at.toJwt() },
-  } as unknown as SessionSpec;
+  } as unknown as StreamSpec;
   return { spec, streamId, publishUrl: roomUrl, publishToken: 'publish-token', onLost: () => undefined };
 }
 

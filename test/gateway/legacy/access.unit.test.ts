@@ -1,5 +1,5 @@
 import { isStreamId, readStreamAccess } from '../../../src/gateway/legacy/http/access';
-import { streamAccess } from '../../../src/gateway/legacy/sessions/ownership';
+import { streamAccess } from '../../../src/gateway/legacy/streams/ownership';
 import { memoryStore } from '../../../src/gateway/store/memory';
 import { streamRecord } from '../../helpers/stack';
 

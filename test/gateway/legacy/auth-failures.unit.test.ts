@@ -3,7 +3,7 @@
  * in the way of a key accepted in the last 5 minutes (which loses that waiver once refused again).
  */
 import { FailedAuthLimiter } from '../../../src/gateway/legacy/http/auth-failures';
-import { NegativeKeyCache } from '../../../src/gateway/legacy/sessions/catalog';
+import { NegativeKeyCache } from '../../../src/gateway/legacy/streams/catalog';
 import { FakeClock } from '../../helpers/fake-clock';
 
 function limiter(perMinute = 3) {

@@ -45,7 +45,7 @@ describe('create-body fuzz', () => {
     expect(statuses.get(422)).toBeGreaterThan(0);
     expect(statuses.get(201)).toBeGreaterThan(0);
     expect(await slotsInUse(s.gateway.gateway.store, keyHash(KEY))).toBe(0);
-    expect(s.gateway.gateway.sessions.activeCount).toBe(0);
+    expect(s.gateway.gateway.streams.activeCount).toBe(0);
   });
 
   test('raw bodies', async () => {

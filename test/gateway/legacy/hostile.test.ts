@@ -7,7 +7,7 @@ import { clipBody, http, KEY, KEY_BROKE, startStack } from '../../helpers/stack'
 import type { Stack } from '../../helpers/stack';
 import { keyHash } from '../../../src/lib/keys';
 import { memoryStore } from '../../../src/gateway/store/memory';
-import { buildStreamRecord } from '../../../src/gateway/legacy/sessions/stream-record';
+import { buildStreamRecord } from '../../../src/gateway/legacy/streams/stream-record';
 import { slotsInUse } from '../../helpers/store-ops';
 
 const legacyShape = { error: expect.any(String), message: expect.any(String), request_id: expect.any(String) };
@@ -70,14 +70,14 @@ describe('hostile tenant on /v0.2', () => {
         details: [{ loc: ['body', 'inference', 'output_schema_json'], type: 'value_error' }],
       });
     }
-    expect(s.gateway.gateway.sessions.schemas.size).toBe(0);
+    expect(s.gateway.gateway.streams.schemas.size).toBe(0);
   });
 
   test('the schema is compiled only after slot and credit checks; an invalid one frees the slot', async () => {
     const invalid = { type: 'no-such-type' };
     const broke = await http(s.url, 'POST', '/v0.2/streams', { key: KEY_BROKE, body: clipBody({}, { output_schema_json: invalid }) });
     expect(broke.status).toBe(402);
-    expect(s.gateway.gateway.sessions.schemas.size).toBe(0);
+    expect(s.gateway.gateway.streams.schemas.size).toBe(0);
 
     const bad = await http(s.url, 'POST', '/v0.2/streams', { body: clipBody({}, { output_schema_json: invalid }) });
     expect(bad.status).toBe(422);
@@ -92,7 +92,7 @@ describe('hostile tenant on /v0.2', () => {
       expect(r.status).toBe(201);
       ids.push((r.body as { stream_id: string }).stream_id);
     }
-    expect(s.gateway.gateway.sessions.schemas.size).toBe(2); // the invalid one and this one
+    expect(s.gateway.gateway.streams.schemas.size).toBe(2); // the invalid one and this one
     for (const id of ids) await http(s.url, 'DELETE', `/v0.2/streams/${id}`);
   });
 

@@ -9,7 +9,7 @@ import {
   secondsToSoonestLapse,
   upstreamLeaseAfter,
   upstreamRenewal,
-} from '../../../src/gateway/legacy/sessions/lease';
+} from '../../../src/gateway/legacy/streams/lease';
 
 const cfg = { leaseTtlSeconds: 45, upstreamKeepaliveSeconds: 60 };
 

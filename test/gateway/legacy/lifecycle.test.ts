@@ -68,7 +68,7 @@ describe('legacy streams on the emulator', () => {
     expect(last.spanMs).toBeLessThanOrEqual(1000);
     // Windows move forward with the live edge.
     expect(tail(results[3]!.result as string).last).toBeGreaterThan(tail(results[0]!.result as string).last);
-    // Cadence itself is tested on fake time (sessions-clock.test.ts, ticker.unit.test.ts).
+    // Cadence itself is tested on fake time (streams-clock.test.ts, ticker.unit.test.ts).
 
     const ka = await http(s.url, 'POST', `/v0.2/streams/${id}/keepalive`);
     expect(ka.status).toBe(200);

@@ -1,7 +1,7 @@
-import { LiveStream } from '../../../src/gateway/legacy/sessions/live-stream';
-import type { LegacyRecord } from '../../../src/gateway/legacy/sessions/ports';
-import { buildStreamRecord } from '../../../src/gateway/legacy/sessions/stream-record';
-import { Ticker } from '../../../src/gateway/legacy/sessions/ticker';
+import { LiveStream } from '../../../src/gateway/legacy/streams/live-stream';
+import type { LegacyRecord } from '../../../src/gateway/legacy/streams/ports';
+import { buildStreamRecord } from '../../../src/gateway/legacy/streams/stream-record';
+import { Ticker } from '../../../src/gateway/legacy/streams/ticker';
 import { setLongInterval, setLongTimeout } from '../../../src/lib/timers';
 import { FakeClock } from '../../helpers/fake-clock';
 

@@ -1,5 +1,5 @@
-import { fanOut } from '../../../src/gateway/legacy/sessions/ports';
-import type { LegacyObserver } from '../../../src/gateway/legacy/sessions/ports';
+import { fanOut } from '../../../src/gateway/legacy/streams/ports';
+import type { LegacyObserver } from '../../../src/gateway/legacy/streams/ports';
 
 describe('fanOut', () => {
   it('hands every event to each observer in list order, skipping absent ones and missing hooks', () => {

@@ -1,4 +1,4 @@
-import { resultId, resumePoint } from '../../../src/gateway/legacy/sessions/ownership';
+import { resultId, resumePoint } from '../../../src/gateway/legacy/streams/ownership';
 
 describe('resultId', () => {
   test('the same (stream, tick) gives the same UUID-shaped id on every replica; another tick another id', () => {

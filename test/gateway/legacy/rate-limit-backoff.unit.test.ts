@@ -3,7 +3,7 @@ import {
   MAX_RATE_LIMIT_WAIT_MS,
   RESUME_SPREAD_MS,
   RateLimitBackoff,
-} from '../../../src/gateway/legacy/sessions/rate-limit-backoff';
+} from '../../../src/gateway/legacy/streams/rate-limit-backoff';
 
 describe('RateLimitBackoff', () => {
   const T = 1_000_000;

@@ -6,9 +6,9 @@
  * that the commit carries the window (`windowOf`).
  */
 import { memoryStore } from '../../../src/gateway/store/memory';
-import { ResultWindowRecorder } from '../../../src/gateway/legacy/sessions/result-window';
-import { LiveStream } from '../../../src/gateway/legacy/sessions/live-stream';
-import type { LegacyRecord, SessionContext } from '../../../src/gateway/legacy/sessions/ports';
+import { ResultWindowRecorder } from '../../../src/gateway/legacy/streams/result-window';
+import { LiveStream } from '../../../src/gateway/legacy/streams/live-stream';
+import type { LegacyRecord, StreamsContext } from '../../../src/gateway/legacy/streams/ports';
 import { createLogger } from '../../../src/lib/logger';
 import type { Stream } from '../../../src/lib/wire';
 import { FakeClock } from '../../helpers/fake-clock';
@@ -27,7 +27,7 @@ function setup(reads: { rttMs: number; streamMs: number; state?: 'active' | 'end
       return { state: r.state ?? 'active', first_frame_at_ms: r.firstFrame === undefined ? 1 : r.firstFrame, stream_time_ms: r.streamMs };
     },
   };
-  const deps = { store, upstream, cfg: { resultWindowSeconds: 600 }, logger: createLogger('silent'), clock } as unknown as SessionContext;
+  const deps = { store, upstream, cfg: { resultWindowSeconds: 600 }, logger: createLogger('silent'), clock } as unknown as StreamsContext;
   const recorder = new ResultWindowRecorder(deps);
   const session = (spec: unknown = clipSpec) =>
     new LiveStream({ streamId: 's1', accountId: 'acct', ids: {}, fallbackModels: [], spec } as unknown as LegacyRecord, 'k', {

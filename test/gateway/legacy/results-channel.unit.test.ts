@@ -3,9 +3,9 @@
  * channel), the round trip, and what a decoder makes of messages no encoder wrote.
  */
 import { toLegacyResult } from '../../../src/gateway/legacy/contract/responses';
-import { resultId } from '../../../src/gateway/legacy/sessions/ownership';
-import { decodeEnvelope, encodeEnvelope, resultsChannel } from '../../../src/gateway/legacy/sessions/results-channel';
-import type { ResultsEnvelope } from '../../../src/gateway/legacy/sessions/results-channel';
+import { resultId } from '../../../src/gateway/legacy/streams/ownership';
+import { decodeEnvelope, encodeEnvelope, resultsChannel } from '../../../src/gateway/legacy/streams/results-channel';
+import type { ResultsEnvelope } from '../../../src/gateway/legacy/streams/results-channel';
 
 describe('results channel envelope', () => {
   const id = resultId('s1', 7);

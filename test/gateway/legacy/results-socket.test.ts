@@ -11,7 +11,7 @@ import { closeServer, listen } from '../../../src/lib/listen';
 import { createLogger } from '../../../src/lib/logger';
 import { LEGACY_CLOSES } from '../../../src/gateway/legacy/contract/closes';
 import { ResultsSockets } from '../../../src/gateway/legacy/http/results-socket';
-import { encodeEnvelope, resultsChannel } from '../../../src/gateway/legacy/sessions/results-channel';
+import { encodeEnvelope, resultsChannel } from '../../../src/gateway/legacy/streams/results-channel';
 import { memoryStore } from '../../../src/gateway/store/memory';
 import type { Store } from '../../../src/gateway/store/store';
 import { streamRecord } from '../../helpers/stack';

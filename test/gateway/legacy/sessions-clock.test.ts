@@ -1,6 +1,6 @@
 /**
- * LegacySessions on fake time: the real emulator and upstream client answer, but every lease,
- * keepalive, first-frame poll, tick and tick deadline of the sessions runs on a FakeClock the test
+ * LegacyStreams on fake time: the real emulator and upstream client answer, but every lease,
+ * keepalive, first-frame poll, tick and tick deadline of the streams runs on a FakeClock the test
  * moves, and only while no upstream call is running (an answer takes no fake time, however slow).
  * Outcomes are read from events (results published, streams ended), never from elapsed time.
  */
@@ -9,10 +9,10 @@ import { brandOf } from '../../../src/brand';
 import type { Config } from '../../../src/config';
 import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
-import { UpstreamCatalog } from '../../../src/gateway/legacy/sessions/catalog';
+import { UpstreamCatalog } from '../../../src/gateway/legacy/streams/catalog';
 import { createLegacySchemas } from '../../../src/gateway/legacy/contract/schema';
-import { resultsChannel } from '../../../src/gateway/legacy/sessions/results-channel';
-import { LegacySessions } from '../../../src/gateway/legacy/sessions/sessions';
+import { resultsChannel } from '../../../src/gateway/legacy/streams/results-channel';
+import { LegacyStreams } from '../../../src/gateway/legacy/streams/legacy-streams';
 import { normalizeCreate } from '../../../src/gateway/legacy/contract/spec';
 import type { LegacyResultMessage } from '../../../src/gateway/legacy/contract/responses';
 import { parseLegacy } from '../../../src/gateway/legacy/contract/validate';
@@ -21,7 +21,7 @@ import type { Store } from '../../../src/gateway/store/store';
 import { createLogger } from '../../../src/lib/logger';
 import { UpstreamClient, UpstreamError } from '../../../src/upstream/client';
 import { ModelLatency } from '../../../src/emulator/models/latency';
-import { resultId } from '../../../src/gateway/legacy/sessions/ownership';
+import { resultId } from '../../../src/gateway/legacy/streams/ownership';
 import { FakeClock, callsInFlight, driveUntil, quiesce, settle } from '../../helpers/fake-clock';
 import { KEY, frameBody, http } from '../../helpers/stack';
 import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
@@ -35,7 +35,7 @@ interface Rig {
   cfg: Config;
   clock: FakeClock;
   store: Store;
-  sessions: LegacySessions;
+  streams: LegacyStreams;
   upstream: UpstreamClient;
   ended: string[];
   upstreamErrors: number[];
@@ -71,7 +71,7 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
   const ended: string[] = [];
   const upstreamErrors: number[] = [];
   const rateLimited: string[] = [];
-  const sessions = new LegacySessions({
+  const streams = new LegacyStreams({
     cfg: cfg.legacy,
     brand,
     logger,
@@ -91,14 +91,14 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
     cfg,
     clock,
     store,
-    sessions,
+    streams,
     upstream,
     ended,
     upstreamErrors,
     rateLimited,
     idle: () => running() === 0,
     async close() {
-      await sessions.closeAll();
+      await streams.closeAll();
       await upstream.close();
       await store.close();
     },
@@ -109,7 +109,7 @@ async function create(r: Rig, intervalMs = INTERVAL_MS): Promise<string> {
   const parsed = parseLegacy(createLegacySchemas(brandOf(r.cfg)).createStream, frameBody({ interval_seconds: intervalMs / 1000 }), 'req');
   const spec = normalizeCreate(parsed, { maxTokensPerSecond: r.cfg.legacy.maxTokensPerSecond });
   const accountId = await new UpstreamCatalog(r.upstream, { modelsCacheMs: 0, accountCacheMs: 0 }).accountOf(KEY);
-  return (await r.sessions.create({ apiKey: KEY, accountId, spec })).streamId;
+  return (await r.streams.create({ apiKey: KEY, accountId, spec })).streamId;
 }
 
 /** Results published for a stream, in order. */
@@ -139,7 +139,7 @@ async function quiet(r: Rig): Promise<void> {
 
 const fault = (body: Record<string, unknown>) => http(emulator.url, 'POST', '/_emulator/faults', { body });
 
-describe('LegacySessions on fake time', () => {
+describe('LegacyStreams on fake time', () => {
   test('ticks publish ok results once the first frame is in, one per interval of (fake) time', async () => {
     const r = rig();
     const id = await create(r);
@@ -178,7 +178,7 @@ describe('LegacySessions on fake time', () => {
     await drive(r, () => r.ended.length > 0);
     expect(r.ended).toEqual(['lease_expired']);
     // The upstream stream is already gone: nothing is left to delete at shutdown.
-    expect(r.sessions.undeletedUpstreamStreams).toEqual([]);
+    expect(r.streams.undeletedUpstreamStreams).toEqual([]);
     await r.close();
   });
 
@@ -224,11 +224,11 @@ describe('LegacySessions on fake time', () => {
     await drive(r, () => seen.length >= 2);
     r.clock.advance(7_000);
     const rec = (await r.store.getRecord(id))!;
-    const ka = await r.sessions.keepalive(id, KEY, rec.accountId);
+    const ka = await r.streams.keepalive(id, KEY, rec.accountId);
     expect(ka.costCents).toBeGreaterThan(0);
     expect(ka.secondsCharged).toBe(Math.round((r.clock.now() - rec.createdAtMs) / 1000));
     // The cost was handed out: the next keepalive at once reports none and no seconds.
-    const again = await r.sessions.keepalive(id, KEY, rec.accountId);
+    const again = await r.streams.keepalive(id, KEY, rec.accountId);
     expect(again).toMatchObject({ costCents: 0, secondsCharged: 0 });
     await r.close();
   });
@@ -239,7 +239,7 @@ describe('LegacySessions on fake time', () => {
     const rec = (await r.store.getRecord(id))!;
     expect(await r.store.releaseSlot(rec.keyHash, rec.slotId)).toBe(true);
     expect(await r.store.slotHolders(rec.keyHash)).toEqual([]);
-    await r.sessions.keepalive(id, KEY, rec.accountId);
+    await r.streams.keepalive(id, KEY, rec.accountId);
     expect(await r.store.slotHolders(rec.keyHash)).toEqual([expect.objectContaining({ slotId: rec.slotId, streamId: id })]);
     await r.close();
   });
@@ -249,7 +249,7 @@ describe('LegacySessions on fake time', () => {
     const id = await create(r);
     const accountId = (await r.store.getRecord(id))!.accountId;
     r.clock.advance(30_000);
-    await r.sessions.keepalive(id, KEY, accountId);
+    await r.streams.keepalive(id, KEY, accountId);
     // 45 s after create but only 15 s after the keepalive: still alive.
     r.clock.advance(15_000);
     await settle();
@@ -277,13 +277,13 @@ describe('LegacySessions on fake time', () => {
       await setBalance(0);
       r.clock.advance(10_000);
       const lease = (await r.store.getRecord(id))!.leaseExpiresAtMs;
-      await expect(r.sessions.keepalive(id, KEY, accountId)).rejects.toMatchObject({ status: 402, code: 'insufficient_credits' });
+      await expect(r.streams.keepalive(id, KEY, accountId)).rejects.toMatchObject({ status: 402, code: 'insufficient_credits' });
       // Not renewed, not ended.
       expect(await r.store.getRecord(id)).toMatchObject({ state: 'active', leaseExpiresAtMs: lease, creditsRefusedAtMs: r.clock.now() });
       expect(r.ended).toEqual([]);
 
       await setBalance(1_000_000_000);
-      const ka = await r.sessions.keepalive(id, KEY, accountId);
+      const ka = await r.streams.keepalive(id, KEY, accountId);
       expect(ka.creditsRemainingCents).toBeGreaterThan(0);
       expect(await r.store.getRecord(id)).toMatchObject({
         state: 'active',
@@ -292,7 +292,7 @@ describe('LegacySessions on fake time', () => {
       });
 
       await setBalance(0);
-      await expect(r.sessions.keepalive(id, KEY, accountId)).rejects.toMatchObject({ status: 402 });
+      await expect(r.streams.keepalive(id, KEY, accountId)).rejects.toMatchObject({ status: 402 });
       r.clock.advance(45_000);
       for (let i = 0; i < 20 && r.ended.length === 0; i++) await settle();
       expect(r.ended).toEqual(['insufficient_credits']);

@@ -1,4 +1,4 @@
-import { buildStreamRecord, ownerRecord } from '../../../src/gateway/legacy/sessions/stream-record';
+import { buildStreamRecord, ownerRecord } from '../../../src/gateway/legacy/streams/stream-record';
 import type { StreamRecord } from '../../../src/gateway/store/store';
 
 const ids = { requestId: 'req-1', traceId: 't'.repeat(32), spanId: 's'.repeat(16) };

@@ -1,7 +1,7 @@
 /**
- * The one start-up path of a stream (src/gateway/legacy/sessions/stream-start.ts): a stream adopted
+ * The one start-up path of a stream (src/gateway/legacy/streams/stream-start.ts): a stream adopted
  * from its record holds every kind of timer a created one does (`STREAM_TIMERS`, the one list), before
- * and after its first frame. Two replicas' sessions share one store and one FakeClock; the real
+ * and after its first frame. Two replicas' streams share one store and one FakeClock; the real
  * emulator answers. A timer kind armed only at create would vanish after a failover: this fails then.
  */
 import { brandOf } from '../../../src/brand';
@@ -11,11 +11,11 @@ import type { RunningEmulator } from '../../../src/emulator/server';
 import { createLegacySchemas } from '../../../src/gateway/legacy/contract/schema';
 import { normalizeCreate } from '../../../src/gateway/legacy/contract/spec';
 import { parseLegacy } from '../../../src/gateway/legacy/contract/validate';
-import { UpstreamCatalog } from '../../../src/gateway/legacy/sessions/catalog';
-import { STREAM_TIMERS } from '../../../src/gateway/legacy/sessions/live-stream';
-import type { LiveStream } from '../../../src/gateway/legacy/sessions/live-stream';
-import type { StreamRegistry } from '../../../src/gateway/legacy/sessions/registry';
-import { LegacySessions } from '../../../src/gateway/legacy/sessions/sessions';
+import { UpstreamCatalog } from '../../../src/gateway/legacy/streams/catalog';
+import { STREAM_TIMERS } from '../../../src/gateway/legacy/streams/live-stream';
+import type { LiveStream } from '../../../src/gateway/legacy/streams/live-stream';
+import type { StreamRegistry } from '../../../src/gateway/legacy/streams/registry';
+import { LegacyStreams } from '../../../src/gateway/legacy/streams/legacy-streams';
 import { memoryStore } from '../../../src/gateway/store/memory';
 import type { Store } from '../../../src/gateway/store/store';
 import { createLogger } from '../../../src/lib/logger';
@@ -43,8 +43,8 @@ afterAll(async () => {
 interface Pair {
   clock: FakeClock;
   store: Store;
-  a: LegacySessions;
-  b: LegacySessions;
+  a: LegacyStreams;
+  b: LegacyStreams;
   idle(): boolean;
   close(): Promise<void>;
 }
@@ -60,7 +60,7 @@ function pair(): Pair {
   const running = callsInFlight(upstream);
   const catalog = new UpstreamCatalog(upstream, { modelsCacheMs: 60_000, accountCacheMs: 60_000, logger });
   const replica = (replicaId: string) =>
-    new LegacySessions({
+    new LegacyStreams({
       cfg: cfg.legacy,
       brand,
       logger,
@@ -97,9 +97,9 @@ async function create(p: Pair): Promise<string> {
   return (await p.a.create({ apiKey: KEY, accountId, spec })).streamId;
 }
 
-/** The stream running in `sessions` (its registry is private: the timers are the stream's own state). */
-function running(sessions: LegacySessions, id: string): LiveStream {
-  const stream = (sessions as unknown as { registry: StreamRegistry }).registry.get(id);
+/** The stream running in `streams` (its registry is private: the timers are the stream's own state). */
+function running(streams: LegacyStreams, id: string): LiveStream {
+  const stream = (streams as unknown as { registry: StreamRegistry }).registry.get(id);
   if (!stream) throw new Error(`stream ${id} is not running here`);
   return stream;
 }

@@ -1,5 +1,5 @@
-import { Ticker } from '../../../src/gateway/legacy/sessions/ticker';
-import type { TickInfo } from '../../../src/gateway/legacy/sessions/ticker';
+import { Ticker } from '../../../src/gateway/legacy/streams/ticker';
+import type { TickInfo } from '../../../src/gateway/legacy/streams/ticker';
 import { FakeClock, settle } from '../../helpers/fake-clock';
 
 /** A run that ends when the test says so. */

@@ -13,7 +13,7 @@ import {
   defaultMaxOutputTokens,
   normalizeCreate,
   targetFpsFromLegacyPair,
-  type SessionSpec,
+  type StreamSpec,
 } from '../../../src/gateway/legacy/contract/spec';
 import { legacyEndReasons, transportLostReason, LEGACY_CLOSES, endClose, tryLaterClose } from '../../../src/gateway/legacy/contract/closes';
 import {
@@ -35,7 +35,7 @@ const limits = { maxTokensPerSecond: 128 };
 const STREAM = '3f0c4f5e-7b1a-4c1e-9a55-0d9f2b7c1a01';
 const inference = { prompt: 'What is happening?', model: 'acme/vision-1' };
 
-function spec(body: unknown, brand = svc, fallback: string | null = null): SessionSpec {
+function spec(body: unknown, brand = svc, fallback: string | null = null): StreamSpec {
   const parsed = parseLegacy(createLegacySchemas(brand).createStream, body, 'gen');
   return normalizeCreate(parsed, limits, fallback);
 }

@@ -214,7 +214,7 @@ describe('orphaned upstream streams and trace context', () => {
     routes.del = [{ status: 503, body: {} }, 'reset', ok({ id: STREAM_ID, deleted: true })];
     expect((await call(gw.url, 'DELETE', `/v0.2/streams/${STREAM_ID}`)).status).toBe(200);
     expect(paths('DELETE')).toEqual(Array(3).fill(`/v1beta/streams/${STREAM_ID}`));
-    expect(gw.gateway.sessions.undeletedUpstreamStreams).toEqual([]);
+    expect(gw.gateway.streams.undeletedUpstreamStreams).toEqual([]);
   });
 
   it('deletes a stream whose create answered after the client gave up, and frees the slot', async () => {
@@ -231,7 +231,7 @@ describe('orphaned upstream streams and trace context', () => {
     await expect(pending).resolves.toBe('aborted');
     await until(() => paths('DELETE').length > 0, 10);
     expect(paths('DELETE')).toEqual([`/v1beta/streams/${STREAM_ID}`]);
-    expect(gw.gateway.sessions.activeCount).toBe(0);
+    expect(gw.gateway.streams.activeCount).toBe(0);
     expect(await store.getRecord(STREAM_ID)).toBeUndefined();
   });
 
@@ -239,11 +239,11 @@ describe('orphaned upstream streams and trace context', () => {
     expect((await call(gw.url, 'POST', '/v0.2/streams', { body: frameBody() })).status).toBe(201);
     routes.del = [{ status: 500, body: {} }];
     expect((await call(gw.url, 'DELETE', `/v0.2/streams/${STREAM_ID}`)).status).toBe(200);
-    expect(gw.gateway.sessions.undeletedUpstreamStreams).toEqual([STREAM_ID]);
+    expect(gw.gateway.streams.undeletedUpstreamStreams).toEqual([STREAM_ID]);
     const failed = paths('DELETE').length;
     routes.del = [ok({ id: STREAM_ID, deleted: true })];
     await gw.close();
     expect(paths('DELETE')).toHaveLength(failed + 1);
-    expect(gw.gateway.sessions.undeletedUpstreamStreams).toEqual([]);
+    expect(gw.gateway.streams.undeletedUpstreamStreams).toEqual([]);
   });
 });

@@ -83,7 +83,7 @@ describe('the real process', () => {
     }
   });
 
-  test('noeviction: boots on Redis, keeps its sessions there, stops cleanly on SIGTERM', async () => {
+  test('noeviction: boots on Redis, keeps its streams there, stops cleanly on SIGTERM', async () => {
     const redis = await startRedis();
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-secret-'));
     const file = path.join(dir, 'secret');

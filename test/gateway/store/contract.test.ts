@@ -6,7 +6,7 @@
 import { memoryStore } from '../../../src/gateway/store/memory';
 import { measuredStore } from '../../../src/gateway/store/measured';
 import { connectRedisStore } from '../../../src/gateway/store/redis';
-import { buildStreamRecord } from '../../../src/gateway/legacy/sessions/stream-record';
+import { buildStreamRecord } from '../../../src/gateway/legacy/streams/stream-record';
 import type { FeedbackRecord, StreamRecord, Store, TickCommit } from '../../../src/gateway/store/store';
 import { serverCommandCalls, startRedis, startRedisCluster } from '../../helpers/redis';
 import type { RedisCluster, RedisServer } from '../../helpers/redis';
@@ -133,7 +133,7 @@ describe.each(factories)('%s', (_name, make) => {
     }
   });
 
-  test('sessions: put, get (a copy), update returns the new record, absent stays absent', async () => {
+  test('streams: put, get (a copy), update returns the new record, absent stays absent', async () => {
     const rec = session('s-1');
     await store.putRecord(rec);
     expect(await store.getRecord('s-1')).toEqual(rec);
@@ -511,7 +511,7 @@ describe.each(factories)('%s', (_name, make) => {
       expect(await other.setPrompt('absent', 'late', 9_000)).toBeUndefined();
     });
 
-    test('streamsOf: the active sessions a replica owns, by put, claim and end', async () => {
+    test('streamsOf: the active streams a replica owns, by put, claim and end', async () => {
       await store.putRecord(owned('o-1', 'gw-a'));
       await store.putRecord(owned('o-2', 'gw-a'));
       await store.putRecord(owned('o-3', 'gw-b'));
@@ -651,7 +651,7 @@ test('RedisStore: a subscription comes back after Redis restarts (ioredis resubs
   }
 });
 
-test('the Cluster run is a real one: sessions spread over its 3 primaries, each script on its own slot', async () => {
+test('the Cluster run is a real one: streams spread over its 3 primaries, each script on its own slot', async () => {
   const store = await connectRedisStore(cluster.url, { prefix: 'spread:' });
   try {
     await Promise.all(Array.from({ length: 30 }, (_, i) => store.putRecord(session(`spread-${i}`, { owner: 'gw-a', epoch: 1 }))));

@@ -1,10 +1,10 @@
 /**
- * Fleet and store metrics: the observer ports sessions call (replicas seen, owned sessions,
+ * Fleet and store metrics: the observer ports streams call (replicas seen, owned streams,
  * adoptions, fenced ticks) and the measured store (every call timed, failures counted, by
  * operation), read back as Prometheus text: from a registry, and from a gateway's /metrics on a
  * real redis-server.
  */
-import { fanOut } from '../../../src/gateway/legacy/sessions/ports';
+import { fanOut } from '../../../src/gateway/legacy/streams/ports';
 import { memoryStore } from '../../../src/gateway/store/memory';
 import { measuredStore } from '../../../src/gateway/store/measured';
 import { connectRedisStore } from '../../../src/gateway/store/redis';
@@ -24,7 +24,7 @@ function sample(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
-test('the fleet ports feed gateway_fleet_*: replicas and owned sessions as gauges, adoptions by how, fenced ticks by reason (all at 0 before)', async () => {
+test('the fleet ports feed gateway_fleet_*: replicas and owned streams as gauges, adoptions by how, fenced ticks by reason (all at 0 before)', async () => {
   const metrics = metricsFor();
   const before = await metrics.text();
   for (const reason of ['fenced', 'duplicate', 'ended', 'missing'])
@@ -32,14 +32,14 @@ test('the fleet ports feed gateway_fleet_*: replicas and owned sessions as gauge
   expect(sample(before, 'gateway_fleet_adoptions_total{how="failover"}')).toBe(0);
 
   const store = memoryStore();
-  // As app.ts composes it: the telemetry observer behind the fan-out sessions call.
+  // As app.ts composes it: the telemetry observer behind the fan-out streams call.
   const observer = fanOut([telemetryObserver(metrics, new DeprecationUsage(store, createLogger('silent')))]);
   observer.fleetReplicas!(3);
   observer.fleetReplicas!(2);
-  observer.ownedSessions!(7);
-  observer.sessionAdopted!('stream-a', 'failover');
-  observer.sessionAdopted!('stream-b', 'failover');
-  observer.sessionAdopted!('stream-c', 'handover');
+  observer.ownedStreamCount!(7);
+  observer.streamAdopted!('stream-a', 'failover');
+  observer.streamAdopted!('stream-b', 'failover');
+  observer.streamAdopted!('stream-c', 'handover');
   observer.tickFenced!('fenced');
   observer.tickFenced!('duplicate');
   observer.tickFenced!('duplicate');

@@ -5,7 +5,7 @@
  */
 import type { Brand } from '../../../brand';
 import type { LegacyMode } from './schema';
-import type { SessionSpec } from './spec';
+import type { StreamSpec } from './spec';
 
 /** The parts of a /v1beta chat completion a legacy result needs (defensive: upstream is untrusted). */
 export interface CompletionLike {
@@ -44,7 +44,7 @@ export interface LegacyResultInput {
   /** Id of this result message (the caller generates it). */
   id: string;
   streamId: string;
-  spec: Pick<SessionSpec, 'mode' | 'backend' | 'model'>;
+  spec: Pick<StreamSpec, 'mode' | 'backend' | 'model'>;
   /** The prompt this inference used. */
   prompt: string;
   /** The upstream answer on success. */
@@ -242,7 +242,7 @@ export function microcentsToCents(microcents: number): number {
 }
 
 /** The keepalive's room token: the fresh publish token of a native stream, else null. */
-export function legacyRoomToken(spec: Pick<SessionSpec, 'transport'> | null | undefined, publishToken: string | undefined): string | null {
+export function legacyRoomToken(spec: Pick<StreamSpec, 'transport'> | null | undefined, publishToken: string | undefined): string | null {
   return spec?.transport === 'native' ? (publishToken ?? null) : null;
 }
 
@@ -290,7 +290,7 @@ export function toLegacyPromptResponse(input: {
   id: string;
   streamId: string;
   prompt: string;
-  spec: Pick<SessionSpec, 'backend' | 'model' | 'outputSchema'>;
+  spec: Pick<StreamSpec, 'backend' | 'model' | 'outputSchema'>;
   createdAtMs: number;
   updatedAtMs: number;
 }): LegacyPromptResponse {

@@ -148,7 +148,7 @@ export const frameProcessingSchema: z.ZodType<FrameProcessing, unknown> = z.stri
 
 /**
  * An output schema (`output_schema_json`, reinfer's `output_schema`): size and complexity caps,
- * checked before anything else looks at the schema; compiled later (sessions.ts). A plain-object check
+ * checked before anything else looks at the schema; compiled later (../streams/stream-start.ts). A plain-object check
  * rather than z.record, which would copy every key of a huge schema before the caps could refuse it.
  */
 export const outputSchema = z

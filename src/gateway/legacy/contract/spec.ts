@@ -1,7 +1,7 @@
 /**
- * The domain type of a legacy stream: `SessionSpec`, the neutral configuration a parsed legacy
+ * The domain type of a legacy stream: `StreamSpec`, the neutral configuration a parsed legacy
  * create body becomes (transport, tick period, target fps from the deprecated pair, token cap, the
- * token-rate rule). Pure functions, no I/O; the rest of the adapter deals only in `SessionSpec`s.
+ * token-rate rule). Pure functions, no I/O; the rest of the adapter deals only in `StreamSpec`s.
  */
 import type { LegacyCreateRequest } from './schema';
 import { legacyValidationError } from './validate';
@@ -9,7 +9,7 @@ import { legacyValidationError } from './validate';
 export type Transport = 'native' | 'webrtc' | 'room';
 
 /** Where the media comes from; `room` is the customer's own media room (any vendor name). */
-export type SessionSource =
+export type StreamSourceSpec =
   { transport: 'native' } | { transport: 'webrtc'; sdp: string } | { transport: 'room'; url: string; token: string };
 
 export interface ClipSpec {
@@ -24,9 +24,9 @@ export interface FrameSpec {
 
 export type DeprecatedField = 'webrtc' | 'sampling_ratio' | 'fps';
 
-interface SessionSpecBase {
+interface StreamSpecBase {
   transport: Transport;
-  source: SessionSource;
+  source: StreamSourceSpec;
   /** Tick period of the scheduler: `delay_seconds` (clip) or `interval_seconds` (frame). */
   intervalMs: number;
   prompt: string;
@@ -41,7 +41,7 @@ interface SessionSpecBase {
   requestId: string | null;
 }
 
-export type SessionSpec = SessionSpecBase & ({ mode: 'clip'; clip: ClipSpec } | { mode: 'frame'; frame: FrameSpec });
+export type StreamSpec = StreamSpecBase & ({ mode: 'clip'; clip: ClipSpec } | { mode: 'frame'; frame: FrameSpec });
 
 /** target_fps when a clip body sends neither target_fps nor the fps + sampling_ratio pair (see schema.ts). */
 export const DEFAULT_TARGET_FPS = 1;
@@ -110,7 +110,7 @@ export function checkTokenRate(
 const toMs = (seconds: number) => Math.max(1, Math.round(seconds * 1000));
 
 /**
- * Parsed legacy create body → SessionSpec. Throws a 422 legacy ServiceError when the token-rate rule
+ * Parsed legacy create body → StreamSpec. Throws a 422 legacy ServiceError when the token-rate rule
  * fails (its request id readable with `legacyErrorRequestId`). `fallbackRequestId` is used when the
  * body has no `client.request_id`.
  */
@@ -118,9 +118,9 @@ export function normalizeCreate(
   parsed: LegacyCreateRequest,
   limits: { maxTokensPerSecond: number },
   fallbackRequestId: string | null = null,
-): SessionSpec {
+): StreamSpec {
   const deprecatedFields: DeprecatedField[] = [];
-  let source: SessionSource;
+  let source: StreamSourceSpec;
   if (parsed.source?.type === 'webrtc') source = { transport: 'webrtc', sdp: parsed.source.sdp };
   else if (parsed.source?.type === 'room') source = { transport: 'room', url: parsed.source.url, token: parsed.source.token };
   else if (parsed.source?.type === 'native') source = { transport: 'native' };

@@ -1,19 +1,19 @@
 /**
- * A `SessionSpec` as the /v1beta chat-completion request of one tick (pure): the visual reference
+ * A `StreamSpec` as the /v1beta chat-completion request of one tick (pure): the visual reference
  * of the stream's window and the stream's prompt-cache thread; and a delivered result's window as
  * the request of a reinfer.
  */
 import type { Brand } from '../../../brand';
 import type { ChatCompletionRequest, ContentPart } from '../../../upstream/types';
 import type { LegacyMode } from './schema';
-import type { SessionSpec } from './spec';
+import type { StreamSpec } from './spec';
 import { formatNumber } from './spec';
 
 /** The prompt-cache thread of a legacy stream: one per stream, so its ticks share a cache. */
 export const legacyThreadId = (streamId: string): string => `legacy-${streamId}`;
 
 /** The visual reference one tick asks about: the last clip window, or the newest frame. */
-export function streamReference(spec: SessionSpec, streamId: string, brand: Brand): string {
+export function streamReference(spec: StreamSpec, streamId: string, brand: Brand): string {
   const base = `${brand.scheme}://streams/${encodeURIComponent(streamId)}`;
   return spec.mode === 'clip'
     ? `${base}?start_offset_ms=-${spec.clip.clipLengthMs}&max_fps=${spec.clip.targetFps}`
@@ -25,7 +25,7 @@ export function streamReference(spec: SessionSpec, streamId: string, brand: Bran
  * been patched since create); `model` overrides the spec's model for fallbacks.
  */
 export function buildCompletionRequest(
-  spec: SessionSpec,
+  spec: StreamSpec,
   streamId: string,
   brand: Brand,
   opts: { threadId: string; prompt: string; model?: string },

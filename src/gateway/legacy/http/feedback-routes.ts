@@ -28,7 +28,7 @@ function pageError(param: string, msg: string) {
 
 /** Registered before the stream routes, so `feedback` is never taken for a stream id. */
 export function feedbackRoutes(r: Router, ctx: RouteContext): void {
-  const { sessions, store, cfg } = ctx.deps;
+  const { streams, store, cfg } = ctx.deps;
   const { caller, streamId, schemas, clock } = ctx;
 
   // The body stays the bare array legacy clients read; `?limit=&cursor=` page it, and the next page's
@@ -60,7 +60,7 @@ export function feedbackRoutes(r: Router, ctx: RouteContext): void {
     const id = streamId(req);
     const who = await caller(req, res);
     const body = parseLegacy(schemas.feedback, req.body ?? {}, res.locals.requestId as string);
-    const rec = await sessions.recordFor(id, who.accountId);
+    const rec = await streams.recordFor(id, who.accountId);
     if (rec.state === 'ended') throw LEGACY_ERRORS.streamEnded(id);
     const now = new Date(clock.now()).toISOString();
     const added = await store.addFeedback(

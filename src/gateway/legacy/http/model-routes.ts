@@ -7,7 +7,7 @@ import { upstreamIds } from './route-context';
 import type { RouteContext } from './route-context';
 
 export function modelRoutes(r: Router, ctx: RouteContext): void {
-  const { brand, sessions, catalog, store, upstream } = ctx.deps;
+  const { brand, streams, catalog, store, upstream } = ctx.deps;
   const { caller } = ctx;
 
   r.get('/models', async (req, res) => {
@@ -17,7 +17,7 @@ export function modelRoutes(r: Router, ctx: RouteContext): void {
     res.json(toLegacyModels(list, catalog.observed()));
   });
 
-  const mapUpstreamError = sessions.mapUpstreamError.bind(sessions);
-  const reinfer = { brand, store, upstream, catalog, schemas: ctx.schemas, validators: sessions.schemas, mapUpstreamError };
+  const mapUpstreamError = streams.mapUpstreamError.bind(streams);
+  const reinfer = { brand, store, upstream, catalog, schemas: ctx.schemas, validators: streams.schemas, mapUpstreamError };
   r.post('/chat/completions/clip', reinferHandler(reinfer, caller, upstreamIds));
 }

@@ -18,11 +18,11 @@ import { isUpstreamCode, isUpstreamStatus } from '../../../upstream/client';
 import type { ResultWindow, ResultWindows } from '../../store/result-windows';
 import { StoreUnavailableError } from '../../store/store';
 import type { StreamRecords } from '../../store/store';
-import type { UpstreamCatalog } from '../sessions/catalog';
+import type { UpstreamCatalog } from '../streams/catalog';
 import { LEGACY_ERRORS } from '../contract/errors';
 import { compileOutputSchema } from '../contract/output-schema';
 import type { LegacySchemas } from '../contract/schema';
-import { legacyRecord } from '../sessions/ownership';
+import { legacyRecord } from '../streams/ownership';
 import { buildReinferRequest } from '../contract/upstream-request';
 import { toLegacyReinfer } from '../contract/responses';
 import { UPSTREAM_CONTEXTS } from '../contract/upstream-errors';
@@ -35,9 +35,9 @@ export interface ReinferDeps {
   upstream: UpstreamClient;
   catalog: UpstreamCatalog;
   schemas: Pick<LegacySchemas, 'reinfer'>;
-  /** Compiles the caller's output schema (the sessions' shared, content-cached validators). */
+  /** Compiles the caller's output schema (the streams' shared, content-cached validators). */
   validators: JsonSchemaValidators;
-  /** Upstream failures → legacy errors, counted as every legacy path counts them (`LegacySessions.mapUpstreamError`). */
+  /** Upstream failures → legacy errors, counted as every legacy path counts them (`LegacyStreams.mapUpstreamError`). */
   mapUpstreamError(err: unknown, ctx: UpstreamCallContext): Error;
 }
 

@@ -13,7 +13,7 @@ import type { TraceIds } from '../../../lib/spans';
 import type { StreamRecord, Store, Unsubscribe } from '../../store/store';
 import { CLIENT_REQUESTED, LEGACY_CLOSES, SERVER_SHUTDOWN, endClose } from '../contract/closes';
 import type { LegacyClose } from '../contract/closes';
-import { decodeEnvelope, resultsChannel } from '../sessions/results-channel';
+import { decodeEnvelope, resultsChannel } from '../streams/results-channel';
 
 /**
  * A refusal closes 1008 (fatal in legacy clients) unless it gives `code`: 1013 "try again later"

@@ -17,8 +17,8 @@ import type { ResultWindows } from '../../store/result-windows';
 import { LEGACY_ERRORS } from '../contract/errors';
 import { createLegacySchemas } from '../contract/schema';
 import type { LegacySchemas } from '../contract/schema';
-import type { UpstreamCatalog } from '../sessions/catalog';
-import type { LegacySessions } from '../sessions/sessions';
+import type { UpstreamCatalog } from '../streams/catalog';
+import type { LegacyStreams } from '../streams/legacy-streams';
 import { checkKey, isStreamId } from './access';
 import type { FailedAuthLimiter } from './auth-failures';
 
@@ -26,7 +26,7 @@ export interface LegacyRouteDeps {
   cfg: LegacyConfig;
   brand: Brand;
   store: Feedback & ResultWindows & Pick<StreamRecords, 'getRecord' | 'addCost'>;
-  sessions: LegacySessions;
+  streams: LegacyStreams;
   catalog: UpstreamCatalog;
   /** Per-client-address budget of failed authentications (absent: unlimited). */
   authLimiter?: FailedAuthLimiter;

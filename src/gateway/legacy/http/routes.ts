@@ -15,7 +15,7 @@ import { viewRoutes } from './view-routes';
 export { upstreamIds } from './route-context';
 export type { LegacyRouteDeps } from './route-context';
 
-/** The `/v0.2` interface, served on /v1beta through LegacySessions. */
+/** The `/v0.2` interface, served on /v1beta through LegacyStreams. */
 export function legacyRouter(deps: LegacyRouteDeps): Router {
   const ctx = routeContext(deps);
   const r = express.Router();

@@ -8,7 +8,7 @@ import { upstreamIds } from './route-context';
 import type { RouteContext } from './route-context';
 
 export function streamRoutes(r: Router, ctx: RouteContext): void {
-  const { brand, sessions, catalog, cfg } = ctx.deps;
+  const { brand, streams, catalog, cfg } = ctx.deps;
   const { caller, streamId, schemas, clock } = ctx;
 
   r.post('/streams', async (req: Request, res: Response) => {
@@ -24,7 +24,7 @@ export function streamRoutes(r: Router, ctx: RouteContext): void {
     res.once('close', () => {
       if (!res.writableFinished) gaveUp.abort();
     });
-    const out = await sessions.create({
+    const out = await streams.create({
       apiKey: who.apiKey,
       accountId: who.accountId,
       spec,
@@ -37,7 +37,7 @@ export function streamRoutes(r: Router, ctx: RouteContext): void {
   r.post('/streams/:id/keepalive', async (req, res) => {
     const id = streamId(req);
     const who = await caller(req, res);
-    const ka = await sessions.keepalive(id, who.apiKey, who.accountId, upstreamIds(req, res));
+    const ka = await streams.keepalive(id, who.apiKey, who.accountId, upstreamIds(req, res));
     res.json(
       toLegacyKeepalive(
         {
@@ -57,13 +57,13 @@ export function streamRoutes(r: Router, ctx: RouteContext): void {
   r.delete('/streams/:id', async (req, res) => {
     const id = streamId(req);
     const who = await caller(req, res);
-    const rec = await sessions.recordFor(id, who.accountId);
+    const rec = await streams.recordFor(id, who.accountId);
     if (rec.state === 'ended') {
       res.status(204).end();
       return;
     }
     // Any replica: the store picks one winner, which closes every socket and deletes upstream with this key.
-    await sessions.end(id, sessions.reasons.clientRequested, { apiKey: who.apiKey, answerFirst: true });
+    await streams.end(id, streams.reasons.clientRequested, { apiKey: who.apiKey, answerFirst: true });
     res.json({ status: 'ok' });
   });
 
@@ -71,7 +71,7 @@ export function streamRoutes(r: Router, ctx: RouteContext): void {
     const id = streamId(req);
     const who = await caller(req, res);
     const { prompt } = parseLegacy(schemas.promptPatch, req.body ?? {}, res.locals.requestId as string);
-    const rec = await sessions.updatePrompt(id, who.accountId, prompt);
+    const rec = await streams.updatePrompt(id, who.accountId, prompt);
     res.json(
       toLegacyPromptResponse({
         id: rec.streamId,

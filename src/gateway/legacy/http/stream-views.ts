@@ -11,7 +11,7 @@ import { isUpstreamStatus } from '../../../upstream/client';
 import { LEGACY_ERRORS } from '../contract/errors';
 import { legacyStreamState, toLegacySpectate, toLegacyStreamInfo } from '../contract/responses';
 import type { LegacySpectate, LegacyStreamInfo } from '../contract/responses';
-import type { LegacyRecord } from '../sessions/ports';
+import type { LegacyRecord } from '../streams/ports';
 import { UPSTREAM_CONTEXTS } from '../contract/upstream-errors';
 import type { UpstreamCallContext } from '../contract/upstream-errors';
 import { legacyError } from '../contract/validate';

@@ -25,7 +25,7 @@ export class RedisBroker extends RedisRole implements Broker {
 
   /**
    * On a Cluster a message reaches other nodes' subscribers over the cluster bus, in order per
-   * publishing node only: so a channel is published from the node of its `route`'s session (for
+   * publishing node only: so a channel is published from the node of its `route`'s record (for
    * `results:<streamId>`, where commitTick publishes), and a stream's end can never overtake its last results.
    */
   async publish(channel: string, message: string, route: string): Promise<void> {

@@ -37,12 +37,12 @@ const EVICTING = /^(allkeys|volatile)-/;
 
 /**
  * Refuses an evicting `maxmemory-policy`: an evicted slot member would grant a sixth stream, an
- * evicted session would end one. `noeviction` makes Redis refuse writes instead (creates fail closed).
+ * evicted record would end one. `noeviction` makes Redis refuse writes instead (creates fail closed).
  */
 export function checkMaxmemoryPolicy(policy: string | undefined): string | undefined {
   if (policy && EVICTING.test(policy)) {
     return (
-      `refusing to start: Redis maxmemory-policy is ${policy}, which evicts keys (slots and sessions would vanish). ` +
+      `refusing to start: Redis maxmemory-policy is ${policy}, which evicts keys (slots and streams would vanish). ` +
       'Set maxmemory-policy noeviction on the Redis server (CONFIG SET maxmemory-policy noeviction, or in redis.conf).'
     );
   }

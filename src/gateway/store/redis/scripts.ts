@@ -35,8 +35,8 @@ redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('HSET', KEYS[2], 'r:' .. ARGV[1], ARGV[3], 's:' .. ARGV[1], ARGV[2])
 return 1`;
 
-// ── Stream records: scripts on one session hash (KEYS[1]). Fields are JSON: strings compare quoted ('"active"').
-/** Returns false unless the session exists and is active (callers answer undefined / 'missing'). */
+// ── Stream records: scripts on one record's hash (KEYS[1]). Fields are JSON: strings compare quoted ('"active"').
+/** Returns false unless the record exists and is active (callers answer undefined / 'missing'). */
 const ACTIVE = `local st = redis.call('HGET', KEYS[1], 'state')
 if st ~= '"active"' then return false end`;
 
@@ -86,7 +86,7 @@ redis.call('HSET', KEYS[1], 'owner', ARGV[3], 'epoch', tostring(epoch + 1))
 return redis.call('HGETALL', KEYS[1])`;
 
 /**
- * KEYS the session hashes of one or more tick commits; ARGV 8 per commit, in KEYS order: owner
+ * KEYS the record hashes of one or more tick commits; ARGV 8 per commit, in KEYS order: owner
  * (JSON), epoch, tick, cost, channel, message, outcome ('ok', 'failed' or '' for none), inference ms.
  * Each is the fenced tick: checks, lastTick, cost, the outcome's counters and the publish (one HMGET,
  * one HSET, one PUBLISH), so a result is published at most once per (stream, tick) and never by a
@@ -127,12 +127,12 @@ for k = 1, #KEYS do
 end
 return out`;
 
-/** KEYS[1] session hash; ARGV field, value pairs. 1 when written, 0 when the hash exists. */
+/** KEYS[1] record hash; ARGV field, value pairs. 1 when written, 0 when the hash exists. */
 const RESTORE = `if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1`;
 
-/** KEYS[1] session hash; ARGV field, value pairs. The record after the patch, or nil when absent. */
+/** KEYS[1] record hash; ARGV field, value pairs. The record after the patch, or nil when absent. */
 const UPDATE = `if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 redis.call('HSET', KEYS[1], unpack(ARGV))
 return redis.call('HGETALL', KEYS[1])`;

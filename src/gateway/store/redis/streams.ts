@@ -146,7 +146,7 @@ export class RedisStreams extends RedisRole implements StreamRecords {
   }
 
   /**
-   * The index, filtered by each record (active and owned by `replica`). Entries of ended sessions are
+   * The index, filtered by each record (active and owned by `replica`). Entries of ended streams are
    * dropped (ended is final; a crash between an end and its index update leaves them). Entries now
    * owned by another replica are only filtered: dropping them could race a claim back to `replica`.
    * `vouched` ids are not read: a replica's periodic reconcile then costs one SMEMBERS, not a read

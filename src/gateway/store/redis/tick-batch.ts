@@ -18,7 +18,7 @@ interface Queued {
  * first one (or, with 0, in one turn of the event loop: completions that answered together) go as
  * one EVALSHA and one round trip instead of one each. The window is what a result may wait before
  * it is published; a full batch (MAX_BATCH) is sent at once. Each commit is still checked on its
- * own inside the script; a failed call fails every commit it carried. On a Cluster the session
+ * own inside the script; a failed call fails every commit it carried. On a Cluster the record
  * hashes lie in any slot: each commit is its own call there.
  */
 export class TickBatch {

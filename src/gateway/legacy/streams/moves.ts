@@ -2,14 +2,14 @@
  * Streams moving between replicas (docs/scaling.md): what the membership loop and the control
  * channel (../../fleet) ask of this replica's streams. Adopts a stream from its record (failover or
  * hand-over), hands streams over, acts on owner messages, and reconciles the streams the store says
- * are ours with those running here. `Fleet` is handed this object directly (`LegacySessions.moves`).
+ * are ours with those running here. `Fleet` is handed this object directly (`LegacyStreams.moves`).
  */
 import { ATTR, inSpan } from '../../../lib/spans';
 import type { StreamRecord } from '../../store/store';
 import { tellOwner } from './end';
-import type { SessionEnd } from './end';
+import type { StreamEnd } from './end';
 import { legacyRecord, ownedBy } from './ownership';
-import type { HandOverOptions, OwnerMessage, SessionContext } from './ports';
+import type { HandOverOptions, OwnerMessage, StreamsContext } from './ports';
 import type { RecordSync } from './record-sync';
 import type { StreamRegistry } from './registry';
 import type { StreamStart } from './stream-start';
@@ -25,9 +25,9 @@ export class StreamMoves {
   private readonly adopting = new Set<string>();
 
   constructor(
-    private readonly deps: SessionContext,
+    private readonly deps: StreamsContext,
     private readonly registry: StreamRegistry,
-    private readonly ender: SessionEnd,
+    private readonly ender: StreamEnd,
     private readonly sync: RecordSync,
     /** The start-up path a create takes too (schema, media taken over, every timer armed). */
     private readonly starter: StreamStart,
@@ -91,7 +91,7 @@ export class StreamMoves {
         return false;
       }
       if (!(await this.starter.start(record, apiKey, { from: 'adopt', rec }))) return false;
-      this.deps.observer?.sessionAdopted?.(id, how);
+      this.deps.observer?.streamAdopted?.(id, how);
       logger.info({ streamId: id, how, epoch: rec.epoch, key: rec.keyHash }, 'legacy stream adopted');
       return true;
     } finally {

@@ -2,7 +2,7 @@
  * The lease policy of legacy streams, decisions only (no store, upstream call or timer): how long a
  * legacy lease lasts and what a keepalive does to it, what the lease check does with a lapsed one
  * and why it ends its stream, and when the owner renews the upstream stream's own lease. The I/O
- * around them: the create and the keepalive (./sessions.ts), the lease check and the upstream
+ * around them: the create and the keepalive (./legacy-streams.ts), the lease check and the upstream
  * keepalive (./timers.ts), a create's or an adoption's start (./stream-start.ts).
  */
 import type { LegacyConfig } from '../../../config';

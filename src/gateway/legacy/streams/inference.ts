@@ -15,9 +15,9 @@ import { RateLimitBackoff } from './rate-limit-backoff';
 import { ResultWindowRecorder } from './result-window';
 import { encodeEnvelope, resultsChannel } from './results-channel';
 import type { RecordSync } from './record-sync';
-import type { SessionEnd } from './end';
+import type { StreamEnd } from './end';
 import type { LiveStream } from './live-stream';
-import type { SessionContext } from './ports';
+import type { StreamsContext } from './ports';
 import type { TickInfo } from './ticker';
 import { buildCompletionRequest } from '../contract/upstream-request';
 import { toLegacyResult } from '../contract/responses';
@@ -30,8 +30,8 @@ export class TickInference {
   private readonly backoff = new RateLimitBackoff();
 
   constructor(
-    private readonly deps: SessionContext,
-    private readonly ender: SessionEnd,
+    private readonly deps: StreamsContext,
+    private readonly ender: StreamEnd,
     private readonly sync: RecordSync,
   ) {
     this.windows = new ResultWindowRecorder(deps);

@@ -6,12 +6,12 @@
 import type { TickCommit } from '../../store/store';
 import type { LiveStream } from './live-stream';
 import { ownedBy } from './ownership';
-import type { SessionContext } from './ports';
+import type { StreamsContext } from './ports';
 import type { StreamRegistry } from './registry';
 
 export class RecordSync {
   constructor(
-    private readonly deps: SessionContext,
+    private readonly deps: StreamsContext,
     private readonly registry: StreamRegistry,
   ) {}
 

@@ -1,32 +1,32 @@
 /**
  * A stream's media through its source (./ports.ts `StreamSource`): set up at create, taken over at
  * adoption, its publish token renewed, its outside session kept in the record and released at the
- * stream's end on whichever replica ends it. The one place the sessions touch media; which source
+ * stream's end on whichever replica ends it. The one place the streams touch media; which source
  * a stream has is its spec's transport, never a branch here.
  */
 import { transportLostReason } from '../contract/closes';
 import type { LegacyMedia } from '../contract/responses';
 import type { LiveStream } from './live-stream';
 import { legacyRecord } from './ownership';
-import type { MediaSessionRef, SessionContext, SourceContext, StreamSource } from './ports';
+import type { MediaSessionRef, StreamsContext, SourceContext, StreamSource } from './ports';
 import type { RecordSync } from './record-sync';
 import type { StreamRecord, StoredMediaSession } from '../../store/store';
 
 /** The record's form of a session: the token sealed when the fleet shares its store. */
-function storedSession(deps: Pick<SessionContext, 'fleet'>, streamId: string, session: MediaSessionRef, token: string): StoredMediaSession {
+function storedSession(deps: Pick<StreamsContext, 'fleet'>, streamId: string, session: MediaSessionRef, token: string): StoredMediaSession {
   const sealer = deps.fleet.sealer;
   return { ...session, token: sealer ? sealer.seal(token, streamId) : token };
 }
 
 /** The publish token of a stored session (undefined when it does not open here). */
-function sessionToken(deps: Pick<SessionContext, 'fleet'>, streamId: string, stored: StoredMediaSession): string | undefined {
+function sessionToken(deps: Pick<StreamsContext, 'fleet'>, streamId: string, stored: StoredMediaSession): string | undefined {
   const sealer = deps.fleet.sealer;
   return sealer ? sealer.open(stored.token, streamId) : stored.token;
 }
 
 export class StreamMedia {
   constructor(
-    private readonly deps: SessionContext,
+    private readonly deps: StreamsContext,
     /** The end path (a lost source ends its stream). */
     private readonly end: (streamId: string, reason: string) => Promise<unknown>,
     private readonly sync: RecordSync,
@@ -109,7 +109,7 @@ export class StreamMedia {
  * replica that won the end: best effort, with the latest token (a failure is logged; the upstream
  * stream's delete takes the room down anyway).
  */
-export async function releaseMedia(deps: SessionContext, rec: StreamRecord, heldToken?: string): Promise<void> {
+export async function releaseMedia(deps: StreamsContext, rec: StreamRecord, heldToken?: string): Promise<void> {
   const stored = rec.mediaSession;
   if (!stored) return;
   const token = sessionToken(deps, rec.streamId, stored) ?? heldToken;

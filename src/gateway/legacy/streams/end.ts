@@ -13,11 +13,11 @@ import type { LiveStream } from './live-stream';
 import { releaseMedia } from './media';
 import type { StreamRegistry } from './registry';
 import { encodeEnvelope, resultsChannel } from './results-channel';
-import type { OwnerMessage, SessionContext } from './ports';
+import type { OwnerMessage, StreamsContext } from './ports';
 import type { LegacyEndReasons } from '../contract/closes';
 
 /** Fire and forget: a lost control message is caught by the tick commit and the periodic reconcile. */
-export function tellOwner(deps: Pick<SessionContext, 'fleet' | 'logger'>, replica: string, msg: OwnerMessage): void {
+export function tellOwner(deps: Pick<StreamsContext, 'fleet' | 'logger'>, replica: string, msg: OwnerMessage): void {
   deps.fleet.tell(replica, msg).catch((err: unknown) => deps.logger.warn({ err, replica, op: msg.op }, 'control message not sent'));
 }
 
@@ -38,9 +38,9 @@ export interface EndOptions {
   answerFirst?: boolean;
 }
 
-export class SessionEnd {
+export class StreamEnd {
   constructor(
-    private readonly deps: SessionContext,
+    private readonly deps: StreamsContext,
     private readonly registry: StreamRegistry,
     readonly reasons: LegacyEndReasons,
   ) {}
@@ -148,7 +148,7 @@ export class SessionEnd {
     return s.end_reason === 'expired' ? this.reasons.leaseExpired : this.reasons.upstreamEnded;
   }
 
-  /** An upstream stream already read as ended: the session ends for its reason (nothing to delete there). */
+  /** An upstream stream already read as ended: the stream ends for its reason (nothing to delete there). */
   endedUpstream(stream: LiveStream, s: Pick<Stream, 'end_reason'>): Promise<boolean> {
     return this.end(stream.id, this.endReasonOf(s), { deleteUpstream: false });
   }

@@ -1,5 +1,5 @@
 /**
- * The ports of legacy sessions: what LegacySessions needs from the rest of the gateway (deps, media
+ * The ports of legacy streams: what LegacyStreams needs from the rest of the gateway (deps, media
  * sources and relay, observers, the fleet link), what replicas tell each other about a stream, and a
  * create's input and output. A live stream's own state is ./live-stream.ts.
  */
@@ -14,11 +14,11 @@ import type { Broker, StreamRecord, StreamRecords, Slots, StoredMediaSession } f
 import type { ResultWindows } from '../../store/result-windows';
 import type { UpstreamCatalog } from './catalog';
 import type { LegacyMedia } from '../contract/responses';
-import type { SessionSpec, Transport } from '../contract/spec';
+import type { StreamSpec, Transport } from '../contract/spec';
 
-/** What the gateway observes of legacy sessions (metrics, deprecation telemetry). All optional. */
+/** What the gateway observes of legacy streams (metrics, deprecation telemetry). All optional. */
 export interface LegacyObserver {
-  streamCreated?(keyHash: string, spec: SessionSpec): void;
+  streamCreated?(keyHash: string, spec: StreamSpec): void;
   streamEnded?(keyHash: string, reason: string): void;
   inference?(e: {
     keyHash: string;
@@ -39,10 +39,10 @@ export interface LegacyObserver {
   upstreamReach?(reached: boolean): void;
   /** Fleet: replicas alive as this replica last saw them. */
   fleetReplicas?(alive: number): void;
-  /** Fleet: sessions this replica schedules now. */
-  ownedSessions?(count: number): void;
-  /** Fleet: this replica took over a session, from a dead replica (`failover`) or handed over to it (`handover`). */
-  sessionAdopted?(streamId: string, how: 'failover' | 'handover'): void;
+  /** Fleet: streams this replica schedules now. */
+  ownedStreamCount?(count: number): void;
+  /** Fleet: this replica took over a stream, from a dead replica (`failover`) or handed over to it (`handover`). */
+  streamAdopted?(streamId: string, how: 'failover' | 'handover'): void;
   /** Fleet: a tick's result was refused by the store (another owner/epoch, a duplicate, ended). */
   tickFenced?(reason: 'fenced' | 'duplicate' | 'ended' | 'missing'): void;
 }
@@ -65,14 +65,14 @@ export function fanOut(observers: ReadonlyArray<LegacyObserver | undefined>): Le
     upstreamError: each('upstreamError'),
     upstreamReach: each('upstreamReach'),
     fleetReplicas: each('fleetReplicas'),
-    ownedSessions: each('ownedSessions'),
-    sessionAdopted: each('sessionAdopted'),
+    ownedStreamCount: each('ownedStreamCount'),
+    streamAdopted: each('streamAdopted'),
     tickFenced: each('tickFenced'),
   };
 }
 
 export interface RelayStart {
-  spec: SessionSpec;
+  spec: StreamSpec;
   streamId: string;
   publishUrl: string;
   publishToken: string;
@@ -88,7 +88,7 @@ export interface RelayStart {
  */
 export interface MediaRelay {
   /** Rejects a source that cannot work (bad SDP, codec, room token) before anything is created. */
-  check?(spec: SessionSpec): void;
+  check?(spec: StreamSpec): void;
   /**
    * Starts relaying; resolves with what the create response needs. `onLost` ends the stream;
    * `onFrameSize` is told the size of the first relayed frame and of every change.
@@ -106,7 +106,7 @@ export type MediaSessionRef = Omit<StoredMediaSession, 'token'>;
 
 /** What a source is given to set a stream's media up (create) or take it over (adoption). */
 export interface SourceContext {
-  spec: SessionSpec;
+  spec: StreamSpec;
   streamId: string;
   /** The media is lost for good: the stream ends (`webrtc_disconnected`, `<vendor>_disconnected`). */
   onLost(): void;
@@ -126,13 +126,13 @@ export interface SourceStarted {
 
 /**
  * One kind of media source of a legacy stream (native, webrtc over WHIP, webrtc relay, customer
- * room) behind one interface, so the sessions never branch on the transport (src/gateway/ingest).
+ * room) behind one interface, so the streams never branch on the transport (src/gateway/ingest).
  */
 export interface StreamSource {
   /** The stream's media survives its owner (failover, hand-over); false: pinned, it ends with its owner. */
   readonly movable: boolean;
   /** The 422 a create with this source gets, thrown before anything is set up. */
-  check(spec: SessionSpec): void;
+  check(spec: StreamSpec): void;
   /** Sets a new stream's media up (throws legacy errors: the create fails and leaves nothing). */
   start(ctx: SourceContext): Promise<SourceStarted>;
   /** Takes a stream's media over on its new owner (throws: the stream ends as its media lost). */
@@ -163,7 +163,7 @@ export interface HandOverOptions {
 }
 
 /**
- * What a replica tells a session's owner (docs/scaling.md "Control channel"): `ended` (stop the
+ * What a replica tells a stream's owner (docs/scaling.md "Control channel"): `ended` (stop the
  * local scheduler, someone else ended it), `prompt` (re-read it), `adopt` (it was handed over to
  * the replica told).
  */
@@ -179,7 +179,7 @@ export interface FleetLink {
   tell(replica: string, msg: OwnerMessage): Promise<void>;
 }
 
-export interface SessionDeps {
+export interface StreamsDeps {
   cfg: LegacyConfig;
   brand: Brand;
   logger: Logger;
@@ -194,7 +194,7 @@ export interface SessionDeps {
   clock?: Clock;
   /** Store outages seen by this replica (../store/outage.ts): when a lapsed lease may end. */
   storeHealth?: Pick<StoreHealth, 'leaseDeadline'>;
-  /** How the sessions reach the rest of the fleet (a replica alone has a solo link: ../../fleet/member.ts). */
+  /** How the streams reach the rest of the fleet (a replica alone has a solo link: ../../fleet/member.ts). */
   fleet: FleetLink;
   /** Where the replica is on its way out (../../lifecycle.ts `LifecycleView` is one): creates and starts ask it. */
   lifecycle: StreamsLifecycle;
@@ -208,19 +208,19 @@ export interface StreamsLifecycle {
   readonly startsStreams: boolean;
 }
 
-/** A stream record as the legacy adapter writes it: its `spec` is a `SessionSpec`. */
-export type LegacyRecord = StreamRecord<SessionSpec>;
+/** A stream record as the legacy adapter writes it: its `spec` is a `StreamSpec`. */
+export type LegacyRecord = StreamRecord<StreamSpec>;
 
 /**
- * The deps as every part of sessions sees them: the clock and the sources resolved (the real clock
+ * The deps as every part of streams sees them: the clock and the sources resolved (the real clock
  * and native-only sources unless injected) and this replica's id (the owner in the records it writes).
  */
-export type SessionContext = SessionDeps & { clock: Clock; replicaId: string; sources: StreamSources };
+export type StreamsContext = StreamsDeps & { clock: Clock; replicaId: string; sources: StreamSources };
 
 export interface CreateInput {
   apiKey: string;
   accountId: string;
-  spec: SessionSpec;
+  spec: StreamSpec;
   /** Aborts when the client gave up: a stream created after that is deleted, not handed out. */
   signal?: AbortSignal;
   requestId?: string;

@@ -13,10 +13,10 @@ import type { StreamRecord } from '../../store/store';
 import { LEGACY_ERRORS } from '../contract/errors';
 import { compileOutputSchema } from '../contract/output-schema';
 import type { LegacyMedia } from '../contract/responses';
-import type { SessionEnd } from './end';
+import type { StreamEnd } from './end';
 import { LiveStream } from './live-stream';
 import type { StreamMedia } from './media';
-import type { LegacyRecord, SessionContext } from './ports';
+import type { LegacyRecord, StreamsContext } from './ports';
 import type { StreamRegistry } from './registry';
 import type { StreamTimers } from './timers';
 
@@ -41,9 +41,9 @@ export type StreamOrigin = CreateOrigin | AdoptOrigin;
 
 export class StreamStart {
   constructor(
-    private readonly deps: SessionContext,
+    private readonly deps: StreamsContext,
     private readonly registry: StreamRegistry,
-    private readonly ender: SessionEnd,
+    private readonly ender: StreamEnd,
     private readonly timers: StreamTimers,
     /** Output-schema validators, cached by content. */
     private readonly schemas: JsonSchemaValidators,

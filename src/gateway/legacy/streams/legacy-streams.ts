@@ -8,13 +8,13 @@ import { realClock } from '../../../lib/timers';
 import { UpstreamError, isUpstreamStatus } from '../../../upstream/client';
 import { LEGACY_ERRORS } from '../contract/errors';
 import { TickInference } from './inference';
-import { SessionEnd, tellOwner } from './end';
+import { StreamEnd, tellOwner } from './end';
 import type { EndOptions } from './end';
 import { keepaliveLease, leaseFrom, secondsToSoonestLapse } from './lease';
 import { StreamMedia } from './media';
 import { StreamMoves } from './moves';
 import { legacyRecord, streamAccess } from './ownership';
-import type { CreateInput, CreateOutput, LegacyRecord, SessionContext, SessionDeps } from './ports';
+import type { CreateInput, CreateOutput, LegacyRecord, StreamsContext, StreamsDeps } from './ports';
 import { RecordSync } from './record-sync';
 import { StreamRegistry } from './registry';
 import { nativeOnlySources } from './sources';
@@ -28,14 +28,14 @@ import { UPSTREAM_CONTEXTS, toLegacyError } from '../contract/upstream-errors';
 import type { UpstreamCallContext } from '../contract/upstream-errors';
 
 /**
- * Legacy sessions: create (slot → upstream stream → record → scheduler), keepalives, prompt, on any
+ * Legacy streams: create (slot → upstream stream → record → scheduler), keepalives, prompt, on any
  * replica of a fleet. Builds the parts once, in order, each given what it calls: the registry of
  * this process's streams (./registry.ts, each stream a ./live-stream.ts), the end path (./end.ts),
  * the record upkeep (./record-sync.ts), inference (./inference.ts), the timers (./timers.ts), the
  * start-up path a create and an adoption share (./stream-start.ts), and the moves between replicas
  * (./moves.ts, handed to ../../fleet as `moves`).
  */
-export class LegacySessions {
+export class LegacyStreams {
   /** The legacy end reasons (close reasons of 1001), vendor-named where the vendor shows. */
   readonly reasons: LegacyEndReasons;
   /** Output-schema validators, cached by content (streams re-sending one schema compile it once). */
@@ -44,16 +44,16 @@ export class LegacySessions {
   readonly moves: StreamMoves;
   /** This replica's id: the owner written into the records of the streams it schedules. */
   readonly replicaId: string;
-  private readonly deps: SessionContext;
+  private readonly deps: StreamsContext;
   private readonly registry: StreamRegistry;
-  private readonly ender: SessionEnd;
+  private readonly ender: StreamEnd;
   private readonly timers: StreamTimers;
   private readonly sync: RecordSync;
   private readonly media: StreamMedia;
   private readonly starter: StreamStart;
 
-  constructor(deps: SessionDeps) {
-    const ctx: SessionContext = {
+  constructor(deps: StreamsDeps) {
+    const ctx: StreamsContext = {
       ...deps,
       clock: deps.clock ?? realClock,
       replicaId: deps.fleet.replicaId,
@@ -64,7 +64,7 @@ export class LegacySessions {
     this.reasons = legacyEndReasons(deps.brand);
     this.schemas = new JsonSchemaValidators({ maxEntries: 256, logger: deps.logger });
     const registry = (this.registry = new StreamRegistry({ logger: deps.logger, sources: ctx.sources, observer: deps.observer }));
-    const ender = (this.ender = new SessionEnd(ctx, registry, this.reasons));
+    const ender = (this.ender = new StreamEnd(ctx, registry, this.reasons));
     const sync = (this.sync = new RecordSync(ctx, registry));
     this.media = new StreamMedia(ctx, (id, reason) => ender.end(id, reason), sync);
     const inference = new TickInference(ctx, ender, sync);

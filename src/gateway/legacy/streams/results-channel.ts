@@ -1,5 +1,5 @@
 /**
- * The results channel of a stream, what the sessions publish there and the sockets read: one
+ * The results channel of a stream, what the streams publish there and the sockets read: one
  * message per result (`r` + the result's JSON) or per end (`e` + the end reason). Both sides go
  * through `encodeEnvelope` and `decodeEnvelope`, so the wire format lives only here.
  */

@@ -22,11 +22,11 @@ import type { Clock } from '../../../lib/timers';
 import { StoreUnavailableError } from '../../store/store';
 import type { ResultWindow } from '../../store/result-windows';
 import type { LiveStream } from './live-stream';
-import type { LegacyRecord, SessionContext } from './ports';
+import type { LegacyRecord, StreamsContext } from './ports';
 import type { Anchor } from './stream-clock';
 
 export class ResultWindowRecorder {
-  constructor(private readonly deps: Pick<SessionContext, 'store' | 'upstream' | 'cfg' | 'logger' | 'clock'>) {}
+  constructor(private readonly deps: Pick<StreamsContext, 'store' | 'upstream' | 'cfg' | 'logger' | 'clock'>) {}
 
   private get clock(): Clock {
     return this.deps.clock;

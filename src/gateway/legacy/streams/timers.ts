@@ -14,15 +14,15 @@ import type { StreamRegistry } from './registry';
 import { LEASE_CHECK_RETRY_MS, firstUpstreamRenewalMs, lapsedLease, lapsedLeaseReason, leaseHolds, upstreamRenewal } from './lease';
 import { ownedBy, resumePoint } from './ownership';
 import type { RecordSync } from './record-sync';
-import type { SessionEnd } from './end';
+import type { StreamEnd } from './end';
 import type { LiveStream } from './live-stream';
-import type { SessionContext } from './ports';
+import type { StreamsContext } from './ports';
 import { Ticker } from './ticker';
 
 export class StreamTimers {
   constructor(
-    private readonly deps: SessionContext,
-    private readonly ender: SessionEnd,
+    private readonly deps: StreamsContext,
+    private readonly ender: StreamEnd,
     private readonly registry: StreamRegistry,
     private readonly sync: RecordSync,
     private readonly inference: TickInference,

@@ -15,7 +15,7 @@ export function resultId(streamId: string, tick: number): string {
 
 /**
  * The one typed view of a stored record: the legacy adapter is the only writer of stream records,
- * so their `spec` is the `SessionSpec` it wrote.
+ * so their `spec` is the `StreamSpec` it wrote.
  */
 export function legacyRecord(rec: StreamRecord): LegacyRecord {
   return rec as LegacyRecord;

@@ -12,7 +12,7 @@ export interface StreamRegistryDeps {
   logger: Logger;
   /** Each stream's source stops what it runs here when the stream stops here. */
   sources: Pick<StreamSources, 'of'>;
-  observer?: Pick<LegacyObserver, 'ownedSessions'>;
+  observer?: Pick<LegacyObserver, 'ownedStreamCount'>;
 }
 
 export class StreamRegistry {
@@ -50,7 +50,7 @@ export class StreamRegistry {
   add(stream: LiveStream): void {
     this.live.set(stream.id, stream);
     this.owned.set(stream.id, stream.apiKey);
-    this.deps.observer?.ownedSessions?.(this.live.size);
+    this.deps.observer?.ownedStreamCount?.(this.live.size);
   }
 
   /**
@@ -63,7 +63,7 @@ export class StreamRegistry {
     stream.stop();
     if (this.live.get(id) !== stream) return;
     this.live.delete(id);
-    this.deps.observer?.ownedSessions?.(this.live.size);
+    this.deps.observer?.ownedStreamCount?.(this.live.size);
     try {
       await this.deps.sources.of(stream.record.spec.transport).stop(id);
     } catch (err) {

@@ -5,7 +5,7 @@
  * The other sources (webrtc over WHIP or the relay, customer rooms) are src/gateway/ingest's.
  */
 import { LEGACY_ERRORS } from '../contract/errors';
-import type { SessionSpec, Transport } from '../contract/spec';
+import type { StreamSpec, Transport } from '../contract/spec';
 import type { SourceContext, SourceStarted, StreamSource, StreamSources } from './ports';
 
 export const nativeSource: StreamSource = {
@@ -23,7 +23,7 @@ export const nativeSource: StreamSource = {
 
 /** A transport this gateway has no source for: every create with it is refused (422 `unsupported_source`). */
 function unsupported(transport: Transport): StreamSource {
-  const refuse = (spec: SessionSpec): never => {
+  const refuse = (spec: StreamSpec): never => {
     throw LEGACY_ERRORS.unsupportedSource(spec.transport);
   };
   return {
@@ -39,7 +39,7 @@ function unsupported(transport: Transport): StreamSource {
   };
 }
 
-/** Native streams only (sessions built without src/gateway/ingest: tests of the lifecycle). */
+/** Native streams only (streams built without src/gateway/ingest: tests of the lifecycle). */
 export function nativeOnlySources(): StreamSources {
   const webrtc = unsupported('webrtc');
   const room = unsupported('room');
