@@ -14,7 +14,7 @@ import type { FleetMember } from './fleet/member';
 import { UpstreamReach } from './fleet/upstream-reach';
 import { httpApp } from './http-app';
 import { WorkerRelay, gatewaySources } from './ingest';
-import { fanOut, LegacyStreams, ResultsSockets, socketAuthorizer } from './legacy';
+import { LegacyStreams, ResultsSockets, socketAuthorizer } from './legacy';
 import type { LegacyObserver, MediaRelay, SunsetPolicy } from './legacy';
 import { Lifecycle } from './lifecycle';
 import type { LifecycleView } from './lifecycle';
@@ -89,11 +89,13 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     timeouts: { headersMs: cfg.requestTimeoutMs, bodyMs: cfg.requestTimeoutMs },
     breaker: { ...cfg.upstreamBreaker, clock },
   });
+  // Ticks tell whether this replica reaches the upstream; the probe tells when it does again.
+  const reach = new UpstreamReach({ failuresInARow: 5, recoverAfterMs: 2 * cfg.telemetry.upstreamProbeMs, clock: clock ?? realClock });
   const telemetry = gatewayTelemetry(cfg, logger, {
     brand,
     store: opts.store ?? memoryStore({ clock }),
     upstream,
-    observer: opts.observer,
+    observers: [opts.observer, reach],
     clock,
   });
   const { metrics, store, usage } = telemetry;
@@ -118,8 +120,6 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     relay: opts.media ?? (ingest as WorkerRelay),
   });
   const fleetLink = streamsLink(cfg.store, store);
-  // Ticks tell whether this replica reaches the upstream; the probe tells when it does again.
-  const reach = new UpstreamReach({ failuresInARow: 5, recoverAfterMs: 2 * cfg.telemetry.upstreamProbeMs, clock: clock ?? realClock });
   const lifecycle = new Lifecycle();
   const streams = new LegacyStreams({
     cfg: cfg.legacy,
@@ -129,7 +129,7 @@ export function createGateway(cfg: Config, logger: Logger, opts: GatewayOptions)
     upstream,
     catalog,
     sources,
-    observer: fanOut([telemetry.observer, reach]),
+    observer: telemetry.observer,
     clock,
     storeHealth: telemetry.storeHealth,
     fleet: fleetLink,

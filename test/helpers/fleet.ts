@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Redis from 'ioredis';
 import { mergeDeep } from '../../src/config';
-import { resultId } from '../../src/gateway/legacy/streams/ownership';
+import { resultId } from '../../src/gateway/legacy/streams/results-channel';
 import { runNode } from './node-process';
 import type { NodeProcess } from './node-process';
 import { commandCalls, serverCommandCalls, startRedis, startRedisCluster } from './redis';

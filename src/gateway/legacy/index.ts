@@ -14,7 +14,6 @@ export { toLegacyError } from './contract/upstream-errors';
 export { legacyError, legacyErrorRequestId, legacyJsonInvalid, legacyValidationError } from './contract/validate';
 
 export { UpstreamCatalog } from './streams/catalog';
-export { fanOut } from './streams/ports';
 export type {
   FleetLink,
   HandOverOptions,

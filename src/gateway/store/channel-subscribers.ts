@@ -1,4 +1,4 @@
-import type { Unsubscribe } from './store';
+import type { Broker, Unsubscribe } from './store';
 
 /** How a store opens and closes its own subscription to a channel (Redis: SUBSCRIBE/UNSUBSCRIBE). */
 export interface ChannelTransport {
@@ -12,8 +12,11 @@ const IN_PROCESS: ChannelTransport = { open: async () => undefined, close: () =>
 /**
  * The local subscribers of each channel, shared by every store: one subscription per channel
  * however many subscribers listen; the first subscriber opens it, the last one's unsubscribe closes it.
+ * In one process it is the whole broker (the memory store's `Broker` role: a publish is a delivery,
+ * in one order, so the route is a Cluster's concern only); the Redis broker fans its one Redis
+ * subscription per channel out through it.
  */
-export class ChannelSubscribers {
+export class ChannelSubscribers implements Broker {
   private readonly channels = new Map<string, { handlers: Set<(m: string) => void>; opened: Promise<unknown> }>();
 
   constructor(private readonly transport: ChannelTransport = IN_PROCESS) {}
@@ -48,6 +51,14 @@ export class ChannelSubscribers {
       this.channels.delete(channel);
       this.transport.close(channel);
     };
+  }
+
+  async publish(channel: string, message: string, _route: string): Promise<void> {
+    this.deliver(channel, message);
+  }
+
+  subscribe(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe> {
+    return this.add(channel, onMessage);
   }
 
   /** Forgets every subscriber (the store is closing). */

@@ -9,14 +9,14 @@ import type { Logger } from '../../lib/logger';
 import type { Clock } from '../../lib/timers';
 import { failureCause } from '../../upstream/client';
 import type { UpstreamClient } from '../../upstream/client';
-import { fanOut, legacyEndReasons, SunsetPolicy } from '../legacy';
+import { legacyEndReasons, SunsetPolicy } from '../legacy';
 import type { LegacyObserver } from '../legacy';
 import { measuredStore } from '../store/measured';
 import { StoreHealth } from '../store/outage';
 import type { Store } from '../store/store';
 import { deprecationHeaders } from './deprecation';
 import { GatewayMetrics } from './metrics';
-import { countedAdmission, telemetryObserver } from './observer';
+import { countedAdmission, fanOut, telemetryObserver } from './observer';
 import { DeprecationRollup } from './rollup';
 import { DeprecationUsage } from './usage';
 import { UpstreamHealth } from './upstream-health';
@@ -26,8 +26,8 @@ export interface TelemetryDeps {
   /** The store as given: it comes back measured. */
   store: Store;
   upstream: UpstreamClient;
-  /** Another observer of legacy streams, called after the gateway's own. */
-  observer?: LegacyObserver;
+  /** Further observers of legacy streams, each called after the gateway's own, in order. */
+  observers?: ReadonlyArray<LegacyObserver | undefined>;
   clock?: Clock;
 }
 
@@ -86,6 +86,6 @@ export function gatewayTelemetry(cfg: Config, logger: Logger, deps: TelemetryDep
     deprecation,
     /** Sunset and brownout refusals, each one counted. */
     admission: countedAdmission(sunset, metrics, usage),
-    observer: fanOut([telemetryObserver(metrics, usage), deps.observer]),
+    observer: fanOut([telemetryObserver(metrics, usage), ...(deps.observers ?? [])]),
   };
 }

@@ -4,7 +4,7 @@
  * and a 1 s frame stream's ticks overlap instead of being skipped. What is asserted is the order of
  * events (completions overlapping, results in tick order), never how long anything took.
  */
-import { resultId } from '../../../src/gateway/legacy/streams/ownership';
+import { resultId } from '../../../src/gateway/legacy/streams/results-channel';
 import { openResults } from '../../helpers/results-socket';
 import { KEY, clipBody, frameBody, http, startStack, tail } from '../../helpers/stack';
 import type { Stack } from '../../helpers/stack';

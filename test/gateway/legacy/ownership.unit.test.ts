@@ -1,4 +1,5 @@
-import { resultId, resumePoint } from '../../../src/gateway/legacy/streams/ownership';
+import { resultId } from '../../../src/gateway/legacy/streams/results-channel';
+import { resumePoint } from '../../../src/gateway/legacy/streams/ownership';
 
 describe('resultId', () => {
   test('the same (stream, tick) gives the same UUID-shaped id on every replica; another tick another id', () => {

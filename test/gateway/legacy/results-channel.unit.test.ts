@@ -3,7 +3,7 @@
  * channel), the round trip, and what a decoder makes of messages no encoder wrote.
  */
 import { toLegacyResult } from '../../../src/gateway/legacy/contract/responses';
-import { resultId } from '../../../src/gateway/legacy/streams/ownership';
+import { resultId } from '../../../src/gateway/legacy/streams/results-channel';
 import { decodeEnvelope, encodeEnvelope, resultsChannel } from '../../../src/gateway/legacy/streams/results-channel';
 import type { ResultsEnvelope } from '../../../src/gateway/legacy/streams/results-channel';
 

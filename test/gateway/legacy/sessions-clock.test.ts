@@ -21,7 +21,7 @@ import type { Store } from '../../../src/gateway/store/store';
 import { createLogger } from '../../../src/lib/logger';
 import { UpstreamClient, UpstreamError } from '../../../src/upstream/client';
 import { ModelLatency } from '../../../src/emulator/models/latency';
-import { resultId } from '../../../src/gateway/legacy/streams/ownership';
+import { resultId } from '../../../src/gateway/legacy/streams/results-channel';
 import { FakeClock, callsInFlight, driveUntil, quiesce, settle } from '../../helpers/fake-clock';
 import { KEY, frameBody, http } from '../../helpers/stack';
 import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';

@@ -4,7 +4,7 @@
  * operation), read back as Prometheus text: from a registry, and from a gateway's /metrics on a
  * real redis-server.
  */
-import { fanOut } from '../../../src/gateway/legacy/streams/ports';
+import { fanOut } from '../../../src/gateway/telemetry/observer';
 import { memoryStore } from '../../../src/gateway/store/memory';
 import { measuredStore } from '../../../src/gateway/store/measured';
 import { connectRedisStore } from '../../../src/gateway/store/redis';

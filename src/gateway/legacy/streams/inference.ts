@@ -10,14 +10,14 @@ import type { Clock } from '../../../lib/timers';
 import type { ChatCompletionResponse } from '../../../upstream/client';
 import { DEFAULT_TIMEOUTS, UpstreamError, failureCause, isUpstreamCode, isUpstreamStatus } from '../../../upstream/client';
 import { schemaMismatch } from '../contract/output-schema';
-import { resultId } from './ownership';
 import { RateLimitBackoff } from './rate-limit-backoff';
 import { ResultWindowRecorder } from './result-window';
-import { encodeEnvelope, resultsChannel } from './results-channel';
+import { encodeEnvelope, resultId, resultsChannel } from './results-channel';
 import type { RecordSync } from './record-sync';
 import type { StreamEnd } from './end';
 import type { LiveStream } from './live-stream';
 import type { StreamsContext } from './ports';
+import type { TickCommitInput } from '../../store/store';
 import type { TickInfo } from './ticker';
 import { buildCompletionRequest } from '../contract/upstream-request';
 import { toLegacyResult } from '../contract/responses';
@@ -148,7 +148,7 @@ export class TickInference {
     // An earlier tick still running (the completions overlap) commits first: results stay in tick order.
     await turn.before;
     if (stream.stopping) return outcome('stopped');
-    const commit = await store.commitTick(record.streamId, {
+    const committing: TickCommitInput = {
       owner: this.deps.replicaId,
       epoch: record.epoch,
       tick: tick.n,
@@ -156,7 +156,8 @@ export class TickInference {
       channel: resultsChannel(record.streamId),
       message: encodeEnvelope({ kind: 'result', json: JSON.stringify(result) }),
       outcome: { ok: result.ok, inferenceMs },
-    });
+    };
+    const commit = await store.commitTick(record.streamId, committing);
     this.sync.onCommit(stream, tick.n, commit);
     outcome(commit.ok ? (result.ok ? 'ok' : 'error') : commit.reason);
     if (!commit.ok) return;

@@ -12,7 +12,7 @@ import { legacyThreadId } from '../contract/upstream-request';
 import type { StoredMediaSession } from '../../store/store';
 import { upstreamLeaseAfter } from './lease';
 import type { LegacyRecord, StreamSource } from './ports';
-import { StreamClockAnchor } from './stream-clock';
+import { StreamClockAnchor } from './result-window';
 import { ownerRecord } from './stream-record';
 import type { Ticker } from './ticker';
 

@@ -1,17 +1,9 @@
 /**
  * Ownership of a legacy stream (docs/scaling.md): which account may touch it, whether this replica
- * owns it, the result id that makes a duplicate tick detectable, and where a new owner resumes the grid.
+ * owns it, and where a new owner resumes the grid.
  */
-import { createHash } from 'node:crypto';
 import type { StreamRecord } from '../../store/store';
 import type { LegacyRecord } from './ports';
-
-/** UUID-shaped id of tick `tick` of a stream: the same on every replica, so a duplicate shows. */
-export function resultId(streamId: string, tick: number): string {
-  const h = createHash('sha256').update(`${streamId}:${tick}`).digest('hex');
-  // Version 8 (custom) and the RFC 9562 variant, so it parses as a UUID.
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
-}
 
 /**
  * The one typed view of a stored record: the legacy adapter is the only writer of stream records,

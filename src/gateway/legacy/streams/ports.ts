@@ -47,30 +47,6 @@ export interface LegacyObserver {
   tickFenced?(reason: 'fenced' | 'duplicate' | 'ended' | 'missing'): void;
 }
 
-/** One observer that hands every event to each of `observers`, in order (absent ones skipped). */
-export function fanOut(observers: ReadonlyArray<LegacyObserver | undefined>): LegacyObserver {
-  const list = observers.filter((o): o is LegacyObserver => o !== undefined);
-  const each =
-    <K extends keyof LegacyObserver>(k: K) =>
-    (...args: Parameters<NonNullable<LegacyObserver[K]>>): void => {
-      for (const o of list) (o[k] as ((...a: typeof args) => void) | undefined)?.(...args);
-    };
-  return {
-    streamCreated: each('streamCreated'),
-    streamEnded: each('streamEnded'),
-    inference: each('inference'),
-    tickSkipped: each('tickSkipped'),
-    rateLimited: each('rateLimited'),
-    tickLateness: each('tickLateness'),
-    upstreamError: each('upstreamError'),
-    upstreamReach: each('upstreamReach'),
-    fleetReplicas: each('fleetReplicas'),
-    ownedStreamCount: each('ownedStreamCount'),
-    streamAdopted: each('streamAdopted'),
-    tickFenced: each('tickFenced'),
-  };
-}
-
 export interface RelayStart {
   spec: StreamSpec;
   streamId: string;

@@ -10,7 +10,10 @@
  * round trip), the stream clock at local time t is S + (t − L): the stream clock runs with wall
  * time, and only differences of this process's own clock enter, so no clock of another machine
  * (upstream or replica) has to agree with this one. The pair is the stream's own
- * (`LiveStream.clockAnchor`, ./stream-clock.ts), in memory, never in the record.
+ * (`LiveStream.clockAnchor`, a `StreamClockAnchor` below), in memory, never in the record: it lives
+ * and dies with the stream, and a replica that adopts the stream reads its own. A pair read over a
+ * slow round trip is replaced by a better one later (at most every `REANCHOR_MS`, `REANCHOR_TRIES`
+ * times: a link that is never faster is not read again and again).
  *
  * The window is put once the result is committed (`record`); the store may write it a moment later
  * (the Redis store gathers a second's windows into one write per shard). The anchor is asked for when
@@ -23,7 +26,6 @@ import { StoreUnavailableError } from '../../store/store';
 import type { ResultWindow } from '../../store/result-windows';
 import type { LiveStream } from './live-stream';
 import type { LegacyRecord, StreamsContext } from './ports';
-import type { Anchor } from './stream-clock';
 
 export class ResultWindowRecorder {
   constructor(private readonly deps: Pick<StreamsContext, 'store' | 'upstream' | 'cfg' | 'logger' | 'clock'>) {}
@@ -98,4 +100,57 @@ function windowAt(record: Pick<LegacyRecord, 'streamId' | 'accountId' | 'spec'>,
   return spec.mode === 'clip'
     ? { ...base, mode: 'clip', startMs: Math.max(0, end - spec.clip.clipLengthMs), endMs: end, maxFps: spec.clip.targetFps }
     : { ...base, mode: 'frame', startMs: end, endMs: end, maxFps: 0 };
+}
+
+// ── One stream's clock as this process reads it: the best (upstream stream time, local time) pair so far ──
+
+/** A round trip under this gives an anchor good to well under one frame: kept for the stream. */
+const GOOD_RTT_MS = 20;
+/** How often a stream with a poorer anchor tries for a better one. */
+const REANCHOR_MS = 10_000;
+/** Reads of the anchor per stream at most (the first included). */
+const REANCHOR_TRIES = 4;
+
+/** The upstream's stream clock `streamMs` as it was at this process's time `localMs`. */
+export interface Anchor {
+  streamMs: number;
+  localMs: number;
+  rttMs: number;
+}
+
+export class StreamClockAnchor {
+  private best?: Anchor;
+  private pending?: Promise<Anchor | undefined>;
+  private triedAtMs = 0;
+  private tries = 0;
+
+  /** The best anchor so far, else the read in flight (undefined: none read and none in flight). */
+  get current(): Anchor | Promise<Anchor | undefined> | undefined {
+    return this.best ?? this.pending;
+  }
+
+  /**
+   * Starts `read` at `now` when there is no anchor, or a poor one due another try, and none is in
+   * flight; its answer is kept when it beats the best so far. A failed read goes to `onError` (nobody
+   * may be waiting: a background read), never unhandled.
+   */
+  refresh(now: number, read: () => Promise<Anchor | undefined>, onError: (err: unknown) => void): void {
+    const best = this.best;
+    const stale = !best || (best.rttMs > GOOD_RTT_MS && now - this.triedAtMs >= REANCHOR_MS && this.tries < REANCHOR_TRIES);
+    if (!stale || this.pending) return;
+    this.triedAtMs = now;
+    this.tries++;
+    this.pending = read()
+      .then(
+        (a) => {
+          if (a && (!this.best || a.rttMs <= this.best.rttMs)) this.best = a;
+          return this.best;
+        },
+        (err: unknown) => {
+          onError(err);
+          return this.best;
+        },
+      )
+      .finally(() => (this.pending = undefined));
+  }
 }

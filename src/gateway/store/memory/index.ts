@@ -5,9 +5,9 @@
  */
 import { realClock } from '../../../lib/timers';
 import type { Clock } from '../../../lib/timers';
+import { ChannelSubscribers } from '../channel-subscribers';
 import { composeStore } from '../compose';
 import type { Store } from '../store';
-import { MemoryBroker } from './broker';
 import { MemoryClaims } from './claims';
 import { MemoryCounters } from './counters';
 import { MemoryFeedback } from './feedback';
@@ -18,7 +18,8 @@ import { MemoryStreams } from './streams';
 
 export function memoryStore(opts: { clock?: Pick<Clock, 'now'> } = {}): Store {
   const clock = opts.clock ?? realClock;
-  const broker = new MemoryBroker();
+  // One process's broker is its local subscribers (../channel-subscribers.ts).
+  const broker = new ChannelSubscribers();
   const feedback = new MemoryFeedback();
   const streams = new MemoryStreams(broker, feedback);
   const windows = new MemoryResultWindows(clock);

@@ -1,4 +1,4 @@
-import { fanOut } from '../../../src/gateway/legacy/streams/ports';
+import { fanOut } from '../../../src/gateway/telemetry/observer';
 import type { LegacyObserver } from '../../../src/gateway/legacy/streams/ports';
 
 describe('fanOut', () => {
