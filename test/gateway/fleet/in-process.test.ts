@@ -1,5 +1,5 @@
 /**
- * A fleet in one process: two or three real gateways (loopback, port 0) sharing ONE MemoryStore
+ * A fleet in one process: two or three real gateways (loopback, port 0) sharing ONE memory store
  * (the cross-replica and fencing groups also on a real redis-server, one connection per replica)
  * and one FakeClock, in front of one real emulator. The fleet's loops (heartbeat, sweep, failover,
  * reconcile), leases and ticks run on the fake clock, which moves only while no upstream call is

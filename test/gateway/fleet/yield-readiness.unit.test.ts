@@ -2,7 +2,7 @@
  * Which replica tells the balancer to route elsewhere and hands its streams away: one that cannot
  * reach the upstream while another alive replica can, once it has been impaired for the grace.
  * When every replica is cut (an upstream slow or down for all), none does, so an upstream outage
- * never empties the balancer and moves no stream. Two fleet members over one MemoryStore, their
+ * never empties the balancer and moves no stream. Two fleet members over one memory store, their
  * loops run on a fake clock.
  */
 import { loadConfig } from '../../../src/config';

@@ -158,7 +158,7 @@ describe('hostile tenant on /v0.2', () => {
   });
 });
 
-describe('feedback pruned with the tombstone (MemoryStore, fake clock)', () => {
+describe('feedback pruned with the tombstone (memory store, fake clock)', () => {
   beforeEach(() => jest.useFakeTimers());
   afterEach(() => jest.useRealTimers());
 

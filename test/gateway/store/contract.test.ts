@@ -1,6 +1,6 @@
 /**
- * The store contract: the same behaviour from MemoryStore (one process), RedisStore on a real
- * redis-server and RedisStore on a real 3-node Redis Cluster (both started for this file), so the
+ * The store contract: the same behaviour from the memory store (one process), the Redis store on a real
+ * redis-server and the Redis store on a real 3-node Redis Cluster (both started for this file), so the
  * gateway cannot tell them apart and every script keeps its keys on one hash tag.
  */
 import { memoryStore } from '../../../src/gateway/store/memory';
@@ -31,14 +31,14 @@ interface Fleet {
 }
 const factories: [string, () => Promise<Fleet>][] = [
   [
-    'MemoryStore',
+    'memory store',
     async () => {
       const store = memoryStore();
       return { store, peer: async () => store };
     },
   ],
   [
-    'RedisStore',
+    'Redis store',
     async () => {
       // A prefix per store: tests on one server never see each other's keys.
       const prefix = `t${++seq}:`;
@@ -46,7 +46,7 @@ const factories: [string, () => Promise<Fleet>][] = [
     },
   ],
   [
-    'RedisStore on a 3-node Cluster',
+    'Redis store on a 3-node Cluster',
     async () => {
       const prefix = `t${++seq}:`;
       return { store: await connectRedisStore(cluster.url, { prefix }), peer: () => connectRedisStore(cluster.url, { prefix }) };
@@ -598,7 +598,7 @@ describe.each(factories)('%s', (_name, make) => {
   });
 });
 
-describe('RedisStore with Redis gone', () => {
+describe('Redis store with Redis gone', () => {
   test('calls fail fast with StoreUnavailableError (no queueing, no hang) and observers see it; ready() is false, close() returns', async () => {
     const own = await startRedis();
     // ioredis keeps a refused command's timeout timer until it fires: short, so jest exits at once.
@@ -631,7 +631,7 @@ describe('RedisStore with Redis gone', () => {
   });
 });
 
-test('RedisStore: a subscription comes back after Redis restarts (ioredis resubscribes)', async () => {
+test('Redis store: a subscription comes back after Redis restarts (ioredis resubscribes)', async () => {
   const first = await startRedis();
   const store = await connectRedisStore(first.url, { prefix: 'restart:' });
   const got: string[] = [];

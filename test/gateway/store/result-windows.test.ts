@@ -1,7 +1,7 @@
 /**
  * The result-window role of the store (reinfer): what one connection writes, another reads by the
  * result id alone (a second replica); each entry goes after its TTL; a later put replaces; an
- * unreadable stored value is no window. The same from MemoryStore and RedisStore; RedisStore writes
+ * unreadable stored value is no window. The same from the memory store and the Redis store; the Redis store writes
  * behind (a flush's windows in one command per shard), so its writer reads its own at once.
  */
 import { MemoryResultWindows } from '../../../src/gateway/store/memory/result-windows';
@@ -20,7 +20,7 @@ import { createLogger } from '../../../src/lib/logger';
 const clip: ResultWindow = { streamId: 's-1', accountId: 'acct-a', mode: 'clip', startMs: 1500, endMs: 2500, maxFps: 2 };
 const frame: ResultWindow = { streamId: 's-2', accountId: 'acct-a', mode: 'frame', startMs: 900, endMs: 900, maxFps: 0 };
 
-test('MemoryStore: a UUID result id and any other id stay apart; windows of one stream share one shape until the last goes', async () => {
+test('memory store: a UUID result id and any other id stay apart; windows of one stream share one shape until the last goes', async () => {
   const clock = new FakeClock();
   const store = new MemoryResultWindows(clock);
   const uuid = '0a1b2c3d-4e5f-8a6b-9c7d-8e9f0a1b2c3d';
@@ -40,7 +40,7 @@ test('MemoryStore: a UUID result id and any other id stay apart; windows of one 
   store.clear();
 });
 
-test('MemoryStore: read back as written, not the same object; gone after its TTL (and swept on a later put)', async () => {
+test('memory store: read back as written, not the same object; gone after its TTL (and swept on a later put)', async () => {
   const clock = new FakeClock();
   const store = new MemoryResultWindows(clock);
   await store.putResultWindow('r1', clip, 10_000);
@@ -62,7 +62,7 @@ test('MemoryStore: read back as written, not the same object; gone after its TTL
   store.clear();
 });
 
-describe('RedisStore', () => {
+describe('Redis store', () => {
   let redis: RedisServer;
   let a: Store;
   let b: Store;

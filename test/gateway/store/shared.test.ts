@@ -42,7 +42,7 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-test('60 concurrent acquires over 3 RedisStore connections: exactly 5 slots, holders named, round after round', async () => {
+test('60 concurrent acquires over 3 Redis store connections: exactly 5 slots, holders named, round after round', async () => {
   const conns = await Promise.all(Array.from({ length: 3 }, () => connectRedisStore(redis.url, { prefix: 'acq:' })));
   try {
     for (let round = 0; round < 20; round++) {

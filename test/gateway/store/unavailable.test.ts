@@ -1,5 +1,5 @@
 /**
- * Redis away: a gateway on a RedisStore whose redis-server is stopped refuses legacy calls that need
+ * Redis away: a gateway on a Redis store whose redis-server is stopped refuses legacy calls that need
  * the store with 503 `store_unavailable` in the legacy body (retry-after), never a 500 or a hang, and
  * serves again once Redis is back on the same address.
  */

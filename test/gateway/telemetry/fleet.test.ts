@@ -128,7 +128,7 @@ function matches(r: Omit<DeprecationReport, 'generated_at'>, expected: Partial<D
 
 const fleets: [string, () => Promise<{ stores: Store[]; close(): Promise<void> }>][] = [
   [
-    'one MemoryStore',
+    'one memory store',
     async () => {
       const one = memoryStore();
       return { stores: [one, one, one], close: () => one.close() };
