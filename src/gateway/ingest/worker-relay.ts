@@ -19,7 +19,8 @@
  * Recycling: rtc-node keeps native memory of every room it joined and left (livekit/node-sdks#514,
  * ~0.4–0.8 MiB a room here), so a worker whose RSS passes `recycleRssMb` is replaced while it
  * carries no relayed webrtc peer (those could not move): it closes, a new one is forked at once and
- * takes its customer-room relays over (each resumes within the time a room join takes).
+ * takes its customer-room relays over (each resumes within the time a room join takes); a start in
+ * flight in the old one is made again in the new one, so a create never sees the recycle.
  */
 import type { LegacyConfig } from '../../config';
 import type { Logger } from '../../lib/logger';
@@ -92,6 +93,8 @@ export class WorkerRelay implements MediaRelay {
   private figures = { rssBytes: 0, heapUsedBytes: 0, cpuSeconds: 0 };
   /** The worker the watchdog killed (its exit is a stall, not a crash). */
   private stalled: MediaWorkerProcess | undefined;
+  /** Workers replaced for their memory (a start in flight in one goes on in its successor). */
+  private readonly retired = new WeakSet<MediaWorkerProcess>();
   private readonly log: Logger;
   private readonly clock: Clock;
 
@@ -133,8 +136,7 @@ export class WorkerRelay implements MediaRelay {
     const entry: Relayed = { request, onLost: input.onLost, onFrameSize: input.onFrameSize, started: false };
     this.relays.set(input.streamId, entry);
     try {
-      const worker = await this.up();
-      const media = await worker.start(request);
+      const { worker, media } = await this.startInWorker(entry);
       if (this.relays.get(input.streamId) !== entry) {
         // Stopped while it started: release it in the worker.
         await worker.stop(input.streamId).catch(() => undefined);
@@ -146,6 +148,22 @@ export class WorkerRelay implements MediaRelay {
       if (this.relays.get(input.streamId) === entry) this.relays.delete(input.streamId);
       if (err instanceof WorkerGone) throw this.unavailable();
       throw err;
+    }
+  }
+
+  /**
+   * Starts `entry`'s relay in the running worker. A worker replaced for its memory while the start
+   * was in flight hands it to its successor (the start is made again there); a death fails it.
+   */
+  private async startInWorker(entry: Relayed): Promise<{ worker: MediaWorkerProcess; media: LegacyMedia }> {
+    for (;;) {
+      if (this.state === 'closed') throw LEGACY_ERRORS.shuttingDown();
+      const worker = await this.up();
+      try {
+        return { worker, media: await worker.start(entry.request) };
+      } catch (err) {
+        if (!(err instanceof WorkerGone) || !this.retired.has(worker) || this.relays.get(entry.request.streamId) !== entry) throw err;
+      }
     }
   }
 
@@ -313,6 +331,7 @@ export class WorkerRelay implements MediaRelay {
   private async recycle(old: MediaWorkerProcess, rssBytes: number): Promise<void> {
     this.state = 'restarting';
     clearInterval(this.watchdog);
+    this.retired.add(old);
     this.worker = undefined; // its exit is a recycle, not a death
     this.log.info(
       { pid: old.pid, rssMb: Math.round(rssBytes / 1048576), limitMb: this.opts.cfg.mediaWorker.recycleRssMb },

@@ -3,7 +3,8 @@
  * flight when the worker dies fails with 503 `media_unavailable`; a stalled worker (SIGSTOP) is
  * killed and forked again after the backoff; one more death than the budget leaves it down (no
  * fork, creates refused) until the cool-down passes, when the next relay forks one again; close()
- * takes the worker with it. The room it joins never answers, so each start stays in flight.
+ * takes the worker with it; a start in flight when its worker is replaced for its memory goes on
+ * in the next one. The room it joins never answers, so each start stays in flight.
  */
 import net from 'node:net';
 import { AccessToken } from 'livekit-server-sdk';
@@ -149,6 +150,44 @@ test('stall, death past the budget, cool-down: supervision in order, on the fake
       'the worker gone',
     );
     expect(restarts).toEqual(['stall']);
+  } finally {
+    await relay.close();
+  }
+}, 120_000);
+
+test('a start in flight when its worker is replaced for its memory goes on in the next worker: the create never sees the recycle', async () => {
+  const restarts: RestartReason[] = [];
+  const base = testConfig().legacy;
+  // Every worker is past 1 MiB at its first report: each is replaced as soon as it reports.
+  const relay = new WorkerRelay({
+    cfg: { ...base, mediaWorker: { ...MEDIA_WORKER, recycleRssMb: 1 } },
+    logger: createLogger('silent'),
+    logLevel: 'silent',
+    script: await mediaWorkerScript(),
+    onRestart: (r) => restarts.push(r),
+  });
+  try {
+    let outcome: string | undefined;
+    const started = codeOf(relay.start(await roomStart('r1'))).then((o) => (outcome = o));
+    await deadline(
+      until(() => relay.health().state === 'up'),
+      20_000,
+      'the first worker up',
+    );
+    const first = relay.health().pid!;
+    // Two recycles: the start, in flight in the silent room, went to the second worker and then the third.
+    await deadline(
+      until(() => restarts.length >= 2 && relay.health().state === 'up'),
+      30_000,
+      'two recycles',
+    );
+    expect(restarts.slice(0, 2)).toEqual(['recycle', 'recycle']);
+    expect(relay.health().pid).not.toBe(first);
+    expect(outcome).toBeUndefined();
+    expect(relay.activeCount).toBe(1);
+    // Closing the relay ends it (no worker any more).
+    await relay.close();
+    expect(await deadline(started, 20_000, 'the start ends with the relay')).toMatch(/^503 /);
   } finally {
     await relay.close();
   }
