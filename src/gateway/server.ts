@@ -18,13 +18,16 @@ export interface RunningGateway extends ShutdownControl {
   metricsUrl?: string;
 }
 
-/** Starts the gateway's HTTP server: routes plus WebSocket upgrades for the results sockets. */
+/** `startGateway`'s options: the gateway's own, and how its shutdown waits. */
 export interface ServerOptions extends Omit<GatewayOptions, 'upstreamUrl'> {
   /** How the shutdown waits out `shutdownDelayMs` (tests resolve it themselves). */
   delay?: (ms: number) => Promise<unknown>;
 }
 
-/** Builds the gateway, joins its fleet, listens (./listeners.ts), and hands back its shutdown (./shutdown.ts). */
+/**
+ * Starts the gateway: builds it, joins its fleet, listens (routes plus WebSocket upgrades for the
+ * results sockets: ./listeners.ts), and hands back its shutdown (./shutdown.ts).
+ */
 export async function startGateway(cfg: Config, logger: Logger, upstreamUrl: string, opts: ServerOptions = {}): Promise<RunningGateway> {
   const { delay = (ms: number) => sleep(ms), ...gatewayOpts } = opts;
   const gateway = createGateway(cfg, logger, { ...gatewayOpts, upstreamUrl });
