@@ -15,16 +15,16 @@ import { UpstreamCatalog } from '../../../src/gateway/legacy/streams/catalog';
 import { STREAM_TIMERS } from '../../../src/gateway/legacy/streams/live-stream';
 import type { LiveStream } from '../../../src/gateway/legacy/streams/live-stream';
 import type { StreamRegistry } from '../../../src/gateway/legacy/streams/registry';
-import { LegacyStreams } from '../../../src/gateway/legacy/streams/legacy-streams';
-import { memoryStore } from '../../../src/gateway/store/memory';
+import type { LegacyStreams } from '../../../src/gateway/legacy/streams/legacy-streams';
 import type { Store } from '../../../src/gateway/store/store';
 import { createLogger } from '../../../src/lib/logger';
 import { Sealer } from '../../../src/lib/seal';
 import { UpstreamClient } from '../../../src/upstream/client';
-import { FakeClock, callsInFlight, driveUntil, settle } from '../../helpers/fake-clock';
-import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
+import { driveUntil, settle } from '../../helpers/fake-clock';
+import type { FakeClock } from '../../helpers/fake-clock';
+import { fakeClockStreams } from '../../helpers/fake-clock-streams';
+import { TEST_PUBLISHER, testConfig } from '../../helpers/config';
 import { KEY, frameBody } from '../../helpers/stack';
-import { Lifecycle } from '../../../src/gateway/lifecycle';
 
 const POLL_MS = 50;
 
@@ -51,39 +51,21 @@ interface Pair {
 
 /** Replicas A and B of one fleet: one store, one sealing secret, one fake clock (control messages go nowhere). */
 function pair(): Pair {
-  const logger = createLogger(cfg.logLevel);
-  const brand = brandOf(cfg);
-  const clock = new FakeClock(Date.now());
-  const store = memoryStore();
+  const rig = fakeClockStreams(emulator.url, cfg);
   const sealer = new Sealer('s'.repeat(32));
-  const upstream = new UpstreamClient({ baseUrl: emulator.url, brand, logger, retry: FAST_RETRY });
-  const running = callsInFlight(upstream);
-  const catalog = new UpstreamCatalog(upstream, { modelsCacheMs: 60_000, accountCacheMs: 60_000, logger });
-  const replica = (replicaId: string) =>
-    new LegacyStreams({
-      cfg: cfg.legacy,
-      brand,
-      logger,
-      store,
-      upstream,
-      catalog,
-      clock,
-      fleet: { replicaId, sealer, tell: () => Promise.resolve() },
-      lifecycle: new Lifecycle(),
-    });
+  const replica = (replicaId: string) => rig.streams({ fleet: { replicaId, sealer, tell: () => Promise.resolve() } });
   const a = replica('A');
   const b = replica('B');
   return {
-    clock,
-    store,
+    clock: rig.clock,
+    store: rig.store,
     a,
     b,
-    idle: () => running() === 0,
+    idle: rig.idle,
     async close() {
       await a.closeAll();
       await b.closeAll();
-      await upstream.close();
-      await store.close();
+      await rig.close();
     },
   };
 }

@@ -11,22 +11,22 @@ import { startEmulator } from '../../../src/emulator/server';
 import type { RunningEmulator } from '../../../src/emulator/server';
 import { UpstreamCatalog } from '../../../src/gateway/legacy/streams/catalog';
 import { createLegacySchemas } from '../../../src/gateway/legacy/contract/schema';
-import { resultsChannel } from '../../../src/gateway/legacy/streams/results-channel';
-import { LegacyStreams } from '../../../src/gateway/legacy/streams/legacy-streams';
+import type { LegacyStreams } from '../../../src/gateway/legacy/streams/legacy-streams';
 import { normalizeCreate } from '../../../src/gateway/legacy/contract/spec';
 import type { LegacyResultMessage } from '../../../src/gateway/legacy/contract/responses';
 import { parseLegacy } from '../../../src/gateway/legacy/contract/validate';
-import { memoryStore } from '../../../src/gateway/store/memory';
 import type { Store } from '../../../src/gateway/store/store';
 import { createLogger } from '../../../src/lib/logger';
-import { UpstreamClient, UpstreamError } from '../../../src/upstream/client';
+import type { UpstreamClient } from '../../../src/upstream/client';
+import { UpstreamError } from '../../../src/upstream/client';
 import { ModelLatency } from '../../../src/emulator/models/latency';
-import { resultId } from '../../../src/gateway/legacy/streams/results-channel';
-import { FakeClock, callsInFlight, driveUntil, quiesce, settle } from '../../helpers/fake-clock';
+import { resultId, resultsChannel } from '../../../src/gateway/legacy/streams/results-channel';
+import { driveUntil, quiesce, settle } from '../../helpers/fake-clock';
+import type { FakeClock } from '../../helpers/fake-clock';
+import { fakeClockStreams } from '../../helpers/fake-clock-streams';
 import { KEY, frameBody, http } from '../../helpers/stack';
-import { FAST_RETRY, TEST_PUBLISHER, testConfig } from '../../helpers/config';
+import { TEST_PUBLISHER, testConfig } from '../../helpers/config';
 import { SOLO_LINK } from '../../../src/gateway/fleet/member';
-import { Lifecycle } from '../../../src/gateway/lifecycle';
 
 const POLL_MS = 50;
 const INTERVAL_MS = 500;
@@ -61,26 +61,12 @@ afterEach(async () => {
 
 function rig(legacy: Record<string, unknown> = {}): Rig {
   const cfg: Config = { ...baseCfg, legacy: { ...baseCfg.legacy, firstFramePollMs: POLL_MS, ...legacy } };
-  const logger = createLogger(cfg.logLevel);
-  const brand = brandOf(cfg);
-  const clock = new FakeClock(Date.now());
-  const store = memoryStore();
-  const upstream = new UpstreamClient({ baseUrl: emulator.url, brand, logger, retry: FAST_RETRY });
-  const running = callsInFlight(upstream);
-  const catalog = new UpstreamCatalog(upstream, { modelsCacheMs: 60_000, accountCacheMs: 60_000, logger });
+  const parts = fakeClockStreams(emulator.url, cfg);
   const ended: string[] = [];
   const upstreamErrors: number[] = [];
   const rateLimited: string[] = [];
-  const streams = new LegacyStreams({
-    cfg: cfg.legacy,
-    brand,
-    logger,
-    store,
-    upstream,
-    catalog,
-    clock,
+  const streams = parts.streams({
     fleet: SOLO_LINK,
-    lifecycle: new Lifecycle(),
     observer: {
       streamEnded: (_k, reason) => void ended.push(reason),
       upstreamError: (status) => void upstreamErrors.push(status),
@@ -89,18 +75,17 @@ function rig(legacy: Record<string, unknown> = {}): Rig {
   });
   return {
     cfg,
-    clock,
-    store,
+    clock: parts.clock,
+    store: parts.store,
     streams,
-    upstream,
+    upstream: parts.upstream,
     ended,
     upstreamErrors,
     rateLimited,
-    idle: () => running() === 0,
+    idle: parts.idle,
     async close() {
       await streams.closeAll();
-      await upstream.close();
-      await store.close();
+      await parts.close();
     },
   };
 }
