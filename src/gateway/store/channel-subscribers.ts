@@ -27,7 +27,7 @@ export class ChannelSubscribers implements Broker {
   }
 
   /** Resolves once the channel's subscription is open; a failed one is forgotten (the next subscriber tries again). */
-  async add(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe> {
+  async subscribe(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe> {
     let entry = this.channels.get(channel);
     if (!entry) {
       entry = { handlers: new Set(), opened: this.transport.open(channel) };
@@ -55,10 +55,6 @@ export class ChannelSubscribers implements Broker {
 
   async publish(channel: string, message: string, _route: string): Promise<void> {
     this.deliver(channel, message);
-  }
-
-  subscribe(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe> {
-    return this.add(channel, onMessage);
   }
 
   /** Forgets every subscriber (the store is closing). */

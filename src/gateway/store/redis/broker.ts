@@ -37,7 +37,7 @@ export class RedisBroker extends RedisRole implements Broker {
 
   /** Resolves once Redis confirmed the subscription: every message published after that arrives. */
   async subscribe(channel: string, onMessage: (message: string) => void): Promise<Unsubscribe> {
-    return this.guard('subscribe', () => this.subscribers.add(channel, onMessage));
+    return this.guard('subscribe', () => this.subscribers.subscribe(channel, onMessage));
   }
 
   /** Forgets every local subscriber (the store is closing). */
